@@ -1,0 +1,305 @@
+//! Cutting a byte stream into syslog frames.
+//!
+//! A [`FrameDecoder`] is pushed the bytes a connection has delivered so far and reports the
+//! complete frames in them as ranges, so the caller can slice its read buffer without copying.
+//! It remembers only what must survive between reads (whether it is skipping the tail of an
+//! oversized line), so the caller keeps unconsumed bytes and offers them again with more data.
+//!
+//! Oversized input follows syslog-ng: a line longer than `log-msg-size()` is split into
+//! messages of at most that size, or with `trim-large-messages(yes)` cut to that size with the
+//! rest of the line dropped. An octet-counted frame that announces more than the limit is an
+//! error that closes the connection, unless trimming is on.
+
+use std::fmt;
+use std::ops::Range;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Framing {
+    /// One message per line; a line ends at `\n` (a `\r` before it is dropped) or NUL.
+    Newline,
+    /// RFC6587 octet counting: `LEN SP MSG`.
+    OctetCounted,
+}
+
+/// A frame found in the buffer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Frame {
+    /// Where the message bytes are, relative to the start of the buffer given to `decode`.
+    pub range: Range<usize>,
+    /// The frame was longer than the limit and this is its first part (or, when splitting,
+    /// a later part).
+    pub oversized: bool,
+}
+
+/// A stream that cannot be framed any further; the connection must be closed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FrameError {
+    /// An octet-counted frame did not start with `LEN SP`.
+    BadHeader { found: Vec<u8> },
+    /// An octet-counted frame announced more than `log-msg-size()`.
+    TooLarge { length: usize, max: usize },
+}
+
+impl fmt::Display for FrameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FrameError::BadHeader { found } => write!(
+                f,
+                "invalid octet-counting frame header: {:?}",
+                String::from_utf8_lossy(found)
+            ),
+            FrameError::TooLarge { length, max } => write!(
+                f,
+                "incoming frame of {length} bytes is larger than log-msg-size({max})"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for FrameError {}
+
+/// The largest number of digits a frame length may have (a length below 10^10).
+const MAX_LENGTH_DIGITS: usize = 10;
+
+#[derive(Clone, Debug)]
+pub struct FrameDecoder {
+    framing: Framing,
+    max_size: usize,
+    trim: bool,
+    /// Bytes still to drop: the rest of an oversized line (`usize::MAX`: until the next line
+    /// end) or of an oversized octet-counted frame.
+    discarding: usize,
+}
+
+impl FrameDecoder {
+    pub fn new(framing: Framing, max_size: usize, trim_large_messages: bool) -> FrameDecoder {
+        FrameDecoder {
+            framing,
+            max_size: max_size.max(1),
+            trim: trim_large_messages,
+            discarding: 0,
+        }
+    }
+
+    pub fn framing(&self) -> Framing {
+        self.framing
+    }
+
+    /// Reports every complete frame in `buf` to `out`, in order, and returns how many bytes
+    /// were consumed; the caller keeps the rest for the next call. With `eof`, bytes after the
+    /// last line end are a frame too.
+    pub fn decode(
+        &mut self,
+        buf: &[u8],
+        eof: bool,
+        mut out: impl FnMut(Frame),
+    ) -> Result<usize, FrameError> {
+        match self.framing {
+            Framing::Newline => Ok(self.decode_lines(buf, eof, &mut out)),
+            Framing::OctetCounted => self.decode_counted(buf, &mut out),
+        }
+    }
+
+    fn decode_lines(&mut self, buf: &[u8], eof: bool, out: &mut impl FnMut(Frame)) -> usize {
+        let mut at = 0;
+        if self.discarding > 0 {
+            match memchr::memchr2(b'\n', 0, buf) {
+                Some(end) => {
+                    self.discarding = 0;
+                    at = end + 1;
+                }
+                None => return buf.len(),
+            }
+        }
+        while at < buf.len() {
+            let rest = &buf[at..];
+            let window = &rest[..rest.len().min(self.max_size + 1)];
+            match memchr::memchr2(b'\n', 0, window) {
+                Some(len) if len <= self.max_size => {
+                    let mut end = at + len;
+                    if end > at && buf[end - 1] == b'\r' && buf[end] == b'\n' {
+                        end -= 1;
+                    }
+                    out(Frame {
+                        range: at..end,
+                        oversized: false,
+                    });
+                    at += len + 1;
+                }
+                _ if rest.len() > self.max_size => {
+                    out(Frame {
+                        range: at..at + self.max_size,
+                        oversized: true,
+                    });
+                    at += self.max_size;
+                    if self.trim {
+                        match memchr::memchr2(b'\n', 0, &buf[at..]) {
+                            Some(end) => at += end + 1,
+                            None => {
+                                self.discarding = usize::MAX;
+                                return buf.len();
+                            }
+                        }
+                    }
+                }
+                _ if eof => {
+                    out(Frame {
+                        range: at..buf.len(),
+                        oversized: false,
+                    });
+                    return buf.len();
+                }
+                _ => break,
+            }
+        }
+        at
+    }
+
+    fn decode_counted(
+        &mut self,
+        buf: &[u8],
+        out: &mut impl FnMut(Frame),
+    ) -> Result<usize, FrameError> {
+        let mut at = 0;
+        if self.discarding > 0 {
+            let skip = self.discarding.min(buf.len());
+            self.discarding -= skip;
+            at = skip;
+        }
+        while at < buf.len() {
+            let rest = &buf[at..];
+            // Senders may separate frames with line ends; syslog-ng tolerates them.
+            if matches!(rest[0], b'\n' | b'\r' | 0) {
+                at += 1;
+                continue;
+            }
+            let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+            if digits == rest.len() && digits <= MAX_LENGTH_DIGITS {
+                break; // the header is not complete yet
+            }
+            if digits == 0 || digits > MAX_LENGTH_DIGITS || rest[digits] != b' ' {
+                return Err(FrameError::BadHeader {
+                    found: rest[..rest.len().min(16)].to_vec(),
+                });
+            }
+            let length: usize = std::str::from_utf8(&rest[..digits])
+                .expect("ASCII digits")
+                .parse()
+                .expect("at most ten digits fit a usize");
+            let body = at + digits + 1;
+            if length > self.max_size {
+                if !self.trim {
+                    return Err(FrameError::TooLarge {
+                        length,
+                        max: self.max_size,
+                    });
+                }
+                if buf.len() - body < self.max_size {
+                    break;
+                }
+                out(Frame {
+                    range: body..body + self.max_size,
+                    oversized: true,
+                });
+                let skip_to = body + length;
+                if skip_to > buf.len() {
+                    self.discarding = skip_to - buf.len();
+                    return Ok(buf.len());
+                }
+                at = skip_to;
+                continue;
+            }
+            if buf.len() - body < length {
+                break;
+            }
+            out(Frame {
+                range: body..body + length,
+                oversized: false,
+            });
+            at = body + length;
+        }
+        Ok(at)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frames(dec: &mut FrameDecoder, buf: &[u8], eof: bool) -> (Vec<(String, bool)>, usize) {
+        let mut got = Vec::new();
+        let used = dec
+            .decode(buf, eof, |f| {
+                got.push((
+                    String::from_utf8_lossy(&buf[f.range]).into_owned(),
+                    f.oversized,
+                ))
+            })
+            .unwrap();
+        (got, used)
+    }
+
+    fn names(v: &[(String, bool)]) -> Vec<&str> {
+        v.iter().map(|(s, _)| s.as_str()).collect()
+    }
+
+    #[test]
+    fn lines_end_at_lf_crlf_and_nul() {
+        let mut d = FrameDecoder::new(Framing::Newline, 100, false);
+        let (got, used) = frames(&mut d, b"a\nb\r\nc\0d", false);
+        assert_eq!(names(&got), ["a", "b", "c"]);
+        assert_eq!(used, 7);
+        let (got, used) = frames(&mut d, b"d", true);
+        assert_eq!((names(&got), used), (vec!["d"], 1));
+    }
+
+    #[test]
+    fn long_lines_are_split_or_trimmed() {
+        let mut split = FrameDecoder::new(Framing::Newline, 4, false);
+        let (got, used) = frames(&mut split, b"abcdefghij\nxy\n", false);
+        assert_eq!(names(&got), ["abcd", "efgh", "ij", "xy"]);
+        assert_eq!(got[0].1, true);
+        assert_eq!(used, 14);
+
+        let mut trim = FrameDecoder::new(Framing::Newline, 4, true);
+        let (got, _) = frames(&mut trim, b"abcdefghij\nxy\n", false);
+        assert_eq!(names(&got), ["abcd", "xy"]);
+        // the tail of a long line may arrive in a later read
+        let (got, used) = frames(&mut trim, b"abcdefg", false);
+        assert_eq!((names(&got), used), (vec!["abcd"], 7));
+        let (got, _) = frames(&mut trim, b"hij\nok\n", false);
+        assert_eq!(names(&got), ["ok"]);
+    }
+
+    #[test]
+    fn octet_counted_frames_may_arrive_in_pieces() {
+        let mut d = FrameDecoder::new(Framing::OctetCounted, 100, false);
+        let stream = b"5 hello3 abc11 hello world";
+        let (got, used) = frames(&mut d, &stream[..9], false);
+        assert_eq!((names(&got), used), (vec!["hello"], 7));
+        let (got, used) = frames(&mut d, &stream[7..], false);
+        assert_eq!(names(&got), ["abc", "hello world"]);
+        assert_eq!(used, stream.len() - 7);
+        let (got, used) = frames(&mut d, b"12", false);
+        assert_eq!((got.len(), used), (0, 0));
+    }
+
+    #[test]
+    fn octet_counting_errors() {
+        let mut d = FrameDecoder::new(Framing::OctetCounted, 10, false);
+        assert!(matches!(
+            d.decode(b"<13>hello\n", false, |_| {}),
+            Err(FrameError::BadHeader { .. })
+        ));
+        assert_eq!(
+            d.decode(b"11 hello world", false, |_| {}),
+            Err(FrameError::TooLarge {
+                length: 11,
+                max: 10
+            })
+        );
+        let mut trim = FrameDecoder::new(Framing::OctetCounted, 5, true);
+        let (got, used) = frames(&mut trim, b"11 hello world2 ok", false);
+        assert_eq!((names(&got), used), (vec!["hello", "ok"], 18));
+    }
+}

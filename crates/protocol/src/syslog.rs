@@ -1,0 +1,761 @@
+//! RFC3164 and RFC5424 parsing with syslog-ng's rules.
+//!
+//! The promise: [`parse`] accepts any bytes and always yields fields; malformed input is kept
+//! whole in the message text and marked with a [`ParseTag`]. The behaviour follows syslog-ng 3.38
+//! (`modules/syslogformat/syslog-format.c`) field by field, so that a site sees the same
+//! `$HOST`, `$PROGRAM` and `$MSG` it saw before; the tags and the handling of an invalid `<PRI>`
+//! follow syslog-ng 4.x, which keeps such a line whole instead of replacing it with an error
+//! text (see `docs/compatibility.md`).
+
+use crate::text::{Span, Text};
+use crate::timestamp::{self, WallClock};
+use crate::{Pri, DEFAULT_PRI};
+
+/// How a source parses: syslog-ng's `flags()` of a source and the options that go with them.
+#[derive(Clone, Debug)]
+pub struct ParseOptions {
+    pub flags: ParseFlags,
+    /// `default-facility()` | `default-priority()`; `None` means user.notice.
+    pub default_pri: Option<Pri>,
+    /// Longest SD-PARAM value kept; longer values are cut.
+    pub sdata_param_value_max: usize,
+    /// The process id written into the error text of an unparseable RFC5424 frame.
+    pub pid: u32,
+}
+
+impl Default for ParseOptions {
+    fn default() -> ParseOptions {
+        ParseOptions {
+            flags: ParseFlags::default(),
+            default_pri: None,
+            sdata_param_value_max: 65535,
+            pid: std::process::id(),
+        }
+    }
+}
+
+/// Source flags that change parsing. The defaults are syslog-ng's: expect a hostname and keep
+/// the legacy `program[pid]: ` header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParseFlags {
+    /// `syslog-protocol`: parse as RFC5424 (falling back to RFC3164 when the frame is not).
+    pub syslog_protocol: bool,
+    /// `expect-hostname` (default) / `no-hostname`.
+    pub expect_hostname: bool,
+    /// `check-hostname`: a hostname holds only letters, digits and `-_.:@/`.
+    pub check_hostname: bool,
+    pub store_legacy_msghdr: bool,
+    pub sanitize_utf8: bool,
+    pub validate_utf8: bool,
+    pub assume_utf8: bool,
+    /// `no-header`: only the `<PRI>` is parsed, the rest is the message.
+    pub no_header: bool,
+    /// The message came from this machine (`unix-*`, `stdin`): kernel messages without a
+    /// timestamp get the program name `kernel`.
+    pub local: bool,
+    /// `no-multi-line`: CR, LF and NUL in the message become spaces.
+    pub no_multi_line: bool,
+}
+
+impl Default for ParseFlags {
+    fn default() -> ParseFlags {
+        ParseFlags {
+            syslog_protocol: false,
+            expect_hostname: true,
+            check_hostname: false,
+            store_legacy_msghdr: true,
+            sanitize_utf8: false,
+            validate_utf8: false,
+            assume_utf8: false,
+            no_header: false,
+            local: false,
+            no_multi_line: false,
+        }
+    }
+}
+
+/// What the parser noticed about malformed input, with syslog-ng 4's tag names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ParseTag {
+    InvalidPri,
+    MissingPri,
+    MissingTimestamp,
+    InvalidHostname,
+    UnexpectedFraming,
+    Rfc3164MissingHeader,
+    Rfc5424MissingHostname,
+    Rfc5424MissingAppName,
+    Rfc5424MissingProcid,
+    Rfc5424MissingMsgid,
+    Rfc5424MissingSdata,
+    Rfc5424InvalidSdata,
+    Rfc5424MissingMessage,
+    Rfc5424Unparseable,
+    Utf8Sanitized,
+}
+
+impl ParseTag {
+    pub const ALL: [ParseTag; 15] = [
+        ParseTag::InvalidPri,
+        ParseTag::MissingPri,
+        ParseTag::MissingTimestamp,
+        ParseTag::InvalidHostname,
+        ParseTag::UnexpectedFraming,
+        ParseTag::Rfc3164MissingHeader,
+        ParseTag::Rfc5424MissingHostname,
+        ParseTag::Rfc5424MissingAppName,
+        ParseTag::Rfc5424MissingProcid,
+        ParseTag::Rfc5424MissingMsgid,
+        ParseTag::Rfc5424MissingSdata,
+        ParseTag::Rfc5424InvalidSdata,
+        ParseTag::Rfc5424MissingMessage,
+        ParseTag::Rfc5424Unparseable,
+        ParseTag::Utf8Sanitized,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ParseTag::InvalidPri => "syslog.invalid_pri",
+            ParseTag::MissingPri => "syslog.missing_pri",
+            ParseTag::MissingTimestamp => "syslog.missing_timestamp",
+            ParseTag::InvalidHostname => "syslog.invalid_hostname",
+            ParseTag::UnexpectedFraming => "syslog.unexpected_framing",
+            ParseTag::Rfc3164MissingHeader => "syslog.rfc3164_missing_header",
+            ParseTag::Rfc5424MissingHostname => "syslog.rfc5424_missing_hostname",
+            ParseTag::Rfc5424MissingAppName => "syslog.rfc5424_missing_app_name",
+            ParseTag::Rfc5424MissingProcid => "syslog.rfc5424_missing_procid",
+            ParseTag::Rfc5424MissingMsgid => "syslog.rfc5424_missing_msgid",
+            ParseTag::Rfc5424MissingSdata => "syslog.rfc5424_missing_sdata",
+            ParseTag::Rfc5424InvalidSdata => "syslog.rfc5424_invalid_sdata",
+            ParseTag::Rfc5424MissingMessage => "syslog.rfc5424_missing_message",
+            ParseTag::Rfc5424Unparseable => "syslog.rfc5424_unparseable",
+            ParseTag::Utf8Sanitized => "message.utf8_sanitized",
+        }
+    }
+}
+
+/// A small set of [`ParseTag`]s.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ParseTags(u16);
+
+impl ParseTags {
+    pub fn insert(&mut self, tag: ParseTag) {
+        self.0 |= 1 << tag as u8;
+    }
+
+    pub fn contains(self, tag: ParseTag) -> bool {
+        self.0 & (1 << tag as u8) != 0
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    pub fn iter(self) -> impl Iterator<Item = ParseTag> {
+        ParseTag::ALL.into_iter().filter(move |t| self.contains(*t))
+    }
+}
+
+/// One `.SDATA.<id>.<name>` value. An SD-ELEMENT without parameters (`[id]`) has no name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SdParam {
+    pub id: Text,
+    pub name: Option<Text>,
+    pub value: Text,
+}
+
+/// The fields of one parsed frame. `Text::Span`s point into the frame that was parsed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SyslogFields {
+    pub pri: Pri,
+    /// The header's timestamp; `None` when there was none (the receive time stands in).
+    pub stamp: Option<WallClock>,
+    /// `None` when the header named no host (the sender's address stands in).
+    pub host: Option<Text>,
+    pub program: Option<Text>,
+    pub pid: Option<Text>,
+    pub msgid: Option<Text>,
+    /// `program[pid]: ` as it was written, for `$MSGHDR`.
+    pub legacy_msghdr: Option<Span>,
+    pub message: Text,
+    /// Structured data in the order it was written, plus what RFC3164 headers imply
+    /// (`timeQuality.isSynced`, `meta.sequenceId`).
+    pub sdata: Vec<SdParam>,
+    pub tags: ParseTags,
+    /// The message is known to be valid UTF-8 (BOM, `validate-utf8`, `assume-utf8`).
+    pub utf8: bool,
+    /// The header was RFC5424.
+    pub rfc5424: bool,
+}
+
+/// Parses one frame (without its framing) into fields, never failing.
+pub fn parse(frame: &[u8], opts: &ParseOptions, fields: &mut SyslogFields) {
+    let len = frame
+        .iter()
+        .rposition(|&b| b != b'\n' && b != 0)
+        .map_or(0, |i| i + 1);
+    let mut p = Parser {
+        s: &frame[..len],
+        at: 0,
+        opts,
+        f: fields,
+    };
+    if opts.flags.syslog_protocol {
+        p.rfc5424();
+    } else {
+        p.rfc3164();
+    }
+    if opts.flags.no_multi_line {
+        fields.message = no_multi_line(&fields.message, &frame[..len]);
+    }
+    if opts.flags.assume_utf8 {
+        fields.utf8 = true;
+    }
+}
+
+struct Parser<'a> {
+    s: &'a [u8],
+    at: usize,
+    opts: &'a ParseOptions,
+    f: &'a mut SyslogFields,
+}
+
+const AIX_FORWARDED: &[u8] = b"Message forwarded from ";
+const REPEATED: &[u8] = b"last message repeated";
+
+impl Parser<'_> {
+    fn rest(&self) -> &[u8] {
+        &self.s[self.at..]
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.s.get(self.at).copied()
+    }
+
+    fn span(&self, start: usize, end: usize) -> Text {
+        Text::Span(Span::new(start, end))
+    }
+
+    fn skip_spaces(&mut self) {
+        while self.peek() == Some(b' ') {
+            self.at += 1;
+        }
+    }
+
+    fn skip_space(&mut self) -> bool {
+        let is_space = self.peek() == Some(b' ');
+        self.at += usize::from(is_space);
+        is_space
+    }
+
+    /// `<digits>`; a missing PRI gives the default, a malformed one gives `false`.
+    fn pri(&mut self) -> bool {
+        if self.peek() != Some(b'<') {
+            self.f.pri = self.opts.default_pri.unwrap_or(DEFAULT_PRI);
+            self.f.tags.insert(ParseTag::MissingPri);
+            return true;
+        }
+        let mut at = self.at + 1;
+        let mut pri: u32 = 0;
+        while let Some(&b) = self.s.get(at) {
+            if b == b'>' {
+                break;
+            }
+            if !b.is_ascii_digit() {
+                return false;
+            }
+            pri = match pri
+                .checked_mul(10)
+                .and_then(|p| p.checked_add(u32::from(b - b'0')))
+            {
+                Some(p) => p,
+                None => return false,
+            };
+            at += 1;
+        }
+        self.f.pri = pri as Pri;
+        self.at = (at + 1).min(self.s.len());
+        true
+    }
+
+    fn rfc3164(&mut self) {
+        if !self.pri() {
+            self.f.pri = self.opts.default_pri.unwrap_or(DEFAULT_PRI);
+            self.f.tags.insert(ParseTag::InvalidPri);
+            self.at = 0;
+        } else if !self.opts.flags.no_header {
+            self.legacy_header();
+        }
+        self.message();
+    }
+
+    fn legacy_header(&mut self) {
+        self.cisco_sequence_id();
+        self.skip_spaces();
+        self.time_quality();
+        let Some((stamp, used)) = timestamp::scan_rfc3164(self.rest()) else {
+            self.f.tags.insert(ParseTag::MissingTimestamp);
+            if self.f.pri >> 3 == 0 && self.opts.flags.local {
+                self.f.program = Some(Text::Static(b"kernel"));
+            } else {
+                self.f.tags.insert(ParseTag::Rfc3164MissingHeader);
+                self.program_name();
+            }
+            return;
+        };
+        self.f.stamp = Some(stamp);
+        self.at += used;
+        self.skip_spaces();
+
+        let mut host = None;
+        if self.rest().starts_with(AIX_FORWARDED) {
+            self.at += AIX_FORWARDED.len();
+            let start = self.at;
+            self.at += memchr::memchr(b':', self.rest()).unwrap_or(self.rest().len());
+            host = Some(self.span(start, self.at));
+            while matches!(self.peek(), Some(b' ' | b':')) {
+                self.at += 1;
+            }
+        }
+        // syslog-ng compares the length with the size of the C string, terminator included.
+        let repeated = self.rest().len() > REPEATED.len() && self.rest().starts_with(REPEATED);
+        if !repeated {
+            if host.is_none() && self.opts.flags.expect_hostname {
+                host = self.hostname();
+                self.skip_spaces();
+            }
+            self.program_name();
+        }
+        if host.is_some() {
+            self.f.host = host;
+        }
+    }
+
+    /// Cisco's `123: ` sequence number before the timestamp, kept as `.SDATA.meta.sequenceId`.
+    fn cisco_sequence_id(&mut self) {
+        let digits = self
+            .rest()
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count();
+        let colon = self.at + digits;
+        if self.s.get(colon) != Some(&b':') || self.s.get(colon + 1) != Some(&b' ') {
+            return;
+        }
+        self.f.sdata.push(SdParam {
+            id: Text::Static(b"meta"),
+            name: Some(Text::Static(b"sequenceId")),
+            value: self.span(self.at, colon),
+        });
+        self.at = colon + 1;
+    }
+
+    /// Cisco's `*` (clock not synchronised) or `.` (synchronised) before the timestamp.
+    fn time_quality(&mut self) {
+        let synced: &'static [u8] = match self.peek() {
+            Some(b'*') => b"0",
+            Some(b'.') => b"1",
+            _ => return,
+        };
+        self.f.sdata.push(SdParam {
+            id: Text::Static(b"timeQuality"),
+            name: Some(Text::Static(b"isSynced")),
+            value: Text::Static(synced),
+        });
+        self.at += 1;
+    }
+
+    /// A hostname is a word followed by a space; a `:` ends it unless it looks like IPv6.
+    fn hostname(&mut self) -> Option<Text> {
+        let start = self.at;
+        let mut at = start;
+        let mut ipv6 = Ipv6Guess::default();
+        while at - start < 255 {
+            let Some(&b) = self.s.get(at) else { break };
+            if b == b' ' || b == b'[' {
+                break;
+            }
+            let still_ipv6 = ipv6.feed(b);
+            if b == b':' && !still_ipv6 {
+                break;
+            }
+            if self.opts.flags.check_hostname && !valid_hostname_byte(b) {
+                self.f.tags.insert(ParseTag::InvalidHostname);
+                break;
+            }
+            at += 1;
+        }
+        if self.s.get(at) == Some(&b' ') {
+            self.at = at;
+            Some(self.span(start, at))
+        } else {
+            None
+        }
+    }
+
+    /// `program[pid]: `, every part optional, as syslog-ng 3.38 splits it.
+    fn program_name(&mut self) {
+        let start = self.at;
+        let s = self.s;
+        let mut at = start;
+        while at < s.len() && !matches!(s[at], b' ' | b'[' | b':') {
+            at += 1;
+        }
+        self.f.program = Some(self.span(start, at));
+        if s.get(at) == Some(&b'[') {
+            let pid_start = at + 1;
+            while at < s.len() && !matches!(s[at], b' ' | b']' | b':') {
+                at += 1;
+            }
+            if at < s.len() {
+                self.f.pid = Some(self.span(pid_start, at));
+            }
+            if s.get(at) == Some(&b']') {
+                at += 1;
+            }
+        }
+        if s.get(at) == Some(&b':') {
+            at += 1;
+        }
+        if s.get(at) == Some(&b' ') {
+            at += 1;
+        }
+        if self.opts.flags.store_legacy_msghdr {
+            self.f.legacy_msghdr = Some(Span::new(start, at));
+        }
+        self.at = at;
+    }
+
+    /// The rest of the frame is the message.
+    fn message(&mut self) {
+        let rest = self.rest();
+        let valid = || std::str::from_utf8(rest).is_ok();
+        if self.opts.flags.sanitize_utf8 {
+            if valid() {
+                self.f.utf8 = true;
+            } else {
+                self.f.message = Text::Owned(sanitize_utf8(rest).into_boxed_slice());
+                self.f.tags.insert(ParseTag::Utf8Sanitized);
+                self.f.utf8 = true;
+                return;
+            }
+        } else if self.opts.flags.validate_utf8 && valid() {
+            self.f.utf8 = true;
+        }
+        self.f.message = self.span(self.at, self.s.len());
+    }
+
+    fn rfc5424(&mut self) {
+        self.f.rfc5424 = true;
+        if !self.pri() || !self.version() {
+            self.f.rfc5424 = false;
+            *self.f = SyslogFields::default();
+            self.at = 0;
+            self.rfc3164();
+            return;
+        }
+        if let Err(problem) = self.rfc5424_header() {
+            self.unparseable(problem);
+        }
+    }
+
+    /// `1` followed by a space or the end.
+    fn version(&mut self) -> bool {
+        let digits = self.rest().iter().take_while(|&&b| b != b' ').count();
+        if &self.rest()[..digits] != b"1" {
+            return false;
+        }
+        self.at += digits;
+        true
+    }
+
+    /// The rest of the RFC5424 header; on error, the position where parsing stopped.
+    fn rfc5424_header(&mut self) -> Result<(), usize> {
+        let fail = |p: &Self| p.at;
+        if !self.skip_space() {
+            return Err(fail(self));
+        }
+        if self.peek() == Some(b'-') {
+            self.at += 1;
+        } else {
+            let (stamp, used) = timestamp::scan_rfc5424(self.rest()).ok_or(self.at)?;
+            self.f.stamp = Some(stamp);
+            self.at += used;
+        }
+        if !self.skip_space() {
+            return Err(fail(self));
+        }
+        let host = self.hostname();
+        if !self.skip_space() {
+            return Err(self.at + 1);
+        }
+        match host {
+            Some(Text::Span(span)) if span.of(self.s) == b"-" => {
+                self.f.tags.insert(ParseTag::Rfc5424MissingHostname)
+            }
+            other => self.f.host = other,
+        }
+        self.f.program = self.column(48, ParseTag::Rfc5424MissingAppName);
+        if !self.skip_space() {
+            return Err(fail(self));
+        }
+        self.f.pid = self.column(128, ParseTag::Rfc5424MissingProcid);
+        if !self.skip_space() {
+            return Err(fail(self));
+        }
+        self.f.msgid = self.column(32, ParseTag::Rfc5424MissingMsgid);
+        if !self.skip_space() {
+            return Err(fail(self));
+        }
+        self.structured_data()?;
+        if self.at == self.s.len() {
+            self.f.tags.insert(ParseTag::Rfc5424MissingMessage);
+            self.f.message = Text::EMPTY;
+            return Ok(());
+        }
+        if !self.skip_space() {
+            return Err(fail(self));
+        }
+        if self.rest().starts_with(b"\xEF\xBB\xBF") {
+            self.f.utf8 = true;
+            self.at += 3;
+        } else if self.opts.flags.validate_utf8 && std::str::from_utf8(self.rest()).is_ok() {
+            self.f.utf8 = true;
+        }
+        self.f.message = self.span(self.at, self.s.len());
+        Ok(())
+    }
+
+    /// A space-delimited header column; `-` is the nil value. Values are cut at `max` bytes.
+    fn column(&mut self, max: usize, missing: ParseTag) -> Option<Text> {
+        let start = self.at;
+        let end = memchr::memchr(b' ', self.rest()).map(|i| start + i);
+        let Some(end) = end else {
+            // No space follows: syslog-ng consumes the rest without storing it.
+            self.at = self.s.len();
+            return None;
+        };
+        self.at = end;
+        if end - start == 1 && self.s[start] == b'-' {
+            self.f.tags.insert(missing);
+            return None;
+        }
+        Some(self.span(start, start + (end - start).min(max)))
+    }
+
+    /// `-` or one or more `[id name="value" …]` elements.
+    fn structured_data(&mut self) -> Result<(), usize> {
+        match self.peek() {
+            Some(b'-') => {
+                self.at += 1;
+                self.f.tags.insert(ParseTag::Rfc5424MissingSdata);
+                return Ok(());
+            }
+            Some(b'[') => {}
+            _ => return Ok(()),
+        }
+        while self.peek() == Some(b'[') {
+            self.at += 1;
+            let id = self.sd_name(b' ', b']').ok_or(self.at)?;
+            if self.peek() == Some(b']') {
+                self.f.sdata.push(SdParam {
+                    id: id.clone(),
+                    name: None,
+                    value: Text::EMPTY,
+                });
+            }
+            while self.peek() != Some(b']') {
+                if !self.skip_space() {
+                    return Err(self.at);
+                }
+                let name = self.sd_name(b'=', b'=').ok_or(self.at)?;
+                if self.peek() != Some(b'=') {
+                    return Err(self.at);
+                }
+                self.at += 1;
+                let value = self.sd_value()?;
+                self.f.sdata.push(SdParam {
+                    id: id.clone(),
+                    name: Some(name),
+                    value,
+                });
+            }
+            self.at += 1;
+        }
+        Ok(())
+    }
+
+    /// An SD-ID or PARAM-NAME: printable ASCII without `=`, space, `]` or `"`, ended by `end`
+    /// or `also_end`.
+    fn sd_name(&mut self, end: u8, also_end: u8) -> Option<Text> {
+        let start = self.at;
+        while let Some(b) = self.peek() {
+            if b == end || b == also_end {
+                break;
+            }
+            if !b.is_ascii() || matches!(b, b'=' | b' ' | b']' | b'"') || self.at - start >= 255 {
+                return None;
+            }
+            self.at += 1;
+        }
+        if self.at == start || self.peek().is_none() {
+            return None;
+        }
+        Some(self.span(start, self.at))
+    }
+
+    /// A quoted PARAM-VALUE, with `\"`, `\\` and `\]` unescaped and other backslashes kept.
+    fn sd_value(&mut self) -> Result<Text, usize> {
+        if self.peek() != Some(b'"') {
+            return Err(self.at);
+        }
+        self.at += 1;
+        let start = self.at;
+        let max = self.opts.sdata_param_value_max;
+        let mut owned: Option<Vec<u8>> = None;
+        let mut escaped = false;
+        loop {
+            let Some(b) = self.peek() else {
+                return Err(self.at);
+            };
+            self.at += 1;
+            if escaped {
+                let buf = owned.as_mut().expect("an escape starts the owned copy");
+                if !matches!(b, b'"' | b']' | b'\\') {
+                    buf.push(b'\\');
+                }
+                buf.push(b);
+                escaped = false;
+            } else if b == b'\\' {
+                owned.get_or_insert_with(|| self.s[start..self.at - 1].to_vec());
+                escaped = true;
+            } else if b == b'"' {
+                break;
+            } else if b == b']' {
+                return Err(self.at);
+            } else if let Some(buf) = owned.as_mut() {
+                buf.push(b);
+            }
+        }
+        Ok(match owned {
+            Some(mut buf) => {
+                buf.truncate(max);
+                Text::Owned(buf.into_boxed_slice())
+            }
+            None => self.span(start, start + (self.at - 1 - start).min(max)),
+        })
+    }
+
+    /// syslog-ng 3.38 replaces an RFC5424 frame it cannot parse with an error text that keeps
+    /// the whole frame, marking where parsing stopped with `>@<`.
+    fn unparseable(&mut self, problem: usize) {
+        let s = self.s;
+        let mut text = b"Error processing log message: ".to_vec();
+        if problem > 0 {
+            let cut = (problem - 1).min(s.len());
+            text.extend_from_slice(&s[..cut]);
+            text.extend_from_slice(b">@<");
+            text.extend_from_slice(&s[cut..]);
+        } else {
+            text.extend_from_slice(s);
+        }
+        let tags = self.f.tags;
+        *self.f = SyslogFields {
+            pri: 5 * 8 + 3, // syslog.err
+            host: Some(Text::EMPTY),
+            program: Some(Text::Static(b"syslog-ng")),
+            pid: Some(Text::owned(self.opts.pid.to_string().as_bytes())),
+            message: Text::Owned(text.into_boxed_slice()),
+            tags,
+            ..SyslogFields::default()
+        };
+        self.f.tags.insert(ParseTag::Rfc5424Unparseable);
+    }
+}
+
+/// syslog-ng's heuristic: a `:` inside a hostname is fine while the word still looks like an
+/// IPv6 address (hex digits in groups of at most four, at most eight groups).
+#[derive(Default)]
+struct Ipv6Guess {
+    groups: u8,
+    digits: u8,
+    failed: bool,
+}
+
+impl Ipv6Guess {
+    fn feed(&mut self, b: u8) -> bool {
+        if self.failed {
+            return false;
+        }
+        if b == b':' {
+            self.digits = 0;
+            self.groups += 1;
+            self.failed = self.groups >= 8;
+        } else if b.is_ascii_hexdigit() {
+            self.digits += 1;
+            self.failed = self.digits > 4;
+        } else {
+            self.failed = true;
+        }
+        !self.failed
+    }
+}
+
+fn valid_hostname_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':' | b'@' | b'/')
+}
+
+/// Invalid UTF-8 and control characters escaped as syslog-ng's `sanitize-utf8` does:
+/// `\xHH` for bytes that are not UTF-8, `\n`-style escapes for control characters, `\\`.
+pub fn sanitize_utf8(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len() + 16);
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let valid = match std::str::from_utf8(rest) {
+            Ok(s) => s,
+            Err(e) => std::str::from_utf8(&rest[..e.valid_up_to()]).expect("validated prefix"),
+        };
+        for ch in valid.chars() {
+            match ch {
+                '\u{8}' => out.extend_from_slice(b"\\b"),
+                '\u{c}' => out.extend_from_slice(b"\\f"),
+                '\n' => out.extend_from_slice(b"\\n"),
+                '\r' => out.extend_from_slice(b"\\r"),
+                '\t' => out.extend_from_slice(b"\\t"),
+                '\\' => out.extend_from_slice(b"\\\\"),
+                c if (c as u32) < 32 => {
+                    out.extend_from_slice(format!("\\x{:02x}", c as u32).as_bytes())
+                }
+                c => out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
+            }
+        }
+        rest = &rest[valid.len()..];
+        if let Some(&bad) = rest.first() {
+            out.extend_from_slice(format!("\\x{bad:02x}").as_bytes());
+            rest = &rest[1..];
+        }
+    }
+    out
+}
+
+fn no_multi_line(message: &Text, frame: &[u8]) -> Text {
+    let bytes = message.of(frame);
+    if memchr::memchr3(b'\r', b'\n', 0, bytes).is_none() {
+        return message.clone();
+    }
+    let flat: Vec<u8> = bytes
+        .iter()
+        .map(|&b| {
+            if matches!(b, b'\r' | b'\n' | 0) {
+                b' '
+            } else {
+                b
+            }
+        })
+        .collect();
+    Text::Owned(flat.into_boxed_slice())
+}
+
+#[cfg(test)]
+mod tests;

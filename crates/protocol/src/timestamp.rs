@@ -1,0 +1,279 @@
+//! The timestamps syslog senders write, scanned as syslog-ng scans them.
+//!
+//! RFC3164 headers carry many dialects: BSD `Mmm dd hh:mm:ss` (no year, optional fraction), ISO
+//! 8601 (`2024-01-05T10:00:00.123+01:00`, also with a space for the `T`), Cisco PIX/ASA
+//! `Mmm dd yyyy hh:mm:ss` and Linksys `Mmm dd hh:mm:ss yyyy`. RFC5424 headers carry only ISO.
+//! The scanners return a [`WallClock`]: the fields as written, with the year and the UTC offset
+//! left unknown when the sender did not write them. Turning that into an instant needs a time
+//! zone and the current date, which belong to the layer above.
+
+/// A calendar time as the sender wrote it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WallClock {
+    /// Four-digit year; `None` for BSD timestamps, which have none.
+    pub year: Option<i32>,
+    /// 1..=12.
+    pub month: u8,
+    pub day: u8,
+    pub hour: u8,
+    pub minute: u8,
+    pub second: u8,
+    pub micros: u32,
+    /// Seconds east of UTC, when the timestamp says.
+    pub offset: Option<i32>,
+}
+
+const MONTHS: [&[u8; 3]; 12] = [
+    b"jan", b"feb", b"mar", b"apr", b"may", b"jun", b"jul", b"aug", b"sep", b"oct", b"nov", b"dec",
+];
+
+/// 1..=12 for an English month abbreviation, in any case.
+fn month(abbrev: &[u8]) -> Option<u8> {
+    let lower = [
+        abbrev.first()?.to_ascii_lowercase(),
+        abbrev.get(1)?.to_ascii_lowercase(),
+        abbrev.get(2)?.to_ascii_lowercase(),
+    ];
+    MONTHS
+        .iter()
+        .position(|m| **m == lower)
+        .map(|i| i as u8 + 1)
+}
+
+/// A fixed-width decimal field that may be padded with leading spaces (`" 5"`), as
+/// syslog-ng's `scan_positive_int` reads it. Returns the value and the bytes consumed.
+fn fixed_int(s: &[u8], width: usize) -> Option<u32> {
+    let field = s.get(..width)?;
+    let digits = field.iter().position(|&b| b != b' ').unwrap_or(width);
+    if digits == width {
+        return None;
+    }
+    let mut value = 0u32;
+    for &b in &field[digits..] {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        value = value * 10 + u32::from(b - b'0');
+    }
+    Some(value)
+}
+
+fn expect(s: &[u8], at: usize, byte: u8) -> Option<()> {
+    (s.get(at) == Some(&byte)).then_some(())
+}
+
+/// `Mmm dd hh:mm:ss` at the start of `s` (15 bytes).
+fn bsd(s: &[u8], wc: &mut WallClock) -> Option<usize> {
+    wc.month = month(s)?;
+    expect(s, 3, b' ')?;
+    wc.day = fixed_int(&s[4..], 2)? as u8;
+    expect(s, 6, b' ')?;
+    clock(&s[7..], wc)?;
+    Some(15)
+}
+
+/// `hh:mm:ss` at the start of `s` (8 bytes).
+fn clock(s: &[u8], wc: &mut WallClock) -> Option<()> {
+    wc.hour = fixed_int(s, 2)? as u8;
+    expect(s, 2, b':')?;
+    wc.minute = fixed_int(&s[3..], 2)? as u8;
+    expect(s, 5, b':')?;
+    wc.second = fixed_int(&s[6..], 2)? as u8;
+    Some(())
+}
+
+fn is_bsd(s: &[u8]) -> bool {
+    s.len() >= 15 && s[3] == b' ' && s[6] == b' ' && s[9] == b':' && s[12] == b':'
+}
+
+fn is_iso(s: &[u8]) -> bool {
+    s.len() >= 19
+        && s[4] == b'-'
+        && s[7] == b'-'
+        && (s[10] == b'T' || s[10] == b' ')
+        && s[13] == b':'
+        && s[16] == b':'
+}
+
+/// Cisco PIX/ASA: `Mmm dd yyyy hh:mm:ss` followed by `:` or a space.
+fn is_pix(s: &[u8]) -> bool {
+    s.len() >= 21
+        && s[3] == b' '
+        && s[6] == b' '
+        && s[11] == b' '
+        && s[14] == b':'
+        && s[17] == b':'
+        && (s[20] == b':' || s[20] == b' ')
+        && s[7..11].iter().all(u8::is_ascii_digit)
+}
+
+/// Linksys: `Mmm dd hh:mm:ss yyyy` followed by white space.
+fn is_linksys(s: &[u8]) -> bool {
+    s.len() >= 21
+        && s[3] == b' '
+        && s[6] == b' '
+        && s[9] == b':'
+        && s[12] == b':'
+        && s[15] == b' '
+        && s[16..20].iter().all(u8::is_ascii_digit)
+        && s[20].is_ascii_whitespace()
+}
+
+/// Fractional seconds after `.` or `,` (Aruba writes a comma): microseconds and bytes consumed.
+/// Digits past the sixth are skipped.
+fn fraction(s: &[u8]) -> (u32, usize) {
+    if !matches!(s.first(), Some(b'.' | b',')) {
+        return (0, 0);
+    }
+    let digits = s[1..].iter().take_while(|b| b.is_ascii_digit()).count();
+    let mut micros = 0u32;
+    for (i, &b) in s[1..1 + digits.min(6)].iter().enumerate() {
+        micros += u32::from(b - b'0') * 10u32.pow(5 - i as u32);
+    }
+    (micros, 1 + digits)
+}
+
+/// `+hh:mm` / `-hh:mm` not followed by another digit.
+fn iso_offset(s: &[u8]) -> Option<i32> {
+    if s.len() < 6
+        || !matches!(s[0], b'+' | b'-')
+        || !s[1].is_ascii_digit()
+        || !s[2].is_ascii_digit()
+        || s[3] != b':'
+        || !s[4].is_ascii_digit()
+        || !s[5].is_ascii_digit()
+        || s.get(6).is_some_and(u8::is_ascii_digit)
+    {
+        return None;
+    }
+    let hours = i32::from(s[1] - b'0') * 10 + i32::from(s[2] - b'0');
+    let minutes = i32::from(s[4] - b'0') * 10 + i32::from(s[5] - b'0');
+    let sign = if s[0] == b'-' { -1 } else { 1 };
+    Some(sign * (hours * 3600 + minutes * 60))
+}
+
+/// An ISO 8601 / RFC3339 timestamp at the start of `s`: the time and the bytes consumed.
+fn iso(s: &[u8]) -> Option<(WallClock, usize)> {
+    let mut wc = WallClock {
+        year: Some(fixed_int(s, 4)? as i32),
+        ..WallClock::default()
+    };
+    expect(s, 4, b'-')?;
+    wc.month = fixed_int(&s[5..], 2)? as u8;
+    expect(s, 7, b'-')?;
+    wc.day = fixed_int(&s[8..], 2)? as u8;
+    if !matches!(s.get(10), Some(b'T' | b' ')) {
+        return None;
+    }
+    clock(&s[11..], &mut wc)?;
+    let mut at = 19;
+    let (micros, used) = fraction(&s[at..]);
+    wc.micros = micros;
+    at += used;
+    if s.get(at) == Some(&b'Z') {
+        wc.offset = Some(0);
+        at += 1;
+    } else if let Some(offset) = iso_offset(&s[at..]) {
+        wc.offset = Some(offset);
+        at += 6;
+    }
+    Some((wc, at))
+}
+
+/// The timestamp of an RFC3164 header, in any dialect syslog-ng accepts, with a trailing `:`
+/// (Cisco) consumed too. Returns the time and the bytes consumed, or `None` when `s` does not
+/// start with a timestamp.
+pub fn scan_rfc3164(s: &[u8]) -> Option<(WallClock, usize)> {
+    let (wc, mut at) = if is_iso(s) {
+        iso(s)?
+    } else if is_pix(s) {
+        let mut wc = WallClock {
+            month: month(s)?,
+            ..WallClock::default()
+        };
+        wc.day = fixed_int(&s[4..], 2)? as u8;
+        wc.year = Some(fixed_int(&s[7..], 4)? as i32);
+        clock(&s[12..], &mut wc)?;
+        (wc, 20)
+    } else if is_linksys(s) {
+        let mut wc = WallClock::default();
+        bsd(s, &mut wc)?;
+        wc.year = Some(fixed_int(&s[16..], 4)? as i32);
+        (wc, 20)
+    } else if is_bsd(s) {
+        let mut wc = WallClock::default();
+        let mut at = bsd(s, &mut wc)?;
+        let (micros, used) = fraction(&s[at..]);
+        wc.micros = micros;
+        at += used;
+        (wc, at)
+    } else {
+        return None;
+    };
+    if s.get(at) == Some(&b':') {
+        at += 1;
+    }
+    Some((wc, at))
+}
+
+/// The ISO timestamp of an RFC5424 header: the time and the bytes consumed.
+pub fn scan_rfc5424(s: &[u8]) -> Option<(WallClock, usize)> {
+    iso(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wc(s: &str) -> (WallClock, usize) {
+        scan_rfc3164(s.as_bytes()).unwrap_or_else(|| panic!("no timestamp in {s:?}"))
+    }
+
+    #[test]
+    fn bsd_without_year_pads_the_day_with_a_space() {
+        let (t, used) = wc("Jan  5 13:56:09 host");
+        assert_eq!(
+            (t.year, t.month, t.day, t.hour, t.minute, t.second),
+            (None, 1, 5, 13, 56, 9)
+        );
+        assert_eq!(used, 15);
+    }
+
+    #[test]
+    fn bsd_with_fraction_and_cisco_colon() {
+        let (t, used) = wc("Oct 11 22:14:15.123456789: host");
+        assert_eq!(t.micros, 123_456);
+        assert_eq!(used, "Oct 11 22:14:15.123456789:".len());
+    }
+
+    #[test]
+    fn iso_with_offset_zulu_and_none() {
+        let (t, used) = wc("2025-01-05T13:56:09.5+01:30 x");
+        assert_eq!(
+            (t.year, t.micros, t.offset, used),
+            (Some(2025), 500_000, Some(5400), 27)
+        );
+        assert_eq!(wc("2025-01-05 13:56:09Z x").0.offset, Some(0));
+        assert_eq!(wc("2025-01-05T13:56:09 x").0.offset, None);
+    }
+
+    #[test]
+    fn pix_and_linksys_carry_a_year() {
+        let (t, used) = wc("Jun 13 2024 12:34:56: %ASA-6-302013");
+        assert_eq!((t.year, t.month, t.day, used), (Some(2024), 6, 13, 21));
+        let (t, used) = wc("Jun 13 12:34:56 2024 host");
+        assert_eq!((t.year, t.hour, used), (Some(2024), 12, 20));
+    }
+
+    #[test]
+    fn not_a_timestamp() {
+        for s in [
+            "",
+            "Foo 13 12:34:56 x",
+            "Jan 13 12-34-56 host",
+            "program[12]: hello",
+        ] {
+            assert_eq!(scan_rfc3164(s.as_bytes()), None, "{s:?}");
+        }
+    }
+}
