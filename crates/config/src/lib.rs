@@ -1,1 +1,40 @@
-//! placeholder
+//! syslog-ng's configuration language, read into a tree that remembers where every token was.
+//!
+//! Reading happens in three steps:
+//! 1. [`source`] joins the main file and its `@include`s into one text, applies `@define`s and
+//!    backtick substitution, and keeps a map from every line back to its file and line number.
+//! 2. [`lexer`] cuts that text into tokens.
+//! 3. [`tree`] parses tokens into [`Config`]: statements (`source s { … };`), driver and option
+//!    nodes (`tcp(port(514))`), filter expressions and log paths.
+//!
+//! This crate knows the grammar, not what drivers do: checking that `port()` belongs to `tcp()`
+//! is the job of whoever builds the driver, using the helpers in [`tree`] (`Node::options`,
+//! [`ConfigError::unknown`]) so that every error has a position, a caret and suggestions.
+
+mod error;
+mod lexer;
+pub mod source;
+pub mod tree;
+
+pub use error::{ConfigError, Pos};
+pub use source::SourceMap;
+pub use tree::{Arg, Body, Config, Expr, Node, Statement, Value, ValueKind};
+
+use std::path::Path;
+
+/// Reads and parses a configuration file with everything it includes.
+pub fn load(path: &Path) -> Result<Config, (ConfigError, SourceMap)> {
+    let map = SourceMap::load(path).map_err(|e| (e, SourceMap::default()))?;
+    tree::parse(map)
+}
+
+/// Parses configuration text that did not come from a file (the embedded default, tests).
+pub fn load_str(name: &str, text: &str) -> Result<Config, (ConfigError, SourceMap)> {
+    let map = SourceMap::from_text(name, text).map_err(|e| (e, SourceMap::default()))?;
+    tree::parse(map)
+}
+
+/// Normalizes an option or driver name: syslog-ng accepts `-` and `_` alike.
+pub fn normalize(name: &str) -> String {
+    name.replace('-', "_")
+}

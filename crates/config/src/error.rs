@@ -1,0 +1,110 @@
+//! Configuration errors with a position, rendered like a compiler's:
+//!
+//! ```text
+//! /etc/sluice/sluice.conf:4:22: unknown option 'prot' in tcp()
+//!     4 | source s { tcp(ip(0.0.0.0) prot(514)); };
+//!       |                            ^^^^
+//!   = did you mean 'port'? valid options: port, ip, transport, …
+//! ```
+
+use crate::source::SourceMap;
+use std::fmt::Write;
+
+/// A place in the joined configuration text; [`SourceMap`] turns it back into a file and line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pos {
+    /// Line in the joined text, from 0.
+    pub line: u32,
+    /// Column in characters, from 0.
+    pub col: u32,
+    /// Length of the offending token in characters (at least 1 when rendered).
+    pub len: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    pub pos: Option<Pos>,
+    pub message: String,
+    /// Lines of help shown under the caret.
+    pub help: Vec<String>,
+}
+
+impl ConfigError {
+    pub fn new(pos: Pos, message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            pos: Some(pos),
+            message: message.into(),
+            help: Vec::new(),
+        }
+    }
+
+    /// An error that belongs to no token (a file that cannot be read).
+    pub fn general(message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            pos: None,
+            message: message.into(),
+            help: Vec::new(),
+        }
+    }
+
+    pub fn with_help(mut self, help: impl Into<String>) -> ConfigError {
+        self.help.push(help.into());
+        self
+    }
+
+    /// `what` is not one of `valid`: says so, with the nearest spelling first.
+    pub fn unknown(pos: Pos, what: &str, name: &str, context: &str, valid: &[&str]) -> ConfigError {
+        let err = ConfigError::new(pos, format!("unknown {what} '{name}'{context}"));
+        let wanted = crate::normalize(name);
+        let mut ranked: Vec<&str> = valid.to_vec();
+        ranked.sort_by(|a, b| {
+            let da = strsim::damerau_levenshtein(&wanted, &crate::normalize(a));
+            let db = strsim::damerau_levenshtein(&wanted, &crate::normalize(b));
+            da.cmp(&db).then(a.cmp(b))
+        });
+        ranked.dedup();
+        let Some(nearest) = ranked.first() else {
+            return err;
+        };
+        let close = strsim::damerau_levenshtein(&wanted, &crate::normalize(nearest))
+            <= (wanted.len() / 3).max(2);
+        let list = ranked.join(", ");
+        if close {
+            err.with_help(format!("did you mean '{nearest}'? valid {what}s: {list}"))
+        } else {
+            err.with_help(format!("valid {what}s: {list}"))
+        }
+    }
+
+    /// A name syslog-ng knows that a later version of sluice will implement.
+    pub fn not_supported(pos: Pos, what: &str) -> ConfigError {
+        ConfigError::new(pos, format!("{what} is not supported yet"))
+            .with_help("sluice recognises it from syslog-ng but cannot honour it yet; remove it or wait for a release that does")
+    }
+
+    /// The error as a person reads it: position, the line, a caret and the help.
+    pub fn render(&self, map: &SourceMap) -> String {
+        let Some(pos) = self.pos else {
+            return format!("error: {}", self.message);
+        };
+        let (file, line_no, text) = map.origin(pos.line);
+        let mut out = format!("{file}:{line_no}:{}: {}\n", pos.col + 1, self.message);
+        let gutter = line_no.to_string().len();
+        let shown: String = text
+            .chars()
+            .map(|c| if c == '\t' { ' ' } else { c })
+            .collect();
+        let _ = writeln!(out, "{line_no:>gutter$} | {shown}");
+        let _ = writeln!(
+            out,
+            "{:gutter$} | {}{}",
+            "",
+            " ".repeat(pos.col as usize),
+            "^".repeat(pos.len.max(1) as usize)
+        );
+        for help in &self.help {
+            let _ = writeln!(out, "{:gutter$} = {help}", "");
+        }
+        out
+    }
+}

@@ -1,0 +1,307 @@
+//! Joining a configuration and its `@include`s into one text, with `@define` and backtick
+//! substitution applied, while remembering where each line came from.
+//!
+//! Pragmas are recognised at the start of a line, as syslog-ng does: `@version: 3.38`,
+//! `@include "path"` (a file, a directory's files in name order, or a glob), `@define name
+//! "value"`, and `@module`/`@requires`, which sluice accepts and ignores (it has no loadable
+//! modules). A pragma line becomes an empty line in the joined text so that every other line
+//! keeps its number. `` `name` `` anywhere else is replaced by the value of an `@define` seen
+//! earlier, or else of the environment variable of that name.
+
+use crate::error::{ConfigError, Pos};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// syslog-ng's own limit on nested includes.
+const MAX_INCLUDE_DEPTH: usize = 15;
+
+#[derive(Clone, Debug, Default)]
+pub struct SourceMap {
+    files: Vec<String>,
+    /// For every line of the joined text: the file index, its 1-based line number and its
+    /// original text (before substitution), for error messages.
+    lines: Vec<(u16, u32, String)>,
+    /// The joined text the lexer reads.
+    pub text: String,
+    /// The `@version:` of the main file.
+    pub version: Option<String>,
+    /// Things worth telling the user that are not errors (a skipped `scl.conf`).
+    pub notes: Vec<String>,
+    defines: HashMap<String, String>,
+}
+
+impl SourceMap {
+    pub fn load(path: &Path) -> Result<SourceMap, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ConfigError::general(format!(
+                "cannot read configuration file {}: {e}",
+                path.display()
+            ))
+        })?;
+        let mut map = SourceMap::default();
+        map.add_file(path, &text, 0)?;
+        Ok(map)
+    }
+
+    pub fn from_text(name: &str, text: &str) -> Result<SourceMap, ConfigError> {
+        let mut map = SourceMap::default();
+        map.add_file(Path::new(name), text, 0)?;
+        Ok(map)
+    }
+
+    /// The file name, 1-based line number and original text of a joined line.
+    pub fn origin(&self, line: u32) -> (&str, u32, &str) {
+        match self.lines.get(line as usize) {
+            Some((file, no, text)) => (&self.files[*file as usize], *no, text),
+            None => ("<end of configuration>", line + 1, ""),
+        }
+    }
+
+    /// The file a joined line came from, for resolving relative paths.
+    pub fn file_of(&self, line: u32) -> Option<&str> {
+        self.lines
+            .get(line as usize)
+            .map(|(file, _, _)| self.files[*file as usize].as_str())
+    }
+
+    fn add_file(&mut self, path: &Path, text: &str, depth: usize) -> Result<(), ConfigError> {
+        let file = self.files.len() as u16;
+        self.files.push(path.display().to_string());
+        for (i, line) in text.lines().enumerate() {
+            let here = self.lines.len() as u32;
+            let line_no = i as u32 + 1;
+            let trimmed = line.trim_start();
+            let indent = (line.len() - trimmed.len()) as u32;
+            let pos = |col: u32, len: usize| Pos {
+                line: here,
+                col: indent + col,
+                len: len as u32,
+            };
+            self.lines.push((file, line_no, line.to_string()));
+            if let Some(pragma) = trimmed.strip_prefix('@') {
+                self.text.push('\n');
+                let (word, rest) = pragma
+                    .split_once(|c: char| c.is_whitespace() || c == ':')
+                    .unwrap_or((pragma, ""));
+                let arg = rest.trim_start_matches(':').trim();
+                let arg = arg.split('#').next().unwrap_or("").trim();
+                match word {
+                    "version" => {
+                        if depth == 0 {
+                            self.version = Some(arg.to_string());
+                        }
+                    }
+                    "define" => {
+                        let (name, value) =
+                            arg.split_once(char::is_whitespace).ok_or_else(|| {
+                                ConfigError::new(
+                                    pos(0, trimmed.len()),
+                                    "@define needs a name and a value",
+                                )
+                            })?;
+                        let value =
+                            self.substitute(unquote(value.trim()), pos(0, trimmed.len()))?;
+                        self.defines.insert(name.to_string(), value);
+                    }
+                    "include" => {
+                        let target = self.substitute(unquote(arg), pos(0, trimmed.len()))?;
+                        self.include(path, &target, depth, pos(9, arg.len()))?;
+                    }
+                    "module" | "requires" => {}
+                    other => {
+                        return Err(ConfigError::unknown(
+                            pos(1, other.len()),
+                            "pragma",
+                            other,
+                            "",
+                            &["version", "include", "define", "module", "requires"],
+                        ))
+                    }
+                }
+                continue;
+            }
+            let substituted = self.substitute(line, pos(0, line.len()))?;
+            self.text.push_str(&substituted);
+            self.text.push('\n');
+        }
+        Ok(())
+    }
+
+    fn include(
+        &mut self,
+        from: &Path,
+        target: &str,
+        depth: usize,
+        pos: Pos,
+    ) -> Result<(), ConfigError> {
+        if depth >= MAX_INCLUDE_DEPTH {
+            return Err(ConfigError::new(
+                pos,
+                format!("@include nested more than {MAX_INCLUDE_DEPTH} deep"),
+            ));
+        }
+        let base = from.parent().unwrap_or(Path::new("."));
+        let candidate = if Path::new(target).is_absolute() {
+            PathBuf::from(target)
+        } else {
+            base.join(target)
+        };
+        let mut files: Vec<PathBuf> = if candidate.is_dir() {
+            std::fs::read_dir(&candidate)
+                .map_err(|e| {
+                    ConfigError::new(
+                        pos,
+                        format!("cannot read directory {}: {e}", candidate.display()),
+                    )
+                })?
+                .filter_map(|entry| entry.ok().map(|e| e.path()))
+                .filter(|p| {
+                    let name = p
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default();
+                    p.is_file() && !name.starts_with('.') && !name.ends_with('~')
+                })
+                .collect()
+        } else if target.contains(['*', '?', '[']) {
+            glob::glob(&candidate.to_string_lossy())
+                .map_err(|e| ConfigError::new(pos, format!("bad @include pattern: {e}")))?
+                .filter_map(Result::ok)
+                .filter(|p| p.is_file())
+                .collect()
+        } else if candidate.is_file() {
+            vec![candidate]
+        } else if target == "scl.conf" {
+            self.notes.push(
+                "@include \"scl.conf\" skipped: sluice does not ship syslog-ng's configuration library".into(),
+            );
+            return Ok(());
+        } else {
+            return Err(ConfigError::new(
+                pos,
+                format!("included file {} does not exist", candidate.display()),
+            ));
+        };
+        files.sort();
+        for file in files {
+            let text = std::fs::read_to_string(&file).map_err(|e| {
+                ConfigError::new(
+                    pos,
+                    format!("cannot read included file {}: {e}", file.display()),
+                )
+            })?;
+            self.add_file(&file, &text, depth + 1)?;
+        }
+        Ok(())
+    }
+
+    /// Replaces `` `name` `` with its `@define` or environment value.
+    fn substitute(&self, line: &str, pos: Pos) -> Result<String, ConfigError> {
+        if !line.contains('`') {
+            return Ok(line.to_string());
+        }
+        let mut out = String::with_capacity(line.len());
+        let mut rest = line;
+        while let Some(start) = rest.find('`') {
+            out.push_str(&rest[..start]);
+            let after = &rest[start + 1..];
+            let end = after
+                .find('`')
+                .ok_or_else(|| ConfigError::new(pos, "unterminated backtick reference"))?;
+            let name = &after[..end];
+            if name.is_empty() {
+                out.push('`');
+            } else if let Some(value) = self.defines.get(name) {
+                out.push_str(value);
+            } else if let Ok(value) = std::env::var(name) {
+                out.push_str(&value);
+            } else {
+                let col = (line.len() - rest.len() + start) as u32;
+                return Err(ConfigError::new(
+                    Pos {
+                        line: pos.line,
+                        col: pos.col - (line.len() - line.trim_start().len()) as u32 + col,
+                        len: name.len() as u32 + 2,
+                    },
+                    format!("`{name}` is neither an @define nor an environment variable"),
+                ));
+            }
+            rest = &after[end + 1..];
+        }
+        out.push_str(rest);
+        Ok(out)
+    }
+}
+
+/// The text between matching quotes, or the text itself.
+fn unquote(s: &str) -> &str {
+    let s = s.trim().trim_end_matches(';').trim();
+    for q in ['"', '\''] {
+        if s.len() >= 2 && s.starts_with(q) && s.ends_with(q) {
+            return &s[1..s.len() - 1];
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defines_and_backticks() {
+        let map = SourceMap::from_text(
+            "t.conf",
+            "@version: 3.38\n@define port \"5514\"\nsource s { tcp(port(`port`)); };\n",
+        )
+        .unwrap();
+        assert_eq!(map.version.as_deref(), Some("3.38"));
+        assert_eq!(map.text, "\n\nsource s { tcp(port(5514)); };\n");
+        assert_eq!(
+            map.origin(2),
+            ("t.conf", 3, "source s { tcp(port(`port`)); };")
+        );
+    }
+
+    #[test]
+    fn undefined_backtick_is_an_error_with_its_position() {
+        let err = SourceMap::from_text("t.conf", "a `nope` b\n").unwrap_err();
+        assert_eq!(
+            err.pos,
+            Some(Pos {
+                line: 0,
+                col: 2,
+                len: 6
+            })
+        );
+    }
+
+    #[test]
+    fn includes_files_directories_and_globs() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("conf.d")).unwrap();
+        std::fs::write(dir.path().join("conf.d/b.conf"), "b;\n").unwrap();
+        std::fs::write(dir.path().join("conf.d/a.conf"), "a;\n").unwrap();
+        std::fs::write(dir.path().join("conf.d/.hidden"), "hidden;\n").unwrap();
+        std::fs::write(dir.path().join("one.inc"), "one;\n").unwrap();
+        let main = dir.path().join("main.conf");
+        std::fs::write(
+            &main,
+            "@include \"one.inc\"\n@include \"conf.d\"\n@include \"conf.d/*.conf\"\n@include \"scl.conf\"\nend;\n",
+        )
+        .unwrap();
+        let map = SourceMap::load(&main).unwrap();
+        let words: Vec<&str> = map.text.split_whitespace().collect();
+        assert_eq!(words, ["one;", "a;", "b;", "a;", "b;", "end;"]);
+        assert_eq!(map.notes.len(), 1);
+        let last = map.text.lines().count() as u32 - 1;
+        assert_eq!(map.origin(last).1, 5);
+    }
+
+    #[test]
+    fn missing_include_is_an_error() {
+        let err =
+            SourceMap::from_text("/nonexistent/x.conf", "@include \"missing.conf\"\n").unwrap_err();
+        assert!(err.message.contains("does not exist"), "{}", err.message);
+    }
+}

@@ -1,0 +1,695 @@
+//! The parsed configuration: statements holding nodes, values and filter expressions.
+//!
+//! Every statement has the shape `kind [name] { body };` (or `template name "text";`). A body is
+//! a list of nodes; a node is `name(args)` — a driver, an option or a reference such as
+//! `source(s_net)` — or `name { body }`, an inline object or nested path in a `log`. The body of
+//! a `filter` is a boolean expression instead. Values keep their kind (quoted string or bare
+//! word) and position; their meaning (a port, a size, a boolean) is read by the consumer through
+//! the `Value::as_*` helpers, which give positioned errors.
+
+use crate::error::{ConfigError, Pos};
+use crate::lexer::{tokenize, Tok, Token};
+use crate::source::SourceMap;
+
+#[derive(Debug)]
+pub struct Config {
+    pub version: Option<String>,
+    pub statements: Vec<Statement>,
+    pub map: SourceMap,
+}
+
+#[derive(Clone, Debug)]
+pub struct Statement {
+    /// `source`, `destination`, `filter`, `template`, `log`, `options`, …
+    pub kind: String,
+    pub name: Option<(String, Pos)>,
+    pub body: Body,
+    pub pos: Pos,
+}
+
+#[derive(Clone, Debug)]
+pub enum Body {
+    Nodes(Vec<Node>),
+    Filter(Expr),
+    /// `template t "text";`
+    Text(Value),
+}
+
+#[derive(Clone, Debug)]
+pub struct Node {
+    pub name: String,
+    pub pos: Pos,
+    pub args: Vec<Arg>,
+    /// `name { … }`: an inline object or nested log path.
+    pub block: Option<Box<Body>>,
+}
+
+#[derive(Clone, Debug)]
+pub enum Arg {
+    Value(Value),
+    Option(Node),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValueKind {
+    /// Quoted.
+    Str,
+    /// Bare: identifiers, numbers, paths.
+    Word,
+}
+
+#[derive(Clone, Debug)]
+pub struct Value {
+    pub text: String,
+    pub kind: ValueKind,
+    pub pos: Pos,
+}
+
+#[derive(Clone, Debug)]
+pub enum Expr {
+    And(Box<Expr>, Box<Expr>),
+    Or(Box<Expr>, Box<Expr>),
+    Not(Box<Expr>),
+    /// `facility(kern)`, `filter(f_name)`, `message("x" type(pcre))`, …
+    Call(Node),
+    /// `"$HOST" eq "x"`
+    Compare {
+        left: Value,
+        op: Value,
+        right: Value,
+    },
+}
+
+impl Node {
+    /// The name with `-` read as `_`.
+    pub fn key(&self) -> String {
+        crate::normalize(&self.name)
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &Value> {
+        self.args.iter().filter_map(|a| match a {
+            Arg::Value(v) => Some(v),
+            Arg::Option(_) => None,
+        })
+    }
+
+    pub fn options(&self) -> impl Iterator<Item = &Node> {
+        self.args.iter().filter_map(|a| match a {
+            Arg::Option(n) => Some(n),
+            Arg::Value(_) => None,
+        })
+    }
+
+    /// The one value of an option such as `port(514)`.
+    pub fn value(&self) -> Result<&Value, ConfigError> {
+        let mut values = self.values();
+        match (values.next(), values.next(), self.options().next()) {
+            (Some(v), None, None) => Ok(v),
+            _ => Err(ConfigError::new(
+                self.pos,
+                format!("{}() takes exactly one value", self.name),
+            )),
+        }
+    }
+
+    /// The first positional value, if any (`file("/path" …)`).
+    pub fn first_value(&self) -> Option<&Value> {
+        self.values().next()
+    }
+
+    pub fn bool(&self) -> Result<bool, ConfigError> {
+        self.value()?.as_bool()
+    }
+
+    pub fn u64(&self) -> Result<u64, ConfigError> {
+        self.value()?.as_u64()
+    }
+
+    pub fn string(&self) -> Result<String, ConfigError> {
+        Ok(self.value()?.text.clone())
+    }
+
+    /// Values given as a list, `flags(a, b)` or `flags(a b)`.
+    pub fn words(&self) -> Result<Vec<&Value>, ConfigError> {
+        if let Some(opt) = self.options().next() {
+            return Err(ConfigError::new(
+                opt.pos,
+                format!("{}() takes a list of values", self.name),
+            ));
+        }
+        Ok(self.values().collect())
+    }
+}
+
+impl Value {
+    pub fn as_bool(&self) -> Result<bool, ConfigError> {
+        match self.text.to_ascii_lowercase().as_str() {
+            "yes" | "on" | "true" | "1" => Ok(true),
+            "no" | "off" | "false" | "0" => Ok(false),
+            _ => Err(ConfigError::new(
+                self.pos,
+                format!("expected yes or no, found '{}'", self.text),
+            )),
+        }
+    }
+
+    /// An integer, with syslog-ng's size suffixes: `k`/`M`/`G` (×1000) and `KiB`/`MiB`/`GiB`
+    /// (×1024), with or without a trailing `B`. A leading `0` means octal (`perm(0644)`).
+    pub fn as_u64(&self) -> Result<u64, ConfigError> {
+        parse_number(&self.text).ok_or_else(|| {
+            ConfigError::new(
+                self.pos,
+                format!("expected a number, found '{}'", self.text),
+            )
+        })
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+fn parse_number(text: &str) -> Option<u64> {
+    let digits = text.chars().take_while(char::is_ascii_digit).count();
+    if digits == 0 {
+        return None;
+    }
+    let (num, suffix) = text.split_at(digits);
+    let base: u64 = if num.len() > 1 && num.starts_with('0') && suffix.is_empty() {
+        return u64::from_str_radix(num, 8).ok();
+    } else {
+        num.parse().ok()?
+    };
+    let mult: u64 = match suffix.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" => 1000,
+        "m" | "mb" => 1000_000,
+        "g" | "gb" => 1000_000_000,
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        _ => return None,
+    };
+    base.checked_mul(mult)
+}
+
+/// The statement kinds of syslog-ng's top level.
+pub const STATEMENTS: &[&str] = &[
+    "source",
+    "destination",
+    "filter",
+    "parser",
+    "rewrite",
+    "template",
+    "log",
+    "options",
+    "block",
+    "template_function",
+    "python",
+    "python_fetcher",
+];
+
+pub fn parse(map: SourceMap) -> Result<Config, (ConfigError, SourceMap)> {
+    let tokens = match tokenize(&map.text) {
+        Ok(t) => t,
+        Err(e) => return Err((e, map)),
+    };
+    let mut p = Parser {
+        toks: tokens,
+        at: 0,
+    };
+    let mut statements = Vec::new();
+    while p.peek() != &Tok::End {
+        match p.statement() {
+            Ok(Some(s)) => statements.push(s),
+            Ok(None) => {}
+            Err(e) => return Err((e, map)),
+        }
+    }
+    Ok(Config {
+        version: map.version.clone(),
+        statements,
+        map,
+    })
+}
+
+struct Parser {
+    toks: Vec<Token>,
+    at: usize,
+}
+
+impl Parser {
+    fn peek(&self) -> &Tok {
+        &self.toks[self.at].tok
+    }
+
+    fn peek_at(&self, n: usize) -> &Tok {
+        &self.toks[(self.at + n).min(self.toks.len() - 1)].tok
+    }
+
+    fn pos(&self) -> Pos {
+        self.toks[self.at].pos
+    }
+
+    fn next(&mut self) -> Token {
+        let t = self.toks[self.at].clone();
+        if self.at < self.toks.len() - 1 {
+            self.at += 1;
+        }
+        t
+    }
+
+    fn describe(tok: &Tok) -> String {
+        match tok {
+            Tok::Open => "'{'".into(),
+            Tok::Close => "'}'".into(),
+            Tok::LParen => "'('".into(),
+            Tok::RParen => "')'".into(),
+            Tok::Semi => "';'".into(),
+            Tok::Comma => "','".into(),
+            Tok::Word(w) => format!("'{w}'"),
+            Tok::Str(s) => format!("\"{s}\""),
+            Tok::End => "the end of the configuration".into(),
+        }
+    }
+
+    fn expect(&mut self, want: Tok, context: &str) -> Result<(), ConfigError> {
+        if *self.peek() == want {
+            self.next();
+            return Ok(());
+        }
+        Err(ConfigError::new(
+            self.pos(),
+            format!(
+                "expected {} {context}, found {}",
+                Self::describe(&want),
+                Self::describe(self.peek())
+            ),
+        ))
+    }
+
+    fn word(&mut self, context: &str) -> Result<(String, Pos), ConfigError> {
+        let t = self.next();
+        match t.tok {
+            Tok::Word(w) => Ok((w, t.pos)),
+            other => Err(ConfigError::new(
+                t.pos,
+                format!(
+                    "expected a name {context}, found {}",
+                    Self::describe(&other)
+                ),
+            )),
+        }
+    }
+
+    fn statement(&mut self) -> Result<Option<Statement>, ConfigError> {
+        if *self.peek() == Tok::Semi {
+            self.next();
+            return Ok(None);
+        }
+        let (kind, pos) = self.word("at the start of a statement")?;
+        let key = crate::normalize(&kind);
+        if !STATEMENTS.contains(&key.as_str()) {
+            return Err(ConfigError::unknown(
+                pos,
+                "statement",
+                &kind,
+                "",
+                &[
+                    "source",
+                    "destination",
+                    "filter",
+                    "parser",
+                    "rewrite",
+                    "template",
+                    "log",
+                    "options",
+                    "block",
+                ],
+            ));
+        }
+        if matches!(
+            key.as_str(),
+            "block" | "template_function" | "python" | "python_fetcher"
+        ) {
+            return Err(ConfigError::not_supported(
+                pos,
+                &format!("the '{kind}' statement"),
+            ));
+        }
+        let name = match self.peek() {
+            Tok::Word(_) if !matches!(key.as_str(), "options" | "log") => Some(self.word("")?),
+            Tok::Str(_) if !matches!(key.as_str(), "options" | "log") => {
+                let t = self.next();
+                let Tok::Str(s) = t.tok else {
+                    unreachable!("peeked a string")
+                };
+                Some((s, t.pos))
+            }
+            _ => None,
+        };
+        if matches!(
+            key.as_str(),
+            "source" | "destination" | "filter" | "parser" | "rewrite" | "template"
+        ) && name.is_none()
+        {
+            return Err(ConfigError::new(
+                self.pos(),
+                format!("a top-level {kind} needs a name: {kind} NAME {{ … }};"),
+            ));
+        }
+        let body = if key == "template" && matches!(self.peek(), Tok::Str(_)) {
+            Body::Text(self.value()?)
+        } else {
+            self.expect(Tok::Open, &format!("to open the body of {kind}"))?;
+            let body = if key == "filter" {
+                Body::Filter(self.filter_body()?)
+            } else {
+                Body::Nodes(self.nodes()?)
+            };
+            self.expect(Tok::Close, &format!("to close the body of {kind}"))?;
+            body
+        };
+        self.expect(Tok::Semi, &format!("after the {kind} statement"))?;
+        Ok(Some(Statement {
+            kind: key,
+            name,
+            body,
+            pos,
+        }))
+    }
+
+    /// Nodes up to the closing brace.
+    fn nodes(&mut self) -> Result<Vec<Node>, ConfigError> {
+        let mut nodes = Vec::new();
+        loop {
+            match self.peek() {
+                Tok::Close => return Ok(nodes),
+                Tok::Semi => {
+                    self.next();
+                }
+                Tok::Word(_) => nodes.push(self.node()?),
+                other => {
+                    return Err(ConfigError::new(
+                        self.pos(),
+                        format!(
+                            "expected a driver, option or '}}', found {}",
+                            Self::describe(other)
+                        ),
+                    ))
+                }
+            }
+        }
+    }
+
+    /// `name(args)` or `name [label] { body }`, followed by an optional `;`.
+    fn node(&mut self) -> Result<Node, ConfigError> {
+        let (name, pos) = self.word("")?;
+        let key = crate::normalize(&name);
+        if matches!(key.as_str(), "if" | "elif" | "else") {
+            return Err(ConfigError::not_supported(
+                pos,
+                "if/elif/else in a log path",
+            ));
+        }
+        let node = match self.peek() {
+            Tok::LParen => {
+                self.next();
+                let args = self.args()?;
+                Node {
+                    name,
+                    pos,
+                    args,
+                    block: None,
+                }
+            }
+            Tok::Open => {
+                self.next();
+                let body = if key == "filter" {
+                    Body::Filter(self.filter_body()?)
+                } else {
+                    Body::Nodes(self.nodes()?)
+                };
+                self.expect(Tok::Close, &format!("to close {name} {{ … }}"))?;
+                Node {
+                    name,
+                    pos,
+                    args: Vec::new(),
+                    block: Some(Box::new(body)),
+                }
+            }
+            other => {
+                return Err(ConfigError::new(
+                    self.pos(),
+                    format!(
+                        "expected '(' or '{{' after '{name}', found {}",
+                        Self::describe(other)
+                    ),
+                ))
+            }
+        };
+        if *self.peek() == Tok::Semi {
+            self.next();
+        }
+        Ok(node)
+    }
+
+    /// Arguments up to and including the closing parenthesis.
+    fn args(&mut self) -> Result<Vec<Arg>, ConfigError> {
+        let mut args = Vec::new();
+        loop {
+            match self.peek() {
+                Tok::RParen => {
+                    self.next();
+                    return Ok(args);
+                }
+                Tok::Comma => {
+                    self.next();
+                }
+                Tok::Word(_) if *self.peek_at(1) == Tok::LParen => {
+                    let (name, pos) = self.word("")?;
+                    self.next();
+                    let inner = self.args()?;
+                    args.push(Arg::Option(Node {
+                        name,
+                        pos,
+                        args: inner,
+                        block: None,
+                    }));
+                }
+                Tok::Word(_) | Tok::Str(_) => args.push(Arg::Value(self.value()?)),
+                other => {
+                    return Err(ConfigError::new(
+                        self.pos(),
+                        format!(
+                            "expected a value, an option or ')', found {}",
+                            Self::describe(other)
+                        ),
+                    ))
+                }
+            }
+        }
+    }
+
+    /// A string, or strings written side by side (`"a" "b"` is `"ab"`, as in syslog-ng).
+    fn value(&mut self) -> Result<Value, ConfigError> {
+        let t = self.next();
+        match t.tok {
+            Tok::Word(w) => Ok(Value {
+                text: w,
+                kind: ValueKind::Word,
+                pos: t.pos,
+            }),
+            Tok::Str(mut s) => {
+                while let Tok::Str(more) = self.peek() {
+                    s.push_str(more);
+                    self.next();
+                }
+                Ok(Value {
+                    text: s,
+                    kind: ValueKind::Str,
+                    pos: t.pos,
+                })
+            }
+            other => Err(ConfigError::new(
+                t.pos,
+                format!("expected a value, found {}", Self::describe(&other)),
+            )),
+        }
+    }
+
+    /// `expr; expr; …` — several expressions in one filter must all hold.
+    fn filter_body(&mut self) -> Result<Expr, ConfigError> {
+        let mut expr: Option<Expr> = None;
+        while *self.peek() != Tok::Close {
+            if *self.peek() == Tok::Semi {
+                self.next();
+                continue;
+            }
+            let e = self.or_expr()?;
+            expr = Some(match expr {
+                Some(prev) => Expr::And(Box::new(prev), Box::new(e)),
+                None => e,
+            });
+            if *self.peek() != Tok::Close {
+                self.expect(Tok::Semi, "after a filter expression")?;
+            }
+        }
+        expr.ok_or_else(|| ConfigError::new(self.pos(), "a filter needs an expression"))
+    }
+
+    fn keyword(&self, kw: &str) -> bool {
+        matches!(self.peek(), Tok::Word(w) if w.eq_ignore_ascii_case(kw))
+    }
+
+    fn or_expr(&mut self) -> Result<Expr, ConfigError> {
+        let mut left = self.and_expr()?;
+        while self.keyword("or") {
+            self.next();
+            let right = self.and_expr()?;
+            left = Expr::Or(Box::new(left), Box::new(right));
+        }
+        Ok(left)
+    }
+
+    fn and_expr(&mut self) -> Result<Expr, ConfigError> {
+        let mut left = self.not_expr()?;
+        while self.keyword("and") {
+            self.next();
+            let right = self.not_expr()?;
+            left = Expr::And(Box::new(left), Box::new(right));
+        }
+        Ok(left)
+    }
+
+    fn not_expr(&mut self) -> Result<Expr, ConfigError> {
+        if self.keyword("not") {
+            self.next();
+            return Ok(Expr::Not(Box::new(self.not_expr()?)));
+        }
+        self.primary()
+    }
+
+    fn primary(&mut self) -> Result<Expr, ConfigError> {
+        match self.peek().clone() {
+            Tok::LParen => {
+                self.next();
+                let e = self.or_expr()?;
+                self.expect(Tok::RParen, "to close the parenthesised filter")?;
+                Ok(e)
+            }
+            Tok::Word(_) if *self.peek_at(1) == Tok::LParen => {
+                let (name, pos) = self.word("")?;
+                self.next();
+                let args = self.args()?;
+                Ok(Expr::Call(Node {
+                    name,
+                    pos,
+                    args,
+                    block: None,
+                }))
+            }
+            Tok::Word(_) | Tok::Str(_) => {
+                let left = self.value()?;
+                let op = self.value()?;
+                let right = self.value()?;
+                Ok(Expr::Compare { left, op, right })
+            }
+            other => Err(ConfigError::new(
+                self.pos(),
+                format!(
+                    "expected a filter such as facility(kern), found {}",
+                    Self::describe(&other)
+                ),
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(text: &str) -> Config {
+        crate::load_str("t.conf", text).unwrap_or_else(|(e, map)| panic!("{}", e.render(&map)))
+    }
+
+    fn err(text: &str) -> String {
+        let (e, map) = crate::load_str("t.conf", text).unwrap_err();
+        e.render(&map)
+    }
+
+    #[test]
+    fn statements_nodes_and_options() {
+        let c = cfg(r#"
+            @version: 3.38
+            options { chain-hostnames(no); };
+            source s_net { tcp(ip(0.0.0.0) port(514) flags(no-parse, store-raw-message)); udp(); };
+            destination d { file("/var/log/$HOST" "-x" create_dirs(yes)); };
+            template t "${ISODATE} ${MSG}\n";
+            log { source(s_net); log { destination(d); flags(final); }; };
+        "#);
+        assert_eq!(c.version.as_deref(), Some("3.38"));
+        let kinds: Vec<&str> = c.statements.iter().map(|s| s.kind.as_str()).collect();
+        assert_eq!(
+            kinds,
+            ["options", "source", "destination", "template", "log"]
+        );
+        let Body::Nodes(src) = &c.statements[1].body else {
+            panic!()
+        };
+        assert_eq!(src.len(), 2);
+        let opts: Vec<String> = src[0].options().map(Node::key).collect();
+        assert_eq!(opts, ["ip", "port", "flags"]);
+        assert_eq!(src[0].options().nth(1).unwrap().u64().unwrap(), 514);
+        let flags = src[0].options().nth(2).unwrap().words().unwrap();
+        assert_eq!(flags.len(), 2);
+        let Body::Nodes(dst) = &c.statements[2].body else {
+            panic!()
+        };
+        assert_eq!(dst[0].first_value().unwrap().text, "/var/log/$HOST-x");
+        let Body::Text(t) = &c.statements[3].body else {
+            panic!()
+        };
+        assert_eq!(t.text, "${ISODATE} ${MSG}\n");
+    }
+
+    #[test]
+    fn filter_precedence() {
+        let c = cfg("filter f { facility(kern) or not level(debug) and program(\"x\"); };");
+        let Body::Filter(Expr::Or(_, right)) = &c.statements[0].body else {
+            panic!()
+        };
+        assert!(matches!(**right, Expr::And(_, _)));
+    }
+
+    #[test]
+    fn numbers_with_suffixes() {
+        for (text, want) in [
+            ("10", 10),
+            ("1k", 1000),
+            ("1KiB", 1024),
+            ("2GiB", 2 << 30),
+            ("0644", 0o644),
+            ("3MB", 3_000_000),
+        ] {
+            assert_eq!(parse_number(text), Some(want), "{text}");
+        }
+        assert_eq!(parse_number("x1"), None);
+    }
+
+    #[test]
+    fn errors_point_at_the_token() {
+        let text = err("source s {\n  tcp(port(514);\n};\n");
+        assert!(
+            text.starts_with("t.conf:2:16: expected a value, an option or ')', found ';'"),
+            "{text}"
+        );
+        assert!(
+            text.contains("2 |   tcp(port(514);\n  |                ^"),
+            "{text}"
+        );
+        let text = err("sorce s { };");
+        assert!(text.contains("did you mean 'source'?"), "{text}");
+    }
+}
