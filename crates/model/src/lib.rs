@@ -1,1 +1,62 @@
-//! placeholder
+//! What a message is and what the configuration does to it, with no I/O.
+//!
+//! - [`message`]: `LogMessage`, its origin and tags.
+//! - [`ingest`]: a source's recipe from received frame to message.
+//! - [`time`]: instants, zones and date formats.
+//! - [`macros`] and [`template`]: `$HOST`-style macros and compiled templates.
+//! - [`filter`]: compiled filter expressions.
+//! - [`path`]: log paths and the router that decides which destinations a message reaches.
+
+pub mod filter;
+pub mod ingest;
+pub mod macros;
+pub mod message;
+pub mod path;
+pub mod template;
+pub mod time;
+
+pub use filter::Filter;
+pub use ingest::Ingest;
+pub use message::{LogMessage, Origin, Tags};
+pub use path::{DestId, LogPath, Router, SourceId};
+pub use template::Template;
+pub use time::{Today, UnixTime, Zone};
+
+/// Builds messages for tests of this crate and of the crates above it.
+pub mod testing {
+    use crate::{Ingest, LogMessage, Origin, Today, UnixTime, Zone};
+    use std::sync::Arc;
+
+    /// A UDP-like origin at 10.1.2.3 called `s_test`.
+    pub fn origin() -> Arc<Origin> {
+        Arc::new(Origin {
+            source_name: Arc::from("s_test"),
+            source_id: 0,
+            peer: Some("10.1.2.3:514".parse().expect("valid address")),
+            host_from: Arc::from(&b"10.1.2.3"[..]),
+            local: false,
+        })
+    }
+
+    /// Parses `frame` received at 2025-06-15T12:00:00Z, keeping the sender's hostname; a
+    /// frame that starts `<PRI>1 ` is parsed as RFC5424.
+    pub fn message(frame: &str) -> LogMessage {
+        let utc = Zone::parse("UTC").expect("UTC exists");
+        let mut ingest = Ingest::new(utc);
+        ingest.keep_hostname = true;
+        ingest.parse.flags.syslog_protocol = frame
+            .split_once('>')
+            .is_some_and(|(_, rest)| rest.starts_with("1 "));
+        let recvd = UnixTime {
+            secs: 1749988800,
+            micros: 250_000,
+            offset: 0,
+        };
+        ingest.message(
+            bytes::Bytes::copy_from_slice(frame.as_bytes()),
+            &origin(),
+            recvd,
+            Today::of(recvd),
+        )
+    }
+}

@@ -38,6 +38,8 @@ pub enum Text {
     Span(Span),
     Static(&'static [u8]),
     Owned(Box<[u8]>),
+    /// A value shared by many messages (a connection's peer name, a `host-override()`).
+    Shared(std::sync::Arc<[u8]>),
 }
 
 impl Text {
@@ -50,6 +52,7 @@ impl Text {
             Text::Span(span) => span.of(frame),
             Text::Static(bytes) => bytes,
             Text::Owned(bytes) => bytes,
+            Text::Shared(bytes) => bytes,
         }
     }
 

@@ -1,0 +1,358 @@
+//! Filters compiled from syslog-ng filter expressions.
+//!
+//! Facility and severity tests become bit masks; `program()`, `host()`, `message()` and
+//! `match()` compile their pattern once (`type(pcre)` by default, `string`, `glob`).
+//! References to named filters (`filter(f_name)`) are inlined when compiling.
+//!
+//! PCRE patterns run on the `regex` crate, which has no look-around or back-references; a
+//! pattern that needs them is a configuration error that says so.
+
+use crate::message::{facility_by_name, severity_by_name, LogMessage};
+use crate::template::{Template, ValueRef};
+use regex::bytes::{Regex, RegexBuilder};
+use sluice_config::{ConfigError, Expr, Node, Pos, Value};
+use std::sync::Arc;
+
+#[derive(Clone, Debug)]
+pub enum Filter {
+    /// Bit `n` set: facility `n` passes.
+    Facility(u128),
+    /// Bit `n` set: severity `n` passes.
+    Severity(u8),
+    Match {
+        subject: Subject,
+        matcher: Matcher,
+    },
+    And(Box<Filter>, Box<Filter>),
+    Or(Box<Filter>, Box<Filter>),
+    Not(Box<Filter>),
+    /// A named filter used by reference.
+    Named(Arc<Filter>),
+}
+
+/// What a matching filter reads.
+#[derive(Clone, Debug)]
+pub enum Subject {
+    Program,
+    Host,
+    Message,
+    /// `match()` without `value()`: `$MSGHDR$MSG`, as syslog-ng 3.x does.
+    HeaderAndMessage,
+    Value(ValueRef),
+    Template(Template),
+}
+
+#[derive(Clone, Debug)]
+pub enum Matcher {
+    Regex(Regex),
+    /// `type(string)`: the whole value, a prefix or a substring.
+    String {
+        needle: Vec<u8>,
+        mode: StringMode,
+        ignore_case: bool,
+    },
+    Glob(Regex),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StringMode {
+    Exact,
+    Prefix,
+    Substring,
+}
+
+impl Matcher {
+    pub fn is_match(&self, subject: &[u8]) -> bool {
+        match self {
+            Matcher::Regex(re) | Matcher::Glob(re) => re.is_match(subject),
+            Matcher::String {
+                needle,
+                mode,
+                ignore_case,
+            } => {
+                let eq = |a: &[u8], b: &[u8]| {
+                    if *ignore_case {
+                        a.eq_ignore_ascii_case(b)
+                    } else {
+                        a == b
+                    }
+                };
+                match mode {
+                    StringMode::Exact => eq(subject, needle),
+                    StringMode::Prefix => {
+                        subject.len() >= needle.len() && eq(&subject[..needle.len()], needle)
+                    }
+                    StringMode::Substring if *ignore_case => subject
+                        .windows(needle.len().max(1))
+                        .any(|w| w.eq_ignore_ascii_case(needle)),
+                    StringMode::Substring => memchr::memmem::find(subject, needle).is_some(),
+                }
+            }
+        }
+    }
+}
+
+impl Filter {
+    pub fn matches(&self, msg: &LogMessage, scratch: &mut Vec<u8>) -> bool {
+        match self {
+            Filter::Facility(mask) => msg.facility() < 128 && mask & (1u128 << msg.facility()) != 0,
+            Filter::Severity(mask) => mask & (1 << msg.severity()) != 0,
+            Filter::Match { subject, matcher } => match subject {
+                Subject::Program => matcher.is_match(msg.program()),
+                Subject::Host => matcher.is_match(msg.host()),
+                Subject::Message => matcher.is_match(msg.message()),
+                Subject::HeaderAndMessage => {
+                    scratch.clear();
+                    crate::macros::msghdr(msg, false, scratch);
+                    scratch.extend_from_slice(msg.message());
+                    matcher.is_match(scratch)
+                }
+                Subject::Value(v) => {
+                    scratch.clear();
+                    v.append(msg, scratch);
+                    matcher.is_match(scratch)
+                }
+                Subject::Template(t) => {
+                    scratch.clear();
+                    t.append(msg, scratch);
+                    matcher.is_match(scratch)
+                }
+            },
+            Filter::And(a, b) => a.matches(msg, scratch) && b.matches(msg, scratch),
+            Filter::Or(a, b) => a.matches(msg, scratch) || b.matches(msg, scratch),
+            Filter::Not(a) => !a.matches(msg, scratch),
+            Filter::Named(f) => f.matches(msg, scratch),
+        }
+    }
+}
+
+/// The filter functions of this version; others syslog-ng has are refused as not yet supported.
+pub const FUNCTIONS: &[&str] = &[
+    "facility", "level", "severity", "priority", "program", "host", "message", "match", "filter",
+];
+const NOT_YET: &[&str] = &[
+    "source",
+    "netmask",
+    "netmask6",
+    "tags",
+    "in_list",
+    "rate_limit",
+    "throttle",
+];
+
+/// Compiles an expression; `named` resolves `filter(name)` references.
+pub fn compile(
+    expr: &Expr,
+    named: &mut dyn FnMut(&str, Pos) -> Result<Arc<Filter>, ConfigError>,
+) -> Result<Filter, ConfigError> {
+    Ok(match expr {
+        Expr::And(a, b) => Filter::And(Box::new(compile(a, named)?), Box::new(compile(b, named)?)),
+        Expr::Or(a, b) => Filter::Or(Box::new(compile(a, named)?), Box::new(compile(b, named)?)),
+        Expr::Not(a) => Filter::Not(Box::new(compile(a, named)?)),
+        Expr::Compare { op, .. } => {
+            return Err(ConfigError::not_supported(
+                op.pos,
+                "comparing values in a filter",
+            ))
+        }
+        Expr::Call(node) => call(node, named)?,
+    })
+}
+
+fn call(
+    node: &Node,
+    named: &mut dyn FnMut(&str, Pos) -> Result<Arc<Filter>, ConfigError>,
+) -> Result<Filter, ConfigError> {
+    let key = node.key();
+    match key.as_str() {
+        "facility" => {
+            let mut mask = 0u128;
+            for v in node.words()? {
+                for n in range(v, |s| facility_by_name(s).map(u32::from))? {
+                    mask |= 1 << n;
+                }
+            }
+            Ok(Filter::Facility(mask))
+        }
+        "level" | "severity" | "priority" => {
+            let mut mask = 0u8;
+            for v in node.words()? {
+                for n in range(v, |s| severity_by_name(s).map(u32::from))? {
+                    mask |= 1 << n;
+                }
+            }
+            Ok(Filter::Severity(mask))
+        }
+        "program" | "host" | "message" | "match" => matcher_filter(node, &key),
+        "filter" => Ok(Filter::Named(named(
+            &node.value()?.text,
+            node.value()?.pos,
+        )?)),
+        k if NOT_YET.contains(&k) => Err(ConfigError::not_supported(
+            node.pos,
+            &format!("the {}() filter", node.name),
+        )),
+        _ => Err(ConfigError::unknown(
+            node.pos,
+            "filter function",
+            &node.name,
+            "",
+            FUNCTIONS,
+        )),
+    }
+}
+
+/// `a`, `a..b` (either order) of names or numbers.
+fn range(
+    v: &Value,
+    lookup: impl Fn(&str) -> Option<u32>,
+) -> Result<std::ops::RangeInclusive<u32>, ConfigError> {
+    let get =
+        |s: &str| lookup(s).ok_or_else(|| ConfigError::new(v.pos, format!("unknown name '{s}'")));
+    match v.text.split_once("..") {
+        Some((a, b)) => {
+            let (a, b) = (get(a)?, get(b)?);
+            Ok(a.min(b)..=a.max(b))
+        }
+        None => {
+            let n = get(&v.text)?;
+            Ok(n..=n)
+        }
+    }
+}
+
+fn matcher_filter(node: &Node, key: &str) -> Result<Filter, ConfigError> {
+    let pattern = node
+        .first_value()
+        .ok_or_else(|| ConfigError::new(node.pos, format!("{}() needs a pattern", node.name)))?;
+    let mut kind = "pcre".to_string();
+    let mut flags: Vec<&Value> = Vec::new();
+    let mut subject = match key {
+        "program" => Subject::Program,
+        "host" => Subject::Host,
+        "message" => Subject::Message,
+        _ => Subject::HeaderAndMessage,
+    };
+    for opt in node.options() {
+        match opt.key().as_str() {
+            "type" => kind = opt.string()?,
+            "flags" => flags.extend(opt.words()?),
+            "value" if key == "match" => {
+                let v = opt.value()?;
+                subject = Subject::Value(
+                    ValueRef::parse(v.text.trim_start_matches('$'))
+                        .map_err(|e| ConfigError::new(v.pos, e))?,
+                );
+            }
+            "template" if key == "match" => {
+                let v = opt.value()?;
+                subject = Subject::Template(
+                    Template::compile(&v.text).map_err(|e| ConfigError::new(v.pos, e))?,
+                );
+            }
+            _ => {
+                let valid: &[&str] = if key == "match" {
+                    &["type", "flags", "value", "template"]
+                } else {
+                    &["type", "flags"]
+                };
+                return Err(ConfigError::unknown(
+                    opt.pos,
+                    "option",
+                    &opt.name,
+                    &format!(" in {}()", node.name),
+                    valid,
+                ));
+            }
+        }
+    }
+    let mut ignore_case = false;
+    let mut mode = StringMode::Exact;
+    for f in &flags {
+        match sluice_config::normalize(&f.text).as_str() {
+            "ignore_case" => ignore_case = true,
+            "prefix" => mode = StringMode::Prefix,
+            "substring" => mode = StringMode::Substring,
+            "utf8" | "disable_jit" => {}
+            "store_matches" | "global" | "dont_store_matches" => {
+                return Err(ConfigError::not_supported(
+                    f.pos,
+                    &format!("flags({})", f.text),
+                ))
+            }
+            _ => {
+                return Err(ConfigError::unknown(
+                    f.pos,
+                    "flag",
+                    &f.text,
+                    &format!(" in {}()", node.name),
+                    &[
+                        "ignore-case",
+                        "prefix",
+                        "substring",
+                        "utf8",
+                        "store-matches",
+                        "global",
+                    ],
+                ))
+            }
+        }
+    }
+    let matcher = match kind.as_str() {
+        "pcre" | "posix" => Matcher::Regex(
+            regex(&pattern.text, ignore_case).map_err(|e| ConfigError::new(pattern.pos, e))?,
+        ),
+        "string" => Matcher::String {
+            needle: pattern.text.as_bytes().to_vec(),
+            mode,
+            ignore_case,
+        },
+        "glob" => Matcher::Glob(
+            regex(&glob_to_regex(&pattern.text), ignore_case)
+                .map_err(|e| ConfigError::new(pattern.pos, e))?,
+        ),
+        other => {
+            let pos = node
+                .options()
+                .find(|o| o.key() == "type")
+                .map_or(node.pos, |o| o.pos);
+            return Err(ConfigError::unknown(
+                pos,
+                "matcher type",
+                other,
+                "",
+                &["pcre", "string", "glob", "posix"],
+            ));
+        }
+    };
+    Ok(Filter::Match { subject, matcher })
+}
+
+pub fn regex(pattern: &str, ignore_case: bool) -> Result<Regex, String> {
+    RegexBuilder::new(pattern)
+        .case_insensitive(ignore_case)
+        .unicode(false)
+        .build()
+        .map_err(|e| {
+            let hint = if pattern.contains("(?=") || pattern.contains("(?!") || pattern.contains("(?<") || pattern.contains("\\1") {
+                " (look-around and back-references are PCRE features sluice's regex engine does not have)"
+            } else {
+                ""
+            };
+            format!("invalid regular expression{hint}: {e}")
+        })
+}
+
+/// syslog-ng's globs: `*` any run, `?` one character, all else literal; the whole value matches.
+fn glob_to_regex(glob: &str) -> String {
+    let mut re = String::from("^(?s:");
+    for c in glob.chars() {
+        match c {
+            '*' => re.push_str(".*"),
+            '?' => re.push('.'),
+            c => re.push_str(&regex::escape(&c.to_string())),
+        }
+    }
+    re.push_str(")$");
+    re
+}

@@ -1,0 +1,125 @@
+//! Turning a received frame into a [`LogMessage`] the way a syslog-ng source does: parse it,
+//! then apply the source's options in syslog-ng's order (`keep-timestamp`, hostname
+//! mangling with `keep-hostname`/`chain-hostnames`, `program-override`, `host-override`, tags).
+
+use crate::message::{LogMessage, Origin, Tags};
+use crate::time::{self, Today, UnixTime, Zone};
+use bytes::Bytes;
+use sluice_protocol::{ParseOptions, SyslogFields, Text};
+use std::sync::Arc;
+
+/// A source's recipe for messages; built once from its configuration.
+#[derive(Clone, Debug)]
+pub struct Ingest {
+    pub parse: ParseOptions,
+    /// `flags(no-parse)`: the whole frame is the message.
+    pub no_parse: bool,
+    pub keep_hostname: bool,
+    pub chain_hostnames: bool,
+    pub keep_timestamp: bool,
+    pub host_override: Option<Arc<[u8]>>,
+    pub program_override: Option<Arc<[u8]>>,
+    /// `time-zone()` of the source: the zone of timestamps that do not name one.
+    pub zone: Option<Zone>,
+    pub local_zone: Zone,
+    /// `.source.<name>` and the source's `tags()`.
+    pub tags: Tags,
+    pub store_raw_message: bool,
+}
+
+impl Ingest {
+    pub fn new(local_zone: Zone) -> Ingest {
+        Ingest {
+            parse: ParseOptions::default(),
+            no_parse: false,
+            keep_hostname: false,
+            chain_hostnames: false,
+            keep_timestamp: true,
+            host_override: None,
+            program_override: None,
+            zone: None,
+            local_zone,
+            tags: Tags::default(),
+            store_raw_message: false,
+        }
+    }
+
+    /// Parses `raw` (one frame without framing) into a message from `origin`.
+    pub fn message(
+        &self,
+        raw: Bytes,
+        origin: &Arc<Origin>,
+        recvd: UnixTime,
+        today: Today,
+    ) -> LogMessage {
+        let mut fields = SyslogFields::default();
+        if self.no_parse {
+            let len = raw
+                .iter()
+                .rposition(|&b| b != b'\n' && b != 0)
+                .map_or(0, |i| i + 1);
+            fields.message = Text::Span(sluice_protocol::Span::new(0, len));
+            fields.pri = self
+                .parse
+                .default_pri
+                .unwrap_or(sluice_protocol::DEFAULT_PRI);
+        } else {
+            sluice_protocol::parse(&raw, &self.parse, &mut fields);
+        }
+        let stamp = match (&fields.stamp, self.keep_timestamp) {
+            (Some(wc), true) => {
+                time::resolve(wc, self.zone.as_ref(), &self.local_zone, today, recvd)
+            }
+            _ => match &self.zone {
+                Some(zone) => recvd.in_offset(zone.offset_at(recvd.secs)),
+                None => recvd,
+            },
+        };
+        let mut msg = LogMessage {
+            raw,
+            fields,
+            stamp,
+            recvd,
+            origin: origin.clone(),
+            tags: self.tags.clone(),
+            chained_hostname: false,
+            keep_raw: self.store_raw_message,
+        };
+        for tag in msg.fields.tags.iter() {
+            msg.tags.insert(tag as u32);
+        }
+        self.mangle_hostname(&mut msg);
+        if let Some(program) = &self.program_override {
+            msg.fields.program = Some(Text::Shared(program.clone()));
+            msg.fields.legacy_msghdr = None;
+        }
+        if let Some(host) = &self.host_override {
+            msg.fields.host = Some(Text::Shared(host.clone()));
+        }
+        msg
+    }
+
+    fn mangle_hostname(&self, msg: &mut LogMessage) {
+        let has_host = !msg.host().is_empty();
+        if self.keep_hostname && has_host {
+            return;
+        }
+        let from = &msg.origin.host_from;
+        if !self.chain_hostnames {
+            msg.fields.host = Some(Text::Shared(from.clone()));
+            return;
+        }
+        msg.chained_hostname = true;
+        let mut chain = Vec::new();
+        if msg.origin.local {
+            chain.extend_from_slice(msg.origin.source_name.as_bytes());
+            chain.push(b'@');
+            chain.extend_from_slice(from);
+        } else {
+            chain.extend_from_slice(if has_host { msg.host() } else { from });
+            chain.push(b'/');
+            chain.extend_from_slice(from);
+        }
+        msg.fields.host = Some(Text::Owned(chain.into_boxed_slice()));
+    }
+}

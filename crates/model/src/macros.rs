@@ -1,0 +1,431 @@
+//! syslog-ng's macros (`$HOST`, `$ISODATE`, `$R_YEAR`, …): looked up by name once when a
+//! template is compiled, expanded per message without allocating.
+
+use crate::message::{tag_name, LogMessage, FACILITY_NAMES, SEVERITY_NAMES};
+use crate::time::{self, TsFormat, UnixTime, Zone};
+use std::io::Write;
+
+/// Which of a message's times a date macro shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Which {
+    /// The header's timestamp (no prefix, or `S_`).
+    Stamp,
+    /// When sluice received the message (`R_`).
+    Recvd,
+    /// When the message was processed (`P_`); sluice processes as it receives.
+    Processed,
+    /// The time of formatting (`C_`).
+    Current,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DateField {
+    Date,
+    FullDate,
+    IsoDate,
+    Stamp,
+    Year,
+    YearDay,
+    Month,
+    MonthWeek,
+    MonthAbbrev,
+    MonthName,
+    Day,
+    Hour,
+    Hour12,
+    Min,
+    Sec,
+    Msec,
+    Usec,
+    Ampm,
+    WeekDay,
+    WeekDayAbbrev,
+    WeekDayName,
+    Week,
+    IsoWeek,
+    TzOffset,
+    UnixTime,
+}
+
+const DATE_FIELDS: &[(&str, DateField)] = &[
+    ("DATE", DateField::Date),
+    ("FULLDATE", DateField::FullDate),
+    ("ISODATE", DateField::IsoDate),
+    ("STAMP", DateField::Stamp),
+    ("YEAR", DateField::Year),
+    ("YEAR_DAY", DateField::YearDay),
+    ("MONTH", DateField::Month),
+    ("MONTH_WEEK", DateField::MonthWeek),
+    ("MONTH_ABBREV", DateField::MonthAbbrev),
+    ("MONTH_NAME", DateField::MonthName),
+    ("DAY", DateField::Day),
+    ("HOUR", DateField::Hour),
+    ("HOUR12", DateField::Hour12),
+    ("MIN", DateField::Min),
+    ("SEC", DateField::Sec),
+    ("MSEC", DateField::Msec),
+    ("USEC", DateField::Usec),
+    ("AMPM", DateField::Ampm),
+    ("WEEKDAY", DateField::WeekDayAbbrev),
+    ("WEEK_DAY", DateField::WeekDay),
+    ("WEEK_DAY_ABBREV", DateField::WeekDayAbbrev),
+    ("WEEK_DAY_NAME", DateField::WeekDayName),
+    ("WEEK", DateField::Week),
+    ("ISOWEEK", DateField::IsoWeek),
+    ("TZOFFSET", DateField::TzOffset),
+    ("TZ", DateField::TzOffset),
+    ("UNIXTIME", DateField::UnixTime),
+];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Macro {
+    Facility,
+    FacilityNum,
+    Severity,
+    SeverityNum,
+    /// The priority as two hex digits.
+    Tag,
+    Tags,
+    BsdTag,
+    Pri,
+    Host,
+    FullHost,
+    HostFrom,
+    Program,
+    Pid,
+    MsgId,
+    Message,
+    MsgHdr,
+    LegacyMsgHdr,
+    Sdata,
+    SourceIp,
+    Source,
+    LogHost,
+    RawMsg,
+    Date(Which, DateField),
+}
+
+const PLAIN: &[(&str, Macro)] = &[
+    ("FACILITY", Macro::Facility),
+    ("FACILITY_NUM", Macro::FacilityNum),
+    ("SEVERITY", Macro::Severity),
+    ("SEVERITY_NUM", Macro::SeverityNum),
+    ("PRIORITY", Macro::Severity),
+    ("LEVEL", Macro::Severity),
+    ("LEVEL_NUM", Macro::SeverityNum),
+    ("TAG", Macro::Tag),
+    ("TAGS", Macro::Tags),
+    ("BSDTAG", Macro::BsdTag),
+    ("PRI", Macro::Pri),
+    ("HOST", Macro::Host),
+    ("FULLHOST", Macro::FullHost),
+    ("HOST_FROM", Macro::HostFrom),
+    ("FULLHOST_FROM", Macro::HostFrom),
+    ("PROGRAM", Macro::Program),
+    ("PID", Macro::Pid),
+    ("MSGID", Macro::MsgId),
+    ("MSG", Macro::Message),
+    ("MESSAGE", Macro::Message),
+    ("MSGHDR", Macro::MsgHdr),
+    ("LEGACY_MSGHDR", Macro::LegacyMsgHdr),
+    ("SDATA", Macro::Sdata),
+    ("SOURCEIP", Macro::SourceIp),
+    ("SOURCE", Macro::Source),
+    ("LOGHOST", Macro::LogHost),
+    ("RAWMSG", Macro::RawMsg),
+];
+
+/// Macro names syslog-ng has that sluice does not expand yet; using one is a config error.
+pub const NOT_YET: &[&str] = &[
+    "SEQNUM",
+    "CONTEXT_ID",
+    "RCPTID",
+    "RUNID",
+    "HOSTID",
+    "UNIQID",
+    "DESTIP",
+    "DESTPORT",
+    "PROTO",
+    "SYSUPTIME",
+];
+
+impl Macro {
+    pub fn lookup(name: &str) -> Option<Macro> {
+        if let Some((_, m)) = PLAIN.iter().find(|(n, _)| *n == name) {
+            return Some(*m);
+        }
+        let (which, field) = match name.split_at_checked(2) {
+            Some(("R_", rest)) => (Which::Recvd, rest),
+            Some(("S_", rest)) => (Which::Stamp, rest),
+            Some(("P_", rest)) => (Which::Processed, rest),
+            Some(("C_", rest)) => (Which::Current, rest),
+            _ => (Which::Stamp, name),
+        };
+        DATE_FIELDS
+            .iter()
+            .find(|(n, _)| *n == field)
+            .map(|(_, f)| Macro::Date(which, *f))
+    }
+}
+
+/// How a template formats dates: `ts-format()`, `frac-digits()`, `time-zone()`.
+#[derive(Clone, Debug, Default)]
+pub struct DateOptions {
+    pub ts_format: TsFormat,
+    pub frac_digits: u8,
+    /// Show times in this zone instead of the zone they were written in.
+    pub zone: Option<Zone>,
+}
+
+/// Process-wide facts some macros print.
+pub struct Host {
+    /// `$LOGHOST`
+    pub name: Vec<u8>,
+}
+
+/// The short host name of this machine.
+pub fn local_hostname() -> &'static [u8] {
+    static NAME: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        let full = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|_| "localhost".into());
+        full.split('.')
+            .next()
+            .unwrap_or("localhost")
+            .as_bytes()
+            .to_vec()
+    })
+}
+
+/// Appends `bytes`, with `'`, `"` and `\` escaped when `escape` (`template-escape(yes)`).
+#[inline]
+pub fn append(out: &mut Vec<u8>, bytes: &[u8], escape: bool) {
+    if !escape || !bytes.iter().any(|b| matches!(b, b'\'' | b'"' | b'\\')) {
+        out.extend_from_slice(bytes);
+        return;
+    }
+    for &b in bytes {
+        if matches!(b, b'\'' | b'"' | b'\\') {
+            out.push(b'\\');
+        }
+        out.push(b);
+    }
+}
+
+fn append_num(out: &mut Vec<u8>, n: impl std::fmt::Display) {
+    let _ = write!(out, "{n}");
+}
+
+impl Macro {
+    pub fn expand(self, msg: &LogMessage, dates: &DateOptions, escape: bool, out: &mut Vec<u8>) {
+        match self {
+            Macro::Facility => match FACILITY_NAMES.get(msg.facility() as usize) {
+                Some(name) => out.extend_from_slice(name.as_bytes()),
+                None => {
+                    let _ = write!(out, "{:x}", msg.facility());
+                }
+            },
+            Macro::FacilityNum => append_num(out, msg.facility()),
+            Macro::Severity => {
+                out.extend_from_slice(SEVERITY_NAMES[msg.severity() as usize].as_bytes())
+            }
+            Macro::SeverityNum => append_num(out, msg.severity()),
+            Macro::Tag => {
+                let _ = write!(out, "{:02x}", msg.fields.pri);
+            }
+            Macro::Tags => {
+                for (i, id) in msg.tags.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    append(out, tag_name(id).as_bytes(), escape);
+                }
+            }
+            Macro::BsdTag => {
+                append_num(out, msg.severity());
+                out.push((msg.facility() as u8).wrapping_add(b'A'));
+            }
+            Macro::Pri => append_num(out, msg.fields.pri),
+            Macro::Host => {
+                let host = msg.host();
+                if msg.chained_hostname {
+                    let after_at = memchr::memchr(b'@', host).map_or(host, |i| &host[i + 1..]);
+                    let first = memchr::memchr(b'/', after_at).map_or(after_at, |i| &after_at[..i]);
+                    append(out, first, escape);
+                } else {
+                    append(out, host, escape);
+                }
+            }
+            Macro::FullHost => append(out, msg.host(), escape),
+            Macro::HostFrom => append(out, &msg.origin.host_from, escape),
+            Macro::Program => append(out, msg.program(), escape),
+            Macro::Pid => append(out, msg.pid(), escape),
+            Macro::MsgId => append(out, msg.msgid(), escape),
+            Macro::Message => append(out, msg.message(), escape),
+            Macro::MsgHdr => msghdr(msg, escape, out),
+            Macro::LegacyMsgHdr => append(out, msg.legacy_msghdr(), escape),
+            Macro::Sdata => {
+                if escape {
+                    let mut sd = Vec::new();
+                    format_sdata(msg, &mut sd);
+                    append(out, &sd, true);
+                } else {
+                    format_sdata(msg, out);
+                }
+            }
+            Macro::SourceIp => match msg.origin.peer {
+                Some(addr) => append_num(out, addr.ip()),
+                None => out.extend_from_slice(b"127.0.0.1"),
+            },
+            Macro::Source => append(out, msg.origin.source_name.as_bytes(), escape),
+            Macro::LogHost => append(out, local_hostname(), escape),
+            Macro::RawMsg => {
+                if msg.keep_raw {
+                    let raw = &msg.raw[..];
+                    let len = raw
+                        .iter()
+                        .rposition(|&b| b != b'\n' && b != 0)
+                        .map_or(0, |i| i + 1);
+                    append(out, &raw[..len], escape);
+                }
+            }
+            Macro::Date(which, field) => {
+                let t = match which {
+                    Which::Stamp => msg.stamp,
+                    Which::Recvd | Which::Processed => msg.recvd,
+                    Which::Current => UnixTime::now(&Zone::local()),
+                };
+                date(t, field, dates, out);
+            }
+        }
+    }
+}
+
+/// `$MSGHDR`: the header as it was written, or `program[pid]: ` rebuilt.
+pub fn msghdr(msg: &LogMessage, escape: bool, out: &mut Vec<u8>) {
+    let legacy = msg.legacy_msghdr();
+    if !legacy.is_empty() {
+        append(out, legacy, escape);
+        return;
+    }
+    let program = msg.program();
+    if program.is_empty() {
+        return;
+    }
+    append(out, program, escape);
+    let pid = msg.pid();
+    if !pid.is_empty() {
+        out.push(b'[');
+        append(out, pid, escape);
+        out.push(b']');
+    }
+    out.extend_from_slice(b": ");
+}
+
+/// `$SDATA`: the structured data re-serialised, elements grouped in the order first written.
+pub fn format_sdata(msg: &LogMessage, out: &mut Vec<u8>) {
+    let raw = &msg.raw;
+    let mut current: Option<&[u8]> = None;
+    for p in &msg.fields.sdata {
+        let id = p.id.of(raw);
+        if current != Some(id) {
+            if current.is_some() {
+                out.push(b']');
+            }
+            out.push(b'[');
+            sd_escape_key(out, id);
+            current = Some(id);
+        }
+        if let Some(name) = &p.name {
+            out.push(b' ');
+            sd_escape_key(out, name.of(raw));
+            out.extend_from_slice(b"=\"");
+            for &b in p.value.of(raw) {
+                if matches!(b, b'"' | b'\\' | b']') {
+                    out.push(b'\\');
+                }
+                out.push(b);
+            }
+            out.push(b'"');
+        }
+    }
+    if current.is_some() {
+        out.push(b']');
+    }
+}
+
+/// SD names may not hold `=`, space, `]` or `"`: syslog-ng writes `_` instead.
+fn sd_escape_key(out: &mut Vec<u8>, key: &[u8]) {
+    out.extend(key.iter().map(|&b| {
+        if matches!(b, b'=' | b' ' | b']' | b'"') {
+            b'_'
+        } else {
+            b
+        }
+    }));
+}
+
+fn date(t: UnixTime, field: DateField, opts: &DateOptions, out: &mut Vec<u8>) {
+    let t = match &opts.zone {
+        Some(zone) => t.in_offset(zone.offset_at(t.secs)),
+        None => t,
+    };
+    let digits = opts.frac_digits;
+    let c = t.civil();
+    let two = |out: &mut Vec<u8>, n: u32| {
+        let _ = write!(out, "{n:02}");
+    };
+    match field {
+        DateField::Date => time::write_stamp(out, t, TsFormat::Bsd, digits),
+        DateField::FullDate => time::write_stamp(out, t, TsFormat::Full, digits),
+        DateField::IsoDate => time::write_stamp(out, t, TsFormat::Iso, digits),
+        DateField::Stamp => time::write_stamp(out, t, opts.ts_format, digits),
+        DateField::UnixTime => time::write_stamp(out, t, TsFormat::Unix, digits),
+        DateField::Year => {
+            let _ = write!(out, "{:04}", c.year);
+        }
+        DateField::YearDay => {
+            let _ = write!(out, "{:03}", c.yday + 1);
+        }
+        DateField::Month => two(out, u32::from(c.month)),
+        DateField::MonthWeek => {
+            let week = u32::from(c.day / 7) + u32::from(c.weekday > 0 && (c.day % 7) >= c.weekday);
+            append_num(out, week);
+        }
+        DateField::MonthAbbrev => {
+            out.extend_from_slice(time::MONTH_ABBREV[c.month as usize - 1].as_bytes())
+        }
+        DateField::MonthName => {
+            out.extend_from_slice(time::MONTH_NAME[c.month as usize - 1].as_bytes())
+        }
+        DateField::Day => two(out, u32::from(c.day)),
+        DateField::Hour => two(out, u32::from(c.hour)),
+        DateField::Hour12 => {
+            let h = c.hour % 12;
+            two(out, if h == 0 { 12 } else { u32::from(h) });
+        }
+        DateField::Min => two(out, u32::from(c.minute)),
+        DateField::Sec => two(out, u32::from(c.second)),
+        DateField::Msec => {
+            let _ = write!(out, "{:03}", t.micros / 1000);
+        }
+        DateField::Usec => {
+            let _ = write!(out, "{:06}", t.micros);
+        }
+        DateField::Ampm => out.extend_from_slice(if c.hour < 12 { b"AM" } else { b"PM" }),
+        DateField::WeekDay => append_num(out, c.weekday + 1),
+        DateField::WeekDayAbbrev => {
+            out.extend_from_slice(time::WEEKDAY_ABBREV[c.weekday as usize].as_bytes())
+        }
+        DateField::WeekDayName => {
+            out.extend_from_slice(time::WEEKDAY_NAME[c.weekday as usize].as_bytes())
+        }
+        DateField::Week => {
+            let week = (i32::from(c.yday) - (i32::from(c.weekday) - 1 + 7) % 7 + 7) / 7;
+            two(out, week as u32);
+        }
+        DateField::IsoWeek => two(out, c.iso_week()),
+        DateField::TzOffset => time::write_offset(out, t.offset),
+    }
+}

@@ -1,0 +1,231 @@
+//! The log message as it travels from reader to writer.
+//!
+//! A `LogMessage` owns its received frame as a `Bytes` slice of the reader's buffer and records
+//! its fields as spans into it; it allocates only for what parsing or rewriting had to change.
+//! What all messages of one connection share (source name, peer address, resolved peer name)
+//! sits behind one `Arc<Origin>`.
+
+use crate::time::UnixTime;
+use bytes::Bytes;
+use sluice_protocol::{ParseTag, SdParam, SyslogFields, Text};
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock, RwLock};
+
+/// Where a message came from: shared by every message of a connection or datagram socket.
+#[derive(Debug)]
+pub struct Origin {
+    /// The `source` statement's name: `$SOURCE`.
+    pub source_name: Arc<str>,
+    /// Index of the source statement, for `source()` filters and log-path routing.
+    pub source_id: u16,
+    /// The sender's address: `$SOURCEIP`. `None` for local sources.
+    pub peer: Option<SocketAddr>,
+    /// The sender's name (resolved with `use-dns()`) or address: `$HOST_FROM`.
+    pub host_from: Arc<[u8]>,
+    /// The message was produced on this machine (`unix-*`, `stdin`, `internal`).
+    pub local: bool,
+}
+
+/// The tags of one message: ids below 64 in a bit set, others in a list that is usually empty.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tags {
+    bits: u64,
+    more: Vec<TagId>,
+}
+
+pub type TagId = u32;
+
+impl Tags {
+    pub fn insert(&mut self, tag: TagId) {
+        if tag < 64 {
+            self.bits |= 1 << tag;
+        } else if !self.more.contains(&tag) {
+            self.more.push(tag);
+            self.more.sort_unstable();
+        }
+    }
+
+    pub fn contains(&self, tag: TagId) -> bool {
+        if tag < 64 {
+            self.bits & (1 << tag) != 0
+        } else {
+            self.more.contains(&tag)
+        }
+    }
+
+    /// Tag ids in ascending order.
+    pub fn iter(&self) -> impl Iterator<Item = TagId> + '_ {
+        (0..64)
+            .filter(move |i| self.bits & (1 << i) != 0)
+            .chain(self.more.iter().copied())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bits == 0 && self.more.is_empty()
+    }
+}
+
+/// Process-wide names of tags. The parser's tags are registered first, so their ids equal
+/// their position in [`ParseTag::ALL`].
+struct TagRegistry {
+    names: Vec<Arc<str>>,
+}
+
+fn registry() -> &'static RwLock<TagRegistry> {
+    static REGISTRY: OnceLock<RwLock<TagRegistry>> = OnceLock::new();
+    REGISTRY.get_or_init(|| {
+        RwLock::new(TagRegistry {
+            names: ParseTag::ALL.iter().map(|t| Arc::from(t.name())).collect(),
+        })
+    })
+}
+
+/// The id of a tag name, registering it on first use. Call this while building the
+/// configuration, not per message.
+pub fn tag_id(name: &str) -> TagId {
+    let mut reg = registry().write().expect("tag registry lock");
+    if let Some(i) = reg.names.iter().position(|n| &**n == name) {
+        return i as TagId;
+    }
+    reg.names.push(Arc::from(name));
+    (reg.names.len() - 1) as TagId
+}
+
+pub fn tag_name(id: TagId) -> Arc<str> {
+    let reg = registry().read().expect("tag registry lock");
+    reg.names
+        .get(id as usize)
+        .cloned()
+        .unwrap_or_else(|| Arc::from(""))
+}
+
+#[derive(Clone, Debug)]
+pub struct LogMessage {
+    /// The frame as received, without its framing.
+    pub raw: Bytes,
+    /// Header fields and message text; spans point into `raw`.
+    pub fields: SyslogFields,
+    /// The header's timestamp, or the receive time when it had none: `$DATE`, `$ISODATE`…
+    pub stamp: UnixTime,
+    /// When sluice read the message: `$R_DATE`…
+    pub recvd: UnixTime,
+    pub origin: Arc<Origin>,
+    pub tags: Tags,
+    /// `chain-hostnames()` made `$HOST` a `host/relay` chain; `$HOST` shows the first part.
+    pub chained_hostname: bool,
+    /// `store-raw-message`: `$RAWMSG` is the received frame.
+    pub keep_raw: bool,
+}
+
+impl LogMessage {
+    /// The bytes of a field value.
+    #[inline]
+    pub fn text<'a>(&'a self, t: &'a Text) -> &'a [u8] {
+        t.of(&self.raw)
+    }
+
+    fn opt<'a>(&'a self, t: &'a Option<Text>) -> &'a [u8] {
+        t.as_ref().map_or(b"", |t| t.of(&self.raw))
+    }
+
+    pub fn host(&self) -> &[u8] {
+        self.opt(&self.fields.host)
+    }
+
+    pub fn program(&self) -> &[u8] {
+        self.opt(&self.fields.program)
+    }
+
+    pub fn pid(&self) -> &[u8] {
+        self.opt(&self.fields.pid)
+    }
+
+    pub fn msgid(&self) -> &[u8] {
+        self.opt(&self.fields.msgid)
+    }
+
+    pub fn message(&self) -> &[u8] {
+        self.fields.message.of(&self.raw)
+    }
+
+    pub fn legacy_msghdr(&self) -> &[u8] {
+        self.fields.legacy_msghdr.map_or(b"", |s| s.of(&self.raw))
+    }
+
+    pub fn facility(&self) -> u16 {
+        (self.fields.pri & 0x03f8) >> 3
+    }
+
+    pub fn severity(&self) -> u8 {
+        (self.fields.pri & 7) as u8
+    }
+
+    /// The value of `.SDATA.<id>.<name>` (`name` empty for a parameterless element); the last
+    /// one wins when a parameter was written twice.
+    pub fn sdata(&self, id: &[u8], name: &[u8]) -> Option<&[u8]> {
+        self.fields.sdata.iter().rev().find_map(|p: &SdParam| {
+            let pname = p.name.as_ref().map_or(&b""[..], |n| n.of(&self.raw));
+            (p.id.of(&self.raw) == id && pname == name).then(|| p.value.of(&self.raw))
+        })
+    }
+}
+
+/// Facility names as syslog-ng 3.38 spells them, indexed by number.
+pub const FACILITY_NAMES: [&str; 24] = [
+    "kern",
+    "user",
+    "mail",
+    "daemon",
+    "auth",
+    "syslog",
+    "lpr",
+    "news",
+    "uucp",
+    "cron",
+    "authpriv",
+    "ftp",
+    "ntp",
+    "security",
+    "console",
+    "solaris-cron",
+    "local0",
+    "local1",
+    "local2",
+    "local3",
+    "local4",
+    "local5",
+    "local6",
+    "local7",
+];
+
+pub const SEVERITY_NAMES: [&str; 8] = [
+    "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug",
+];
+
+/// A facility number from a name (any of syslog-ng's aliases) or a number.
+pub fn facility_by_name(name: &str) -> Option<u16> {
+    let lower = name.to_ascii_lowercase();
+    if lower == "megasafe" {
+        return Some(10);
+    }
+    if let Some(i) = FACILITY_NAMES.iter().position(|n| *n == lower) {
+        return Some(i as u16);
+    }
+    lower.parse().ok().filter(|n: &u16| *n < 128)
+}
+
+/// A severity number from a name (any of syslog-ng's aliases) or a number.
+pub fn severity_by_name(name: &str) -> Option<u8> {
+    let s = match name.to_ascii_lowercase().as_str() {
+        "emerg" | "emergency" | "panic" => 0,
+        "alert" => 1,
+        "crit" | "critical" => 2,
+        "err" | "error" => 3,
+        "warning" | "warn" => 4,
+        "notice" => 5,
+        "info" | "informational" => 6,
+        "debug" => 7,
+        other => return other.parse().ok().filter(|n: &u8| *n < 8),
+    };
+    Some(s)
+}

@@ -1,0 +1,273 @@
+//! Log paths: which destinations a message from a source reaches.
+//!
+//! The semantics are syslog-ng's:
+//! - Top-level `log` statements are tried in order for every message from one of their
+//!   sources (`flags(catchall)`: from any source).
+//! - A path *matches* when none of its filters rejected the message; the message then reaches
+//!   the path's destinations and nested paths in the order they are written.
+//! - `flags(final)`: a matching path ends the search among its siblings.
+//! - `flags(fallback)`: the path sees only messages that no non-fallback sibling matched.
+//! - `junction { channel {…}; channel {…}; };` forks the path: what follows the junction runs
+//!   once for every channel that matched.
+
+use crate::filter::{self, Filter};
+use crate::message::LogMessage;
+use sluice_config::{Body, ConfigError, Node, Pos};
+use std::sync::Arc;
+
+pub type SourceId = u16;
+pub type DestId = u32;
+
+#[derive(Clone, Debug, Default)]
+pub struct PathFlags {
+    pub final_: bool,
+    pub fallback: bool,
+    pub catchall: bool,
+    pub flow_control: bool,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct LogPath {
+    pub sources: Vec<SourceId>,
+    pub flags: PathFlags,
+    pub elements: Vec<Element>,
+}
+
+#[derive(Clone, Debug)]
+pub enum Element {
+    Filter(Arc<Filter>),
+    Destination(DestId),
+    /// Nested `log {}` statements written next to each other: siblings for final/fallback.
+    Nested(Vec<LogPath>),
+    Junction(Vec<LogPath>),
+}
+
+/// Resolves the names and inline objects a log path refers to.
+pub trait PathContext {
+    fn source(&mut self, name: &str, pos: Pos) -> Result<SourceId, ConfigError>;
+    fn inline_source(&mut self, body: &Body, pos: Pos) -> Result<SourceId, ConfigError>;
+    fn destination(&mut self, name: &str, pos: Pos) -> Result<DestId, ConfigError>;
+    fn inline_destination(&mut self, body: &Body, pos: Pos) -> Result<DestId, ConfigError>;
+    fn filter(&mut self, name: &str, pos: Pos) -> Result<Arc<Filter>, ConfigError>;
+}
+
+/// The element names a log path may hold.
+const ELEMENTS: &[&str] = &[
+    "source",
+    "filter",
+    "destination",
+    "log",
+    "junction",
+    "flags",
+    "parser",
+    "rewrite",
+];
+
+impl LogPath {
+    /// Builds a path from the nodes of a `log { … }` body; `top` allows `source()`.
+    pub fn build(
+        nodes: &[Node],
+        top: bool,
+        ctx: &mut dyn PathContext,
+    ) -> Result<LogPath, ConfigError> {
+        let mut path = LogPath::default();
+        for node in nodes {
+            let key = node.key();
+            match (key.as_str(), node.block.as_deref()) {
+                ("source", None) if top => path
+                    .sources
+                    .push(ctx.source(&node.value()?.text, node.value()?.pos)?),
+                ("source", Some(body)) if top => {
+                    path.sources.push(ctx.inline_source(body, node.pos)?)
+                }
+                ("source", _) => {
+                    return Err(ConfigError::new(
+                        node.pos,
+                        "source() is allowed only in a top-level log path",
+                    ))
+                }
+                ("filter", None) => {
+                    let v = node.value()?;
+                    path.elements
+                        .push(Element::Filter(ctx.filter(&v.text, v.pos)?));
+                }
+                ("filter", Some(Body::Filter(expr))) => {
+                    let compiled = filter::compile(expr, &mut |name, pos| ctx.filter(name, pos))?;
+                    path.elements.push(Element::Filter(Arc::new(compiled)));
+                }
+                ("destination", None) => {
+                    let v = node.value()?;
+                    path.elements
+                        .push(Element::Destination(ctx.destination(&v.text, v.pos)?));
+                }
+                ("destination", Some(body)) => path.elements.push(Element::Destination(
+                    ctx.inline_destination(body, node.pos)?,
+                )),
+                ("log", Some(Body::Nodes(inner))) => {
+                    let child = LogPath::build(inner, false, ctx)?;
+                    match path.elements.last_mut() {
+                        Some(Element::Nested(siblings)) => siblings.push(child),
+                        _ => path.elements.push(Element::Nested(vec![child])),
+                    }
+                }
+                ("junction", Some(Body::Nodes(channels))) => {
+                    let mut built = Vec::new();
+                    for ch in channels {
+                        match (ch.key().as_str(), ch.block.as_deref()) {
+                            ("channel", Some(Body::Nodes(inner))) => {
+                                built.push(LogPath::build(inner, false, ctx)?)
+                            }
+                            _ => {
+                                return Err(ConfigError::unknown(
+                                    ch.pos,
+                                    "junction element",
+                                    &ch.name,
+                                    "",
+                                    &["channel"],
+                                ))
+                            }
+                        }
+                    }
+                    path.elements.push(Element::Junction(built));
+                }
+                ("flags", None) => {
+                    for f in node.words()? {
+                        match sluice_config::normalize(&f.text).as_str() {
+                            "final" => path.flags.final_ = true,
+                            "fallback" => path.flags.fallback = true,
+                            "catchall" | "catch_all" => path.flags.catchall = true,
+                            "flow_control" => path.flags.flow_control = true,
+                            "drop_unmatched" => {
+                                return Err(ConfigError::not_supported(
+                                    f.pos,
+                                    "flags(drop-unmatched)",
+                                ))
+                            }
+                            _ => {
+                                return Err(ConfigError::unknown(
+                                    f.pos,
+                                    "log path flag",
+                                    &f.text,
+                                    "",
+                                    &["final", "fallback", "catchall", "flow-control"],
+                                ))
+                            }
+                        }
+                    }
+                }
+                ("parser" | "rewrite", _) => {
+                    return Err(ConfigError::not_supported(
+                        node.pos,
+                        &format!("{}() in a log path", node.name),
+                    ))
+                }
+                _ => {
+                    return Err(ConfigError::unknown(
+                        node.pos,
+                        "log path element",
+                        &node.name,
+                        "",
+                        ELEMENTS,
+                    ))
+                }
+            }
+        }
+        Ok(path)
+    }
+
+    fn applies_to(&self, source: SourceId) -> bool {
+        self.flags.catchall || self.sources.contains(&source)
+    }
+
+    /// Runs the path from element `from`; `true` when no filter rejected the message.
+    fn run(
+        &self,
+        from: usize,
+        msg: &LogMessage,
+        scratch: &mut Vec<u8>,
+        out: &mut dyn FnMut(DestId),
+    ) -> bool {
+        for (i, element) in self.elements.iter().enumerate().skip(from) {
+            match element {
+                Element::Filter(f) => {
+                    if !f.matches(msg, scratch) {
+                        return false;
+                    }
+                }
+                Element::Destination(d) => out(*d),
+                Element::Nested(children) => {
+                    run_siblings(children, None, msg, scratch, out);
+                }
+                Element::Junction(channels) => {
+                    let mut any = false;
+                    for ch in channels {
+                        if ch.run(0, msg, scratch, out) {
+                            any = true;
+                            self.run(i + 1, msg, scratch, out);
+                        }
+                    }
+                    return any;
+                }
+            }
+        }
+        true
+    }
+
+    /// Whether any part of the path asks for flow control.
+    pub fn any_flow_control(&self) -> bool {
+        self.flags.flow_control
+            || self.elements.iter().any(|e| match e {
+                Element::Nested(v) | Element::Junction(v) => {
+                    v.iter().any(LogPath::any_flow_control)
+                }
+                _ => false,
+            })
+    }
+}
+
+/// Tries sibling paths in order with final/fallback; `source` is `Some` at the top level.
+fn run_siblings(
+    paths: &[LogPath],
+    source: Option<SourceId>,
+    msg: &LogMessage,
+    scratch: &mut Vec<u8>,
+    out: &mut dyn FnMut(DestId),
+) -> bool {
+    let mut matched = false;
+    for fallback_pass in [false, true] {
+        if fallback_pass && matched {
+            break;
+        }
+        for p in paths.iter().filter(|p| p.flags.fallback == fallback_pass) {
+            if source.is_some_and(|s| !p.applies_to(s)) {
+                continue;
+            }
+            if p.run(0, msg, scratch, out) {
+                matched = true;
+                if p.flags.final_ {
+                    return true;
+                }
+            }
+        }
+    }
+    matched
+}
+
+/// All top-level log paths of a configuration.
+#[derive(Clone, Debug, Default)]
+pub struct Router {
+    pub paths: Vec<LogPath>,
+}
+
+impl Router {
+    /// Calls `out` for each destination `msg` reaches (once per arrival: a message that two
+    /// paths deliver to one destination is written twice, as in syslog-ng).
+    pub fn route(&self, msg: &LogMessage, scratch: &mut Vec<u8>, out: &mut dyn FnMut(DestId)) {
+        run_siblings(&self.paths, Some(msg.origin.source_id), msg, scratch, out);
+    }
+
+    /// Whether any path from `source` may be reached by its messages.
+    pub fn is_used(&self, source: SourceId) -> bool {
+        self.paths.iter().any(|p| p.applies_to(source))
+    }
+}

@@ -1,0 +1,203 @@
+//! Templates: `"$ISODATE $HOST ${MSG}\n"` compiled into a list of operations.
+//!
+//! Syntax as in syslog-ng: `$NAME` or `${NAME}` expands a macro or a name-value pair,
+//! `${NAME:-default}` gives a default for an empty value, `$$` is a literal `$`. Template
+//! functions (`$(format-json …)`) are recognised and refused until they are implemented.
+
+use crate::macros::{self, append, DateOptions, Macro};
+use crate::message::LogMessage;
+
+#[derive(Clone, Debug)]
+pub struct Template {
+    ops: Vec<Op>,
+    /// `template-escape(yes)`: quote `'`, `"` and `\` in expanded values.
+    pub escape: bool,
+    pub dates: DateOptions,
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Literal(Box<[u8]>),
+    Value {
+        value: Value,
+        default: Option<Box<[u8]>>,
+    },
+}
+
+#[derive(Clone, Debug)]
+enum Value {
+    Macro(Macro),
+    /// `.SDATA.<id>.<param>`
+    Sdata {
+        id: Box<[u8]>,
+        param: Box<[u8]>,
+    },
+    /// A name-value pair no macro or parser provides (yet): always empty.
+    Unset,
+}
+
+impl Template {
+    /// Compiles template text; the error says what is wrong in words (the caller adds the
+    /// position of the string).
+    pub fn compile(text: &str) -> Result<Template, String> {
+        let mut ops = Vec::new();
+        let mut literal = Vec::new();
+        let bytes = text.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            let b = bytes[i];
+            if b != b'$' {
+                literal.push(b);
+                i += 1;
+                continue;
+            }
+            match bytes.get(i + 1) {
+                Some(b'$') => {
+                    literal.push(b'$');
+                    i += 2;
+                }
+                Some(b'(') => {
+                    let end = text[i..].find(')').map_or(text.len(), |e| i + e + 1);
+                    return Err(format!(
+                        "template functions such as '{}' are not supported yet",
+                        &text[i..end]
+                    ));
+                }
+                Some(b'{') => {
+                    let end = text[i + 2..]
+                        .find('}')
+                        .map(|e| i + 2 + e)
+                        .ok_or_else(|| format!("unterminated '${{' in template at byte {i}"))?;
+                    let inner = &text[i + 2..end];
+                    let (name, default) = match inner.split_once(":-") {
+                        Some((n, d)) => (n, Some(d.as_bytes().into())),
+                        None => (inner, None),
+                    };
+                    flush(&mut literal, &mut ops);
+                    ops.push(Op::Value {
+                        value: resolve(name)?,
+                        default,
+                    });
+                    i = end + 1;
+                }
+                _ => {
+                    let len = bytes[i + 1..]
+                        .iter()
+                        .take_while(|c| c.is_ascii_alphanumeric() || **c == b'_')
+                        .count();
+                    if len == 0 {
+                        literal.push(b'$');
+                        i += 1;
+                        continue;
+                    }
+                    flush(&mut literal, &mut ops);
+                    ops.push(Op::Value {
+                        value: resolve(&text[i + 1..i + 1 + len])?,
+                        default: None,
+                    });
+                    i += 1 + len;
+                }
+            }
+        }
+        flush(&mut literal, &mut ops);
+        Ok(Template {
+            ops,
+            escape: false,
+            dates: DateOptions::default(),
+        })
+    }
+
+    /// The template has no macros: its output is always the same.
+    pub fn literal(&self) -> Option<&[u8]> {
+        match self.ops.as_slice() {
+            [] => Some(b""),
+            [Op::Literal(l)] => Some(l),
+            _ => None,
+        }
+    }
+
+    /// Appends the template's expansion for `msg` to `out`.
+    pub fn append(&self, msg: &LogMessage, out: &mut Vec<u8>) {
+        for op in &self.ops {
+            match op {
+                Op::Literal(bytes) => out.extend_from_slice(bytes),
+                Op::Value { value, default } => {
+                    let start = out.len();
+                    match value {
+                        Value::Macro(m) => m.expand(msg, &self.dates, self.escape, out),
+                        Value::Sdata { id, param } => {
+                            if let Some(v) = msg.sdata(id, param) {
+                                append(out, v, self.escape);
+                            }
+                        }
+                        Value::Unset => {}
+                    }
+                    if out.len() == start {
+                        if let Some(d) = default {
+                            out.extend_from_slice(d);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The expansion as a new buffer (for filters and file names; writers use `append`).
+    pub fn format(&self, msg: &LogMessage) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.append(msg, &mut out);
+        out
+    }
+}
+
+fn flush(literal: &mut Vec<u8>, ops: &mut Vec<Op>) {
+    if !literal.is_empty() {
+        ops.push(Op::Literal(std::mem::take(literal).into_boxed_slice()));
+    }
+}
+
+fn resolve(name: &str) -> Result<Value, String> {
+    if let Some(m) = Macro::lookup(name) {
+        return Ok(Value::Macro(m));
+    }
+    if macros::NOT_YET.contains(&name) {
+        return Err(format!("the macro ${name} is not supported yet"));
+    }
+    if name.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "match references such as ${name} are not supported yet"
+        ));
+    }
+    if let Some(rest) = name.strip_prefix(".SDATA.") {
+        let (id, param) = rest.rsplit_once('.').unwrap_or((rest, ""));
+        return Ok(Value::Sdata {
+            id: id.as_bytes().into(),
+            param: param.as_bytes().into(),
+        });
+    }
+    Ok(Value::Unset)
+}
+
+/// A value a filter reads: a macro or an SD parameter, by the names `value()` takes.
+#[derive(Clone, Debug)]
+pub struct ValueRef(Template);
+
+impl ValueRef {
+    pub fn parse(name: &str) -> Result<ValueRef, String> {
+        Ok(ValueRef(Template {
+            ops: vec![Op::Value {
+                value: resolve(name)?,
+                default: None,
+            }],
+            escape: false,
+            dates: DateOptions::default(),
+        }))
+    }
+
+    pub fn append(&self, msg: &LogMessage, out: &mut Vec<u8>) {
+        self.0.append(msg, out);
+    }
+}
+
+#[cfg(test)]
+mod tests;

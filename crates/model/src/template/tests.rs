@@ -1,0 +1,76 @@
+use super::*;
+use crate::testing::message;
+
+fn fmt(template: &str, frame: &str) -> String {
+    let t = Template::compile(template).unwrap();
+    String::from_utf8(t.format(&message(frame))).unwrap()
+}
+
+const BSD: &str = "<190>Jan  5 13:56:09 phone00 healthapp[28281]: hello \"world\"";
+
+#[test]
+fn header_macros() {
+    assert_eq!(
+        fmt("$HOST|$PROGRAM|${PID}|$MSGHDR|$MSG|$FACILITY.$LEVEL|$PRI|$TAG|$BSDTAG|$FACILITY_NUM $SEVERITY_NUM", BSD),
+        "phone00|healthapp|28281|healthapp[28281]: |hello \"world\"|local7.info|190|be|6X|23 6"
+    );
+    assert_eq!(
+        fmt("$SOURCEIP $HOST_FROM $SOURCE", BSD),
+        "10.1.2.3 10.1.2.3 s_test"
+    );
+}
+
+#[test]
+fn dates_of_stamp_and_receipt() {
+    assert_eq!(
+        fmt("$DATE|$ISODATE|$FULLDATE|$UNIXTIME", BSD),
+        "Jan  5 13:56:09|2025-01-05T13:56:09+00:00|2025 Jan  5 13:56:09|1736085369"
+    );
+    assert_eq!(
+        fmt(
+            "$YEAR-$MONTH-$DAY $HOUR:$MIN:$SEC $WEEKDAY $WEEK_DAY_NAME $MONTH_NAME $TZOFFSET",
+            BSD
+        ),
+        "2025-01-05 13:56:09 Sun Sunday January +00:00"
+    );
+    assert_eq!(
+        fmt(
+            "$R_ISODATE $R_MSEC $R_USEC $S_YEAR_DAY $R_HOUR12$R_AMPM",
+            BSD
+        ),
+        "2025-06-15T12:00:00+00:00 250 250000 005 12PM"
+    );
+}
+
+#[test]
+fn sdata_values_and_the_sdata_macro() {
+    let frame =
+        r#"<13>1 2025-01-05T13:56:09.5+01:00 h app 1 ID [a@1 x="1" y="q\"\]"][b z="2"] text"#;
+    assert_eq!(
+        fmt("${.SDATA.a@1.y}|${.SDATA.b.z}|$SDATA|$MSGID", frame),
+        r#"q"]|2|[a@1 x="1" y="q\"\]"][b z="2"]|ID"#
+    );
+    assert_eq!(fmt("$ISODATE", frame), "2025-01-05T13:56:09+01:00");
+}
+
+#[test]
+fn defaults_dollars_and_escaping() {
+    assert_eq!(fmt("${MSGID:-none} $$5 $ x", BSD), "none $5 $ x");
+    let mut t = Template::compile("$MSG").unwrap();
+    t.escape = true;
+    assert_eq!(
+        String::from_utf8(t.format(&message(BSD))).unwrap(),
+        "hello \\\"world\\\""
+    );
+}
+
+#[test]
+fn unsupported_parts_are_refused() {
+    assert!(Template::compile("$(format-json --scope rfc5424)")
+        .unwrap_err()
+        .contains("not supported yet"));
+    assert!(Template::compile("$SEQNUM")
+        .unwrap_err()
+        .contains("not supported yet"));
+    assert!(Template::compile("${MSG").is_err());
+}

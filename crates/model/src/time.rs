@@ -1,0 +1,490 @@
+//! Instants with the UTC offset they were written in, and the date formats of syslog-ng.
+//!
+//! A message keeps its timestamp as seconds, microseconds and the offset of the zone the sender
+//! wrote it in, as syslog-ng does: `$ISODATE` prints it in that zone unless the destination
+//! sets `time-zone()`. Breaking an instant into calendar fields is done here with integer
+//! arithmetic (no time zone database on the hot path); zone rules are looked up only to find
+//! an offset, through [`Zone`].
+
+use jiff::tz::TimeZone;
+use sluice_protocol::WallClock;
+use std::io::Write;
+
+/// An instant plus the offset (seconds east of UTC) to show it in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UnixTime {
+    pub secs: i64,
+    pub micros: u32,
+    pub offset: i32,
+}
+
+impl UnixTime {
+    pub fn now(zone: &Zone) -> UnixTime {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let secs = now.as_secs() as i64;
+        UnixTime {
+            secs,
+            micros: now.subsec_micros(),
+            offset: zone.offset_at(secs),
+        }
+    }
+
+    /// The same instant shown in another offset.
+    pub fn in_offset(self, offset: i32) -> UnixTime {
+        UnixTime { offset, ..self }
+    }
+
+    /// Calendar fields in the time's own offset.
+    pub fn civil(self) -> Civil {
+        Civil::from_local_secs(self.secs + i64::from(self.offset))
+    }
+}
+
+/// A time zone from the configuration (`time-zone("Europe/Budapest")`, `"+01:00"`) or the
+/// machine's.
+#[derive(Clone, Debug)]
+pub struct Zone(TimeZone);
+
+impl Zone {
+    pub fn local() -> Zone {
+        Zone(TimeZone::try_system().unwrap_or(TimeZone::UTC))
+    }
+
+    /// A zone name from the tz database or a fixed offset like `+01:00` / `-0530`.
+    pub fn parse(name: &str) -> Result<Zone, String> {
+        if let Some(offset) = parse_offset(name) {
+            return Ok(Zone(TimeZone::fixed(
+                jiff::tz::Offset::from_seconds(offset).map_err(|e| e.to_string())?,
+            )));
+        }
+        TimeZone::get(name)
+            .map(Zone)
+            .map_err(|e| format!("unknown time zone '{name}': {e}"))
+    }
+
+    pub fn offset_at(&self, secs: i64) -> i32 {
+        match jiff::Timestamp::from_second(secs) {
+            Ok(ts) => self.0.to_offset(ts).seconds(),
+            Err(_) => 0,
+        }
+    }
+
+    /// The instant a wall-clock time names in this zone; `None` for a date that does not exist.
+    fn resolve(&self, wc: &WallClock, year: i32) -> Option<i64> {
+        let dt = jiff::civil::DateTime::new(
+            year as i16,
+            wc.month as i8,
+            wc.day as i8,
+            wc.hour as i8,
+            wc.minute as i8,
+            wc.second as i8,
+            0,
+        )
+        .ok()?;
+        Some(
+            self.0
+                .to_ambiguous_timestamp(dt)
+                .compatible()
+                .ok()?
+                .as_second(),
+        )
+    }
+}
+
+fn parse_offset(s: &str) -> Option<i32> {
+    let b = s.as_bytes();
+    let sign = match b.first()? {
+        b'+' => 1,
+        b'-' => -1,
+        _ => return None,
+    };
+    let digits: Vec<i32> = b[1..]
+        .iter()
+        .filter(|c| **c != b':')
+        .map(|c| c.is_ascii_digit().then(|| i32::from(c - b'0')))
+        .collect::<Option<_>>()?;
+    if digits.len() != 4 {
+        return None;
+    }
+    Some(sign * ((digits[0] * 10 + digits[1]) * 3600 + (digits[2] * 10 + digits[3]) * 60))
+}
+
+/// The current year and month where the server runs, for guessing the year of BSD timestamps.
+#[derive(Clone, Copy, Debug)]
+pub struct Today {
+    pub year: i32,
+    pub month: u8,
+}
+
+impl Today {
+    pub fn of(now: UnixTime) -> Today {
+        let c = now.civil();
+        Today {
+            year: c.year,
+            month: c.month,
+        }
+    }
+
+    /// syslog-ng's guess: December seen in January is last year's, January seen in December
+    /// is next year's.
+    pub fn year_for_month(self, month: u8) -> i32 {
+        match (month, self.month) {
+            (12, 1) => self.year - 1,
+            (1, 12) => self.year + 1,
+            _ => self.year,
+        }
+    }
+}
+
+/// The instant of a parsed timestamp. Without an offset in the text, `hint` (the source's
+/// `time-zone()`) or else the local zone decides; an impossible date falls back to `recvd`.
+pub fn resolve(
+    wc: &WallClock,
+    hint: Option<&Zone>,
+    local: &Zone,
+    today: Today,
+    recvd: UnixTime,
+) -> UnixTime {
+    let year = wc.year.unwrap_or_else(|| today.year_for_month(wc.month));
+    let zone = hint.unwrap_or(local);
+    let secs = match wc.offset {
+        Some(offset) => civil_to_secs(year, wc.month, wc.day, wc.hour, wc.minute, wc.second)
+            .map(|s| s - i64::from(offset)),
+        None => zone.resolve(wc, year),
+    };
+    match secs {
+        Some(secs) => UnixTime {
+            secs,
+            micros: wc.micros,
+            offset: wc.offset.unwrap_or_else(|| zone.offset_at(secs)),
+        },
+        None => recvd,
+    }
+}
+
+fn civil_to_secs(year: i32, month: u8, day: u8, hour: u8, minute: u8, second: u8) -> Option<i64> {
+    if !(1..=12).contains(&month) || day == 0 || day > 31 || hour > 23 || minute > 59 || second > 60
+    {
+        return None;
+    }
+    Some(
+        days_from_civil(year, month, day) * 86400
+            + i64::from(hour) * 3600
+            + i64::from(minute) * 60
+            + i64::from(second),
+    )
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(year: i32, month: u8, day: u8) -> i64 {
+    let y = i64::from(year) - i64::from(month <= 2);
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let m = i64::from(month);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146097 + doe - 719468
+}
+
+/// Calendar fields of a local time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Civil {
+    pub year: i32,
+    /// 1..=12
+    pub month: u8,
+    pub day: u8,
+    pub hour: u8,
+    pub minute: u8,
+    pub second: u8,
+    /// 0 = Sunday
+    pub weekday: u8,
+    /// 0-based day of the year
+    pub yday: u16,
+}
+
+impl Civil {
+    fn from_local_secs(local: i64) -> Civil {
+        let days = local.div_euclid(86400);
+        let rem = local.rem_euclid(86400);
+        let z = days + 719468;
+        let era = z.div_euclid(146097);
+        let doe = z - era * 146097;
+        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = (doy - (153 * mp + 2) / 5 + 1) as u8;
+        let month = if mp < 10 { mp + 3 } else { mp - 9 } as u8;
+        let year = (yoe + era * 400 + i64::from(month <= 2)) as i32;
+        Civil {
+            year,
+            month,
+            day,
+            hour: (rem / 3600) as u8,
+            minute: (rem % 3600 / 60) as u8,
+            second: (rem % 60) as u8,
+            weekday: (days + 4).rem_euclid(7) as u8,
+            yday: (days - days_from_civil(year, 1, 1)) as u16,
+        }
+    }
+
+    /// ISO 8601 week number.
+    pub fn iso_week(&self) -> u32 {
+        let wday = (i32::from(self.weekday) + 6) % 7; // Monday = 0
+        let week = (i32::from(self.yday) - wday + 10) / 7;
+        if week < 1 {
+            let prev = Civil::from_local_secs(days_from_civil(self.year - 1, 12, 31) * 86400);
+            return prev.iso_week();
+        }
+        let days_in_year = if is_leap(self.year) { 366 } else { 365 };
+        if week == 53 && i32::from(self.yday) - wday + 3 >= days_in_year {
+            return 1;
+        }
+        week as u32
+    }
+}
+
+fn is_leap(y: i32) -> bool {
+    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
+}
+
+pub const MONTH_ABBREV: [&str; 12] = [
+    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+];
+pub const MONTH_NAME: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+pub const WEEKDAY_ABBREV: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
+pub const WEEKDAY_NAME: [&str; 7] = [
+    "Sunday",
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+];
+
+/// `ts-format()`: how `$STAMP` and the default file format write a timestamp.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TsFormat {
+    /// `Jan  5 13:56:09` (`rfc3164`, `bsd`)
+    #[default]
+    Bsd,
+    /// `2025-01-05T13:56:09+00:00` (`rfc3339`, `iso`)
+    Iso,
+    /// `2025 Jan  5 13:56:09`
+    Full,
+    /// `1736085369`
+    Unix,
+}
+
+impl TsFormat {
+    pub fn parse(name: &str) -> Option<TsFormat> {
+        Some(match name {
+            "rfc3164" | "bsd" => TsFormat::Bsd,
+            "rfc3339" | "iso" => TsFormat::Iso,
+            "full" => TsFormat::Full,
+            "unix" | "utc" => TsFormat::Unix,
+            _ => return None,
+        })
+    }
+}
+
+/// Writes `t` in `format` with `frac_digits` digits of fractional seconds.
+pub fn write_stamp(out: &mut Vec<u8>, t: UnixTime, format: TsFormat, frac_digits: u8) {
+    if format == TsFormat::Unix {
+        let _ = write!(out, "{}", t.secs);
+        write_fraction(out, t.micros, frac_digits);
+        return;
+    }
+    let c = t.civil();
+    match format {
+        TsFormat::Bsd => {
+            write_bsd(out, &c);
+            write_fraction(out, t.micros, frac_digits);
+        }
+        TsFormat::Full => {
+            let _ = write!(out, "{} ", c.year);
+            write_bsd(out, &c);
+            write_fraction(out, t.micros, frac_digits);
+        }
+        TsFormat::Iso => {
+            let _ = write!(
+                out,
+                "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+                c.year, c.month, c.day, c.hour, c.minute, c.second
+            );
+            write_fraction(out, t.micros, frac_digits);
+            write_offset(out, t.offset);
+        }
+        TsFormat::Unix => unreachable!("handled above"),
+    }
+}
+
+fn write_bsd(out: &mut Vec<u8>, c: &Civil) {
+    out.extend_from_slice(MONTH_ABBREV[c.month as usize - 1].as_bytes());
+    let _ = write!(
+        out,
+        " {:2} {:02}:{:02}:{:02}",
+        c.day, c.hour, c.minute, c.second
+    );
+}
+
+fn write_fraction(out: &mut Vec<u8>, micros: u32, digits: u8) {
+    if digits == 0 {
+        return;
+    }
+    let digits = digits.min(6) as usize;
+    let text = format!("{micros:06}");
+    out.push(b'.');
+    out.extend_from_slice(&text.as_bytes()[..digits]);
+}
+
+/// `+01:00`
+pub fn write_offset(out: &mut Vec<u8>, offset: i32) {
+    let sign = if offset < 0 { '-' } else { '+' };
+    let abs = offset.unsigned_abs();
+    let _ = write!(out, "{sign}{:02}:{:02}", abs / 3600, abs % 3600 / 60);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn utc(secs: i64) -> UnixTime {
+        UnixTime {
+            secs,
+            micros: 0,
+            offset: 0,
+        }
+    }
+
+    #[test]
+    fn civil_fields() {
+        // 2025-01-05T13:56:09Z was a Sunday
+        let c = utc(1736085369).civil();
+        assert_eq!(
+            (c.year, c.month, c.day, c.hour, c.minute, c.second, c.weekday, c.yday),
+            (2025, 1, 5, 13, 56, 9, 0, 4)
+        );
+        assert_eq!(
+            days_from_civil(2025, 1, 5) * 86400 + 13 * 3600 + 56 * 60 + 9,
+            1736085369
+        );
+        assert_eq!(utc(0).civil().weekday, 4);
+        assert_eq!(
+            utc(951782400).civil(),
+            Civil {
+                year: 2000,
+                month: 2,
+                day: 29,
+                hour: 0,
+                minute: 0,
+                second: 0,
+                weekday: 2,
+                yday: 59
+            }
+        );
+    }
+
+    #[test]
+    fn iso_weeks() {
+        // 2021-01-03 belongs to week 53 of 2020; 2024-12-30 to week 1 of 2025.
+        assert_eq!(
+            utc(days_from_civil(2021, 1, 3) * 86400).civil().iso_week(),
+            53
+        );
+        assert_eq!(
+            utc(days_from_civil(2024, 12, 30) * 86400)
+                .civil()
+                .iso_week(),
+            1
+        );
+        assert_eq!(
+            utc(days_from_civil(2025, 6, 15) * 86400).civil().iso_week(),
+            24
+        );
+    }
+
+    #[test]
+    fn stamps() {
+        let t = UnixTime {
+            secs: 1736085369,
+            micros: 123456,
+            offset: 3600,
+        };
+        let fmt = |f, d| {
+            let mut v = Vec::new();
+            write_stamp(&mut v, t, f, d);
+            String::from_utf8(v).unwrap()
+        };
+        assert_eq!(fmt(TsFormat::Bsd, 0), "Jan  5 14:56:09");
+        assert_eq!(fmt(TsFormat::Iso, 3), "2025-01-05T14:56:09.123+01:00");
+        assert_eq!(fmt(TsFormat::Full, 0), "2025 Jan  5 14:56:09");
+        assert_eq!(fmt(TsFormat::Unix, 6), "1736085369.123456");
+    }
+
+    #[test]
+    fn resolving_wall_clocks() {
+        let zone = Zone::parse("+02:00").unwrap();
+        let today = Today {
+            year: 2025,
+            month: 1,
+        };
+        let recvd = utc(1);
+        let wc = WallClock {
+            year: None,
+            month: 12,
+            day: 31,
+            hour: 23,
+            minute: 0,
+            second: 0,
+            micros: 5,
+            offset: None,
+        };
+        let t = resolve(&wc, Some(&zone), &Zone::parse("UTC").unwrap(), today, recvd);
+        assert_eq!(t.civil().year, 2024);
+        assert_eq!(t.offset, 7200);
+        assert_eq!(t.secs, days_from_civil(2024, 12, 31) * 86400 + 21 * 3600);
+        let bad = WallClock {
+            month: 2,
+            day: 31,
+            ..wc
+        };
+        assert_eq!(resolve(&bad, None, &zone, today, recvd), recvd);
+        let explicit = WallClock {
+            year: Some(2025),
+            offset: Some(-3600),
+            ..wc
+        };
+        assert_eq!(
+            resolve(&explicit, Some(&zone), &zone, today, recvd).offset,
+            -3600
+        );
+    }
+
+    #[test]
+    fn zones_by_name_and_offset() {
+        assert_eq!(Zone::parse("-05:30").unwrap().offset_at(0), -19800);
+        assert_eq!(
+            Zone::parse("Europe/Budapest")
+                .unwrap()
+                .offset_at(1736085369),
+            3600
+        );
+        assert!(Zone::parse("Mars/Olympus").is_err());
+    }
+}
