@@ -1,1 +1,191 @@
-fn main() {}
+//! The `sluice` command: syslog-ng's daemon flags, so an init script can swap the binary, plus
+//! `check-config`.
+//!
+//! Without `-f` it reads `/etc/sluice/sluice.conf`, or else runs its embedded default
+//! configuration (`--print-default-config`). Without `-F` it detaches once its sockets are
+//! bound, so that a port in use still fails the command.
+
+mod daemon;
+mod default_config;
+
+use clap::{Parser, Subcommand};
+use sluice_config::{Config, ConfigError, SourceMap};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Parser, Debug)]
+#[command(name = "sluice", version = sluice_engine::VERSION, disable_version_flag = true, about = "A syslog server and log router that reads syslog-ng configurations")]
+struct Cli {
+    /// Stay in the foreground instead of detaching.
+    #[arg(short = 'F', long)]
+    foreground: bool,
+    /// Configuration file (default: /etc/sluice/sluice.conf, else the embedded default).
+    #[arg(short = 'f', long = "cfgfile", value_name = "FILE")]
+    cfgfile: Option<PathBuf>,
+    /// Persistent state file (accepted for syslog-ng compatibility; sluice keeps no state in it yet).
+    #[arg(short = 'R', long = "persist-file", value_name = "FILE")]
+    persist_file: Option<PathBuf>,
+    /// Write the process id to this file.
+    #[arg(short = 'p', long = "pidfile", value_name = "FILE")]
+    pidfile: Option<PathBuf>,
+    /// Control socket path (accepted for syslog-ng compatibility; `sluice ctl` comes later).
+    #[arg(short = 'c', long = "control", value_name = "PATH")]
+    control: Option<PathBuf>,
+    /// Check the configuration and exit.
+    #[arg(short = 's', long = "syntax-only")]
+    syntax_only: bool,
+    /// Print informational internal messages to standard error.
+    #[arg(short = 'v', long)]
+    verbose: bool,
+    /// Print debug messages to standard error.
+    #[arg(short = 'd', long)]
+    debug: bool,
+    /// Print internal messages to standard error even when an internal() source takes them.
+    #[arg(short = 'e', long)]
+    stderr: bool,
+    /// Print the version and exit.
+    #[arg(short = 'V', long)]
+    version: bool,
+    /// Threads that read, parse and format (default: one per core).
+    #[arg(long = "worker-threads", value_name = "N")]
+    worker_threads: Option<usize>,
+    /// Print the embedded default configuration and exit.
+    #[arg(long = "print-default-config")]
+    print_default_config: bool,
+    /// Accepted for syslog-ng compatibility (sluice does not manage capabilities).
+    #[arg(long = "no-caps", hide = true)]
+    no_caps: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Check a configuration file and exit: 0 when it is valid, 1 with the errors when not.
+    CheckConfig {
+        /// The configuration file.
+        file: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if cli.version {
+        println!(
+            "sluice {}\nConfig version: 3.38 (syslog-ng configuration language)",
+            sluice_engine::VERSION
+        );
+        return ExitCode::SUCCESS;
+    }
+    let defaults = default_config::for_this_user();
+    if cli.print_default_config {
+        print!("{}", defaults.text);
+        return ExitCode::SUCCESS;
+    }
+    sluice_engine::internal::configure(true, cli.verbose, cli.debug);
+    if let Some(Command::CheckConfig { file }) = &cli.command {
+        return check(&load(Some(file), &defaults));
+    }
+    let loaded = load(cli.cfgfile.as_deref(), &defaults);
+    if cli.syntax_only {
+        return check(&loaded);
+    }
+    let Some((config, pipeline)) = build(&loaded) else {
+        return ExitCode::from(1);
+    };
+    if loaded.embedded {
+        eprintln!("sluice: no configuration file given and /etc/sluice/sluice.conf does not exist: running the embedded default ({})", defaults.summary);
+    }
+    let _ = (
+        &cli.persist_file,
+        &cli.control,
+        cli.no_caps,
+        cli.stderr,
+        config.version.as_deref(),
+    );
+    let opts = sluice_engine::RunOptions {
+        worker_threads: cli.worker_threads,
+    };
+    let result = if cli.foreground {
+        sluice_engine::run(pipeline, &opts, || write_pidfile(cli.pidfile.as_deref()))
+    } else {
+        daemon::detach(|started| {
+            sluice_engine::run(pipeline, &opts, || {
+                write_pidfile(cli.pidfile.as_deref());
+                started();
+            })
+        })
+    };
+    if let Some(p) = &cli.pidfile {
+        let _ = std::fs::remove_file(p);
+    }
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sluice: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// A configuration as read, or the error that stopped reading it.
+struct Loaded {
+    result: Result<Config, (ConfigError, SourceMap)>,
+    embedded: bool,
+}
+
+fn load(file: Option<&Path>, defaults: &default_config::Default) -> Loaded {
+    let system = Path::new("/etc/sluice/sluice.conf");
+    match file {
+        Some(f) => Loaded {
+            result: sluice_config::load(f),
+            embedded: false,
+        },
+        None if system.exists() => Loaded {
+            result: sluice_config::load(system),
+            embedded: false,
+        },
+        None => Loaded {
+            result: sluice_config::load_str("<embedded default>", &defaults.text),
+            embedded: true,
+        },
+    }
+}
+
+/// Builds the pipeline, printing errors as syslog-ng does (file:line:column, line, caret).
+fn build(loaded: &Loaded) -> Option<(&Config, sluice_engine::Pipeline)> {
+    let config = match &loaded.result {
+        Ok(c) => c,
+        Err((e, map)) => {
+            eprint!("{}", e.render(map));
+            return None;
+        }
+    };
+    match sluice_engine::build(config) {
+        Ok(p) => Some((config, p)),
+        Err(e) => {
+            eprint!("{}", e.render(&config.map));
+            None
+        }
+    }
+}
+
+fn check(loaded: &Loaded) -> ExitCode {
+    match build(loaded) {
+        Some((_, pipeline)) => {
+            for note in &pipeline.notes {
+                eprintln!("sluice: warning: {note}");
+            }
+            ExitCode::SUCCESS
+        }
+        None => ExitCode::from(1),
+    }
+}
+
+fn write_pidfile(path: Option<&Path>) {
+    if let Some(p) = path {
+        if let Err(e) = std::fs::write(p, format!("{}\n", std::process::id())) {
+            sluice_engine::internal::error(format!("cannot write pid file {}: {e}", p.display()));
+        }
+    }
+}

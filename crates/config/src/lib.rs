@@ -24,13 +24,13 @@ use std::path::Path;
 
 /// Reads and parses a configuration file with everything it includes.
 pub fn load(path: &Path) -> Result<Config, (ConfigError, SourceMap)> {
-    let map = SourceMap::load(path).map_err(|e| (e, SourceMap::default()))?;
+    let map = SourceMap::load(path)?;
     tree::parse(map)
 }
 
 /// Parses configuration text that did not come from a file (the embedded default, tests).
 pub fn load_str(name: &str, text: &str) -> Result<Config, (ConfigError, SourceMap)> {
-    let map = SourceMap::from_text(name, text).map_err(|e| (e, SourceMap::default()))?;
+    let map = SourceMap::from_text(name, text)?;
     tree::parse(map)
 }
 

@@ -31,22 +31,29 @@ pub struct SourceMap {
 }
 
 impl SourceMap {
-    pub fn load(path: &Path) -> Result<SourceMap, ConfigError> {
+    /// Reads a file and its includes; on error, the map read so far comes back with the error
+    /// so that its position can be shown.
+    pub fn load(path: &Path) -> Result<SourceMap, (ConfigError, SourceMap)> {
         let text = std::fs::read_to_string(path).map_err(|e| {
-            ConfigError::general(format!(
+            let err = ConfigError::general(format!(
                 "cannot read configuration file {}: {e}",
                 path.display()
-            ))
+            ));
+            (err, SourceMap::default())
         })?;
         let mut map = SourceMap::default();
-        map.add_file(path, &text, 0)?;
-        Ok(map)
+        match map.add_file(path, &text, 0) {
+            Ok(()) => Ok(map),
+            Err(e) => Err((e, map)),
+        }
     }
 
-    pub fn from_text(name: &str, text: &str) -> Result<SourceMap, ConfigError> {
+    pub fn from_text(name: &str, text: &str) -> Result<SourceMap, (ConfigError, SourceMap)> {
         let mut map = SourceMap::default();
-        map.add_file(Path::new(name), text, 0)?;
-        Ok(map)
+        match map.add_file(Path::new(name), text, 0) {
+            Ok(()) => Ok(map),
+            Err(e) => Err((e, map)),
+        }
     }
 
     /// The file name, 1-based line number and original text of a joined line.
@@ -195,11 +202,12 @@ impl SourceMap {
         Ok(())
     }
 
-    /// Replaces `` `name` `` with its `@define` or environment value.
-    fn substitute(&self, line: &str, pos: Pos) -> Result<String, ConfigError> {
-        if !line.contains('`') {
-            return Ok(line.to_string());
+    /// Replaces `` `name` `` with its `@define` or environment value, outside `#` comments.
+    fn substitute(&self, full: &str, pos: Pos) -> Result<String, ConfigError> {
+        if !full.contains('`') {
+            return Ok(full.to_string());
         }
+        let (line, comment) = full.split_at(comment_start(full));
         let mut out = String::with_capacity(line.len());
         let mut rest = line;
         while let Some(start) = rest.find('`') {
@@ -229,8 +237,29 @@ impl SourceMap {
             rest = &after[end + 1..];
         }
         out.push_str(rest);
+        out.push_str(comment);
         Ok(out)
     }
+}
+
+/// Where a `#` comment starts in a line (outside quotes), or the line's length.
+fn comment_start(line: &str) -> usize {
+    let mut quote = None;
+    let mut escaped = false;
+    for (i, c) in line.char_indices() {
+        match (quote, c) {
+            (Some('"'), '\\') if !escaped => {
+                escaped = true;
+                continue;
+            }
+            (Some(q), c) if c == q && !escaped => quote = None,
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '#') => return i,
+            _ => {}
+        }
+        escaped = false;
+    }
+    line.len()
 }
 
 /// The text between matching quotes, or the text itself.
@@ -265,7 +294,11 @@ mod tests {
 
     #[test]
     fn undefined_backtick_is_an_error_with_its_position() {
-        let err = SourceMap::from_text("t.conf", "a `nope` b\n").unwrap_err();
+        let (err, map) =
+            SourceMap::from_text("t.conf", "a `nope` b # `fine` in a comment\n").unwrap_err();
+        assert_eq!(map.origin(0).1, 1);
+        let map = SourceMap::from_text("t.conf", "a \"#\" `HOME` # `x`\n").unwrap();
+        assert!(!map.text.contains("`HOME`") && map.text.contains("# `x`"));
         assert_eq!(
             err.pos,
             Some(Pos {
@@ -300,8 +333,9 @@ mod tests {
 
     #[test]
     fn missing_include_is_an_error() {
-        let err =
-            SourceMap::from_text("/nonexistent/x.conf", "@include \"missing.conf\"\n").unwrap_err();
+        let err = SourceMap::from_text("/nonexistent/x.conf", "@include \"missing.conf\"\n")
+            .unwrap_err()
+            .0;
         assert!(err.message.contains("does not exist"), "{}", err.message);
     }
 }

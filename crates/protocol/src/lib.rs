@@ -14,7 +14,9 @@ pub mod syslog;
 mod text;
 pub mod timestamp;
 
-pub use syslog::{parse, ParseFlags, ParseOptions, ParseTag, ParseTags, SdParam, SyslogFields};
+pub use syslog::{
+    parse, HostnameFilter, ParseFlags, ParseOptions, ParseTag, ParseTags, SdParam, SyslogFields,
+};
 pub use text::{Span, Text};
 pub use timestamp::WallClock;
 

@@ -21,6 +21,18 @@ pub struct ParseOptions {
     pub sdata_param_value_max: usize,
     /// The process id written into the error text of an unparseable RFC5424 frame.
     pub pid: u32,
+    /// `bad-hostname()`: a word this predicate accepts is not taken as an RFC3164 hostname.
+    pub bad_hostname: Option<HostnameFilter>,
+}
+
+/// A predicate over candidate hostnames.
+#[derive(Clone)]
+pub struct HostnameFilter(pub std::sync::Arc<dyn Fn(&[u8]) -> bool + Send + Sync>);
+
+impl std::fmt::Debug for HostnameFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HostnameFilter")
+    }
 }
 
 impl Default for ParseOptions {
@@ -30,6 +42,7 @@ impl Default for ParseOptions {
             default_pri: None,
             sdata_param_value_max: 65535,
             pid: std::process::id(),
+            bad_hostname: None,
         }
     }
 }
@@ -322,7 +335,7 @@ impl Parser<'_> {
         let repeated = self.rest().len() > REPEATED.len() && self.rest().starts_with(REPEATED);
         if !repeated {
             if host.is_none() && self.opts.flags.expect_hostname {
-                host = self.hostname();
+                host = self.hostname(true);
                 self.skip_spaces();
             }
             self.program_name();
@@ -367,7 +380,8 @@ impl Parser<'_> {
     }
 
     /// A hostname is a word followed by a space; a `:` ends it unless it looks like IPv6.
-    fn hostname(&mut self) -> Option<Text> {
+    /// `check_bad` applies `bad-hostname()` (RFC3164 headers only, as in syslog-ng).
+    fn hostname(&mut self, check_bad: bool) -> Option<Text> {
         let start = self.at;
         let mut at = start;
         let mut ipv6 = Ipv6Guess::default();
@@ -386,7 +400,13 @@ impl Parser<'_> {
             }
             at += 1;
         }
-        if self.s.get(at) == Some(&b' ') {
+        let bad = check_bad
+            && self
+                .opts
+                .bad_hostname
+                .as_ref()
+                .is_some_and(|f| (f.0)(&self.s[start..at]));
+        if self.s.get(at) == Some(&b' ') && !bad {
             self.at = at;
             Some(self.span(start, at))
         } else {
@@ -486,7 +506,7 @@ impl Parser<'_> {
         if !self.skip_space() {
             return Err(fail(self));
         }
-        let host = self.hostname();
+        let host = self.hostname(false);
         if !self.skip_space() {
             return Err(self.at + 1);
         }

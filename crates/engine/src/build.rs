@@ -1,0 +1,1016 @@
+//! From a parsed configuration to the parts that run: sources, destinations, the router.
+//!
+//! Every statement is built, referenced or not, so that every error in the file is found
+//! before anything starts; only sources that a log path uses are started. Driver options are
+//! checked here against the names each driver knows: an unknown name is an error listing the
+//! valid ones, a name syslog-ng knows that sluice does not implement yet is refused as such.
+
+use crate::destinations::file::{FileDestination, FileOptions};
+use crate::destinations::format::Format;
+use crate::destinations::{Destination, Group};
+use crate::dispatch::Dispatcher;
+use crate::dns::NameOptions;
+use crate::options::{Globals, SourceOptions};
+use crate::sources::datagram::{Bind, DatagramSource};
+use crate::sources::internal::InternalSource;
+use crate::sources::stdin::StdinSource;
+use crate::sources::stream::{Listen, StreamSource};
+use crate::sources::ReaderSpec;
+use sluice_config::{Body, Config, ConfigError, Node, Pos, Statement};
+use sluice_model::filter::{self, Filter};
+use sluice_model::path::{DestId, LogPath, PathContext, SourceId};
+use sluice_model::{Router, Template};
+use sluice_protocol::framing::Framing;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+/// Everything a configuration starts.
+pub struct Pipeline {
+    pub globals: Globals,
+    pub streams: Vec<Arc<StreamSource>>,
+    pub datagrams: Vec<Arc<DatagramSource>>,
+    pub stdin: Option<Arc<StdinSource>>,
+    pub internal: Option<Arc<InternalSource>>,
+    pub dispatcher: Arc<Dispatcher>,
+    /// Warnings about the configuration (unused objects, skipped includes).
+    pub notes: Vec<String>,
+}
+
+/// Source drivers of syslog-ng that sluice does not have yet.
+const SOURCES_NOT_YET: &[&str] = &[
+    "file",
+    "wildcard_file",
+    "system",
+    "systemd_journal",
+    "systemd_syslog",
+    "program",
+    "pipe",
+    "relp",
+    "udp_balancer",
+    "python",
+    "python_fetcher",
+    "snmptrap",
+    "linux_audit",
+    "sun_streams",
+    "java",
+    "kafka",
+    "mqtt",
+    "opentelemetry",
+    "http",
+    "osquery",
+    "apache_accesslog_parser",
+    "default_network_drivers",
+    "syslog_ng",
+];
+const SOURCES: &[&str] = &[
+    "network",
+    "syslog",
+    "tcp",
+    "tcp6",
+    "udp",
+    "udp6",
+    "unix_stream",
+    "unix_dgram",
+    "stdin",
+    "internal",
+];
+
+const DESTINATIONS_NOT_YET: &[&str] = &[
+    "network",
+    "syslog",
+    "tcp",
+    "tcp6",
+    "udp",
+    "udp6",
+    "unix_stream",
+    "unix_dgram",
+    "program",
+    "pipe",
+    "sql",
+    "mongodb",
+    "kafka",
+    "kafka_c",
+    "elasticsearch_http",
+    "elasticsearch",
+    "opensearch",
+    "http",
+    "logstore",
+    "relp",
+    "usertty",
+    "riemann",
+    "smtp",
+    "snmp",
+    "hdfs",
+    "redis",
+    "stomp",
+    "amqp",
+    "python",
+    "java",
+    "loggly",
+    "logmatic",
+    "splunk_hec_event",
+    "graphite",
+    "mqtt",
+    "syslog_ng",
+    "bigquery",
+    "loki",
+    "opentelemetry",
+    "s3",
+];
+const DESTINATIONS: &[&str] = &["file", "stdout"];
+
+/// Options of network sources.
+const NETWORK_OPTIONS: &[&str] = &[
+    "ip",
+    "localip",
+    "port",
+    "localport",
+    "transport",
+    "ip_protocol",
+    "max_connections",
+    "so_rcvbuf",
+    "so_reuseport",
+    "keep_alive",
+    "so_keepalive",
+    "listen_backlog",
+    "tls",
+    "so_broadcast",
+    "so_sndbuf",
+    "ip_ttl",
+    "ip_tos",
+    "dynamic_window_size",
+    "dynamic_window_stats_freq",
+    "dynamic_window_realloc_ticks",
+    "interface",
+    "failover",
+    "idle_timeout",
+];
+const NETWORK_NOT_YET: &[&str] = &[
+    "tls",
+    "so_broadcast",
+    "so_sndbuf",
+    "ip_ttl",
+    "ip_tos",
+    "dynamic_window_size",
+    "dynamic_window_stats_freq",
+    "dynamic_window_realloc_ticks",
+    "interface",
+    "failover",
+    "idle_timeout",
+];
+const UNIX_OPTIONS: &[&str] = &[
+    "owner",
+    "group",
+    "perm",
+    "max_connections",
+    "keep_alive",
+    "optional",
+    "create_dirs",
+    "so_rcvbuf",
+    "pass_unix_credentials",
+    "listen_backlog",
+];
+
+const FILE_OPTIONS: &[&str] = &[
+    "template",
+    "template_escape",
+    "ts_format",
+    "frac_digits",
+    "time_zone",
+    "send_time_zone",
+    "create_dirs",
+    "perm",
+    "dir_perm",
+    "owner",
+    "group",
+    "dir_owner",
+    "dir_group",
+    "fsync",
+    "time_reap",
+    "flush_lines",
+    "flush_timeout",
+    "log_fifo_size",
+    "persist_name",
+    "flags",
+    "mark_mode",
+    "mark_freq",
+    "suppress",
+    "pad_size",
+    "overwrite_if_older",
+    "disk_buffer",
+    "throttle",
+    "logrotate",
+    "local_time_zone",
+    "on_error",
+    "batch_lines",
+    "batch_timeout",
+    "time_reopen",
+    "multi_line_mode",
+];
+const FILE_NOT_YET: &[&str] = &[
+    "mark_mode",
+    "mark_freq",
+    "suppress",
+    "pad_size",
+    "overwrite_if_older",
+    "disk_buffer",
+    "throttle",
+    "logrotate",
+    "local_time_zone",
+    "on_error",
+    "batch_lines",
+    "batch_timeout",
+    "multi_line_mode",
+];
+
+struct Builder<'a> {
+    globals: Globals,
+    statements: HashMap<(&'static str, String), &'a Statement>,
+    templates: HashMap<String, Template>,
+    filters: HashMap<String, Arc<Filter>>,
+    filters_building: Vec<String>,
+    source_ids: HashMap<String, SourceId>,
+    source_names: Vec<Arc<str>>,
+    dest_ids: HashMap<String, DestId>,
+    destinations: Vec<Arc<dyn Destination>>,
+    streams: Vec<(SourceId, Arc<StreamSource>)>,
+    datagrams: Vec<(SourceId, Arc<DatagramSource>)>,
+    stdin: Option<(SourceId, Arc<StdinSource>)>,
+    internal: Option<(SourceId, Arc<InternalSource>)>,
+    anon: usize,
+}
+
+pub fn build(config: &Config) -> Result<Pipeline, ConfigError> {
+    let mut b = Builder {
+        globals: Globals::new(),
+        statements: HashMap::new(),
+        templates: HashMap::new(),
+        filters: HashMap::new(),
+        filters_building: Vec::new(),
+        source_ids: HashMap::new(),
+        source_names: Vec::new(),
+        dest_ids: HashMap::new(),
+        destinations: Vec::new(),
+        streams: Vec::new(),
+        datagrams: Vec::new(),
+        stdin: None,
+        internal: None,
+        anon: 0,
+    };
+    for s in &config.statements {
+        if s.kind == "options" {
+            let Body::Nodes(nodes) = &s.body else {
+                continue;
+            };
+            for opt in nodes {
+                if opt.block.is_some() || !b.globals.apply(opt)? {
+                    return Err(ConfigError::unknown(
+                        opt.pos,
+                        "global option",
+                        &opt.name,
+                        "",
+                        Globals::NAMES,
+                    ));
+                }
+            }
+        }
+    }
+    for s in &config.statements {
+        let kind: &'static str = match s.kind.as_str() {
+            "source" => "source",
+            "destination" => "destination",
+            "filter" => "filter",
+            "template" => "template",
+            "parser" | "rewrite" => {
+                return Err(ConfigError::not_supported(
+                    s.pos,
+                    &format!("the '{}' statement", s.kind),
+                ))
+            }
+            _ => continue,
+        };
+        let (name, pos) = s
+            .name
+            .clone()
+            .expect("the parser requires names on these statements");
+        if b.statements.insert((kind, name.clone()), s).is_some() {
+            return Err(ConfigError::new(pos, format!("duplicate {kind} '{name}'")));
+        }
+    }
+    // Templates first: destinations refer to them.
+    for s in config.statements.iter().filter(|s| s.kind == "template") {
+        let (name, _) = s.name.clone().expect("named");
+        let t = b.template_statement(s)?;
+        b.templates.insert(name, t);
+    }
+    for s in config.statements.iter().filter(|s| s.kind == "source") {
+        let (name, pos) = s.name.clone().expect("named");
+        b.source(&name, pos)?;
+    }
+    for s in config.statements.iter().filter(|s| s.kind == "destination") {
+        let (name, pos) = s.name.clone().expect("named");
+        b.destination(&name, pos)?;
+    }
+    for s in config.statements.iter().filter(|s| s.kind == "filter") {
+        let (name, pos) = s.name.clone().expect("named");
+        b.filter(&name, pos)?;
+    }
+    let mut router = Router::default();
+    for s in config.statements.iter().filter(|s| s.kind == "log") {
+        let Body::Nodes(nodes) = &s.body else {
+            continue;
+        };
+        router.paths.push(LogPath::build(nodes, true, &mut b)?);
+    }
+    let mut notes = config.map.notes.clone();
+    let used = |id: SourceId, name: &str, notes: &mut Vec<String>| {
+        let used = router.is_used(id);
+        if !used {
+            notes.push(format!(
+                "source '{name}' is not used by any log path; it is not started"
+            ));
+        }
+        used
+    };
+    let streams = b
+        .streams
+        .iter()
+        .filter(|(id, s)| used(*id, &s.source_name, &mut notes))
+        .map(|(_, s)| s.clone())
+        .collect();
+    let datagrams = b
+        .datagrams
+        .iter()
+        .filter(|(id, s)| used(*id, &s.source_name, &mut notes))
+        .map(|(_, s)| s.clone())
+        .collect();
+    let stdin = b
+        .stdin
+        .as_ref()
+        .filter(|(id, s)| used(*id, &s.source_name, &mut notes))
+        .map(|(_, s)| s.clone());
+    let internal = b
+        .internal
+        .as_ref()
+        .filter(|(id, _)| router.is_used(*id))
+        .map(|(_, s)| s.clone());
+    Ok(Pipeline {
+        globals: b.globals.clone(),
+        streams,
+        datagrams,
+        stdin,
+        internal,
+        dispatcher: Arc::new(Dispatcher {
+            router,
+            destinations: b.destinations,
+        }),
+        notes,
+    })
+}
+
+impl Builder<'_> {
+    fn statement(
+        &self,
+        kind: &'static str,
+        name: &str,
+        pos: Pos,
+    ) -> Result<&Statement, ConfigError> {
+        self.statements
+            .get(&(kind, name.to_string()))
+            .copied()
+            .ok_or_else(|| {
+                let known: Vec<&str> = self
+                    .statements
+                    .keys()
+                    .filter(|(k, _)| *k == kind)
+                    .map(|(_, n)| n.as_str())
+                    .collect();
+                let err = ConfigError::new(pos, format!("{kind} '{name}' is not defined"));
+                match ConfigError::unknown(pos, kind, name, "", &known)
+                    .help
+                    .first()
+                {
+                    Some(help) if !known.is_empty() => err.with_help(help.clone()),
+                    _ => err,
+                }
+            })
+    }
+
+    fn template_statement(&self, s: &Statement) -> Result<Template, ConfigError> {
+        match &s.body {
+            Body::Text(v) => Template::compile(&v.text).map_err(|e| ConfigError::new(v.pos, e)),
+            Body::Nodes(nodes) => {
+                let mut template = None;
+                let mut escape = false;
+                for n in nodes {
+                    match n.key().as_str() {
+                        "template" => {
+                            let v = n.value()?;
+                            template = Some(
+                                Template::compile(&v.text)
+                                    .map_err(|e| ConfigError::new(v.pos, e))?,
+                            );
+                        }
+                        "template_escape" => escape = n.bool()?,
+                        _ => {
+                            return Err(ConfigError::unknown(
+                                n.pos,
+                                "template option",
+                                &n.name,
+                                "",
+                                &["template", "template_escape"],
+                            ))
+                        }
+                    }
+                }
+                let mut t = template.ok_or_else(|| {
+                    ConfigError::new(s.pos, "a template statement needs template(\"…\")")
+                })?;
+                t.escape = escape;
+                Ok(t)
+            }
+            Body::Filter(_) => unreachable!("only filter statements have filter bodies"),
+        }
+    }
+
+    /// Builds every driver of a source body under the name `name`.
+    fn source_body(&mut self, name: &str, body: &Body, pos: Pos) -> Result<SourceId, ConfigError> {
+        let Body::Nodes(nodes) = body else {
+            return Err(ConfigError::new(
+                pos,
+                "a source body holds drivers such as tcp() or udp()",
+            ));
+        };
+        let id = self.source_names.len() as SourceId;
+        let source_name: Arc<str> = Arc::from(name);
+        self.source_names.push(source_name.clone());
+        self.source_ids.insert(name.to_string(), id);
+        for node in nodes {
+            self.source_driver(node, id, &source_name)?;
+        }
+        Ok(id)
+    }
+
+    fn source_driver(
+        &mut self,
+        node: &Node,
+        id: SourceId,
+        name: &Arc<str>,
+    ) -> Result<(), ConfigError> {
+        let key = node.key();
+        let g = &self.globals;
+        let mut opts = SourceOptions::new(g);
+        let mut net = NetOptions::default();
+        let (extra, not_yet): (&[&str], &[&str]) = match key.as_str() {
+            "network" | "syslog" | "tcp" | "tcp6" | "udp" | "udp6" => {
+                (NETWORK_OPTIONS, NETWORK_NOT_YET)
+            }
+            "unix_stream" | "unix_dgram" => (UNIX_OPTIONS, &["pass_unix_credentials"]),
+            "stdin" | "internal" => (&[], &[]),
+            k if SOURCES_NOT_YET.contains(&k) => {
+                return Err(ConfigError::not_supported(
+                    node.pos,
+                    &format!("the {}() source", node.name),
+                ))
+            }
+            _ => {
+                let mut all: Vec<&str> = SOURCES.to_vec();
+                all.extend_from_slice(SOURCES_NOT_YET);
+                return Err(ConfigError::unknown(
+                    node.pos,
+                    "source driver",
+                    &node.name,
+                    "",
+                    &all,
+                ));
+            }
+        };
+        for opt in node.options() {
+            let k = opt.key();
+            if not_yet.contains(&k.as_str()) {
+                return Err(ConfigError::not_supported(
+                    opt.pos,
+                    &format!("{}() in {}()", opt.name, node.name),
+                ));
+            }
+            if opts.apply(opt)? {
+                continue;
+            }
+            if !extra.contains(&k.as_str()) || !net.apply(opt)? {
+                let mut valid: Vec<&str> = SourceOptions::NAMES.to_vec();
+                valid.extend_from_slice(extra);
+                return Err(ConfigError::unknown(
+                    opt.pos,
+                    "option",
+                    &opt.name,
+                    &format!(" in {}()", node.name),
+                    &valid,
+                ));
+            }
+        }
+        let path = node.first_value().map(|v| v.text.clone());
+        if path.is_some() && !matches!(key.as_str(), "unix_stream" | "unix_dgram") {
+            let v = node.first_value().expect("checked");
+            return Err(ConfigError::new(
+                v.pos,
+                format!(
+                    "{}() takes no positional value; did you mean ip(\"{}\")?",
+                    node.name, v.text
+                ),
+            ));
+        }
+        let names = NameOptions {
+            use_dns: opts.use_dns,
+            use_fqdn: opts.use_fqdn,
+            normalize: opts.normalize_hostnames,
+            cache_expire: self.globals.dns_cache_expire,
+        };
+        let local = matches!(
+            key.as_str(),
+            "unix_stream" | "unix_dgram" | "stdin" | "internal"
+        );
+        if local {
+            opts.flags.local = true;
+        }
+        if key == "syslog" {
+            opts.flags.syslog_protocol = true;
+        }
+        let ingest = Arc::new(opts.ingest(name, g));
+        let reader = |framing: Framing, window: u32| ReaderSpec {
+            framing,
+            log_msg_size: opts.log_msg_size,
+            trim_large_messages: opts.trim_large_messages,
+            window,
+            ingest: ingest.clone(),
+        };
+        let per_reader = |max_conn: usize| {
+            (opts.log_iw_size / max_conn.max(1) as u32).max(g.min_iw_size_per_reader)
+        };
+        match key.as_str() {
+            "stdin" => {
+                if self.stdin.is_some() {
+                    return Err(ConfigError::new(
+                        node.pos,
+                        "only one stdin() source can be used",
+                    ));
+                }
+                let s = StdinSource {
+                    reader: reader(Framing::Newline, opts.log_iw_size),
+                    names,
+                    source_name: name.clone(),
+                    source_id: id,
+                };
+                self.stdin = Some((id, Arc::new(s)));
+            }
+            "internal" => {
+                if self.internal.is_some() {
+                    return Err(ConfigError::new(
+                        node.pos,
+                        "only one internal() source can be used",
+                    ));
+                }
+                let s = InternalSource {
+                    ingest: ingest.clone(),
+                    window: opts.log_iw_size,
+                    source_name: name.clone(),
+                    source_id: id,
+                    use_fqdn: opts.use_fqdn,
+                };
+                self.internal = Some((id, Arc::new(s)));
+            }
+            "unix_stream" | "unix_dgram" => {
+                let path = path.ok_or_else(|| {
+                    ConfigError::new(
+                        node.pos,
+                        format!(
+                            "{}() needs a socket path: {}(\"/dev/log\")",
+                            node.name, node.name
+                        ),
+                    )
+                })?;
+                let perm = net.perm.unwrap_or(0o666);
+                if key == "unix_stream" {
+                    let max = net.max_connections.unwrap_or(256);
+                    let listen = Listen::Unix {
+                        path: path.into(),
+                        perm,
+                        owner: net.owner,
+                        group: net.group,
+                    };
+                    let s = StreamSource {
+                        listen,
+                        reader: reader(Framing::Newline, per_reader(max)),
+                        max_connections: max,
+                        names,
+                        source_name: name.clone(),
+                        source_id: id,
+                        so_rcvbuf: net.so_rcvbuf,
+                        so_reuseport: false,
+                        keep_alive: false,
+                    };
+                    self.streams.push((id, Arc::new(s)));
+                } else {
+                    let bind = Bind::Unix {
+                        path: path.into(),
+                        perm,
+                        owner: net.owner,
+                        group: net.group,
+                    };
+                    let s = DatagramSource {
+                        bind,
+                        reader: reader(Framing::Newline, opts.log_iw_size),
+                        names,
+                        source_name: name.clone(),
+                        source_id: id,
+                        so_rcvbuf: net.so_rcvbuf,
+                        so_reuseport: false,
+                    };
+                    self.datagrams.push((id, Arc::new(s)));
+                }
+            }
+            _ => {
+                let (transport, tpos) = net.transport.clone().unwrap_or_else(|| {
+                    let t = match key.as_str() {
+                        "udp" | "udp6" => "udp",
+                        _ => "tcp",
+                    };
+                    (t.to_string(), node.pos)
+                });
+                let ipv6 = key.ends_with('6') || net.ip_protocol == Some(6);
+                let ip: IpAddr = match &net.ip {
+                    Some((text, pos)) => text.parse().map_err(|_| {
+                        ConfigError::new(*pos, format!("'{text}' is not an IP address"))
+                    })?,
+                    None if ipv6 => "::".parse().expect("valid"),
+                    None => "0.0.0.0".parse().expect("valid"),
+                };
+                let udp = match transport.as_str() {
+                    "udp" => true,
+                    "tcp" | "framed" | "text" => false,
+                    "tls"
+                    | "proxied-tcp"
+                    | "proxied_tcp"
+                    | "proxied-tls"
+                    | "proxied_tls"
+                    | "proxied-tls-passthrough"
+                    | "auto" => {
+                        return Err(ConfigError::not_supported(
+                            tpos,
+                            &format!("transport({transport})"),
+                        ))
+                    }
+                    other => {
+                        return Err(ConfigError::unknown(
+                            tpos,
+                            "transport",
+                            other,
+                            "",
+                            &[
+                                "tcp",
+                                "udp",
+                                "framed",
+                                "text",
+                                "tls",
+                                "proxied-tcp",
+                                "proxied-tls",
+                            ],
+                        ))
+                    }
+                };
+                let default_port = match (key.as_str(), udp) {
+                    ("syslog", false) => 601,
+                    _ => 514,
+                };
+                let addr = SocketAddr::new(ip, net.port.unwrap_or(default_port));
+                if udp {
+                    let s = DatagramSource {
+                        bind: Bind::Udp(addr),
+                        reader: reader(Framing::Newline, opts.log_iw_size),
+                        names,
+                        source_name: name.clone(),
+                        source_id: id,
+                        so_rcvbuf: net.so_rcvbuf,
+                        so_reuseport: net.so_reuseport,
+                    };
+                    self.datagrams.push((id, Arc::new(s)));
+                } else {
+                    let framing = if key == "syslog" || transport == "framed" {
+                        Framing::OctetCounted
+                    } else {
+                        Framing::Newline
+                    };
+                    let max = net.max_connections.unwrap_or(10);
+                    let s = StreamSource {
+                        listen: Listen::Tcp(addr),
+                        reader: reader(framing, per_reader(max)),
+                        max_connections: max,
+                        names,
+                        source_name: name.clone(),
+                        source_id: id,
+                        so_rcvbuf: net.so_rcvbuf,
+                        so_reuseport: net.so_reuseport,
+                        keep_alive: net.keep_alive,
+                    };
+                    self.streams.push((id, Arc::new(s)));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn destination_body(
+        &mut self,
+        name: &str,
+        body: &Body,
+        pos: Pos,
+    ) -> Result<DestId, ConfigError> {
+        let Body::Nodes(nodes) = body else {
+            return Err(ConfigError::new(
+                pos,
+                "a destination body holds drivers such as file()",
+            ));
+        };
+        let mut drivers: Vec<Arc<dyn Destination>> = Vec::new();
+        for node in nodes {
+            drivers.push(self.destination_driver(node, name)?);
+        }
+        let id = self.destinations.len() as DestId;
+        let dest: Arc<dyn Destination> = if drivers.len() == 1 {
+            drivers.pop().expect("one driver")
+        } else {
+            Arc::new(Group(drivers))
+        };
+        self.destinations.push(dest);
+        self.dest_ids.insert(name.to_string(), id);
+        Ok(id)
+    }
+
+    fn destination_driver(
+        &mut self,
+        node: &Node,
+        name: &str,
+    ) -> Result<Arc<dyn Destination>, ConfigError> {
+        let key = node.key();
+        match key.as_str() {
+            "file" | "stdout" => {}
+            k if DESTINATIONS_NOT_YET.contains(&k) => {
+                return Err(ConfigError::not_supported(
+                    node.pos,
+                    &format!("the {}() destination", node.name),
+                ))
+            }
+            _ => {
+                let mut all: Vec<&str> = DESTINATIONS.to_vec();
+                all.extend_from_slice(DESTINATIONS_NOT_YET);
+                return Err(ConfigError::unknown(
+                    node.pos,
+                    "destination driver",
+                    &node.name,
+                    "",
+                    &all,
+                ));
+            }
+        }
+        let mut file: FileOptions = self.globals.file.clone();
+        let mut dates = self.globals.dates.clone();
+        let mut template: Option<(Template, Pos)> = None;
+        let mut escape: Option<bool> = None;
+        let mut syslog_protocol = false;
+        for opt in node.options() {
+            let k = opt.key();
+            if FILE_NOT_YET.contains(&k.as_str()) {
+                return Err(ConfigError::not_supported(
+                    opt.pos,
+                    &format!("{}() in {}()", opt.name, node.name),
+                ));
+            }
+            match k.as_str() {
+                "template" => {
+                    let v = opt.value()?;
+                    let t = match self.templates.get(&v.text) {
+                        Some(t) => t.clone(),
+                        None => {
+                            Template::compile(&v.text).map_err(|e| ConfigError::new(v.pos, e))?
+                        }
+                    };
+                    template = Some((t, v.pos));
+                }
+                "template_escape" => escape = Some(opt.bool()?),
+                "flags" => {
+                    for f in opt.words()? {
+                        match sluice_config::normalize(&f.text).as_str() {
+                            "no_multi_line" => file.no_multi_line = true,
+                            "syslog_protocol" => syslog_protocol = true,
+                            _ => {
+                                return Err(ConfigError::unknown(
+                                    f.pos,
+                                    "destination flag",
+                                    &f.text,
+                                    "",
+                                    &["no-multi-line", "syslog-protocol"],
+                                ))
+                            }
+                        }
+                    }
+                }
+                "flush_lines" | "flush_timeout" | "log_fifo_size" | "time_reopen" => {
+                    opt.u64()?;
+                }
+                "persist_name" => {
+                    opt.string()?;
+                }
+                _ if Globals::apply_dates(&mut dates, opt)? => {}
+                _ if Globals::apply_file_option(&mut file, opt)? => {}
+                _ => {
+                    return Err(ConfigError::unknown(
+                        opt.pos,
+                        "option",
+                        &opt.name,
+                        &format!(" in {}()", node.name),
+                        FILE_OPTIONS,
+                    ))
+                }
+            }
+        }
+        let format = match (template, syslog_protocol) {
+            (Some((mut t, _)), false) => {
+                if let Some(e) = escape {
+                    t.escape = e;
+                }
+                t.dates = dates.clone();
+                Format::Template(t)
+            }
+            (t, true) => Format::Rfc5424(
+                dates.clone(),
+                t.map(|(mut t, _)| {
+                    t.dates = dates.clone();
+                    t
+                }),
+            ),
+            (None, false) => Format::File(dates.clone()),
+        };
+        let label = format!("destination {name}");
+        if key == "stdout" {
+            if let Some(v) = node.first_value() {
+                return Err(ConfigError::new(
+                    v.pos,
+                    "stdout() takes no positional value",
+                ));
+            }
+            return Ok(Arc::new(FileDestination::stdout(label, format, file)));
+        }
+        let path = node.first_value().ok_or_else(|| {
+            ConfigError::new(
+                node.pos,
+                "file() needs a file name: file(\"/var/log/messages\")",
+            )
+        })?;
+        let mut path_template =
+            Template::compile(&path.text).map_err(|e| ConfigError::new(path.pos, e))?;
+        path_template.dates = DateOptions {
+            ts_format: dates.ts_format,
+            frac_digits: 0,
+            zone: dates.zone.clone(),
+        };
+        Ok(Arc::new(FileDestination::file(
+            label,
+            path_template,
+            format,
+            file,
+        )))
+    }
+
+    fn anon(&mut self, kind: &str) -> String {
+        let n = self.anon;
+        self.anon += 1;
+        format!("#anon-{kind}{n}")
+    }
+}
+
+use sluice_model::macros::DateOptions;
+
+/// Options only network and unix sources have.
+#[derive(Default)]
+struct NetOptions {
+    ip: Option<(String, Pos)>,
+    port: Option<u16>,
+    transport: Option<(String, Pos)>,
+    ip_protocol: Option<u8>,
+    max_connections: Option<usize>,
+    so_rcvbuf: Option<usize>,
+    so_reuseport: bool,
+    keep_alive: bool,
+    perm: Option<u32>,
+    owner: Option<u32>,
+    group: Option<u32>,
+}
+
+impl NetOptions {
+    fn apply(&mut self, opt: &Node) -> Result<bool, ConfigError> {
+        match opt.key().as_str() {
+            "ip" | "localip" => self.ip = Some((opt.string()?, opt.value()?.pos)),
+            "port" | "localport" => {
+                let v = opt.value()?;
+                let port = v.as_u64()?;
+                self.port = Some(u16::try_from(port).map_err(|_| {
+                    ConfigError::new(v.pos, format!("port {port} is out of range"))
+                })?);
+            }
+            "transport" => {
+                self.transport = Some((opt.string()?.to_ascii_lowercase(), opt.value()?.pos))
+            }
+            "ip_protocol" => {
+                let v = opt.value()?;
+                match v.as_u64()? {
+                    4 => self.ip_protocol = Some(4),
+                    6 => self.ip_protocol = Some(6),
+                    _ => return Err(ConfigError::new(v.pos, "ip-protocol() is 4 or 6")),
+                }
+            }
+            "max_connections" => self.max_connections = Some(opt.u64()?.max(1) as usize),
+            "so_rcvbuf" => self.so_rcvbuf = Some(opt.u64()? as usize),
+            "so_reuseport" => self.so_reuseport = opt.bool()?,
+            "keep_alive" | "so_keepalive" => self.keep_alive = opt.bool()?,
+            "listen_backlog" => {
+                opt.u64()?;
+            }
+            "perm" => {
+                let v = opt.value()?;
+                let text = if v.text.starts_with('0') {
+                    v.text.clone()
+                } else {
+                    format!("0{}", v.text)
+                };
+                self.perm = Some(sluice_config::Value { text, ..v.clone() }.as_u64()? as u32);
+            }
+            "owner" | "group" => {
+                let mut g = Globals::new();
+                Globals::apply_file_option(&mut g.file, opt)?;
+                if opt.key() == "owner" {
+                    self.owner = g.file.owner;
+                } else {
+                    self.group = g.file.group;
+                }
+            }
+            "optional" | "create_dirs" => {
+                opt.bool()?;
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
+impl PathContext for Builder<'_> {
+    fn source(&mut self, name: &str, pos: Pos) -> Result<SourceId, ConfigError> {
+        if let Some(id) = self.source_ids.get(name) {
+            return Ok(*id);
+        }
+        let s = self.statement("source", name, pos)?;
+        let body = s.body.clone();
+        self.source_body(name, &body, pos)
+    }
+
+    fn inline_source(&mut self, body: &Body, pos: Pos) -> Result<SourceId, ConfigError> {
+        let name = self.anon("source");
+        self.source_body(&name, body, pos)
+    }
+
+    fn destination(&mut self, name: &str, pos: Pos) -> Result<DestId, ConfigError> {
+        if let Some(id) = self.dest_ids.get(name) {
+            return Ok(*id);
+        }
+        let s = self.statement("destination", name, pos)?;
+        let body = s.body.clone();
+        self.destination_body(name, &body, pos)
+    }
+
+    fn inline_destination(&mut self, body: &Body, pos: Pos) -> Result<DestId, ConfigError> {
+        let name = self.anon("destination");
+        self.destination_body(&name, body, pos)
+    }
+
+    fn filter(&mut self, name: &str, pos: Pos) -> Result<Arc<Filter>, ConfigError> {
+        if let Some(f) = self.filters.get(name) {
+            return Ok(f.clone());
+        }
+        if self.filters_building.iter().any(|n| n == name) {
+            return Err(ConfigError::new(
+                pos,
+                format!("filter '{name}' refers to itself"),
+            ));
+        }
+        let s = self.statement("filter", name, pos)?;
+        let Body::Filter(expr) = &s.body else {
+            unreachable!("filter statements have filter bodies")
+        };
+        let expr = expr.clone();
+        self.filters_building.push(name.to_string());
+        let compiled = filter::compile(&expr, &mut |n, p| self.filter(n, p));
+        self.filters_building.pop();
+        let f = Arc::new(compiled?);
+        self.filters.insert(name.to_string(), f.clone());
+        Ok(f)
+    }
+}

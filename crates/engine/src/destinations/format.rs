@@ -1,0 +1,121 @@
+//! How a destination turns a message into bytes when no transport framing is involved: a
+//! template, or syslog-ng's built-in formats when none is given.
+
+use sluice_model::macros::{format_sdata, msghdr, DateOptions};
+use sluice_model::time::{self, TsFormat};
+use sluice_model::{LogMessage, Template};
+
+#[derive(Clone, Debug)]
+pub enum Format {
+    Template(Template),
+    /// syslog-ng's file format: `$STAMP $HOST $MSGHDR$MSG\n` with the destination's
+    /// `ts-format()`, `frac-digits()` and `time-zone()`.
+    File(DateOptions),
+    /// `flags(syslog-protocol)`: an RFC5424 line, the message or `template()` as its text.
+    Rfc5424(DateOptions, Option<Template>),
+}
+
+impl Format {
+    pub fn append(&self, msg: &LogMessage, no_multi_line: bool, out: &mut Vec<u8>) {
+        let start = out.len();
+        match self {
+            Format::Template(t) => t.append(msg, out),
+            Format::File(dates) => {
+                time::write_stamp(out, shown(msg, dates), dates.ts_format, dates.frac_digits);
+                out.push(b' ');
+                out.extend_from_slice(msg.host());
+                out.push(b' ');
+                msghdr(msg, false, out);
+                out.extend_from_slice(msg.message());
+                out.push(b'\n');
+            }
+            Format::Rfc5424(dates, body) => {
+                use std::io::Write;
+                let _ = write!(out, "<{}>1 ", msg.fields.pri);
+                time::write_stamp(out, shown(msg, dates), TsFormat::Iso, dates.frac_digits);
+                out.push(b' ');
+                for field in [msg.host(), msg.program(), msg.pid(), msg.msgid()] {
+                    out.extend_from_slice(if field.is_empty() { b"-" } else { field });
+                    out.push(b' ');
+                }
+                let sd_start = out.len();
+                format_sdata(msg, out);
+                if out.len() == sd_start {
+                    out.push(b'-');
+                }
+                match body {
+                    Some(t) => {
+                        out.push(b' ');
+                        if msg.fields.utf8 {
+                            out.extend_from_slice(b"\xEF\xBB\xBF");
+                        }
+                        t.append(msg, out);
+                    }
+                    None => {
+                        out.push(b' ');
+                        let text = msg.message();
+                        if !text.is_empty() {
+                            if msg.fields.utf8 {
+                                out.extend_from_slice(b"\xEF\xBB\xBF");
+                            }
+                            out.extend_from_slice(text);
+                        }
+                    }
+                }
+                out.push(b'\n');
+            }
+        }
+        if no_multi_line && out.len() > start + 1 {
+            let end = out.len() - 1;
+            for b in &mut out[start..end] {
+                if matches!(*b, b'\r' | b'\n') {
+                    *b = b' ';
+                }
+            }
+        }
+    }
+}
+
+fn shown(msg: &LogMessage, dates: &DateOptions) -> time::UnixTime {
+    match &dates.zone {
+        Some(zone) => msg.stamp.in_offset(zone.offset_at(msg.stamp.secs)),
+        None => msg.stamp,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_model::testing::message;
+
+    fn fmt(f: &Format, frame: &str) -> String {
+        let mut out = Vec::new();
+        f.append(&message(frame), false, &mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn syslog_ng_file_format() {
+        let f = Format::File(DateOptions::default());
+        assert_eq!(
+            fmt(&f, "<13>Jan  5 13:56:09 host prog[1]: text"),
+            "Jan  5 13:56:09 host prog[1]: text\n"
+        );
+        assert_eq!(
+            fmt(&f, "<13>1 2025-01-05T13:56:09Z host prog 1 - - text"),
+            "Jan  5 13:56:09 host prog[1]: text\n"
+        );
+    }
+
+    #[test]
+    fn rfc5424_format() {
+        let f = Format::Rfc5424(DateOptions::default(), None);
+        assert_eq!(
+            fmt(
+                &f,
+                "<13>1 2025-01-05T13:56:09Z host prog - ID1 [a b=\"c\"] text"
+            ),
+            "<13>1 2025-01-05T13:56:09+00:00 host prog - ID1 [a b=\"c\"] text\n"
+        );
+    }
+}

@@ -1,0 +1,611 @@
+//! Options shared by `options {}` and the drivers, read from configuration nodes.
+//!
+//! syslog-ng lets many options be set globally and overridden per driver (`keep-hostname()`,
+//! `log-msg-size()`, `perm()` …). [`Globals`] holds the global values with syslog-ng's
+//! defaults; [`SourceOptions`] and the `file()` options start from them and read the
+//! driver's own. Each `apply` returns `Ok(false)` for a name it does not know, so the caller
+//! can report it with the list of valid names.
+
+use crate::destinations::file::FileOptions;
+use regex::bytes::Regex;
+use sluice_config::{ConfigError, Node, Value};
+use sluice_model::macros::DateOptions;
+use sluice_model::message::{facility_by_name, severity_by_name, tag_id};
+use sluice_model::time::TsFormat;
+use sluice_model::{Ingest, Tags, Zone};
+use sluice_protocol::ParseFlags;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Clone, Debug)]
+pub struct Globals {
+    pub keep_hostname: bool,
+    pub chain_hostnames: bool,
+    pub use_dns: bool,
+    pub use_fqdn: bool,
+    pub dns_cache: bool,
+    pub dns_cache_expire: Duration,
+    pub normalize_hostnames: bool,
+    pub check_hostname: bool,
+    pub bad_hostname: Option<Regex>,
+    pub keep_timestamp: bool,
+    pub log_msg_size: usize,
+    pub log_iw_size: u32,
+    pub log_fetch_limit: u32,
+    pub min_iw_size_per_reader: u32,
+    pub trim_large_messages: bool,
+    pub recv_time_zone: Option<Zone>,
+    pub dates: DateOptions,
+    pub file: FileOptions,
+    pub local_zone: Zone,
+}
+
+impl Globals {
+    pub fn new() -> Globals {
+        Globals {
+            keep_hostname: false,
+            chain_hostnames: false,
+            use_dns: true,
+            use_fqdn: false,
+            dns_cache: true,
+            dns_cache_expire: Duration::from_secs(3600),
+            normalize_hostnames: false,
+            check_hostname: false,
+            bad_hostname: None,
+            keep_timestamp: true,
+            log_msg_size: 65536,
+            log_iw_size: 100,
+            log_fetch_limit: 10,
+            min_iw_size_per_reader: 100,
+            trim_large_messages: false,
+            recv_time_zone: None,
+            dates: DateOptions::default(),
+            file: FileOptions {
+                create_dirs: false,
+                perm: None,
+                dir_perm: None,
+                owner: None,
+                group: None,
+                dir_owner: None,
+                dir_group: None,
+                fsync: false,
+                time_reap: Duration::from_secs(60),
+                no_multi_line: false,
+            },
+            local_zone: Zone::local(),
+        }
+    }
+
+    /// Names `options {}` accepts.
+    pub const NAMES: &'static [&'static str] = &[
+        "keep_hostname",
+        "chain_hostnames",
+        "use_dns",
+        "use_fqdn",
+        "dns_cache",
+        "dns_cache_expire",
+        "dns_cache_expire_failed",
+        "dns_cache_size",
+        "dns_cache_hosts",
+        "normalize_hostnames",
+        "check_hostname",
+        "bad_hostname",
+        "keep_timestamp",
+        "log_msg_size",
+        "log_iw_size",
+        "log_fetch_limit",
+        "min_iw_size_per_reader",
+        "trim_large_messages",
+        "recv_time_zone",
+        "time_zone",
+        "send_time_zone",
+        "ts_format",
+        "frac_digits",
+        "create_dirs",
+        "perm",
+        "dir_perm",
+        "owner",
+        "group",
+        "dir_owner",
+        "dir_group",
+        "file_template",
+        "proto_template",
+        "fsync",
+        "time_reap",
+        "flush_lines",
+        "flush_timeout",
+        "log_fifo_size",
+        "threaded",
+        "stats_freq",
+        "stats_level",
+        "mark_freq",
+        "mark_mode",
+        "time_reopen",
+        "time_sleep",
+        "suppress",
+        "use_time_recvd",
+        "local_time_zone",
+        "log_level",
+        "use_uniqid",
+        "on_error",
+        "persist_only",
+    ];
+
+    /// Applies one `options {}` entry.
+    pub fn apply(&mut self, opt: &Node) -> Result<bool, ConfigError> {
+        match opt.key().as_str() {
+            "keep_hostname" => self.keep_hostname = opt.bool()?,
+            "chain_hostnames" => self.chain_hostnames = opt.bool()?,
+            "use_dns" => self.use_dns = use_dns(opt)?,
+            "use_fqdn" => self.use_fqdn = opt.bool()?,
+            "dns_cache" => self.dns_cache = opt.bool()?,
+            "dns_cache_expire" => self.dns_cache_expire = Duration::from_secs(opt.u64()?),
+            "dns_cache_expire_failed" | "dns_cache_size" => {
+                opt.u64()?;
+            }
+            "dns_cache_hosts" => {
+                return Err(ConfigError::not_supported(opt.pos, "dns-cache-hosts()"))
+            }
+            "normalize_hostnames" => self.normalize_hostnames = opt.bool()?,
+            "check_hostname" => self.check_hostname = opt.bool()?,
+            "bad_hostname" => {
+                let v = opt.value()?;
+                self.bad_hostname = Some(
+                    sluice_model::filter::regex(&v.text, false)
+                        .map_err(|e| ConfigError::new(v.pos, e))?,
+                );
+            }
+            "keep_timestamp" => self.keep_timestamp = opt.bool()?,
+            "log_msg_size" => self.log_msg_size = positive(opt)? as usize,
+            "log_iw_size" => self.log_iw_size = positive(opt)? as u32,
+            "log_fetch_limit" => self.log_fetch_limit = positive(opt)? as u32,
+            "min_iw_size_per_reader" => self.min_iw_size_per_reader = positive(opt)? as u32,
+            "trim_large_messages" => self.trim_large_messages = opt.bool()?,
+            "recv_time_zone" => self.recv_time_zone = Some(zone(opt)?),
+            "time_zone" | "send_time_zone" => self.dates.zone = Some(zone(opt)?),
+            "local_time_zone" => self.local_zone = zone(opt)?,
+            "ts_format" => self.dates.ts_format = ts_format(opt)?,
+            "frac_digits" => self.dates.frac_digits = frac_digits(opt)?,
+            "time_reap" => self.file.time_reap = Duration::from_secs(positive(opt)?),
+            "flush_lines" | "flush_timeout" | "log_fifo_size" | "time_sleep" | "time_reopen"
+            | "log_level" => {
+                opt.value()?;
+            }
+            "threaded" => {
+                opt.bool()?;
+            }
+            "stats_freq" | "mark_freq" => {
+                if opt.u64()? != 0 {
+                    return Err(ConfigError::not_supported(
+                        opt.pos,
+                        &format!("{}() other than 0", opt.name),
+                    ));
+                }
+            }
+            "use_time_recvd" => {
+                if opt.bool()? {
+                    return Err(ConfigError::not_supported(opt.pos, "use-time-recvd(yes)"));
+                }
+            }
+            "stats_level" | "mark_mode" | "file_template" | "proto_template" | "suppress"
+            | "use_uniqid" | "on_error" | "persist_only" => {
+                return Err(ConfigError::not_supported(
+                    opt.pos,
+                    &format!("the global option {}()", opt.name),
+                ))
+            }
+            _ => return self.apply_file(opt),
+        }
+        Ok(true)
+    }
+
+    /// File options valid both globally and on `file()`.
+    fn apply_file(&mut self, opt: &Node) -> Result<bool, ConfigError> {
+        let f = &mut self.file;
+        match opt.key().as_str() {
+            "create_dirs" => f.create_dirs = opt.bool()?,
+            "perm" => f.perm = Some(mode(opt)?),
+            "dir_perm" => f.dir_perm = Some(mode(opt)?),
+            "owner" => f.owner = Some(user(opt)?),
+            "group" => f.group = Some(group(opt)?),
+            "dir_owner" => f.dir_owner = Some(user(opt)?),
+            "dir_group" => f.dir_group = Some(group(opt)?),
+            "fsync" => f.fsync = opt.bool()?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Per-driver date options (`ts-format()`, `frac-digits()`, `time-zone()`).
+    pub fn apply_dates(dates: &mut DateOptions, opt: &Node) -> Result<bool, ConfigError> {
+        match opt.key().as_str() {
+            "ts_format" => dates.ts_format = ts_format(opt)?,
+            "frac_digits" => dates.frac_digits = frac_digits(opt)?,
+            "time_zone" | "send_time_zone" => dates.zone = Some(zone(opt)?),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// `file()` options: the global file options overridden by the driver's.
+    pub fn apply_file_option(file: &mut FileOptions, opt: &Node) -> Result<bool, ConfigError> {
+        let mut g = Globals {
+            file: file.clone(),
+            ..Globals::new()
+        };
+        let handled = match opt.key().as_str() {
+            "time_reap" => {
+                g.file.time_reap = Duration::from_secs(positive(opt)?);
+                true
+            }
+            _ => g.apply_file(opt)?,
+        };
+        *file = g.file;
+        Ok(handled)
+    }
+}
+
+impl Default for Globals {
+    fn default() -> Globals {
+        Globals::new()
+    }
+}
+
+fn positive(opt: &Node) -> Result<u64, ConfigError> {
+    let v = opt.u64()?;
+    if v == 0 {
+        return Err(ConfigError::new(
+            opt.value()?.pos,
+            format!("{}() must be greater than 0", opt.name),
+        ));
+    }
+    Ok(v)
+}
+
+fn use_dns(opt: &Node) -> Result<bool, ConfigError> {
+    let v = opt.value()?;
+    match v.text.as_str() {
+        "persist_only" | "persist-only" => {
+            Err(ConfigError::not_supported(v.pos, "use-dns(persist_only)"))
+        }
+        _ => v.as_bool(),
+    }
+}
+
+fn zone(opt: &Node) -> Result<Zone, ConfigError> {
+    let v = opt.value()?;
+    Zone::parse(&v.text).map_err(|e| ConfigError::new(v.pos, e))
+}
+
+fn ts_format(opt: &Node) -> Result<TsFormat, ConfigError> {
+    let v = opt.value()?;
+    TsFormat::parse(&v.text).ok_or_else(|| {
+        ConfigError::unknown(
+            v.pos,
+            "timestamp format",
+            &v.text,
+            "",
+            &["rfc3164", "bsd", "rfc3339", "iso", "full", "unix"],
+        )
+    })
+}
+
+fn frac_digits(opt: &Node) -> Result<u8, ConfigError> {
+    let n = opt.u64()?;
+    if n > 6 {
+        return Err(ConfigError::new(
+            opt.value()?.pos,
+            "frac-digits() is at most 6",
+        ));
+    }
+    Ok(n as u8)
+}
+
+/// A file mode such as `0644`; `-1` (syslog-ng's "leave as is") is refused as unsupported.
+fn mode(opt: &Node) -> Result<u32, ConfigError> {
+    let v = opt.value()?;
+    if v.text == "-1" {
+        return Err(ConfigError::not_supported(
+            v.pos,
+            &format!("{}(-1)", opt.name),
+        ));
+    }
+    let text = if v.text.starts_with('0') {
+        v.text.clone()
+    } else {
+        format!("0{}", v.text)
+    };
+    let octal = Value { text, ..v.clone() };
+    octal.as_u64().map(|n| n as u32)
+}
+
+fn user(opt: &Node) -> Result<u32, ConfigError> {
+    let v = opt.value()?;
+    if let Ok(n) = v.text.parse() {
+        return Ok(n);
+    }
+    lookup_id(&v.text, true)
+        .ok_or_else(|| ConfigError::new(v.pos, format!("unknown user '{}'", v.text)))
+}
+
+fn group(opt: &Node) -> Result<u32, ConfigError> {
+    let v = opt.value()?;
+    if let Ok(n) = v.text.parse() {
+        return Ok(n);
+    }
+    lookup_id(&v.text, false)
+        .ok_or_else(|| ConfigError::new(v.pos, format!("unknown group '{}'", v.text)))
+}
+
+/// A user or group id from `/etc/passwd` / `/etc/group` (name:x:id:…).
+fn lookup_id(name: &str, user: bool) -> Option<u32> {
+    let file = if user { "/etc/passwd" } else { "/etc/group" };
+    std::fs::read_to_string(file)
+        .ok()?
+        .lines()
+        .find_map(|line| {
+            let mut fields = line.split(':');
+            (fields.next()? == name).then(|| fields.nth(1)?.parse().ok())?
+        })
+}
+
+/// A source's reading and parsing options.
+#[derive(Clone, Debug)]
+pub struct SourceOptions {
+    pub flags: ParseFlags,
+    pub no_parse: bool,
+    pub store_raw_message: bool,
+    pub keep_hostname: bool,
+    pub chain_hostnames: bool,
+    pub use_dns: bool,
+    pub use_fqdn: bool,
+    pub normalize_hostnames: bool,
+    pub keep_timestamp: bool,
+    pub log_msg_size: usize,
+    pub log_iw_size: u32,
+    pub log_fetch_limit: u32,
+    pub trim_large_messages: bool,
+    pub host_override: Option<Arc<[u8]>>,
+    pub program_override: Option<Arc<[u8]>>,
+    pub default_facility: Option<u16>,
+    pub default_severity: Option<u8>,
+    pub time_zone: Option<Zone>,
+    pub tags: Vec<String>,
+    pub bad_hostname: Option<Regex>,
+}
+
+/// Flags a source accepts in `flags()`.
+pub const SOURCE_FLAGS: &[&str] = &[
+    "no-parse",
+    "syslog-protocol",
+    "no-hostname",
+    "expect-hostname",
+    "check-hostname",
+    "store-raw-message",
+    "validate-utf8",
+    "sanitize-utf8",
+    "assume-utf8",
+    "no-multi-line",
+    "store-legacy-msghdr",
+    "no-header",
+    "kernel",
+    "empty-lines",
+    "dont-store-legacy-msghdr",
+    "threaded",
+    "no-rfc3164-fallback",
+    "guess-timezone",
+];
+
+impl SourceOptions {
+    pub fn new(g: &Globals) -> SourceOptions {
+        SourceOptions {
+            flags: ParseFlags {
+                check_hostname: g.check_hostname,
+                ..ParseFlags::default()
+            },
+            no_parse: false,
+            store_raw_message: false,
+            keep_hostname: g.keep_hostname,
+            chain_hostnames: g.chain_hostnames,
+            use_dns: g.use_dns,
+            use_fqdn: g.use_fqdn,
+            normalize_hostnames: g.normalize_hostnames,
+            keep_timestamp: g.keep_timestamp,
+            log_msg_size: g.log_msg_size,
+            log_iw_size: g.log_iw_size,
+            log_fetch_limit: g.log_fetch_limit,
+            trim_large_messages: g.trim_large_messages,
+            host_override: None,
+            program_override: None,
+            default_facility: None,
+            default_severity: None,
+            time_zone: g.recv_time_zone.clone(),
+            tags: Vec::new(),
+            bad_hostname: g.bad_hostname.clone(),
+        }
+    }
+
+    /// Option names every source has.
+    pub const NAMES: &'static [&'static str] = &[
+        "flags",
+        "keep_hostname",
+        "chain_hostnames",
+        "use_dns",
+        "use_fqdn",
+        "normalize_hostnames",
+        "keep_timestamp",
+        "log_msg_size",
+        "log_iw_size",
+        "log_fetch_limit",
+        "trim_large_messages",
+        "host_override",
+        "program_override",
+        "default_facility",
+        "default_priority",
+        "default_level",
+        "default_severity",
+        "time_zone",
+        "recv_time_zone",
+        "tags",
+        "check_hostname",
+        "dns_cache",
+        "format",
+        "encoding",
+        "persist_name",
+        "log_prefix",
+        "pad_size",
+        "multi_line_mode",
+        "hook_commands",
+        "use_syslogng_pid",
+    ];
+
+    pub fn apply(&mut self, opt: &Node) -> Result<bool, ConfigError> {
+        match opt.key().as_str() {
+            "flags" => {
+                for f in opt.words()? {
+                    self.flag(f)?;
+                }
+            }
+            "keep_hostname" => self.keep_hostname = opt.bool()?,
+            "chain_hostnames" => self.chain_hostnames = opt.bool()?,
+            "use_dns" => self.use_dns = use_dns(opt)?,
+            "use_fqdn" => self.use_fqdn = opt.bool()?,
+            "normalize_hostnames" => self.normalize_hostnames = opt.bool()?,
+            "check_hostname" => self.flags.check_hostname = opt.bool()?,
+            "dns_cache" => {
+                opt.bool()?;
+            }
+            "keep_timestamp" => self.keep_timestamp = opt.bool()?,
+            "log_msg_size" => self.log_msg_size = positive(opt)? as usize,
+            "log_iw_size" => self.log_iw_size = positive(opt)? as u32,
+            "log_fetch_limit" => self.log_fetch_limit = positive(opt)? as u32,
+            "trim_large_messages" => self.trim_large_messages = opt.bool()?,
+            "host_override" => self.host_override = Some(Arc::from(opt.string()?.as_bytes())),
+            "program_override" => self.program_override = Some(Arc::from(opt.string()?.as_bytes())),
+            "default_facility" => {
+                let v = opt.value()?;
+                self.default_facility = Some(facility_by_name(&v.text).ok_or_else(|| {
+                    ConfigError::new(v.pos, format!("unknown facility '{}'", v.text))
+                })?);
+            }
+            "default_priority" | "default_level" | "default_severity" => {
+                let v = opt.value()?;
+                self.default_severity = Some(severity_by_name(&v.text).ok_or_else(|| {
+                    ConfigError::new(v.pos, format!("unknown severity '{}'", v.text))
+                })?);
+            }
+            "time_zone" | "recv_time_zone" => self.time_zone = Some(zone(opt)?),
+            "tags" => {
+                for v in opt.words()? {
+                    self.tags.extend(
+                        v.text
+                            .split(',')
+                            .map(str::trim)
+                            .filter(|t| !t.is_empty())
+                            .map(String::from),
+                    );
+                }
+            }
+            "format" => {
+                let v = opt.value()?;
+                if v.text != "syslog" {
+                    return Err(ConfigError::not_supported(
+                        v.pos,
+                        &format!("format({})", v.text),
+                    ));
+                }
+            }
+            "encoding" => {
+                let v = opt.value()?;
+                if !matches!(
+                    v.text.to_ascii_lowercase().as_str(),
+                    "utf-8" | "utf8" | "ascii" | "us-ascii"
+                ) {
+                    return Err(ConfigError::not_supported(
+                        v.pos,
+                        &format!("encoding(\"{}\")", v.text),
+                    ));
+                }
+            }
+            "persist_name" => {
+                opt.string()?;
+            }
+            "log_prefix" | "pad_size" | "multi_line_mode" | "hook_commands"
+            | "use_syslogng_pid" => {
+                return Err(ConfigError::not_supported(
+                    opt.pos,
+                    &format!("{}() on a source", opt.name),
+                ))
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    fn flag(&mut self, f: &Value) -> Result<(), ConfigError> {
+        let flags = &mut self.flags;
+        match sluice_config::normalize(&f.text).as_str() {
+            "no_parse" => self.no_parse = true,
+            "syslog_protocol" => flags.syslog_protocol = true,
+            "no_hostname" => flags.expect_hostname = false,
+            "expect_hostname" => flags.expect_hostname = true,
+            "check_hostname" => flags.check_hostname = true,
+            "store_raw_message" => self.store_raw_message = true,
+            "validate_utf8" => flags.validate_utf8 = true,
+            "sanitize_utf8" => flags.sanitize_utf8 = true,
+            "assume_utf8" => flags.assume_utf8 = true,
+            "no_multi_line" => flags.no_multi_line = true,
+            "store_legacy_msghdr" => flags.store_legacy_msghdr = true,
+            "dont_store_legacy_msghdr" => flags.store_legacy_msghdr = false,
+            "no_header" => flags.no_header = true,
+            "kernel" => flags.local = true,
+            "threaded" => {}
+            "empty_lines" | "no_rfc3164_fallback" | "guess_timezone" => {
+                return Err(ConfigError::not_supported(
+                    f.pos,
+                    &format!("flags({})", f.text),
+                ))
+            }
+            _ => {
+                return Err(ConfigError::unknown(
+                    f.pos,
+                    "source flag",
+                    &f.text,
+                    "",
+                    SOURCE_FLAGS,
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    /// The recipe for messages of the source named `source_name`.
+    pub fn ingest(&self, source_name: &str, g: &Globals) -> Ingest {
+        let mut ingest = Ingest::new(g.local_zone.clone());
+        ingest.parse.flags = self.flags;
+        ingest.parse.default_pri = match (self.default_facility, self.default_severity) {
+            (None, None) => None,
+            (f, s) => Some(f.unwrap_or(1) * 8 + u16::from(s.unwrap_or(5))),
+        };
+        if let Some(re) = self.bad_hostname.clone() {
+            ingest.parse.bad_hostname = Some(sluice_protocol::HostnameFilter(Arc::new(
+                move |h: &[u8]| re.is_match(h),
+            )));
+        }
+        ingest.no_parse = self.no_parse;
+        ingest.keep_hostname = self.keep_hostname;
+        ingest.chain_hostnames = self.chain_hostnames;
+        ingest.keep_timestamp = self.keep_timestamp;
+        ingest.host_override = self.host_override.clone();
+        ingest.program_override = self.program_override.clone();
+        ingest.zone = self.time_zone.clone();
+        ingest.store_raw_message = self.store_raw_message;
+        let mut tags = Tags::default();
+        tags.insert(tag_id(&format!(".source.{source_name}")));
+        for t in &self.tags {
+            tags.insert(tag_id(t));
+        }
+        ingest.tags = tags;
+        ingest
+    }
+}

@@ -1,0 +1,185 @@
+//! Datagram sockets: `udp()`, `udp6()`, `network(transport(udp))`, `syslog(transport(udp))` and
+//! `unix-dgram()`. One datagram is one message. A reader drains every datagram the socket has
+//! (up to a batch) before dispatching, so a busy socket costs one dispatch per batch. UDP
+//! cannot be slowed down: while the window is spent the socket is not read and the kernel
+//! drops what overflows its buffer (`so-rcvbuf()` sizes it).
+
+use super::{Context, ReaderSpec};
+use crate::dispatch::Scratch;
+use crate::dns::{self, NameOptions};
+use crate::internal as log;
+use crate::window::Window;
+use bytes::BytesMut;
+use sluice_model::{LogMessage, Origin, Today, UnixTime};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tokio::net::{UdpSocket, UnixDatagram};
+
+#[derive(Clone, Debug)]
+pub enum Bind {
+    Udp(SocketAddr),
+    Unix {
+        path: PathBuf,
+        perm: u32,
+        owner: Option<u32>,
+        group: Option<u32>,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub struct DatagramSource {
+    pub bind: Bind,
+    pub reader: ReaderSpec,
+    pub names: NameOptions,
+    pub source_name: Arc<str>,
+    pub source_id: u16,
+    pub so_rcvbuf: Option<usize>,
+    pub so_reuseport: bool,
+}
+
+pub enum Bound {
+    Udp(UdpSocket),
+    Unix(UnixDatagram),
+}
+
+/// The most datagrams dispatched as one batch.
+const BATCH: usize = 512;
+/// The largest datagram: a UDP payload cannot be larger.
+const MAX_DATAGRAM: usize = 65536;
+/// The most peers whose names a UDP reader remembers.
+const PEER_CACHE: usize = 10_000;
+
+impl DatagramSource {
+    pub fn bind(&self) -> std::io::Result<Bound> {
+        match &self.bind {
+            Bind::Udp(addr) => {
+                let socket = socket2::Socket::new(
+                    socket2::Domain::for_address(*addr),
+                    socket2::Type::DGRAM,
+                    Some(socket2::Protocol::UDP),
+                )?;
+                if self.so_reuseport {
+                    socket.set_reuse_port(true)?;
+                }
+                if let Some(size) = self.so_rcvbuf {
+                    socket.set_recv_buffer_size(size)?;
+                }
+                socket.bind(&(*addr).into())?;
+                socket.set_nonblocking(true)?;
+                Ok(Bound::Udp(UdpSocket::from_std(socket.into())?))
+            }
+            Bind::Unix {
+                path,
+                perm,
+                owner,
+                group,
+            } => {
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                let _ = std::fs::remove_file(path);
+                let socket = UnixDatagram::bind(path)?;
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(*perm))?;
+                if owner.is_some() || group.is_some() {
+                    std::os::unix::fs::chown(path, *owner, *group)?;
+                }
+                Ok(Bound::Unix(socket))
+            }
+        }
+    }
+
+    pub async fn serve(self: Arc<Self>, bound: Bound, ctx: Context) {
+        let window = Window::new(self.reader.window);
+        let mut shutdown = ctx.shutdown.clone();
+        let mut origins: HashMap<Option<SocketAddr>, Arc<Origin>> = HashMap::new();
+        let mut buf = BytesMut::new();
+        let mut datagrams: Vec<(bytes::Bytes, Option<SocketAddr>)> = Vec::with_capacity(BATCH);
+        let mut msgs: Vec<LogMessage> = Vec::with_capacity(BATCH);
+        let mut scratch = Scratch::default();
+        loop {
+            let ready = tokio::select! {
+                biased;
+                _ = shutdown.wait_for(|stop| *stop) => break,
+                ready = readable(&bound) => ready,
+            };
+            if let Err(e) = ready {
+                log::error(format!("reading source {} failed: {e}", self.source_name));
+                break;
+            }
+            while datagrams.len() < BATCH {
+                buf.reserve(MAX_DATAGRAM);
+                match try_recv(&bound, &mut buf) {
+                    Ok((n, peer)) => datagrams.push((buf.split_to(n).freeze(), peer)),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) => {
+                        log::warning(format!(
+                            "receiving on source {} failed: {e}",
+                            self.source_name
+                        ));
+                        break;
+                    }
+                }
+            }
+            if datagrams.is_empty() {
+                continue;
+            }
+            let recvd = UnixTime::now(&self.reader.ingest.local_zone);
+            let today = Today::of(recvd);
+            for (raw, peer) in datagrams.drain(..) {
+                let origin = match origins.get(&peer) {
+                    Some(o) => o.clone(),
+                    None => {
+                        let o = self.origin(peer).await;
+                        if origins.len() >= PEER_CACHE {
+                            origins.clear();
+                        }
+                        origins.insert(peer, o.clone());
+                        o
+                    }
+                };
+                msgs.push(self.reader.ingest.message(raw, &origin, recvd, today));
+            }
+            ctx.counters
+                .received
+                .fetch_add(msgs.len() as u64, Ordering::Relaxed);
+            ctx.dispatcher.dispatch(&msgs, &window, &mut scratch).await;
+            msgs.clear();
+        }
+        if let Bind::Unix { path, .. } = &self.bind {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
+    async fn origin(&self, peer: Option<SocketAddr>) -> Arc<Origin> {
+        let names = self.names.clone();
+        let host_from =
+            tokio::task::spawn_blocking(move || dns::host_from(peer.map(|p| p.ip()), &names))
+                .await
+                .expect("name lookups do not panic");
+        Arc::new(Origin {
+            source_name: self.source_name.clone(),
+            source_id: self.source_id,
+            peer,
+            host_from,
+            local: peer.is_none(),
+        })
+    }
+}
+
+async fn readable(bound: &Bound) -> std::io::Result<()> {
+    match bound {
+        Bound::Udp(s) => s.readable().await,
+        Bound::Unix(s) => s.readable().await,
+    }
+}
+
+fn try_recv(bound: &Bound, buf: &mut BytesMut) -> std::io::Result<(usize, Option<SocketAddr>)> {
+    match bound {
+        Bound::Udp(s) => s.try_recv_buf_from(buf).map(|(n, peer)| (n, Some(peer))),
+        Bound::Unix(s) => s.try_recv_buf(buf).map(|n| (n, None)),
+    }
+}

@@ -1,0 +1,90 @@
+//! `internal()`: sluice's own messages (see [`crate::internal`]) as log messages with
+//! facility `syslog`, program `sluice` and this machine as host.
+
+use super::Context;
+use crate::dispatch::Scratch;
+use crate::dns;
+use crate::internal::Event;
+use crate::window::Window;
+use bytes::Bytes;
+use sluice_model::{Ingest, LogMessage, Origin, UnixTime};
+use sluice_protocol::{Span, SyslogFields, Text};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+pub struct InternalSource {
+    pub ingest: Arc<Ingest>,
+    pub window: u32,
+    pub source_name: Arc<str>,
+    pub source_id: u16,
+    pub use_fqdn: bool,
+}
+
+const BATCH: usize = 64;
+
+impl InternalSource {
+    pub async fn serve(self: Arc<Self>, mut events: mpsc::Receiver<Event>, ctx: Context) {
+        let host = dns::local_name(self.use_fqdn);
+        let origin = Arc::new(Origin {
+            source_name: self.source_name.clone(),
+            source_id: self.source_id,
+            peer: None,
+            host_from: host.clone(),
+            local: true,
+        });
+        let pid: Arc<[u8]> = Arc::from(std::process::id().to_string().as_bytes());
+        let window = Window::new(self.window);
+        let mut scratch = Scratch::default();
+        let mut batch = Vec::with_capacity(BATCH);
+        let mut shutdown = ctx.shutdown.clone();
+        loop {
+            let received = tokio::select! {
+                biased;
+                n = events.recv_many(&mut batch, BATCH) => Some(n),
+                _ = shutdown.wait_for(|stop| *stop) => None,
+            };
+            let n = match received {
+                Some(n) => n,
+                None => {
+                    // Stopping: take what is queued, then no more.
+                    events.close();
+                    events.recv_many(&mut batch, usize::MAX).await
+                }
+            };
+            if n == 0 {
+                break;
+            }
+            let now = UnixTime::now(&self.ingest.local_zone);
+            let msgs: Vec<LogMessage> = batch
+                .drain(..)
+                .map(|e| {
+                    let raw = Bytes::from(e.text.into_bytes());
+                    let fields = SyslogFields {
+                        pri: 5 * 8 + u16::from(e.severity),
+                        host: Some(Text::Shared(host.clone())),
+                        program: Some(Text::Static(b"sluice")),
+                        pid: Some(Text::Shared(pid.clone())),
+                        message: Text::Span(Span::new(0, raw.len())),
+                        utf8: true,
+                        ..SyslogFields::default()
+                    };
+                    LogMessage {
+                        raw,
+                        fields,
+                        stamp: now,
+                        recvd: now,
+                        origin: origin.clone(),
+                        tags: self.ingest.tags.clone(),
+                        chained_hostname: false,
+                        keep_raw: false,
+                    }
+                })
+                .collect();
+            ctx.dispatcher.dispatch(&msgs, &window, &mut scratch).await;
+            let stopping = *shutdown.borrow();
+            if stopping && events.is_closed() && events.is_empty() {
+                break;
+            }
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! Sources: where messages enter. Each driver runs as tokio tasks — one per listener, one per
+//! connection, one per datagram socket — and every task follows the same loop:
+//!
+//! read a buffer → cut frames ([`FrameDecoder`]) → parse each frame into a `LogMessage` that
+//! borrows from the buffer → take window credits → route and queue the batch → read again.
+//!
+//! [`read_stream`] is that loop for byte streams (TCP, unix-stream, stdin); datagram sockets
+//! have theirs in [`datagram`].
+
+pub mod datagram;
+pub mod internal;
+pub mod stdin;
+pub mod stream;
+
+use crate::dispatch::{Dispatcher, Scratch};
+use crate::internal as log;
+use crate::window::Window;
+use bytes::BytesMut;
+use sluice_model::{Ingest, LogMessage, Origin, Today, UnixTime};
+use sluice_protocol::framing::{FrameDecoder, Framing};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::sync::watch;
+
+/// How one reader cuts, parses and paces its input.
+#[derive(Clone, Debug)]
+pub struct ReaderSpec {
+    pub framing: Framing,
+    pub log_msg_size: usize,
+    pub trim_large_messages: bool,
+    /// Credits of one reader (`log-iw-size()` shared among `max-connections()`).
+    pub window: u32,
+    pub ingest: Arc<Ingest>,
+}
+
+/// What every reader needs from the running engine.
+#[derive(Clone)]
+pub struct Context {
+    pub dispatcher: Arc<Dispatcher>,
+    /// Becomes `true` when sluice is stopping: readers stop reading and return.
+    pub shutdown: watch::Receiver<bool>,
+    pub counters: Arc<Counters>,
+}
+
+/// What readers count (the statistics of a later version will show these).
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub received: AtomicU64,
+    pub oversized: AtomicU64,
+    pub refused_connections: AtomicU64,
+    pub framing_errors: AtomicU64,
+}
+
+/// The smallest and largest read a stream reader asks for. A reader starts small, so idle
+/// connections cost little, and doubles its read size while reads fill it.
+const MIN_READ: usize = 4 << 10;
+const MAX_READ: usize = 256 << 10;
+
+/// Reads `input` until end of stream, a framing error or shutdown, dispatching what it reads.
+/// Returns once everything read has been queued (not necessarily written: wait on
+/// `window.drained()` for that).
+pub async fn read_stream<R: AsyncRead + Unpin>(
+    mut input: R,
+    origin: Arc<Origin>,
+    spec: &ReaderSpec,
+    window: &Window,
+    ctx: &Context,
+    peer: &str,
+) {
+    let mut shutdown = ctx.shutdown.clone();
+    let mut decoder = FrameDecoder::new(spec.framing, spec.log_msg_size, spec.trim_large_messages);
+    let mut buf = BytesMut::new();
+    let mut read_size = MIN_READ;
+    let mut frames = Vec::new();
+    let mut msgs: Vec<LogMessage> = Vec::new();
+    let mut scratch = Scratch::default();
+    loop {
+        buf.reserve(read_size);
+        let n = tokio::select! {
+            biased;
+            _ = shutdown.wait_for(|stop| *stop) => break,
+            read = input.read_buf(&mut buf) => match read {
+                Ok(n) => n,
+                Err(e) => {
+                    log::info(format!("connection from {peer} closed with an error: {e}"));
+                    0
+                }
+            },
+        };
+        let eof = n == 0;
+        if n == read_size && read_size < MAX_READ {
+            read_size *= 2;
+        } else if n < read_size / 4 && read_size > MIN_READ {
+            read_size /= 2;
+        }
+        frames.clear();
+        let decoded = decoder.decode(&buf, eof, |f| frames.push(f));
+        let consumed = match decoded {
+            Ok(consumed) => consumed,
+            Err(e) => {
+                ctx.counters.framing_errors.fetch_add(1, Ordering::Relaxed);
+                log::error(format!("closing connection from {peer}: {e}"));
+                break;
+            }
+        };
+        if !frames.is_empty() {
+            let chunk = buf.split_to(consumed).freeze();
+            let recvd = UnixTime::now(&spec.ingest.local_zone);
+            let today = Today::of(recvd);
+            for f in &frames {
+                if f.oversized {
+                    ctx.counters.oversized.fetch_add(1, Ordering::Relaxed);
+                }
+                msgs.push(
+                    spec.ingest
+                        .message(chunk.slice(f.range.clone()), &origin, recvd, today),
+                );
+            }
+            ctx.counters
+                .received
+                .fetch_add(msgs.len() as u64, Ordering::Relaxed);
+            ctx.dispatcher.dispatch(&msgs, window, &mut scratch).await;
+            msgs.clear();
+        } else if consumed > 0 {
+            let _ = buf.split_to(consumed);
+        }
+        if eof {
+            break;
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! Flow control by credits, as syslog-ng's `log-iw-size()` window.
+//!
+//! Invariant: a reader holds one credit for every message it accepted that is not yet written
+//! by every destination it was routed to. A reader takes credits before dispatching a batch
+//! and waits when there are none, so it stops reading its socket (backpressure) instead of
+//! growing memory. Credits come back through [`Ack`]: one per dispatched batch, cloned into
+//! every destination queue that got part of the batch; when the last clone is dropped —
+//! after the last write — the batch's credits return to the window.
+
+use std::sync::Arc;
+use tokio::sync::Semaphore;
+
+/// The credits of one reader (a connection, a datagram socket, stdin).
+#[derive(Clone, Debug)]
+pub struct Window {
+    credits: Arc<Semaphore>,
+    size: u32,
+}
+
+impl Window {
+    pub fn new(size: u32) -> Window {
+        let size = size.max(1);
+        Window {
+            credits: Arc::new(Semaphore::new(size as usize)),
+            size,
+        }
+    }
+
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// Waits for `n` credits (at most the window size) and returns the acknowledgement that
+    /// gives them back.
+    pub async fn take(&self, n: u32) -> Ack {
+        let n = n.clamp(1, self.size);
+        self.credits
+            .acquire_many(n)
+            .await
+            .expect("window semaphores are never closed")
+            .forget();
+        Ack {
+            _credits: Arc::new(Credits {
+                window: self.credits.clone(),
+                n,
+            }),
+        }
+    }
+
+    /// Waits until every credit has come back: everything this reader accepted is written.
+    pub async fn drained(&self) {
+        let all = self
+            .credits
+            .acquire_many(self.size)
+            .await
+            .expect("window semaphores are never closed");
+        drop(all);
+    }
+}
+
+#[derive(Debug)]
+struct Credits {
+    window: Arc<Semaphore>,
+    n: u32,
+}
+
+impl Drop for Credits {
+    fn drop(&mut self) {
+        self.window.add_permits(self.n as usize);
+    }
+}
+
+/// Owed by whoever still has to write part of a batch; dropping the last clone returns the
+/// batch's credits.
+#[derive(Clone, Debug)]
+pub struct Ack {
+    _credits: Arc<Credits>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn credits_return_when_the_last_ack_is_dropped() {
+        let w = Window::new(10);
+        let a = w.take(7).await;
+        let b = a.clone();
+        assert_eq!(w.credits.available_permits(), 3);
+        drop(a);
+        assert_eq!(w.credits.available_permits(), 3);
+        drop(b);
+        assert_eq!(w.credits.available_permits(), 10);
+        let big = w.take(50).await; // clamped to the window
+        assert_eq!(w.credits.available_permits(), 0);
+        drop(big);
+        w.drained().await;
+    }
+}
