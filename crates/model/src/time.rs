@@ -71,15 +71,15 @@ impl Zone {
         }
     }
 
-    /// The instant a wall-clock time names in this zone; `None` for a date that does not exist.
-    fn resolve(&self, wc: &WallClock, year: i32) -> Option<i64> {
+    /// The instant a (valid) wall-clock time names in this zone.
+    fn resolve(&self, c: &Civil) -> Option<i64> {
         let dt = jiff::civil::DateTime::new(
-            year as i16,
-            wc.month as i8,
-            wc.day as i8,
-            wc.hour as i8,
-            wc.minute as i8,
-            wc.second as i8,
+            c.year as i16,
+            c.month as i8,
+            c.day as i8,
+            c.hour as i8,
+            c.minute as i8,
+            c.second as i8,
             0,
         )
         .ok()?;
@@ -139,7 +139,9 @@ impl Today {
 }
 
 /// The instant of a parsed timestamp. Without an offset in the text, `hint` (the source's
-/// `time-zone()`) or else the local zone decides; an impossible date falls back to `recvd`.
+/// `time-zone()`) or else the local zone decides. Out-of-range fields roll over as C's `mktime`
+/// rolls them (`Feb 29` of a common year is `Mar 1`), as in syslog-ng; a time that cannot be
+/// placed at all falls back to `recvd`.
 pub fn resolve(
     wc: &WallClock,
     hint: Option<&Zone>,
@@ -149,10 +151,12 @@ pub fn resolve(
 ) -> UnixTime {
     let year = wc.year.unwrap_or_else(|| today.year_for_month(wc.month));
     let zone = hint.unwrap_or(local);
+    let Some(wall) = civil_to_secs(year, wc.month, wc.day, wc.hour, wc.minute, wc.second) else {
+        return recvd;
+    };
     let secs = match wc.offset {
-        Some(offset) => civil_to_secs(year, wc.month, wc.day, wc.hour, wc.minute, wc.second)
-            .map(|s| s - i64::from(offset)),
-        None => zone.resolve(wc, year),
+        Some(offset) => Some(wall - i64::from(offset)),
+        None => zone.resolve(&Civil::from_local_secs(wall)),
     };
     match secs {
         Some(secs) => UnixTime {
@@ -164,13 +168,16 @@ pub fn resolve(
     }
 }
 
+/// Seconds of a wall-clock time counted as if it were UTC; days past the end of a month roll
+/// into the next.
 fn civil_to_secs(year: i32, month: u8, day: u8, hour: u8, minute: u8, second: u8) -> Option<i64> {
     if !(1..=12).contains(&month) || day == 0 || day > 31 || hour > 23 || minute > 59 || second > 60
     {
         return None;
     }
     Some(
-        days_from_civil(year, month, day) * 86400
+        days_from_civil(year, month, 1) * 86400
+            + (i64::from(day) - 1) * 86400
             + i64::from(hour) * 3600
             + i64::from(minute) * 60
             + i64::from(second),
@@ -459,11 +466,14 @@ mod tests {
         assert_eq!(t.civil().year, 2024);
         assert_eq!(t.offset, 7200);
         assert_eq!(t.secs, days_from_civil(2024, 12, 31) * 86400 + 21 * 3600);
-        let bad = WallClock {
+        let rolled = WallClock {
+            year: Some(2025),
             month: 2,
-            day: 31,
+            day: 29,
             ..wc
         };
+        assert_eq!(resolve(&rolled, None, &zone, today, recvd).civil().month, 3);
+        let bad = WallClock { month: 13, ..wc };
         assert_eq!(resolve(&bad, None, &zone, today, recvd), recvd);
         let explicit = WallClock {
             year: Some(2025),

@@ -1,0 +1,393 @@
+//! Helpers for end-to-end tests: start real servers (sluice, syslog-ng), send them real
+//! traffic over loopback, wait for their output, compare trees of files.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn sluice_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_sluice"))
+}
+
+/// syslog-ng, when installed. CI sets `SLUICE_REQUIRE_PEERS=1`, so a missing peer fails there
+/// instead of skipping.
+pub fn syslog_ng() -> Option<PathBuf> {
+    let found = ["/usr/sbin/syslog-ng", "/usr/bin/syslog-ng"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists());
+    if found.is_none() {
+        if std::env::var_os("SLUICE_REQUIRE_PEERS").is_some() {
+            panic!("syslog-ng is not installed: run .ci/install-test-deps.sh");
+        }
+        eprintln!("SKIPPED: syslog-ng is not installed (run .ci/install-test-deps.sh to compare against it)");
+    }
+    found
+}
+
+/// libfaketime's preload library, when installed (Debian package `faketime`).
+pub fn faketime() -> Option<PathBuf> {
+    let found = [
+        "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+        "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .find(|p| p.exists());
+    if found.is_none() {
+        if std::env::var_os("SLUICE_REQUIRE_PEERS").is_some() {
+            panic!("libfaketime is not installed: run .ci/install-test-deps.sh");
+        }
+        eprintln!("SKIPPED: libfaketime is not installed (run .ci/install-test-deps.sh)");
+    }
+    found
+}
+
+/// A file of `../shared/corpus`, when this checkout sits beside it.
+pub fn corpus(name: &str) -> Option<PathBuf> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/corpus")
+        .join(name);
+    if path.exists() {
+        Some(path)
+    } else {
+        eprintln!("SKIPPED part: corpus file {} is absent (it lives in ../shared/corpus beside the project)", path.display());
+        None
+    }
+}
+
+pub fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind an ephemeral port")
+        .local_addr()
+        .expect("local address")
+        .port()
+}
+
+pub fn free_udp_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .expect("bind an ephemeral port")
+        .local_addr()
+        .expect("local address")
+        .port()
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Server {
+    Sluice,
+    SyslogNg,
+}
+
+/// A server process running one configuration in a scratch directory.
+pub struct Running {
+    pub child: Child,
+    pub dir: tempfile::TempDir,
+    pub out: PathBuf,
+    pub kind: Server,
+}
+
+impl Running {
+    /// Writes `config` (with `@OUT@` replaced by the output directory) and starts the server.
+    pub fn start(kind: Server, config: &str) -> Running {
+        Running::start_at(kind, config, None)
+    }
+
+    /// As `start`, with the wall clock frozen at `frozen` (`"2025-06-15 12:00:00"`) through
+    /// libfaketime, so that receive times and guessed years are the same in every run.
+    pub fn start_at(kind: Server, config: &str, frozen: Option<&str>) -> Running {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let out = dir.path().join("out");
+        std::fs::create_dir(&out).expect("output directory");
+        let text = config.replace("@OUT@", &out.to_string_lossy());
+        let conf = dir.path().join("server.conf");
+        std::fs::write(&conf, text).expect("write the configuration");
+        let d = dir.path();
+        let mut cmd = match kind {
+            Server::Sluice => Command::new(sluice_bin()),
+            Server::SyslogNg => {
+                let mut c = Command::new(syslog_ng().expect("syslog-ng checked by the caller"));
+                c.arg("--no-caps");
+                c
+            }
+        };
+        cmd.arg("-F")
+            .arg("-f")
+            .arg(&conf)
+            .arg("-R")
+            .arg(d.join("persist"))
+            .arg("-p")
+            .arg(d.join("pid"))
+            .arg("-c")
+            .arg(d.join("ctl"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(d.join("stderr")).expect("stderr file"));
+        if let Some(when) = frozen {
+            cmd.env(
+                "LD_PRELOAD",
+                faketime().expect("libfaketime checked by the caller"),
+            )
+            .env("FAKETIME", when)
+            .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+            .env("TZ", "UTC");
+        }
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {kind:?}: {e}"));
+        Running {
+            child,
+            dir,
+            out,
+            kind,
+        }
+    }
+
+    pub fn stderr(&self) -> String {
+        self.stderr_of(self.dir.path())
+    }
+
+    fn stderr_of(&self, dir: &Path) -> String {
+        std::fs::read_to_string(dir.join("stderr")).unwrap_or_default()
+    }
+
+    /// Waits until `port` accepts TCP connections.
+    pub fn wait_tcp(&mut self, port: u16) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!(
+                    "{:?} exited with {status} before listening:\n{}",
+                    self.kind,
+                    self.stderr()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!(
+            "{:?} did not listen on {port}:\n{}",
+            self.kind,
+            self.stderr()
+        );
+    }
+
+    /// Waits until the output stops changing for a while, then stops the server with SIGTERM.
+    pub fn settle_and_stop(mut self) -> Output {
+        wait_stable(
+            &self.out,
+            Duration::from_millis(800),
+            Duration::from_secs(60),
+        );
+        self.terminate();
+        let dir = std::mem::replace(
+            &mut self.dir,
+            tempfile::tempdir().expect("temporary directory"),
+        );
+        Output {
+            files: read_tree(&self.out),
+            stderr: self.stderr_of(dir.path()),
+            _dir: dir,
+        }
+    }
+
+    pub fn terminate(&mut self) {
+        // SAFETY: kill(2) on the pid of a child we spawned and have not reaped.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        panic!("{:?} did not stop within 20 s of SIGTERM", self.kind);
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub struct Output {
+    /// Relative path → contents.
+    pub files: BTreeMap<String, Vec<u8>>,
+    pub stderr: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Output {
+    pub fn lines(&self, file: &str) -> Vec<String> {
+        let bytes = self
+            .files
+            .get(file)
+            .unwrap_or_else(|| panic!("no output file {file}; have {:?}", self.files.keys()));
+        String::from_utf8_lossy(bytes)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+/// Sum of file sizes under `dir`.
+fn tree_size(dir: &Path) -> u64 {
+    read_tree(dir).values().map(|v| v.len() as u64).sum()
+}
+
+pub fn wait_stable(dir: &Path, quiet: Duration, limit: Duration) {
+    let start = Instant::now();
+    let mut last = (u64::MAX, Instant::now());
+    while start.elapsed() < limit {
+        let size = tree_size(dir);
+        if size != last.0 {
+            last = (size, Instant::now());
+        } else if last.1.elapsed() >= quiet {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits until the files under `dir` hold `lines` lines in all.
+pub fn wait_lines(dir: &Path, lines: usize, limit: Duration) -> usize {
+    let start = Instant::now();
+    let mut have = 0;
+    while start.elapsed() < limit {
+        have = read_tree(dir)
+            .values()
+            .map(|v| v.iter().filter(|b| **b == b'\n').count())
+            .sum();
+        if have >= lines {
+            return have;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    have
+}
+
+pub fn read_tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(bytes) = std::fs::read(&p) {
+                out.insert(
+                    p.strip_prefix(dir)
+                        .expect("under dir")
+                        .to_string_lossy()
+                        .into_owned(),
+                    bytes,
+                );
+            }
+        }
+    }
+    out
+}
+
+#[derive(Clone, Copy, Debug)]
+pub enum Framing {
+    Newline,
+    OctetCounted,
+}
+
+/// Sends every line of `input` over one TCP connection and closes it.
+pub fn send_tcp(port: u16, input: &[u8], framing: Framing) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    let mut buf = Vec::with_capacity(input.len() + input.len() / 8);
+    for line in input.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        match framing {
+            Framing::Newline => {
+                buf.extend_from_slice(line);
+                buf.push(b'\n');
+            }
+            Framing::OctetCounted => {
+                buf.extend_from_slice(format!("{} ", line.len()).as_bytes());
+                buf.extend_from_slice(line);
+            }
+        }
+    }
+    s.write_all(&buf).expect("send");
+    s.shutdown(std::net::Shutdown::Write).expect("shutdown");
+    // Wait for the server to close its side: it has read everything.
+    let mut sink = [0u8; 64];
+    let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
+    let _ = std::io::Read::read(&mut s, &mut sink);
+}
+
+/// Differences between two trees of files, as a readable report (empty when equal).
+pub fn diff_trees(
+    want: &BTreeMap<String, Vec<u8>>,
+    got: &BTreeMap<String, Vec<u8>>,
+    want_name: &str,
+    got_name: &str,
+) -> String {
+    let mut report = String::new();
+    for name in want
+        .keys()
+        .chain(got.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+    {
+        match (want.get(name), got.get(name)) {
+            (Some(a), Some(b)) if a == b => {}
+            (Some(a), Some(b)) => {
+                let (al, bl): (Vec<&[u8]>, Vec<&[u8]>) = (
+                    a.split(|c| *c == b'\n').collect(),
+                    b.split(|c| *c == b'\n').collect(),
+                );
+                let mut shown = 0;
+                report.push_str(&format!(
+                    "file {name}: {} lines from {want_name}, {} from {got_name}\n",
+                    al.len() - 1,
+                    bl.len() - 1
+                ));
+                for i in 0..al.len().max(bl.len()) {
+                    let (x, y) = (al.get(i), bl.get(i));
+                    if x != y {
+                        report.push_str(&format!(
+                            "  line {}:\n    {want_name}: {}\n    {got_name}: {}\n",
+                            i + 1,
+                            x.map_or("<none>".into(), |l| String::from_utf8_lossy(l).into_owned()),
+                            y.map_or("<none>".into(), |l| String::from_utf8_lossy(l).into_owned())
+                        ));
+                        shown += 1;
+                        if shown == 8 {
+                            report.push_str("  …\n");
+                            break;
+                        }
+                    }
+                }
+            }
+            (Some(_), None) => {
+                report.push_str(&format!("file {name}: written by {want_name} only\n"))
+            }
+            (None, Some(_)) => {
+                report.push_str(&format!("file {name}: written by {got_name} only\n"))
+            }
+            (None, None) => unreachable!("name came from one of the maps"),
+        }
+    }
+    report
+}

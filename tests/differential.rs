@@ -1,0 +1,388 @@
+//! Differential tests: one configuration and one input through syslog-ng 3.38 (Debian's
+//! `syslog-ng-core`) and through sluice; the files they write must be identical.
+//!
+//! Inputs are the project's own tricky lines (`tests/data/tricky-*.log`, from syslog-ng's
+//! parser tests and real-world breakage) and, when `../shared/corpus` is present, the loghub
+//! corpora. Deliberate differences are not exercised here; they are listed and unit-tested
+//! (see `docs/compatibility.md`).
+
+mod common;
+
+use common::{diff_trees, free_port, send_tcp, syslog_ng, Framing, Running, Server};
+
+/// The wall clock both servers see: receive times and the years of BSD timestamps must not
+/// depend on when the test runs.
+const FROZEN: &str = "2025-06-15 12:00:00";
+
+/// Which input a case reads.
+#[derive(Clone, Copy)]
+enum Input {
+    Rfc3164,
+    Rfc5424,
+}
+
+fn inputs(input: Input) -> Vec<(String, Vec<u8>)> {
+    let (tricky, corpus) = match input {
+        Input::Rfc3164 => ("tricky-rfc3164.log", "loghub-rfc3164.log"),
+        Input::Rfc5424 => ("tricky-rfc5424.log", "loghub-rfc5424.log"),
+    };
+    let mut v = vec![(
+        tricky.to_string(),
+        std::fs::read(common::data(tricky)).expect("tricky input"),
+    )];
+    if let Some(p) = common::corpus(corpus) {
+        v.push((corpus.to_string(), std::fs::read(p).expect("corpus")));
+    }
+    v
+}
+
+/// Runs `config` (with `@PORT@` and `@OUT@`) over `input` through both servers and compares.
+fn differential(name: &str, config: &str, input: Input, framing: Framing) {
+    if syslog_ng().is_none() || common::faketime().is_none() {
+        return;
+    }
+    for (input_name, bytes) in inputs(input) {
+        let mut outputs = Vec::new();
+        for kind in [Server::SyslogNg, Server::Sluice] {
+            let port = free_port();
+            let text = format!(
+                "@version: 3.38\n{}",
+                config.replace("@PORT@", &port.to_string())
+            );
+            let mut server = Running::start_at(kind, &text, Some(FROZEN));
+            server.wait_tcp(port);
+            send_tcp(port, &bytes, framing);
+            outputs.push(server.settle_and_stop());
+        }
+        let (ng, us) = (&outputs[0], &outputs[1]);
+        assert!(
+            !ng.files.is_empty(),
+            "{name}/{input_name}: syslog-ng wrote nothing:\n{}",
+            ng.stderr
+        );
+        let report = diff_trees(&ng.files, &us.files, "syslog-ng", "sluice");
+        assert!(
+            report.is_empty(),
+            "{name} over {input_name} differs:\n{report}\nsluice stderr:\n{}",
+            us.stderr
+        );
+    }
+}
+
+fn bsd(name: &str, config: &str) {
+    differential(name, config, Input::Rfc3164, Framing::Newline);
+}
+
+fn ietf(name: &str, config: &str) {
+    differential(name, config, Input::Rfc5424, Framing::OctetCounted);
+}
+
+const NET: &str = "source s { network(ip(127.0.0.1) port(@PORT@)); };";
+const SYSLOG: &str = "source s { syslog(ip(127.0.0.1) port(@PORT@) transport(tcp)); };";
+
+#[test]
+fn default_file_format() {
+    bsd(
+        "default_file_format",
+        &format!(
+            r#"{NET} destination d {{ file("@OUT@/all.log"); }}; log {{ source(s); destination(d); }};"#
+        ),
+    );
+}
+
+#[test]
+fn keep_hostname_and_per_host_files() {
+    bsd(
+        "per_host",
+        &format!(
+            r#"options {{ keep-hostname(yes); }}; {NET} destination d {{ file("@OUT@/${{HOST}}/${{YEAR}}${{MONTH}}${{DAY}}.log" create-dirs(yes)); }}; log {{ source(s); destination(d); }};"#
+        ),
+    );
+}
+
+#[test]
+fn header_macros() {
+    bsd(
+        "header_macros",
+        &format!(
+            r#"options {{ keep-hostname(yes); }}; {NET}
+            destination d {{ file("@OUT@/m.log" template("$PRI $FACILITY $FACILITY_NUM $LEVEL $LEVEL_NUM $PRIORITY $SEVERITY $TAG $BSDTAG|$HOST|$HOST_FROM|$FULLHOST|$PROGRAM|$PID|$MSGHDR|$LEGACY_MSGHDR|$MSG|$MESSAGE|$SOURCEIP|$SDATA|$MSGID\n")); }};
+            log {{ source(s); destination(d); }};"#
+        ),
+    );
+}
+
+#[test]
+fn date_macros() {
+    bsd(
+        "date_macros",
+        &format!(
+            r#"options {{ keep-hostname(yes); }}; {NET}
+            destination d {{ file("@OUT@/d.log" template("$ISODATE|$DATE|$FULLDATE|$STAMP|$UNIXTIME|$YEAR-$MONTH-$DAY $HOUR:$MIN:$SEC.$MSEC $USEC|$WEEKDAY $WEEK_DAY $WEEK_DAY_ABBREV $WEEK_DAY_NAME|$MONTH_NAME $MONTH_ABBREV $MONTH_WEEK|$YEAR_DAY $WEEK $ISOWEEK|$HOUR12 $AMPM|$TZOFFSET $TZ|$S_ISODATE $S_YEAR|$C_YEAR\n")); }};
+            log {{ source(s); destination(d); }};"#
+        ),
+    );
+}
+
+#[test]
+fn timestamp_formats_and_zones() {
+    bsd(
+        "ts_formats",
+        &format!(
+            r#"options {{ keep-hostname(yes); }}; {NET}
+            destination iso {{ file("@OUT@/iso.log" ts-format(iso) frac-digits(3)); }};
+            destination full {{ file("@OUT@/full.log" ts-format(full) time-zone("+05:30")); }};
+            destination unix {{ file("@OUT@/unix.log" ts-format(unix) frac-digits(6)); }};
+            destination zoned {{ file("@OUT@/zoned.log" template("$ISODATE $STAMP\n") time-zone("America/New_York")); }};
+            log {{ source(s); destination(iso); destination(full); destination(unix); destination(zoned); }};"#
+        ),
+    );
+}
+
+#[test]
+fn source_time_zone_for_stamps_without_one() {
+    bsd(
+        "recv_time_zone",
+        r#"source s { network(ip(127.0.0.1) port(@PORT@) time-zone("Asia/Tokyo") keep-hostname(yes)); };
+        destination d { file("@OUT@/tz.log" template("$ISODATE $UNIXTIME $HOST $MSG\n")); };
+        log { source(s); destination(d); };"#,
+    );
+}
+
+#[test]
+fn rfc5424_with_structured_data() {
+    ietf(
+        "rfc5424",
+        &format!(
+            r#"options {{ keep-hostname(yes); }}; {SYSLOG}
+            destination plain {{ file("@OUT@/plain.log"); }};
+            destination sd {{ file("@OUT@/sd.log" template("$ISODATE|$HOST|$PROGRAM|$PID|$MSGID|$SDATA|${{.SDATA.exampleSDID@0.iut}}|${{.SDATA.origin.ip}}|${{.SDATA.meta.sequenceId}}|$MSG\n")); }};
+            destination proto {{ file("@OUT@/proto.log" flags(syslog-protocol)); }};
+            log {{ source(s); destination(plain); destination(sd); destination(proto); }};"#
+        ),
+    );
+}
+
+#[test]
+fn syslog_protocol_flag_on_network() {
+    differential(
+        "syslog_protocol_flag",
+        r#"source s { network(ip(127.0.0.1) port(@PORT@) flags(syslog-protocol) keep-hostname(yes)); };
+        destination d { file("@OUT@/p.log" template("$HOST|$PROGRAM|$PID|$MSGID|$SDATA|$MSG\n")); };
+        log { source(s); destination(d); };"#,
+        Input::Rfc5424,
+        Framing::Newline,
+    );
+}
+
+#[test]
+fn flag_no_parse() {
+    bsd(
+        "no_parse",
+        r#"source s { network(ip(127.0.0.1) port(@PORT@) flags(no-parse)); };
+        destination d { file("@OUT@/n.log" template("$PRI|$HOST|$PROGRAM|$MSG\n")); };
+        log { source(s); destination(d); };"#,
+    );
+}
+
+#[test]
+fn flag_no_hostname() {
+    bsd(
+        "no_hostname",
+        r#"source s { network(ip(127.0.0.1) port(@PORT@) flags(no-hostname) keep-hostname(yes)); };
+        destination d { file("@OUT@/n.log" template("$HOST|$PROGRAM|$PID|$MSG\n")); };
+        log { source(s); destination(d); };"#,
+    );
+}
+
+#[test]
+fn flag_check_hostname() {
+    bsd(
+        "check_hostname",
+        r#"source s { network(ip(127.0.0.1) port(@PORT@) flags(check-hostname) keep-hostname(yes)); };
+        destination d { file("@OUT@/c.log" template("$HOST|$PROGRAM|$MSG\n")); };
+        log { source(s); destination(d); };"#,
+    );
+}
+
+#[test]
+fn flags_utf8_and_raw_message() {
+    bsd(
+        "utf8_raw",
+        r#"source s { network(ip(127.0.0.1) port(@PORT@) flags(sanitize-utf8, store-raw-message) keep-hostname(yes)); };
+        destination d { file("@OUT@/u.log" template("$MSG|$RAWMSG\n")); };
+        log { source(s); destination(d); };"#,
+    );
+}
+
+#[test]
+fn overrides_and_defaults() {
+    bsd(
+        "overrides",
+        r#"source s { network(ip(127.0.0.1) port(@PORT@) host-override("relay-1") program-override("overridden") default-facility(local3) default-priority(warning)); };
+        destination d { file("@OUT@/o.log" template("$HOST|$PROGRAM|$PID|$FACILITY.$LEVEL|$MSGHDR$MSG\n")); };
+        log { source(s); destination(d); };"#,
+    );
+}
+
+#[test]
+fn chain_hostnames() {
+    bsd(
+        "chain_hostnames",
+        r#"options { chain-hostnames(yes); keep-hostname(no); use-dns(no); };
+        source s { network(ip(127.0.0.1) port(@PORT@)); };
+        destination d { file("@OUT@/c.log" template("$HOST|$FULLHOST|$HOST_FROM|$MSG\n")); };
+        log { source(s); destination(d); };"#,
+    );
+}
+
+#[test]
+fn no_dns_sender_address() {
+    bsd(
+        "use_dns_no",
+        r#"options { use-dns(no); };
+        source s { network(ip(127.0.0.1) port(@PORT@)); };
+        destination d { file("@OUT@/a.log" template("$HOST $HOST_FROM $SOURCEIP $MSG\n")); };
+        log { source(s); destination(d); };"#,
+    );
+}
+
+#[test]
+fn facility_and_level_filters() {
+    bsd(
+        "facility_level",
+        &format!(
+            r#"options {{ keep-hostname(yes); }}; {NET}
+            filter f_auth {{ facility(auth, authpriv); }};
+            filter f_important {{ level(err..emerg); }};
+            filter f_local {{ facility(local0, local1, local2, local3, local4, local5, local6, local7) and not level(debug); }};
+            destination auth {{ file("@OUT@/auth.log"); }};
+            destination important {{ file("@OUT@/important.log"); }};
+            destination local {{ file("@OUT@/local.log"); }};
+            destination notice {{ file("@OUT@/notice.log"); }};
+            log {{ source(s); filter(f_auth); destination(auth); }};
+            log {{ source(s); filter(f_important); destination(important); }};
+            log {{ source(s); filter(f_local); destination(local); }};
+            log {{ source(s); filter {{ priority(notice) or severity(info); }}; destination(notice); }};"#
+        ),
+    );
+}
+
+#[test]
+fn matching_filters() {
+    bsd(
+        "matching",
+        &format!(
+            r#"options {{ keep-hostname(yes); }}; {NET}
+            destination pcre {{ file("@OUT@/pcre.log"); }};
+            destination icase {{ file("@OUT@/icase.log"); }};
+            destination string {{ file("@OUT@/string.log"); }};
+            destination glob {{ file("@OUT@/glob.log"); }};
+            destination prog {{ file("@OUT@/prog.log"); }};
+            destination value {{ file("@OUT@/value.log"); }};
+            destination header {{ file("@OUT@/header.log"); }};
+            log {{ source(s); filter {{ message("error|fail(ed|ure)" type(pcre)); }}; destination(pcre); }};
+            log {{ source(s); filter {{ message("warn" flags(ignore-case)); }}; destination(icase); }};
+            log {{ source(s); filter {{ message("Received block" type(string) flags(substring)); }}; destination(string); }};
+            log {{ source(s); filter {{ host("hadoop-*" type(glob)); }}; destination(glob); }};
+            log {{ source(s); filter {{ program("^(sshd|kernel)$") or program("hdfs" type(string) flags(prefix)); }}; destination(prog); }};
+            log {{ source(s); filter {{ match("^bgl" value("HOST")); }}; destination(value); }};
+            log {{ source(s); filter {{ match("openvpn\[2499\]: PTHREAD"); }}; destination(header); }};"#
+        ),
+    );
+}
+
+#[test]
+fn final_and_fallback() {
+    bsd(
+        "final_fallback",
+        &format!(
+            r#"options {{ keep-hostname(yes); }}; {NET}
+            destination first {{ file("@OUT@/first.log"); }};
+            destination second {{ file("@OUT@/second.log"); }};
+            destination rest {{ file("@OUT@/rest.log"); }};
+            destination all {{ file("@OUT@/all.log"); }};
+            log {{ source(s); filter {{ level(err..emerg); }}; destination(first); flags(final); }};
+            log {{ source(s); filter {{ facility(local7); }}; destination(second); }};
+            log {{ source(s); destination(rest); flags(fallback); }};
+            log {{ source(s); destination(all); }};"#
+        ),
+    );
+}
+
+#[test]
+fn nested_paths_and_junctions() {
+    bsd(
+        "nested_junction",
+        &format!(
+            r#"options {{ keep-hostname(yes); }}; {NET}
+            destination a {{ file("@OUT@/a.log"); }};
+            destination b {{ file("@OUT@/b.log"); }};
+            destination c {{ file("@OUT@/c.log"); }};
+            destination after {{ file("@OUT@/after.log"); }};
+            log {{
+                source(s);
+                log {{ filter {{ level(info); }}; destination(a); flags(final); }};
+                log {{ filter {{ level(info..warning); }}; destination(b); }};
+                log {{ destination(c); flags(fallback); }};
+            }};
+            log {{
+                source(s);
+                junction {{
+                    channel {{ filter {{ facility(local7); }}; }};
+                    channel {{ filter {{ level(info); }}; }};
+                }};
+                destination(after);
+            }};"#
+        ),
+    );
+}
+
+#[test]
+fn templates_named_and_escaped() {
+    bsd(
+        "templates",
+        &format!(
+            r#"options {{ keep-hostname(yes); }}; {NET}
+            template t_quoted {{ template("'$PROGRAM' \"$MSG\"\n"); template-escape(yes); }};
+            template t_plain "${{HOST}}:${{MSGID:-none}}:$$literal\n";
+            destination q {{ file("@OUT@/q.log" template(t_quoted)); }};
+            destination p {{ file("@OUT@/p.log" template(t_plain)); }};
+            destination inline {{ file("@OUT@/i.log" template("$PROGRAM $MSG\n") template-escape(yes)); }};
+            log {{ source(s); destination(q); destination(p); destination(inline); }};"#
+        ),
+    );
+}
+
+#[test]
+fn inline_objects_and_catchall() {
+    bsd(
+        "inline_catchall",
+        r#"options { keep-hostname(yes); };
+        source s { network(ip(127.0.0.1) port(@PORT@)); };
+        log { source(s); filter { facility(local7); }; destination { file("@OUT@/inline.log"); }; };
+        log { destination { file("@OUT@/catchall.log" template("$SOURCE $MSG\n")); }; flags(catchall); };"#,
+    );
+}
+
+#[test]
+fn no_multi_line_and_trim() {
+    bsd(
+        "no_multi_line",
+        r#"options { keep-hostname(yes); };
+        source s { network(ip(127.0.0.1) port(@PORT@) flags(no-multi-line) log-msg-size(120) trim-large-messages(yes)); };
+        destination d { file("@OUT@/n.log"); };
+        log { source(s); destination(d); };"#,
+    );
+}
+
+#[test]
+fn long_lines_are_split() {
+    bsd(
+        "split_long_lines",
+        r#"options { keep-hostname(yes); };
+        source s { network(ip(127.0.0.1) port(@PORT@) log-msg-size(100)); };
+        destination d { file("@OUT@/s.log" template("[$MSG]\n")); };
+        log { source(s); destination(d); };"#,
+    );
+}
