@@ -29,24 +29,6 @@ pub fn syslog_ng() -> Option<PathBuf> {
     found
 }
 
-/// libfaketime's preload library, when installed (Debian package `faketime`).
-pub fn faketime() -> Option<PathBuf> {
-    let found = [
-        "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
-        "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
-    ]
-    .iter()
-    .map(PathBuf::from)
-    .find(|p| p.exists());
-    if found.is_none() {
-        if std::env::var_os("SLUICE_REQUIRE_PEERS").is_some() {
-            panic!("libfaketime is not installed: run .ci/install-test-deps.sh");
-        }
-        eprintln!("SKIPPED: libfaketime is not installed (run .ci/install-test-deps.sh)");
-    }
-    found
-}
-
 /// A file of `../shared/corpus`, when this checkout sits beside it.
 pub fn corpus(name: &str) -> Option<PathBuf> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -99,12 +81,6 @@ pub struct Running {
 impl Running {
     /// Writes `config` (with `@OUT@` replaced by the output directory) and starts the server.
     pub fn start(kind: Server, config: &str) -> Running {
-        Running::start_at(kind, config, None)
-    }
-
-    /// As `start`, with the wall clock frozen at `frozen` (`"2025-06-15 12:00:00"`) through
-    /// libfaketime, so that receive times and guessed years are the same in every run.
-    pub fn start_at(kind: Server, config: &str, frozen: Option<&str>) -> Running {
         let dir = tempfile::tempdir().expect("temporary directory");
         let out = dir.path().join("out");
         std::fs::create_dir(&out).expect("output directory");
@@ -132,15 +108,6 @@ impl Running {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(d.join("stderr")).expect("stderr file"));
-        if let Some(when) = frozen {
-            cmd.env(
-                "LD_PRELOAD",
-                faketime().expect("libfaketime checked by the caller"),
-            )
-            .env("FAKETIME", when)
-            .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
-            .env("TZ", "UTC");
-        }
         let child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("starting {kind:?}: {e}"));

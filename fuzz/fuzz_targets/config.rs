@@ -1,0 +1,15 @@
+//! The configuration reader over arbitrary text: it returns a tree or an error whose position
+//! renders, and never panics.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    if text.contains("@include") {
+        return; // would read files of the machine
+    }
+    if let Err((e, map)) = sluice_config::load_str("fuzz.conf", text) {
+        let _ = e.render(&map);
+    }
+});

@@ -1,0 +1,346 @@
+//! The `sluice` command end to end: configuration errors, `check-config`, `stdin()`, signals,
+//! detaching, `max-connections()`, and the embedded default configuration.
+
+mod common;
+
+use common::{free_port, free_udp_port, sluice_bin, wait_lines, Running, Server};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn check_config(text: &str) -> (i32, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("bad.conf");
+    std::fs::write(&conf, text).unwrap();
+    let out = Command::new(sluice_bin())
+        .arg("check-config")
+        .arg(&conf)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).replace(&*conf.to_string_lossy(), "bad.conf");
+    (out.status.code().unwrap_or(-1), stderr)
+}
+
+#[test]
+fn unknown_option_points_at_it_and_suggests_the_nearest() {
+    let (code, err) = check_config("@version: 3.38\nsource s {\n    network(prot(514));\n};\n");
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.starts_with("bad.conf:3:13: unknown option 'prot' in network()"),
+        "{err}"
+    );
+    assert!(
+        err.contains("3 |     network(prot(514));\n  |             ^^^^\n"),
+        "{err}"
+    );
+    assert!(err.contains("did you mean 'port'?"), "{err}");
+}
+
+#[test]
+fn unknown_driver_lists_the_valid_ones() {
+    let (code, err) = check_config("source s { tpc(); };\n");
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("unknown source driver 'tpc'") && err.contains("did you mean 'tcp'?"),
+        "{err}"
+    );
+}
+
+#[test]
+fn undefined_references_are_errors() {
+    let (code, err) =
+        check_config("source s { stdin(); };\nlog { source(s); destination(d_missing); };\n");
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("bad.conf:2:31: destination 'd_missing' is not defined"),
+        "{err}"
+    );
+    let (code, err) = check_config(
+        "filter f { filter(f); };\nsource s { stdin(); };\nlog { source(s); filter(f); };\n",
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("refers to itself"), "{err}");
+}
+
+#[test]
+fn later_features_are_refused_by_name() {
+    for (text, what) in [
+        (
+            "destination d { tcp(\"10.0.0.1\" port(514)); };",
+            "the tcp() destination is not supported yet",
+        ),
+        (
+            "source s { network(transport(tls)); };",
+            "transport(tls) is not supported yet",
+        ),
+        (
+            "source s { file(\"/var/log/x\"); };",
+            "the file() source is not supported yet",
+        ),
+        (
+            "parser p { json-parser(); };",
+            "the 'parser' statement is not supported yet",
+        ),
+        (
+            "destination d { file(\"/x\" template(\"$(format-json --scope all)\")); };",
+            "template functions",
+        ),
+        (
+            "destination d { file(\"/x\" disk-buffer(reliable(yes))); };",
+            "disk-buffer() in file() is not supported yet",
+        ),
+        (
+            "filter f { netmask(\"10.0.0.0/8\"); };",
+            "the netmask() filter is not supported yet",
+        ),
+    ] {
+        let (code, err) = check_config(text);
+        assert_eq!(code, 1, "{text}: {err}");
+        assert!(err.contains(what), "{text}: {err}");
+        assert!(err.contains('^'), "{text}: no caret in {err}");
+    }
+}
+
+#[test]
+fn syntax_errors_and_includes_keep_their_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("inc.conf"),
+        "\n\ndestination d { file(\"/tmp/x\") };\n",
+    )
+    .unwrap();
+    let main = dir.path().join("main.conf");
+    std::fs::write(&main, "@version: 3.38\n@include \"inc.conf\"\n").unwrap();
+    let out = Command::new(sluice_bin())
+        .arg("-s")
+        .arg("-f")
+        .arg(&main)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(err.contains("inc.conf:3:31: expected ';'"), "{err}");
+}
+
+#[test]
+fn valid_configurations_and_the_default_check_clean() {
+    let (code, err) = check_config("@version: 3.38\nsource s { network(port(5514)); };\ndestination d { file(\"/tmp/x\"); };\nlog { source(s); destination(d); };\n");
+    assert_eq!((code, err.as_str()), (0, ""));
+    let default = Command::new(sluice_bin())
+        .arg("--print-default-config")
+        .output()
+        .unwrap();
+    assert!(default.status.success());
+    let (code, err) = check_config(&String::from_utf8_lossy(&default.stdout));
+    assert_eq!((code, err.as_str()), (0, ""));
+    let version = Command::new(sluice_bin()).arg("-V").output().unwrap();
+    assert!(String::from_utf8_lossy(&version.stdout).starts_with("sluice "));
+}
+
+#[test]
+fn stdin_source_exits_once_everything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.log");
+    let conf = dir.path().join("c.conf");
+    std::fs::write(&conf, format!("source s {{ stdin(); }};\ndestination d {{ file(\"{}\" template(\"$PROGRAM $MSG\\n\")); }};\nlog {{ source(s); destination(d); }};\n", out.display())).unwrap();
+    let mut child = Command::new(sluice_bin())
+        .args(["-F", "-f"])
+        .arg(&conf)
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = String::new();
+    for i in 0..20_000 {
+        input.push_str(&format!(
+            "<13>Jan  5 13:56:09 host prog{}: line {i}\n",
+            i % 7
+        ));
+    }
+    input.push_str("<13>Jan  5 13:56:09 host last: line without newline");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    let text = std::fs::read_to_string(&out).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 20_001);
+    assert_eq!(lines[19_999], "prog4 line 19999");
+    assert_eq!(lines[20_000], "last line without newline");
+}
+
+#[test]
+fn sigterm_writes_everything_that_was_read() {
+    let port = free_port();
+    let mut server = Running::start(
+        Server::Sluice,
+        &format!("source s {{ tcp(ip(127.0.0.1) port({port})); }};\ndestination d {{ file(\"@OUT@/all.log\"); }};\nlog {{ source(s); destination(d); }};\n"),
+    );
+    server.wait_tcp(port);
+    let mut input = Vec::new();
+    for i in 0..100_000 {
+        input.extend_from_slice(format!("<13>Jan  5 13:56:09 host prog: message {i}\n").as_bytes());
+    }
+    common::send_tcp(port, &input, common::Framing::Newline);
+    server.terminate();
+    let lines = std::fs::read_to_string(server.out.join("all.log"))
+        .unwrap()
+        .lines()
+        .count();
+    assert_eq!(lines, 100_000);
+}
+
+#[test]
+fn max_connections_refuses_the_excess() {
+    let port = free_port();
+    let mut server = Running::start(
+        Server::Sluice,
+        &format!("source s {{ tcp(ip(127.0.0.1) port({port}) max-connections(2)); }};\ndestination d {{ file(\"@OUT@/all.log\"); }};\nlog {{ source(s); destination(d); }};\n"),
+    );
+    server.wait_tcp(port);
+    std::thread::sleep(Duration::from_millis(200)); // the probe connection of wait_tcp has closed
+    let mut a = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut b = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = [0u8; 1];
+    assert_eq!(
+        c.read(&mut buf).unwrap_or(0),
+        0,
+        "the third connection is closed by the server"
+    );
+    a.write_all(b"<13>Jan  5 13:56:09 host prog: from a\n")
+        .unwrap();
+    b.write_all(b"<13>Jan  5 13:56:09 host prog: from b\n")
+        .unwrap();
+    assert_eq!(wait_lines(&server.out, 2, Duration::from_secs(10)), 2);
+    server.terminate();
+    assert!(
+        server.stderr().contains("max-connections(2) reached"),
+        "{}",
+        server.stderr()
+    );
+}
+
+#[test]
+fn detaches_writes_a_pid_file_and_fails_visibly_on_a_busy_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let conf = dir.path().join("c.conf");
+    let pidfile = dir.path().join("sluice.pid");
+    std::fs::write(&conf, format!("source s {{ tcp(ip(127.0.0.1) port({port})); }};\ndestination d {{ file(\"{}/out.log\"); }};\nlog {{ source(s); destination(d); }};\n", dir.path().display())).unwrap();
+    let status = Command::new(sluice_bin())
+        .arg("-f")
+        .arg(&conf)
+        .arg("-p")
+        .arg(&pidfile)
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "the launcher exits 0 once the daemon listens"
+    );
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(TcpStream::connect(("127.0.0.1", port)).is_ok());
+    // A second instance cannot bind the same port: the launcher reports it and fails.
+    let second = Command::new(sluice_bin())
+        .arg("-f")
+        .arg(&conf)
+        .output()
+        .unwrap();
+    assert!(!second.status.success());
+    assert!(
+        String::from_utf8_lossy(&second.stderr).contains("cannot listen"),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    // SAFETY: kill(2) on the daemon's pid read from its pid file.
+    unsafe {
+        libc::kill(pid, libc::SIGTERM);
+    }
+    for _ in 0..100 {
+        if !pidfile.exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !pidfile.exists(),
+        "the daemon removes its pid file when it stops"
+    );
+}
+
+#[test]
+fn embedded_default_runs_unprivileged_on_high_ports() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || Command::new("setpriv").arg("--version").output().is_err()
+    {
+        eprintln!("SKIPPED: needs root and setpriv to run sluice as an unprivileged user");
+        return;
+    }
+    if std::net::UdpSocket::bind("127.0.0.1:5514").is_err()
+        || std::net::TcpListener::bind("127.0.0.1:5601").is_err()
+    {
+        eprintln!("SKIPPED: ports 5514/5601 are in use");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let mut child = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(sluice_bin())
+        .arg("-F")
+        .current_dir(dir.path())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut up = false;
+    for _ in 0..100 {
+        if TcpStream::connect(("127.0.0.1", 5601)).is_ok() {
+            up = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(up, "the default listens on 5601 when not root");
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.send_to(
+        b"<13>Jan  5 13:56:09 webhost prog: over udp",
+        ("127.0.0.1", 5514),
+    )
+    .unwrap();
+    let mut tcp = TcpStream::connect(("127.0.0.1", 5601)).unwrap();
+    let frame = "<13>1 2025-01-05T13:56:09Z webhost app - - - over syslog";
+    tcp.write_all(format!("{} {frame}", frame.len()).as_bytes())
+        .unwrap();
+    drop(tcp);
+    let logs = dir.path().join("sluice-logs/webhost");
+    assert!(wait_lines(&logs, 2, Duration::from_secs(10)) >= 2);
+    // SAFETY: kill(2) on our child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let _ = child.wait();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(stderr.contains("not running as root"), "{stderr}");
+    let _ = free_udp_port();
+}

@@ -1,0 +1,263 @@
+//! Real clients deliver to sluice: util-linux `logger` (UDP, TCP, RFC3164, RFC5424, octet
+//! counting, unix sockets), syslog-ng's `loggen`, and Python's `logging.handlers.SysLogHandler`.
+
+mod common;
+
+use common::{free_port, free_udp_port, wait_lines, Running, Server};
+use std::process::Command;
+use std::time::Duration;
+
+/// A server with one source body and a file destination writing `$PROGRAM|$MSG`.
+fn server(source: &str) -> Running {
+    Running::start(
+        Server::Sluice,
+        &format!(
+            "source s {{ {source} }};\ndestination d {{ file(\"@OUT@/all.log\" template(\"$PROGRAM|$PID|$MSGID|$SDATA|$MSG\\n\")); }};\nlog {{ source(s); destination(d); }};\n"
+        ),
+    )
+}
+
+fn have(tool: &str) -> bool {
+    let found = Command::new(tool).arg("--version").output().is_ok()
+        || Command::new(tool).arg("--help").output().is_ok();
+    if !found {
+        if std::env::var_os("SLUICE_REQUIRE_PEERS").is_some() {
+            panic!("{tool} is not installed: run .ci/install-test-deps.sh");
+        }
+        eprintln!("SKIPPED: {tool} is not installed");
+    }
+    found
+}
+
+fn logger(args: &[&str]) {
+    let status = Command::new("logger")
+        .args(args)
+        .status()
+        .expect("run logger");
+    assert!(status.success(), "logger {args:?} failed");
+}
+
+#[test]
+fn logger_over_udp_and_tcp_in_both_formats() {
+    if !have("logger") {
+        return;
+    }
+    let (tcp, udp, framed) = (free_port(), free_udp_port(), free_port());
+    let mut s = server(&format!(
+        "network(ip(127.0.0.1) port({tcp}) transport(tcp)); network(ip(127.0.0.1) port({udp}) transport(udp)); syslog(ip(127.0.0.1) port({framed}) transport(tcp));"
+    ));
+    s.wait_tcp(tcp);
+    s.wait_tcp(framed);
+    let (tcp, udp, framed) = (tcp.to_string(), udp.to_string(), framed.to_string());
+    logger(&[
+        "-n",
+        "127.0.0.1",
+        "-P",
+        &udp,
+        "--udp",
+        "--rfc3164",
+        "-t",
+        "udp3164",
+        "hello udp 3164",
+    ]);
+    logger(&[
+        "-n",
+        "127.0.0.1",
+        "-P",
+        &tcp,
+        "--tcp",
+        "--rfc3164",
+        "-t",
+        "tcp3164",
+        "hello tcp 3164",
+    ]);
+    logger(&[
+        "-n",
+        "127.0.0.1",
+        "-P",
+        &framed,
+        "--tcp",
+        "--octet-count",
+        "--rfc5424",
+        "-t",
+        "framed5424",
+        "--msgid",
+        "ID7",
+        "--sd-id",
+        "x@1",
+        "--sd-param",
+        "k=\"v\"",
+        "hello octet 5424",
+    ]);
+    assert!(wait_lines(&s.out, 3, Duration::from_secs(10)) >= 3);
+    let out = s.settle_and_stop();
+    let mut lines = out.lines("all.log");
+    lines.sort();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    // logger adds its own timeQuality element before the one asked for.
+    assert!(
+        lines[0].starts_with("framed5424||ID7|[timeQuality "),
+        "{lines:?}"
+    );
+    assert!(
+        lines[0].ends_with("[x@1 k=\"v\"]|hello octet 5424"),
+        "{lines:?}"
+    );
+    assert_eq!(lines[1], "tcp3164||||hello tcp 3164", "{lines:?}");
+    assert_eq!(lines[2], "udp3164||||hello udp 3164", "{lines:?}");
+}
+
+#[test]
+fn logger_over_unix_sockets() {
+    if !have("logger") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let dgram = dir.path().join("dev-log");
+    let stream = dir.path().join("stream-log");
+    let s = server(&format!(
+        "unix-dgram(\"{}\"); unix-stream(\"{}\");",
+        dgram.display(),
+        stream.display()
+    ));
+    for _ in 0..100 {
+        if dgram.exists() && stream.exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    logger(&[
+        "--socket",
+        &dgram.to_string_lossy(),
+        "--socket-errors=on",
+        "-t",
+        "dgram",
+        "over unix-dgram",
+    ]);
+    logger(&[
+        "--socket",
+        &stream.to_string_lossy(),
+        "--socket-errors=on",
+        "--tcp",
+        "-t",
+        "stream",
+        "over unix-stream",
+    ]);
+    assert!(wait_lines(&s.out, 2, Duration::from_secs(10)) >= 2);
+    let mut lines = s.settle_and_stop().lines("all.log");
+    lines.sort();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(
+        lines[0].starts_with("dgram|") && lines[0].ends_with("|over unix-dgram"),
+        "{lines:?}"
+    );
+    assert!(
+        lines[1].starts_with("stream|") && lines[1].ends_with("|over unix-stream"),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn loggen_delivers_every_message() {
+    if common::syslog_ng().is_none() || !have("loggen") {
+        return;
+    }
+    let (tcp, framed, udp) = (free_port(), free_port(), free_udp_port());
+    let mut s = server(&format!(
+        "network(ip(127.0.0.1) port({tcp})); syslog(ip(127.0.0.1) port({framed})); network(ip(127.0.0.1) port({udp}) transport(udp) so-rcvbuf(8388608));"
+    ));
+    s.wait_tcp(tcp);
+    s.wait_tcp(framed);
+    let run = |args: &[&str]| {
+        let out = Command::new("loggen")
+            .args(args)
+            .output()
+            .expect("run loggen");
+        assert!(
+            out.status.success(),
+            "loggen {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&[
+        "-i",
+        "-S",
+        "-n",
+        "5000",
+        "-r",
+        "100000",
+        "--active-connections",
+        "4",
+        "127.0.0.1",
+        &tcp.to_string(),
+    ]);
+    run(&[
+        "-i",
+        "-S",
+        "-P",
+        "-n",
+        "5000",
+        "-r",
+        "100000",
+        "127.0.0.1",
+        &framed.to_string(),
+    ]);
+    run(&[
+        "-i",
+        "-D",
+        "-n",
+        "1000",
+        "-r",
+        "5000",
+        "127.0.0.1",
+        &udp.to_string(),
+    ]);
+    let got = wait_lines(&s.out, 11_000, Duration::from_secs(30));
+    assert_eq!(got, 11_000);
+    let lines = s.settle_and_stop().lines("all.log");
+    assert!(
+        lines.iter().all(|l| l.contains("seq: ")),
+        "every line carries loggen's payload"
+    );
+}
+
+#[test]
+fn python_syslog_handler_over_udp_and_tcp() {
+    if !have("python3") {
+        return;
+    }
+    let (tcp, udp) = (free_port(), free_udp_port());
+    let mut s = server(&format!(
+        "network(ip(127.0.0.1) port({tcp})); network(ip(127.0.0.1) port({udp}) transport(udp));"
+    ));
+    s.wait_tcp(tcp);
+    let script = format!(
+        r#"
+import logging, logging.handlers, socket
+for name, sock in (("pyudp", socket.SOCK_DGRAM), ("pytcp", socket.SOCK_STREAM)):
+    port = {udp} if sock == socket.SOCK_DGRAM else {tcp}
+    handler = logging.handlers.SysLogHandler(address=("127.0.0.1", port), socktype=sock)
+    handler.setFormatter(logging.Formatter(name + "[42]: %(message)s"))
+    log = logging.getLogger(name)
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    for i in range(100):
+        log.warning("python message %d", i)
+    handler.close()
+"#
+    );
+    let status = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(wait_lines(&s.out, 200, Duration::from_secs(10)) >= 200);
+    let lines = s.settle_and_stop().lines("all.log");
+    // TCP SysLogHandler ends each message with NUL instead of a newline: both are line ends.
+    for name in ["pyudp", "pytcp"] {
+        let mine: Vec<&String> = lines.iter().filter(|l| l.starts_with(name)).collect();
+        assert_eq!(mine.len(), 100, "{name}: {lines:?}");
+        assert_eq!(mine[99], &format!("{name}|42|||python message 99"));
+    }
+}
