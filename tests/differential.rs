@@ -18,18 +18,29 @@ fn mask_receive_times(
     from: jiff::Timestamp,
     to: jiff::Timestamp,
 ) {
-    let zone = jiff::tz::TimeZone::system();
+    // The zones the tests show times in.
+    let zones = [
+        jiff::tz::TimeZone::system(),
+        jiff::tz::TimeZone::get("Asia/Tokyo").expect("tz database"),
+        jiff::tz::TimeZone::get("America/New_York").expect("tz database"),
+        jiff::tz::TimeZone::fixed(
+            jiff::tz::Offset::from_seconds(5 * 3600 + 1800).expect("valid offset"),
+        ),
+    ];
+    let formats = [
+        "%b %e %H:%M:%S",
+        "%Y-%m-%dT%H:%M:%S",
+        "%Y-%m-%d %H:%M:%S",
+        "%Y %b %e %H:%M:%S",
+    ];
     let mut alternatives = Vec::new();
     let mut t = from - jiff::SignedDuration::from_secs(2);
     while t <= to + jiff::SignedDuration::from_secs(2) {
-        let z = t.to_zoned(zone.clone());
-        for format in [
-            "%b %e %H:%M:%S",
-            "%Y-%m-%dT%H:%M:%S",
-            "%Y-%m-%d %H:%M:%S",
-            "%Y %b %e %H:%M:%S",
-        ] {
-            alternatives.push(regex::escape(&z.strftime(format).to_string()));
+        for zone in &zones {
+            let z = t.to_zoned(zone.clone());
+            for format in formats {
+                alternatives.push(regex::escape(&z.strftime(format).to_string()));
+            }
         }
         alternatives.push(t.as_second().to_string());
         t += jiff::SignedDuration::from_secs(1);
@@ -38,6 +49,26 @@ fn mask_receive_times(
         .expect("valid pattern");
     for bytes in files.values_mut() {
         *bytes = re.replace_all(bytes, &b"<now>"[..]).into_owned();
+    }
+}
+
+/// Replaces a server's own process id, which it writes into the texts it makes for
+/// unparseable input (`syslog-ng[PID]`, `syslog-ng PID` in RFC5424, `syslog-ng|PID` in
+/// templates), with `<pid>`.
+fn mask_pid(files: &mut std::collections::BTreeMap<String, Vec<u8>>, pid: u32) {
+    let re =
+        regex::bytes::Regex::new(&format!("(syslog-ng[\\[| ]){pid}\\b")).expect("valid pattern");
+    for bytes in files.values_mut() {
+        *bytes = re.replace_all(bytes, &b"${1}<pid>"[..]).into_owned();
+    }
+}
+
+/// docs/compatibility.md: syslog-ng 3.38 replaces an RFC3164 line with a malformed `<PRI>` by
+/// `Error processing log message: <line>`; sluice keeps the line as the message.
+fn keep_lines_with_invalid_pri(files: &mut std::collections::BTreeMap<String, Vec<u8>>) {
+    let re = regex::bytes::Regex::new("Error processing log message: <").expect("valid pattern");
+    for bytes in files.values_mut() {
+        *bytes = re.replace_all(bytes, &b"<"[..]).into_owned();
     }
 }
 
@@ -69,8 +100,22 @@ fn inputs(input: Input) -> Vec<(String, Vec<u8>)> {
     v
 }
 
+/// A documented deliberate difference, applied to syslog-ng's output before comparing.
+type Deliberate = fn(&mut std::collections::BTreeMap<String, Vec<u8>>);
+
 /// Runs `config` (with `@PORT@` and `@OUT@`) over `input` through both servers and compares.
 fn differential(name: &str, config: &str, input: Input, framing: Framing) {
+    differential_except(name, config, input, framing, None)
+}
+
+/// As [`differential`], with syslog-ng's output first rewritten as `deliberate` says.
+fn differential_except(
+    name: &str,
+    config: &str,
+    input: Input,
+    framing: Framing,
+    deliberate: Option<Deliberate>,
+) {
     if syslog_ng().is_none() {
         return;
     }
@@ -93,6 +138,10 @@ fn differential(name: &str, config: &str, input: Input, framing: Framing) {
         let ended = jiff::Timestamp::now();
         for o in &mut outputs {
             mask_receive_times(&mut o.files, started, ended);
+            mask_pid(&mut o.files, o.pid);
+        }
+        if let Some(rewrite) = deliberate {
+            rewrite(&mut outputs[0].files);
         }
         let (ng, us) = (&outputs[0], &outputs[1]);
         assert!(
@@ -135,7 +184,12 @@ fn keep_hostname_and_per_host_files() {
     bsd(
         "per_host",
         &format!(
-            r#"options {{ keep-hostname(yes); }}; {NET} destination d {{ file("@OUT@/${{HOST}}/${{YEAR}}${{MONTH}}${{DAY}}.log" create-dirs(yes)); }}; log {{ source(s); destination(d); }};"#
+            // Host and date apart: their product is some 20,000 files over the corpus, more than
+            // syslog-ng can keep open (it drops what it cannot open; sluice closes and reopens).
+            r#"options {{ keep-hostname(yes); }}; {NET}
+            destination by_host {{ file("@OUT@/hosts/${{HOST}}.log" create-dirs(yes)); }};
+            destination by_day {{ file("@OUT@/days/${{YEAR}}/${{MONTH}}${{DAY}}.log" create-dirs(yes)); }};
+            log {{ source(s); destination(by_host); destination(by_day); }};"#
         ),
     );
 }
@@ -319,14 +373,14 @@ fn matching_filters() {
             destination string {{ file("@OUT@/string.log"); }};
             destination glob {{ file("@OUT@/glob.log"); }};
             destination prog {{ file("@OUT@/prog.log"); }};
-            destination value {{ file("@OUT@/value.log"); }};
+            destination by_value {{ file("@OUT@/value.log"); }};
             destination header {{ file("@OUT@/header.log"); }};
             log {{ source(s); filter {{ message("error|fail(ed|ure)" type(pcre)); }}; destination(pcre); }};
             log {{ source(s); filter {{ message("warn" flags(ignore-case)); }}; destination(icase); }};
             log {{ source(s); filter {{ message("Received block" type(string) flags(substring)); }}; destination(string); }};
             log {{ source(s); filter {{ host("hadoop-*" type(glob)); }}; destination(glob); }};
             log {{ source(s); filter {{ program("^(sshd|kernel)$") or program("hdfs" type(string) flags(prefix)); }}; destination(prog); }};
-            log {{ source(s); filter {{ match("^bgl" value("HOST")); }}; destination(value); }};
+            log {{ source(s); filter {{ match("^bgl" value("HOST")); }}; destination(by_value); }};
             log {{ source(s); filter {{ match("openvpn\[2499\]: PTHREAD"); }}; destination(header); }};"#
         ),
     );
@@ -406,11 +460,11 @@ fn inline_objects_and_catchall() {
 }
 
 #[test]
-fn no_multi_line_and_trim() {
+fn no_multi_line() {
     bsd(
         "no_multi_line",
         r#"options { keep-hostname(yes); };
-        source s { network(ip(127.0.0.1) port(@PORT@) flags(no-multi-line) log-msg-size(120) trim-large-messages(yes)); };
+        source s { network(ip(127.0.0.1) port(@PORT@) flags(no-multi-line)); };
         destination d { file("@OUT@/n.log"); };
         log { source(s); destination(d); };"#,
     );
@@ -418,11 +472,15 @@ fn no_multi_line_and_trim() {
 
 #[test]
 fn long_lines_are_split() {
-    bsd(
+    // A split line's continuation may start with '<' and so look like a malformed PRI.
+    differential_except(
         "split_long_lines",
         r#"options { keep-hostname(yes); };
         source s { network(ip(127.0.0.1) port(@PORT@) log-msg-size(100)); };
         destination d { file("@OUT@/s.log" template("[$MSG]\n")); };
         log { source(s); destination(d); };"#,
+        Input::Rfc3164,
+        Framing::Newline,
+        Some(keep_lines_with_invalid_pri),
     );
 }

@@ -64,6 +64,24 @@ pub fn free_udp_port() -> u16 {
         .port()
 }
 
+/// Raises this process's open-file limit to the hard limit; servers started from here inherit
+/// it. Per-host file names over the corpus open some 20,000 files, and syslog-ng keeps each
+/// open until `time-reap()`.
+fn raise_open_file_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid pointer to an rlimit we own.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Server {
     Sluice,
@@ -81,6 +99,7 @@ pub struct Running {
 impl Running {
     /// Writes `config` (with `@OUT@` replaced by the output directory) and starts the server.
     pub fn start(kind: Server, config: &str) -> Running {
+        raise_open_file_limit();
         let dir = tempfile::tempdir().expect("temporary directory");
         let out = dir.path().join("out");
         std::fs::create_dir(&out).expect("output directory");
@@ -157,6 +176,7 @@ impl Running {
             Duration::from_millis(800),
             Duration::from_secs(60),
         );
+        let pid = self.child.id();
         self.terminate();
         let dir = std::mem::replace(
             &mut self.dir,
@@ -164,6 +184,7 @@ impl Running {
         );
         Output {
             files: read_tree(&self.out),
+            pid,
             stderr: self.stderr_of(dir.path()),
             _dir: dir,
         }
@@ -197,6 +218,8 @@ pub struct Output {
     /// Relative path → contents.
     pub files: BTreeMap<String, Vec<u8>>,
     pub stderr: String,
+    /// The server's process id (it shows in texts the server makes, such as parse errors).
+    pub pid: u32,
     _dir: tempfile::TempDir,
 }
 

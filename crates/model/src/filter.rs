@@ -114,7 +114,7 @@ impl Filter {
                 }
                 Subject::Template(t) => {
                     scratch.clear();
-                    t.append(msg, scratch);
+                    t.append(msg, 0, scratch);
                     matcher.is_match(scratch)
                 }
             },

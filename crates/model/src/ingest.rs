@@ -111,7 +111,7 @@ impl Ingest {
         }
         msg.chained_hostname = true;
         let mut chain = Vec::new();
-        if msg.origin.local {
+        if msg.is_local() {
             chain.extend_from_slice(msg.origin.source_name.as_bytes());
             chain.push(b'@');
             chain.extend_from_slice(from);

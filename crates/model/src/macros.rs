@@ -98,6 +98,8 @@ pub enum Macro {
     MsgHdr,
     LegacyMsgHdr,
     Sdata,
+    /// The destination's sequence number of local messages, or `meta.sequenceId`.
+    SeqNum,
     SourceIp,
     Source,
     LogHost,
@@ -129,6 +131,7 @@ const PLAIN: &[(&str, Macro)] = &[
     ("MSGHDR", Macro::MsgHdr),
     ("LEGACY_MSGHDR", Macro::LegacyMsgHdr),
     ("SDATA", Macro::Sdata),
+    ("SEQNUM", Macro::SeqNum),
     ("SOURCEIP", Macro::SourceIp),
     ("SOURCE", Macro::Source),
     ("LOGHOST", Macro::LogHost),
@@ -137,7 +140,6 @@ const PLAIN: &[(&str, Macro)] = &[
 
 /// Macro names syslog-ng has that sluice does not expand yet; using one is a config error.
 pub const NOT_YET: &[&str] = &[
-    "SEQNUM",
     "CONTEXT_ID",
     "RCPTID",
     "RUNID",
@@ -198,18 +200,24 @@ pub fn local_hostname() -> &'static [u8] {
     })
 }
 
-/// Appends `bytes`, with `'`, `"` and `\` escaped when `escape` (`template-escape(yes)`).
+/// Appends `bytes`; with `escape` (`template-escape(yes)`), `'`, `"` and `\` get a backslash
+/// and control characters become `\ooo` octal, as syslog-ng writes them.
 #[inline]
 pub fn append(out: &mut Vec<u8>, bytes: &[u8], escape: bool) {
-    if !escape || !bytes.iter().any(|b| matches!(b, b'\'' | b'"' | b'\\')) {
+    let special = |b: u8| matches!(b, b'\'' | b'"' | b'\\') || b < b' ';
+    if !escape || !bytes.iter().any(|&b| special(b)) {
         out.extend_from_slice(bytes);
         return;
     }
     for &b in bytes {
-        if matches!(b, b'\'' | b'"' | b'\\') {
-            out.push(b'\\');
+        if b < b' ' {
+            let _ = write!(out, "\\{b:03o}");
+        } else {
+            if special(b) {
+                out.push(b'\\');
+            }
+            out.push(b);
         }
-        out.push(b);
     }
 }
 
@@ -218,7 +226,15 @@ fn append_num(out: &mut Vec<u8>, n: impl std::fmt::Display) {
 }
 
 impl Macro {
-    pub fn expand(self, msg: &LogMessage, dates: &DateOptions, escape: bool, out: &mut Vec<u8>) {
+    /// Appends the macro's value for `msg`; `seq` is the destination's sequence number for it.
+    pub fn expand(
+        self,
+        msg: &LogMessage,
+        dates: &DateOptions,
+        escape: bool,
+        seq: u32,
+        out: &mut Vec<u8>,
+    ) {
         match self {
             Macro::Facility => match FACILITY_NAMES.get(msg.facility() as usize) {
                 Some(name) => out.extend_from_slice(name.as_bytes()),
@@ -268,10 +284,15 @@ impl Macro {
             Macro::Sdata => {
                 if escape {
                     let mut sd = Vec::new();
-                    format_sdata(msg, &mut sd);
+                    format_sdata(msg, seq, &mut sd);
                     append(out, &sd, true);
                 } else {
-                    format_sdata(msg, out);
+                    format_sdata(msg, seq, out);
+                }
+            }
+            Macro::SeqNum => {
+                if seq != 0 {
+                    append_num(out, seq);
                 }
             }
             Macro::SourceIp => match msg.origin.peer {
@@ -324,8 +345,14 @@ pub fn msghdr(msg: &LogMessage, escape: bool, out: &mut Vec<u8>) {
 }
 
 /// `$SDATA`: the structured data re-serialised, elements grouped in the order first written.
-pub fn format_sdata(msg: &LogMessage, out: &mut Vec<u8>) {
+///
+/// A non-zero `seq` (a local message's sequence number) is added as `meta sequenceId` unless the
+/// message has one, as syslog-ng does.
+pub fn format_sdata(msg: &LogMessage, seq: u32, out: &mut Vec<u8>) {
     let raw = &msg.raw;
+    let mut has_seq = msg
+        .sdata(b"meta", b"sequenceId")
+        .is_some_and(|v| !v.is_empty());
     let mut current: Option<&[u8]> = None;
     for p in &msg.fields.sdata {
         let id = p.id.of(raw);
@@ -336,6 +363,10 @@ pub fn format_sdata(msg: &LogMessage, out: &mut Vec<u8>) {
             out.push(b'[');
             sd_escape_key(out, id);
             current = Some(id);
+        }
+        if !has_seq && seq != 0 && id == b"meta" && p.name.is_some() {
+            let _ = write!(out, " sequenceId=\"{seq}\"");
+            has_seq = true;
         }
         if let Some(name) = &p.name {
             out.push(b' ');
@@ -352,6 +383,9 @@ pub fn format_sdata(msg: &LogMessage, out: &mut Vec<u8>) {
     }
     if current.is_some() {
         out.push(b']');
+    }
+    if !has_seq && seq != 0 {
+        let _ = write!(out, "[meta sequenceId=\"{seq}\"]");
     }
 }
 

@@ -152,6 +152,23 @@ impl LogMessage {
         self.fields.legacy_msghdr.map_or(b"", |s| s.of(&self.raw))
     }
 
+    /// Produced on this machine: a local source, or an error text sluice made.
+    pub fn is_local(&self) -> bool {
+        self.origin.local || self.fields.local
+    }
+
+    /// `.SDATA.meta.sequenceId` read as syslog-ng reads it (leading digits), or 0.
+    pub fn sequence_id(&self) -> u32 {
+        let Some(v) = self.sdata(b"meta", b"sequenceId") else {
+            return 0;
+        };
+        let digits = v.iter().take_while(|b| b.is_ascii_digit()).count();
+        std::str::from_utf8(&v[..digits])
+            .ok()
+            .and_then(|d| d.parse().ok())
+            .unwrap_or(0)
+    }
+
     pub fn facility(&self) -> u16 {
         (self.fields.pri & 0x03f8) >> 3
     }

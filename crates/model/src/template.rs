@@ -116,15 +116,16 @@ impl Template {
         }
     }
 
-    /// Appends the template's expansion for `msg` to `out`.
-    pub fn append(&self, msg: &LogMessage, out: &mut Vec<u8>) {
+    /// Appends the template's expansion for `msg` to `out`. `seq` is the destination's sequence
+    /// number for the message (`$SEQNUM`, `$SDATA`); 0 outside destinations.
+    pub fn append(&self, msg: &LogMessage, seq: u32, out: &mut Vec<u8>) {
         for op in &self.ops {
             match op {
                 Op::Literal(bytes) => out.extend_from_slice(bytes),
                 Op::Value { value, default } => {
                     let start = out.len();
                     match value {
-                        Value::Macro(m) => m.expand(msg, &self.dates, self.escape, out),
+                        Value::Macro(m) => m.expand(msg, &self.dates, self.escape, seq, out),
                         Value::Sdata { id, param } => {
                             if let Some(v) = msg.sdata(id, param) {
                                 append(out, v, self.escape);
@@ -145,7 +146,7 @@ impl Template {
     /// The expansion as a new buffer (for filters and file names; writers use `append`).
     pub fn format(&self, msg: &LogMessage) -> Vec<u8> {
         let mut out = Vec::new();
-        self.append(msg, &mut out);
+        self.append(msg, 0, &mut out);
         out
     }
 }
@@ -195,7 +196,7 @@ impl ValueRef {
     }
 
     pub fn append(&self, msg: &LogMessage, out: &mut Vec<u8>) {
-        self.0.append(msg, out);
+        self.0.append(msg, 0, out);
     }
 }
 

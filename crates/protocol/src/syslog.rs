@@ -200,6 +200,9 @@ pub struct SyslogFields {
     pub utf8: bool,
     /// The header was RFC5424.
     pub rfc5424: bool,
+    /// The fields were made here rather than parsed (an unparseable frame's error text): the
+    /// message counts as produced on this machine, as syslog-ng flags it.
+    pub local: bool,
 }
 
 /// Parses one frame (without its framing) into fields, never failing.
@@ -691,6 +694,7 @@ impl Parser<'_> {
             ..SyslogFields::default()
         };
         self.f.tags.insert(ParseTag::Rfc5424Unparseable);
+        self.f.local = true;
     }
 }
 

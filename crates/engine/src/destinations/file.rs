@@ -1,10 +1,12 @@
 //! `file()` and `stdout()` destinations.
 //!
 //! The file name is a template. Readers format their share of a batch into one buffer per
-//! distinct file name and hand each buffer to that file's writer: a thread of its own that
-//! opens the file on first use, appends whole buffers (several at once when they queue up),
-//! `fsync()`s when asked, and closes the file after `time-reap()` seconds without writes.
-//! Writers of templated names are forgotten when idle that long.
+//! distinct file name and queue each buffer with the writer that owns that name: a destination
+//! has a small pool of writer threads (one per core, started on first use) and a file name always
+//! maps to the same one, so each file is written in order while different files are written in
+//! parallel. A writer opens files on first use, appends whole buffers (gathering what has queued
+//! for one file into one `writev`), `fsync()`s when asked, closes files idle for `time-reap()`
+//! seconds, and keeps at most [`MAX_OPEN_PER_WRITER`] files open.
 //!
 //! A write that fails (disk full, permissions) is retried with backoff, holding the batch's
 //! acknowledgement: readers stop when their window is spent, nothing is dropped.
@@ -16,12 +18,13 @@ use crate::window::Ack;
 use sluice_model::{LogMessage, Template};
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
+use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -40,20 +43,28 @@ pub struct FileOptions {
     pub no_multi_line: bool,
 }
 
-#[derive(Debug)]
+/// Files one writer keeps open at most; past that the least recently written is closed.
+pub const MAX_OPEN_PER_WRITER: usize = 512;
+/// The most a writer gathers before writing, when much has queued.
+const MAX_GATHER: usize = 4 << 20;
+
+/// Where a destination writes: `Some` file names (templated) or standard output.
 enum Target {
-    Path(PathBuf),
+    Files,
     Stdout,
 }
 
 struct Job {
+    /// The file name (unused for standard output).
+    key: Vec<u8>,
     data: Vec<u8>,
     _ack: Ack,
 }
 
-struct Writer {
-    tx: mpsc::Sender<Job>,
-    last_used: AtomicU64,
+/// What a writer receives: work, or the order to finish what is queued before it and exit.
+enum Msg {
+    Job(Job),
+    Stop,
 }
 
 pub struct FileDestination {
@@ -61,10 +72,12 @@ pub struct FileDestination {
     path: Option<Template>,
     format: Format,
     opts: Arc<FileOptions>,
-    writers: Mutex<HashMap<Vec<u8>, Arc<Writer>>>,
+    /// Started on first delivery, so that building a configuration starts no threads.
+    writers: OnceLock<Vec<mpsc::Sender<Msg>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
-    started: Instant,
-    last_sweep: AtomicU64,
+    stopped: AtomicBool,
+    /// The sequence number of the next local message (syslog-ng's writer `seq_num`).
+    next_seq: AtomicU32,
 }
 
 impl FileDestination {
@@ -93,62 +106,73 @@ impl FileDestination {
             path,
             format,
             opts: Arc::new(opts),
-            writers: Mutex::new(HashMap::new()),
+            writers: OnceLock::new(),
             threads: Mutex::new(Vec::new()),
-            started: Instant::now(),
-            last_sweep: AtomicU64::new(0),
+            stopped: AtomicBool::new(false),
+            next_seq: AtomicU32::new(1),
         }
     }
 
-    fn now(&self) -> u64 {
-        self.started.elapsed().as_secs()
+    fn writers(&self) -> &[mpsc::Sender<Msg>] {
+        self.writers.get_or_init(|| {
+            // A fixed file name or standard output needs one writer; templated names get one per core.
+            let fixed = self.path.as_ref().is_none_or(|p| p.literal().is_some());
+            let n = if fixed {
+                1
+            } else {
+                std::thread::available_parallelism().map_or(2, |n| n.get())
+            };
+            let mut threads = self.threads.lock().expect("threads lock");
+            (0..n)
+                .map(|i| {
+                    let (tx, rx) = mpsc::channel();
+                    let opts = self.opts.clone();
+                    let target = if self.path.is_some() {
+                        Target::Files
+                    } else {
+                        Target::Stdout
+                    };
+                    let label = self.name.clone();
+                    let handle = std::thread::Builder::new()
+                        .name(format!("writer-{i}"))
+                        .spawn(move || Writer::new(target, opts, label).run(rx))
+                        .expect("spawning a file writer thread");
+                    threads.push(handle);
+                    tx
+                })
+                .collect()
+        })
     }
 
-    fn writer(&self, key: &[u8]) -> Arc<Writer> {
-        let mut writers = self.writers.lock().expect("writers lock");
-        if let Some(w) = writers.get(key) {
-            w.last_used.store(self.now(), Ordering::Relaxed);
-            return w.clone();
+    /// Local messages are numbered per destination; others carry their `meta.sequenceId`.
+    fn seq(&self, msg: &LogMessage) -> u32 {
+        if msg.is_local() {
+            self.next_seq.fetch_add(1, Ordering::Relaxed)
+        } else {
+            msg.sequence_id()
         }
-        let target = match &self.path {
-            Some(_) => Target::Path(PathBuf::from(
-                <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(key),
-            )),
-            None => Target::Stdout,
+    }
+
+    fn send(&self, key: Vec<u8>, data: Vec<u8>, ack: &Ack) {
+        let writers = self.writers();
+        let shard = if writers.len() == 1 {
+            0
+        } else {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            key.hash(&mut h);
+            (h.finish() % writers.len() as u64) as usize
         };
-        let (tx, rx) = mpsc::channel();
-        let opts = self.opts.clone();
-        let label = format!("{} {:?}", self.name, target);
-        let handle = std::thread::Builder::new()
-            .name(format!("file:{}", String::from_utf8_lossy(key)))
-            .spawn(move || write_loop(target, rx, &opts, &label))
-            .expect("spawning a file writer thread");
-        self.threads.lock().expect("threads lock").push(handle);
-        let w = Arc::new(Writer {
-            tx,
-            last_used: AtomicU64::new(self.now()),
-        });
-        writers.insert(key.to_vec(), w.clone());
-        w
-    }
-
-    /// Forgets writers of templated names idle for `time-reap()`; their threads end once
-    /// their queues are written.
-    fn sweep(&self) {
-        let now = self.now();
-        let reap = self.opts.time_reap.as_secs().max(1);
-        if self.path.as_ref().is_none_or(|p| p.literal().is_some())
-            || now < self.last_sweep.load(Ordering::Relaxed) + reap
-        {
-            return;
+        let job = Job {
+            key,
+            data,
+            _ack: ack.clone(),
+        };
+        if writers[shard].send(Msg::Job(job)).is_err() {
+            internal::error(format!(
+                "{}: a writer has stopped; a batch could not be queued",
+                self.name
+            ));
         }
-        self.last_sweep.store(now, Ordering::Relaxed);
-        let mut writers = self.writers.lock().expect("writers lock");
-        writers.retain(|_, w| now < w.last_used.load(Ordering::Relaxed) + reap);
-        self.threads
-            .lock()
-            .expect("threads lock")
-            .retain(|t| !t.is_finished());
     }
 }
 
@@ -162,10 +186,11 @@ impl Destination for FileDestination {
         if let Some(key) = fixed {
             let mut data = Vec::with_capacity(which.len() * 256);
             for &i in which {
+                let msg = &msgs[i as usize];
                 self.format
-                    .append(&msgs[i as usize], no_multi_line, &mut data);
+                    .append(msg, self.seq(msg), no_multi_line, &mut data);
             }
-            self.send(key, data, ack);
+            self.send(key.to_vec(), data, ack);
             return;
         }
         let template = self.path.as_ref().expect("templated file name");
@@ -175,7 +200,7 @@ impl Destination for FileDestination {
         for &i in which {
             let msg = &msgs[i as usize];
             name.clear();
-            template.append(msg, &mut name);
+            template.append(msg, 0, &mut name);
             let at = match groups.iter().position(|(n, _)| *n == name) {
                 Some(at) => at,
                 None => {
@@ -183,16 +208,22 @@ impl Destination for FileDestination {
                     groups.len() - 1
                 }
             };
-            self.format.append(msg, no_multi_line, &mut groups[at].1);
+            self.format
+                .append(msg, self.seq(msg), no_multi_line, &mut groups[at].1);
         }
         for (name, data) in groups {
-            self.send(&name, data, ack);
+            self.send(name, data, ack);
         }
-        self.sweep();
     }
 
     fn shutdown(&self) {
-        self.writers.lock().expect("writers lock").clear();
+        if self.stopped.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        // Readers have stopped: each writer finishes its queue up to Stop, then exits.
+        for w in self.writers.get().into_iter().flatten() {
+            let _ = w.send(Msg::Stop);
+        }
         let threads = std::mem::take(&mut *self.threads.lock().expect("threads lock"));
         for t in threads {
             let _ = t.join();
@@ -200,87 +231,114 @@ impl Destination for FileDestination {
     }
 }
 
-impl FileDestination {
-    fn send(&self, key: &[u8], data: Vec<u8>, ack: &Ack) {
-        let job = Job {
-            data,
-            _ack: ack.clone(),
-        };
-        if let Err(mpsc::SendError(job)) = self.writer(key).tx.send(job) {
-            // The writer ended between lookup and send (reaped): start a new one.
-            self.writers.lock().expect("writers lock").remove(key);
-            let _ = self.writer(key).tx.send(job);
-        }
-    }
+/// An open file and when it was last written.
+struct OpenFile {
+    file: File,
+    last_write: Instant,
 }
 
-/// The most a writer gathers into one write when several buffers are queued.
-const MAX_GATHER: usize = 4 << 20;
+/// One writer thread: the files whose names hash to it.
+struct Writer {
+    target: Target,
+    opts: Arc<FileOptions>,
+    label: String,
+    open: HashMap<Vec<u8>, OpenFile>,
+}
 
-fn write_loop(target: Target, rx: mpsc::Receiver<Job>, opts: &FileOptions, label: &str) {
-    let mut file: Option<File> = None;
-    let mut pending: Vec<Job> = Vec::new();
-    loop {
-        let first = match rx.recv_timeout(opts.time_reap) {
-            Ok(job) => job,
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                file = None;
-                continue;
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => return,
-        };
-        let mut bytes = first.data.len();
-        pending.push(first);
-        while bytes < MAX_GATHER {
-            match rx.try_recv() {
-                Ok(job) => {
-                    bytes += job.data.len();
-                    pending.push(job);
-                }
-                Err(_) => break,
-            }
+impl Writer {
+    fn new(target: Target, opts: Arc<FileOptions>, label: String) -> Writer {
+        Writer {
+            target,
+            opts,
+            label,
+            open: HashMap::new(),
         }
+    }
+
+    fn run(mut self, rx: mpsc::Receiver<Msg>) {
+        let tick = self.opts.time_reap.min(Duration::from_secs(5));
+        let mut pending: Vec<Job> = Vec::new();
+        let mut stop = false;
+        while !stop {
+            let first = match rx.recv_timeout(tick) {
+                Ok(Msg::Job(job)) => job,
+                Ok(Msg::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    self.reap();
+                    continue;
+                }
+            };
+            let mut bytes = first.data.len();
+            pending.push(first);
+            while bytes < MAX_GATHER {
+                match rx.try_recv() {
+                    Ok(Msg::Job(job)) => {
+                        bytes += job.data.len();
+                        pending.push(job);
+                    }
+                    Ok(Msg::Stop) => {
+                        stop = true;
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+            // Jobs for one file keep their order; files are written one after another.
+            pending.sort_by(|a, b| a.key.cmp(&b.key));
+            for group in pending.chunk_by(|a, b| a.key == b.key) {
+                self.write_with_retry(group);
+            }
+            pending.clear(); // acknowledges
+            self.reap();
+        }
+    }
+
+    fn write_with_retry(&mut self, jobs: &[Job]) {
         let mut backoff = Duration::from_millis(100);
         loop {
-            match write_all(&target, &mut file, &pending, opts) {
-                Ok(()) => break,
+            match self.write(jobs) {
+                Ok(()) => return,
                 Err(e) => {
+                    let name = String::from_utf8_lossy(&jobs[0].key).into_owned();
                     internal::error(format!(
-                        "error writing {label}: {e}; retrying in {backoff:?}"
+                        "{}: error writing {name}: {e}; retrying in {backoff:?}",
+                        self.label
                     ));
-                    file = None;
+                    self.open.remove(&jobs[0].key);
                     std::thread::sleep(backoff);
                     backoff = (backoff * 2).min(Duration::from_secs(60));
                 }
             }
         }
-        pending.clear(); // acknowledges
     }
-}
 
-fn write_all(
-    target: &Target,
-    file: &mut Option<File>,
-    jobs: &[Job],
-    opts: &FileOptions,
-) -> std::io::Result<()> {
-    if let Target::Stdout = target {
-        let mut out = std::io::stdout().lock();
-        for job in jobs {
-            out.write_all(&job.data)?;
+    fn write(&mut self, jobs: &[Job]) -> std::io::Result<()> {
+        if let Target::Stdout = self.target {
+            let mut out = std::io::stdout().lock();
+            for job in jobs {
+                out.write_all(&job.data)?;
+            }
+            return out.flush();
         }
-        return out.flush();
-    }
-    let Target::Path(path) = target else {
-        unreachable!("stdout handled above")
-    };
-    if file.is_none() {
-        *file = Some(open(path, opts)?);
-    }
-    let f = file.as_mut().expect("opened above");
-    if jobs.len() == 1 {
-        f.write_all(&jobs[0].data)?;
-    } else {
+        let key = &jobs[0].key;
+        if !self.open.contains_key(key) {
+            if self.open.len() >= MAX_OPEN_PER_WRITER {
+                self.close_least_recent();
+            }
+            let path =
+                Path::new(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(key));
+            let file = open(path, &self.opts)?;
+            self.open.insert(
+                key.clone(),
+                OpenFile {
+                    file,
+                    last_write: Instant::now(),
+                },
+            );
+        }
+        let entry = self.open.get_mut(key).expect("opened above");
+        entry.last_write = Instant::now();
+        let f = &mut entry.file;
         let mut slices: Vec<std::io::IoSlice> = jobs
             .iter()
             .map(|j| std::io::IoSlice::new(&j.data))
@@ -293,11 +351,28 @@ fn write_all(
             }
             std::io::IoSlice::advance_slices(&mut slices, n);
         }
+        if self.opts.fsync {
+            f.sync_data()?;
+        }
+        Ok(())
     }
-    if opts.fsync {
-        f.sync_data()?;
+
+    /// Closes files not written for `time-reap()`.
+    fn reap(&mut self) {
+        let reap = self.opts.time_reap;
+        self.open.retain(|_, f| f.last_write.elapsed() < reap);
     }
-    Ok(())
+
+    fn close_least_recent(&mut self) {
+        if let Some(oldest) = self
+            .open
+            .iter()
+            .min_by_key(|(_, f)| f.last_write)
+            .map(|(k, _)| k.clone())
+        {
+            self.open.remove(&oldest);
+        }
+    }
 }
 
 fn open(path: &Path, opts: &FileOptions) -> std::io::Result<File> {

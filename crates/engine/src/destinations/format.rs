@@ -16,10 +16,11 @@ pub enum Format {
 }
 
 impl Format {
-    pub fn append(&self, msg: &LogMessage, no_multi_line: bool, out: &mut Vec<u8>) {
+    /// Appends `msg` formatted; `seq` is the destination's sequence number for it.
+    pub fn append(&self, msg: &LogMessage, seq: u32, no_multi_line: bool, out: &mut Vec<u8>) {
         let start = out.len();
         match self {
-            Format::Template(t) => t.append(msg, out),
+            Format::Template(t) => t.append(msg, seq, out),
             Format::File(dates) => {
                 time::write_stamp(out, shown(msg, dates), dates.ts_format, dates.frac_digits);
                 out.push(b' ');
@@ -39,7 +40,7 @@ impl Format {
                     out.push(b' ');
                 }
                 let sd_start = out.len();
-                format_sdata(msg, out);
+                format_sdata(msg, seq, out);
                 if out.len() == sd_start {
                     out.push(b'-');
                 }
@@ -49,7 +50,7 @@ impl Format {
                         if msg.fields.utf8 {
                             out.extend_from_slice(b"\xEF\xBB\xBF");
                         }
-                        t.append(msg, out);
+                        t.append(msg, seq, out);
                     }
                     None => {
                         out.push(b' ');
@@ -90,7 +91,7 @@ mod tests {
 
     fn fmt(f: &Format, frame: &str) -> String {
         let mut out = Vec::new();
-        f.append(&message(frame), false, &mut out);
+        f.append(&message(frame), 0, false, &mut out);
         String::from_utf8(out).unwrap()
     }
 

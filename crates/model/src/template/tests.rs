@@ -69,8 +69,32 @@ fn unsupported_parts_are_refused() {
     assert!(Template::compile("$(format-json --scope rfc5424)")
         .unwrap_err()
         .contains("not supported yet"));
-    assert!(Template::compile("$SEQNUM")
+    assert!(Template::compile("$RCPTID")
         .unwrap_err()
         .contains("not supported yet"));
     assert!(Template::compile("${MSG").is_err());
+}
+
+#[test]
+fn escaping_writes_control_characters_in_octal() {
+    let mut t = Template::compile("$MSG").unwrap();
+    t.escape = true;
+    assert_eq!(
+        String::from_utf8(t.format(&message("<13>Jan  5 13:56:09 h p: a\tb'c"))).unwrap(),
+        "a\\011b\\'c"
+    );
+}
+
+#[test]
+fn sequence_numbers_of_local_messages_join_the_sdata() {
+    let t = Template::compile("$SEQNUM|$SDATA").unwrap();
+    let plain = message("<13>1 2025-01-05T13:56:09Z h app - - [a b=\"c\"] text");
+    let mut out = Vec::new();
+    t.append(&plain, 7, &mut out);
+    assert_eq!(out, b"7|[a b=\"c\"][meta sequenceId=\"7\"]");
+    let with_meta = message("<13>1 2025-01-05T13:56:09Z h app - - [meta x=\"1\"] text");
+    out.clear();
+    t.append(&with_meta, 3, &mut out);
+    assert_eq!(out, b"3|[meta sequenceId=\"3\" x=\"1\"]");
+    assert_eq!(with_meta.sequence_id(), 0);
 }
