@@ -9,7 +9,7 @@ mod daemon;
 mod default_config;
 
 use clap::{Parser, Subcommand};
-use sluice_config::{Config, ConfigError, SourceMap};
+use sluice_config::{Config, LoadError};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -130,7 +130,7 @@ fn main() -> ExitCode {
 
 /// A configuration as read, or the error that stopped reading it.
 struct Loaded {
-    result: Result<Config, (ConfigError, SourceMap)>,
+    result: Result<Config, Box<LoadError>>,
     embedded: bool,
 }
 
@@ -156,8 +156,8 @@ fn load(file: Option<&Path>, defaults: &default_config::Default) -> Loaded {
 fn build(loaded: &Loaded) -> Option<(&Config, sluice_engine::Pipeline)> {
     let config = match &loaded.result {
         Ok(c) => c,
-        Err((e, map)) => {
-            eprint!("{}", e.render(map));
+        Err(failed) => {
+            eprint!("{}", failed.render());
             return None;
         }
     };

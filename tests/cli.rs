@@ -53,7 +53,7 @@ fn undefined_references_are_errors() {
         check_config("source s { stdin(); };\nlog { source(s); destination(d_missing); };\n");
     assert_eq!(code, 1);
     assert!(
-        err.contains("bad.conf:2:31: destination 'd_missing' is not defined"),
+        err.contains("bad.conf:2:30: destination 'd_missing' is not defined"),
         "{err}"
     );
     let (code, err) = check_config(
@@ -120,7 +120,7 @@ fn syntax_errors_and_includes_keep_their_file_and_line() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1));
-    assert!(err.contains("inc.conf:3:31: expected ';'"), "{err}");
+    assert!(err.contains("inc.conf:3:32: expected ';'"), "{err}");
 }
 
 #[test]
@@ -169,7 +169,7 @@ fn stdin_source_exits_once_everything_is_written() {
     let text = std::fs::read_to_string(&out).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 20_001);
-    assert_eq!(lines[19_999], "prog4 line 19999");
+    assert_eq!(lines[19_999], "prog0 line 19999");
     assert_eq!(lines[20_000], "last line without newline");
 }
 

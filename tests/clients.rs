@@ -212,8 +212,9 @@ fn loggen_delivers_every_message() {
         "127.0.0.1",
         &udp.to_string(),
     ]);
-    let got = wait_lines(&s.out, 11_000, Duration::from_secs(30));
-    assert_eq!(got, 11_000);
+    // `-n` counts per connection: 4 × 5,000 over TCP, 5,000 framed, 1,000 over UDP.
+    let got = wait_lines(&s.out, 26_000, Duration::from_secs(30));
+    assert_eq!(got, 26_000);
     let lines = s.settle_and_stop().lines("all.log");
     assert!(
         lines.iter().all(|l| l.contains("seq: ")),

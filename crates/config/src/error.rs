@@ -21,6 +21,23 @@ pub struct Pos {
     pub len: u32,
 }
 
+/// A configuration that could not be read, with what was read of it to show where.
+#[derive(Debug)]
+pub struct LoadError {
+    pub error: ConfigError,
+    pub map: SourceMap,
+}
+
+impl LoadError {
+    pub fn new(error: ConfigError, map: SourceMap) -> Box<LoadError> {
+        Box::new(LoadError { error, map })
+    }
+
+    pub fn render(&self) -> String {
+        self.error.render(&self.map)
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigError {
     pub pos: Option<Pos>,

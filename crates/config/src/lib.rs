@@ -16,20 +16,20 @@ mod lexer;
 pub mod source;
 pub mod tree;
 
-pub use error::{ConfigError, Pos};
+pub use error::{ConfigError, LoadError, Pos};
 pub use source::SourceMap;
 pub use tree::{Arg, Body, Config, Expr, Node, Statement, Value, ValueKind};
 
 use std::path::Path;
 
 /// Reads and parses a configuration file with everything it includes.
-pub fn load(path: &Path) -> Result<Config, (ConfigError, SourceMap)> {
+pub fn load(path: &Path) -> Result<Config, Box<LoadError>> {
     let map = SourceMap::load(path)?;
     tree::parse(map)
 }
 
 /// Parses configuration text that did not come from a file (the embedded default, tests).
-pub fn load_str(name: &str, text: &str) -> Result<Config, (ConfigError, SourceMap)> {
+pub fn load_str(name: &str, text: &str) -> Result<Config, Box<LoadError>> {
     let map = SourceMap::from_text(name, text)?;
     tree::parse(map)
 }

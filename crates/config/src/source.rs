@@ -8,7 +8,7 @@
 //! keeps its number. `` `name` `` anywhere else is replaced by the value of an `@define` seen
 //! earlier, or else of the environment variable of that name.
 
-use crate::error::{ConfigError, Pos};
+use crate::error::{ConfigError, LoadError, Pos};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -33,26 +33,26 @@ pub struct SourceMap {
 impl SourceMap {
     /// Reads a file and its includes; on error, the map read so far comes back with the error
     /// so that its position can be shown.
-    pub fn load(path: &Path) -> Result<SourceMap, (ConfigError, SourceMap)> {
+    pub fn load(path: &Path) -> Result<SourceMap, Box<LoadError>> {
         let text = std::fs::read_to_string(path).map_err(|e| {
             let err = ConfigError::general(format!(
                 "cannot read configuration file {}: {e}",
                 path.display()
             ));
-            (err, SourceMap::default())
+            LoadError::new(err, SourceMap::default())
         })?;
         let mut map = SourceMap::default();
         match map.add_file(path, &text, 0) {
             Ok(()) => Ok(map),
-            Err(e) => Err((e, map)),
+            Err(e) => Err(LoadError::new(e, map)),
         }
     }
 
-    pub fn from_text(name: &str, text: &str) -> Result<SourceMap, (ConfigError, SourceMap)> {
+    pub fn from_text(name: &str, text: &str) -> Result<SourceMap, Box<LoadError>> {
         let mut map = SourceMap::default();
         match map.add_file(Path::new(name), text, 0) {
             Ok(()) => Ok(map),
-            Err(e) => Err((e, map)),
+            Err(e) => Err(LoadError::new(e, map)),
         }
     }
 
@@ -294,8 +294,9 @@ mod tests {
 
     #[test]
     fn undefined_backtick_is_an_error_with_its_position() {
-        let (err, map) =
+        let failed =
             SourceMap::from_text("t.conf", "a `nope` b # `fine` in a comment\n").unwrap_err();
+        let (err, map) = (failed.error, failed.map);
         assert_eq!(map.origin(0).1, 1);
         let map = SourceMap::from_text("t.conf", "a \"#\" `HOME` # `x`\n").unwrap();
         assert!(!map.text.contains("`HOME`") && map.text.contains("# `x`"));
@@ -335,7 +336,7 @@ mod tests {
     fn missing_include_is_an_error() {
         let err = SourceMap::from_text("/nonexistent/x.conf", "@include \"missing.conf\"\n")
             .unwrap_err()
-            .0;
+            .error;
         assert!(err.message.contains("does not exist"), "{}", err.message);
     }
 }

@@ -183,8 +183,8 @@ fn parse_number(text: &str) -> Option<u64> {
     let mult: u64 = match suffix.to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" => 1000,
-        "m" | "mb" => 1000_000,
-        "g" | "gb" => 1000_000_000,
+        "m" | "mb" => 1_000_000,
+        "g" | "gb" => 1_000_000_000,
         "kib" => 1 << 10,
         "mib" => 1 << 20,
         "gib" => 1 << 30,
@@ -209,10 +209,10 @@ pub const STATEMENTS: &[&str] = &[
     "python_fetcher",
 ];
 
-pub fn parse(map: SourceMap) -> Result<Config, (ConfigError, SourceMap)> {
+pub fn parse(map: SourceMap) -> Result<Config, Box<crate::LoadError>> {
     let tokens = match tokenize(&map.text) {
         Ok(t) => t,
-        Err(e) => return Err((e, map)),
+        Err(e) => return Err(crate::LoadError::new(e, map)),
     };
     let mut p = Parser {
         toks: tokens,
@@ -223,7 +223,7 @@ pub fn parse(map: SourceMap) -> Result<Config, (ConfigError, SourceMap)> {
         match p.statement() {
             Ok(Some(s)) => statements.push(s),
             Ok(None) => {}
-            Err(e) => return Err((e, map)),
+            Err(e) => return Err(crate::LoadError::new(e, map)),
         }
     }
     Ok(Config {
@@ -448,9 +448,13 @@ impl Parser {
                 ))
             }
         };
-        if *self.peek() == Tok::Semi {
-            self.next();
-        }
+        // syslog-ng requires the `;` after every item of a body, nested blocks included.
+        let what = if node.block.is_some() {
+            format!("{} {{ … }}", node.name)
+        } else {
+            format!("{}(…)", node.name)
+        };
+        self.expect(Tok::Semi, &format!("after {what}"))?;
         Ok(node)
     }
 
@@ -611,12 +615,11 @@ mod tests {
     use super::*;
 
     fn cfg(text: &str) -> Config {
-        crate::load_str("t.conf", text).unwrap_or_else(|(e, map)| panic!("{}", e.render(&map)))
+        crate::load_str("t.conf", text).unwrap_or_else(|e| panic!("{}", e.render()))
     }
 
     fn err(text: &str) -> String {
-        let (e, map) = crate::load_str("t.conf", text).unwrap_err();
-        e.render(&map)
+        crate::load_str("t.conf", text).unwrap_err().render()
     }
 
     #[test]

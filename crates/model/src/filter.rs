@@ -140,11 +140,11 @@ const NOT_YET: &[&str] = &[
     "throttle",
 ];
 
+/// Resolves `filter(name)` references while compiling.
+pub type NamedFilters<'a> = dyn FnMut(&str, Pos) -> Result<Arc<Filter>, ConfigError> + 'a;
+
 /// Compiles an expression; `named` resolves `filter(name)` references.
-pub fn compile(
-    expr: &Expr,
-    named: &mut dyn FnMut(&str, Pos) -> Result<Arc<Filter>, ConfigError>,
-) -> Result<Filter, ConfigError> {
+pub fn compile(expr: &Expr, named: &mut NamedFilters) -> Result<Filter, ConfigError> {
     Ok(match expr {
         Expr::And(a, b) => Filter::And(Box::new(compile(a, named)?), Box::new(compile(b, named)?)),
         Expr::Or(a, b) => Filter::Or(Box::new(compile(a, named)?), Box::new(compile(b, named)?)),
@@ -159,10 +159,7 @@ pub fn compile(
     })
 }
 
-fn call(
-    node: &Node,
-    named: &mut dyn FnMut(&str, Pos) -> Result<Arc<Filter>, ConfigError>,
-) -> Result<Filter, ConfigError> {
+fn call(node: &Node, named: &mut NamedFilters) -> Result<Filter, ConfigError> {
     let key = node.key();
     match key.as_str() {
         "facility" => {

@@ -258,7 +258,7 @@ mod tests {
         let mut split = FrameDecoder::new(Framing::Newline, 4, false);
         let (got, used) = frames(&mut split, b"abcdefghij\nxy\n", false);
         assert_eq!(names(&got), ["abcd", "efgh", "ij", "xy"]);
-        assert_eq!(got[0].1, true);
+        assert!(got[0].1);
         assert_eq!(used, 14);
 
         let mut trim = FrameDecoder::new(Framing::Newline, 4, true);

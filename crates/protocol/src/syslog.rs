@@ -25,9 +25,12 @@ pub struct ParseOptions {
     pub bad_hostname: Option<HostnameFilter>,
 }
 
+/// A test applied to a candidate hostname.
+pub type HostnamePredicate = dyn Fn(&[u8]) -> bool + Send + Sync;
+
 /// A predicate over candidate hostnames.
 #[derive(Clone)]
-pub struct HostnameFilter(pub std::sync::Arc<dyn Fn(&[u8]) -> bool + Send + Sync>);
+pub struct HostnameFilter(pub std::sync::Arc<HostnamePredicate>);
 
 impl std::fmt::Debug for HostnameFilter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
