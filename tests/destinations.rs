@@ -1,0 +1,189 @@
+//! The file destination end to end: permissions and ownership, directories, standard output,
+//! and backpressure when the destination cannot keep up.
+
+mod common;
+
+use common::{free_port, wait_lines, Running, Server};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::time::{Duration, Instant};
+
+fn line(i: usize) -> String {
+    format!("<13>Jan  5 13:56:09 host{} prog: message {i:08}\n", i % 3)
+}
+
+#[test]
+fn files_and_directories_get_the_configured_modes_and_owner() {
+    let port = free_port();
+    let mut s = Running::start(
+        Server::Sluice,
+        &format!(
+            r#"source s {{ tcp(ip(127.0.0.1) port({port}) keep-hostname(yes)); }};
+            destination d {{ file("@OUT@/by-host/${{HOST}}/messages.log" create-dirs(yes) perm(0640) dir-perm(0750) owner(65534) group(65534)); }};
+            log {{ source(s); destination(d); }};"#
+        ),
+    );
+    s.wait_tcp(port);
+    let input: String = (0..30).map(line).collect();
+    common::send_tcp(port, input.as_bytes(), common::Framing::Newline);
+    assert_eq!(wait_lines(&s.out, 30, Duration::from_secs(10)), 30);
+    s.terminate();
+    for host in ["host0", "host1", "host2"] {
+        let dir = s.out.join("by-host").join(host);
+        let file = dir.join("messages.log");
+        let (dm, fm) = (
+            std::fs::metadata(&dir).unwrap(),
+            std::fs::metadata(&file).unwrap(),
+        );
+        assert_eq!(dm.permissions().mode() & 0o777, 0o750, "{}", dir.display());
+        assert_eq!(fm.permissions().mode() & 0o777, 0o640, "{}", file.display());
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            assert_eq!((fm.uid(), fm.gid()), (65534, 65534));
+        }
+        assert_eq!(std::fs::read_to_string(&file).unwrap().lines().count(), 10);
+    }
+}
+
+#[test]
+fn a_missing_directory_without_create_dirs_holds_messages_until_it_exists() {
+    let port = free_port();
+    let mut s = Running::start(
+        Server::Sluice,
+        &format!(
+            r#"source s {{ tcp(ip(127.0.0.1) port({port})); }};
+            destination d {{ file("@OUT@/later/all.log"); }};
+            log {{ source(s); destination(d); }};"#
+        ),
+    );
+    s.wait_tcp(port);
+    let input: String = (0..50).map(line).collect();
+    common::send_tcp(port, input.as_bytes(), common::Framing::Newline);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!s.out.join("later/all.log").exists());
+    std::fs::create_dir(s.out.join("later")).unwrap();
+    assert_eq!(
+        wait_lines(&s.out, 50, Duration::from_secs(15)),
+        50,
+        "written once the directory exists"
+    );
+    s.terminate();
+    assert!(
+        s.stderr().contains("create-dirs() is off"),
+        "{}",
+        s.stderr()
+    );
+}
+
+#[test]
+fn stdout_destination_writes_to_standard_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("c.conf");
+    std::fs::write(&conf, "source s { stdin(); };\ndestination d { stdout(template(\"$HOST|$MSG\\n\")); };\nlog { source(s); destination(d); };\n").unwrap();
+    let mut child = std::process::Command::new(common::sluice_bin())
+        .args(["-F", "-f"])
+        .arg(&conf)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"<13>Jan  5 13:56:09 a p: one\n<13>Jan  5 13:56:09 b p: two\n")
+        .unwrap();
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    // stdin() is a local source: without keep-hostname, $HOST is this machine.
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let host = host.trim().split('.').next().unwrap().to_string();
+    assert_eq!(out, format!("{host}|one\n{host}|two\n"));
+}
+
+/// Resident memory of a process in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_stalled_destination_stops_the_reader_and_loses_nothing() {
+    // The destination is a FIFO that nobody reads yet: its writer blocks opening it.
+    let port = free_port();
+    let fifo_dir = tempfile::tempdir().unwrap();
+    let fifo = fifo_dir.path().join("pipe");
+    let c = std::ffi::CString::new(fifo.to_string_lossy().as_bytes()).unwrap();
+    // SAFETY: mkfifo with a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let mut s = Running::start(
+        Server::Sluice,
+        &format!(
+            r#"source s {{ tcp(ip(127.0.0.1) port({port}) log-iw-size(1000) max-connections(1)); }};
+            destination d {{ file("{}"); }};
+            log {{ source(s); destination(d); }};"#,
+            fifo.display()
+        ),
+    );
+    s.wait_tcp(port);
+    std::thread::sleep(Duration::from_millis(100));
+    let total = 1_000_000;
+    let sender = std::thread::spawn(move || {
+        let mut conn = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let mut batch = String::new();
+        for i in 0..total {
+            batch.push_str(&line(i));
+            if batch.len() > 1 << 16 {
+                conn.write_all(batch.as_bytes()).unwrap();
+                batch.clear();
+            }
+        }
+        conn.write_all(batch.as_bytes()).unwrap();
+    });
+    // While the destination is stalled, sluice stops reading: its memory stays flat and the
+    // sender cannot finish.
+    std::thread::sleep(Duration::from_secs(2));
+    let pid = s.child.id();
+    let before = rss_kib(pid);
+    std::thread::sleep(Duration::from_secs(2));
+    let after = rss_kib(pid);
+    assert!(
+        !sender.is_finished(),
+        "the sender should be blocked by backpressure"
+    );
+    assert!(
+        after < 64 * 1024 && after <= before + 8 * 1024,
+        "memory grew while stalled: {before} KiB → {after} KiB"
+    );
+    // Now read the FIFO: every message arrives, in order.
+    let mut reader = std::fs::File::open(&fifo).unwrap();
+    let collector = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        reader.read_to_end(&mut all).unwrap();
+        all
+    });
+    sender.join().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    std::thread::sleep(Duration::from_secs(1));
+    s.terminate();
+    assert!(Instant::now() < deadline);
+    let all = collector.join().unwrap();
+    let text = String::from_utf8(all).unwrap();
+    let mut count = 0;
+    for (i, l) in text.lines().enumerate() {
+        assert!(l.ends_with(&format!("message {i:08}")), "line {i}: {l}");
+        count += 1;
+    }
+    assert_eq!(count, total);
+}
