@@ -116,6 +116,19 @@ fn differential_except(
     framing: Framing,
     deliberate: Option<Deliberate>,
 ) {
+    run_both(name, config, input, Via::Tcp(framing), deliberate)
+}
+
+/// How the input reaches the servers.
+#[derive(Clone, Copy)]
+enum Via {
+    Tcp(Framing),
+    /// `unix-stream("@DIR@/log.sock")`, newline framing.
+    Unix,
+}
+
+/// Runs `config` over `input` through syslog-ng and sluice, delivered `via`, and compares.
+fn run_both(name: &str, config: &str, input: Input, via: Via, deliberate: Option<Deliberate>) {
     if syslog_ng().is_none() {
         return;
     }
@@ -131,8 +144,17 @@ fn differential_except(
                     .replace("@PORT@", &port.to_string())
             );
             let mut server = Running::start(kind, &text);
-            server.wait_tcp(port);
-            send_tcp(port, &bytes, framing);
+            match via {
+                Via::Tcp(framing) => {
+                    server.wait_tcp(port);
+                    send_tcp(port, &bytes, framing);
+                }
+                Via::Unix => {
+                    let sock = server.dir.path().join("log.sock");
+                    server.wait_unix(&sock);
+                    common::send_unix(&sock, &bytes);
+                }
+            }
             outputs.push(server.settle_and_stop());
         }
         let ended = jiff::Timestamp::now();
@@ -482,5 +504,56 @@ fn long_lines_are_split() {
         Input::Rfc3164,
         Framing::Newline,
         Some(keep_lines_with_invalid_pri),
+    );
+}
+
+#[test]
+fn unix_stream_local_messages() {
+    run_both(
+        "unix_stream",
+        r#"source s { unix-stream("@DIR@/log.sock"); };
+        destination d { file("@OUT@/local.log" template("$HOST|$FULLHOST|$HOST_FROM|$SOURCEIP|$PROGRAM|$PID|$MSG\n")); };
+        log { source(s); destination(d); };"#,
+        Input::Rfc3164,
+        Via::Unix,
+        None,
+    );
+}
+
+#[test]
+fn unix_stream_chained_hostnames() {
+    run_both(
+        "unix_chain",
+        r#"options { chain-hostnames(yes); };
+        source s_local { unix-stream("@DIR@/log.sock" keep-hostname(no)); };
+        destination d { file("@OUT@/chain.log" template("$HOST|$FULLHOST|$MSG\n")); };
+        log { source(s_local); destination(d); };"#,
+        Input::Rfc3164,
+        Via::Unix,
+        None,
+    );
+}
+
+#[test]
+fn utf8_flags_show_in_the_rfc5424_bom() {
+    for flags in ["validate-utf8", "assume-utf8", "sanitize-utf8"] {
+        ietf(
+            "utf8_bom",
+            &format!(
+                r#"source s {{ syslog(ip(127.0.0.1) port(@PORT@) flags({flags}) keep-hostname(yes)); }};
+                destination d {{ file("@OUT@/bom.log" flags(syslog-protocol)); }};
+                log {{ source(s); destination(d); }};"#
+            ),
+        );
+    }
+}
+
+#[test]
+fn keep_timestamp_no_uses_the_receive_time() {
+    bsd(
+        "keep_timestamp",
+        r#"source s { network(ip(127.0.0.1) port(@PORT@) keep-timestamp(no) keep-hostname(yes)); };
+        destination d { file("@OUT@/k.log" template("$ISODATE $HOST $MSGHDR$MSG\n")); };
+        log { source(s); destination(d); };"#,
     );
 }

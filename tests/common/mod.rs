@@ -103,7 +103,9 @@ impl Running {
         let dir = tempfile::tempdir().expect("temporary directory");
         let out = dir.path().join("out");
         std::fs::create_dir(&out).expect("output directory");
-        let text = config.replace("@OUT@", &out.to_string_lossy());
+        let text = config
+            .replace("@OUT@", &out.to_string_lossy())
+            .replace("@DIR@", &dir.path().to_string_lossy());
         let conf = dir.path().join("server.conf");
         std::fs::write(&conf, text).expect("write the configuration");
         let d = dir.path();
@@ -165,6 +167,30 @@ impl Running {
         panic!(
             "{:?} did not listen on {port}:\n{}",
             self.kind,
+            self.stderr()
+        );
+    }
+
+    /// Waits until the unix socket `path` accepts connections.
+    pub fn wait_unix(&mut self, path: &Path) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                return;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!(
+                    "{:?} exited with {status} before listening:\n{}",
+                    self.kind,
+                    self.stderr()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!(
+            "{:?} did not listen on {}:\n{}",
+            self.kind,
+            path.display(),
             self.stderr()
         );
     }
@@ -301,6 +327,16 @@ pub fn read_tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 pub enum Framing {
     Newline,
     OctetCounted,
+}
+
+/// Sends every line of `input` over one unix-stream connection and closes it.
+pub fn send_unix(path: &Path, input: &[u8]) {
+    let mut s = std::os::unix::net::UnixStream::connect(path).expect("connect");
+    s.write_all(input).expect("send");
+    s.shutdown(std::net::Shutdown::Write).expect("shutdown");
+    let mut sink = [0u8; 64];
+    let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
+    let _ = std::io::Read::read(&mut s, &mut sink);
 }
 
 /// Sends every line of `input` over one TCP connection and closes it.

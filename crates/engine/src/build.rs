@@ -533,6 +533,11 @@ impl Builder<'_> {
         if local {
             opts.flags.local = true;
         }
+        // syslog-ng expects no hostname on unix sockets, whatever flags() says: local
+        // syslog() calls do not write one.
+        if matches!(key.as_str(), "unix_stream" | "unix_dgram") {
+            opts.flags.expect_hostname = false;
+        }
         if key == "syslog" {
             opts.flags.syslog_protocol = true;
         }

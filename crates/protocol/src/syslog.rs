@@ -458,9 +458,9 @@ impl Parser<'_> {
         let rest = self.rest();
         let valid = || std::str::from_utf8(rest).is_ok();
         if self.opts.flags.sanitize_utf8 {
-            if valid() {
-                self.f.utf8 = true;
-            } else {
+            // With sanitize-utf8, syslog-ng 3.38 marks a message UTF-8 (which shows as the BOM of
+            // RFC5424 output) only when it had to sanitize it, even with validate-utf8.
+            if !valid() {
                 self.f.message = Text::Owned(sanitize_utf8(rest).into_boxed_slice());
                 self.f.tags.insert(ParseTag::Utf8Sanitized);
                 self.f.utf8 = true;
