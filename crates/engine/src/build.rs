@@ -10,7 +10,7 @@ use crate::destinations::format::Format;
 use crate::destinations::{Destination, Group};
 use crate::dispatch::Dispatcher;
 use crate::dns::NameOptions;
-use crate::options::{Globals, SourceOptions};
+use crate::options::{self, Globals, SourceOptions};
 use crate::sources::datagram::{Bind, DatagramSource};
 use crate::sources::internal::InternalSource;
 use crate::sources::stdin::StdinSource;
@@ -826,7 +826,7 @@ impl Builder<'_> {
                     opt.string()?;
                 }
                 _ if Globals::apply_dates(&mut dates, opt)? => {}
-                _ if Globals::apply_file_option(&mut file, opt)? => {}
+                _ if options::apply_file_option(&mut file, opt)? => {}
                 _ => {
                     return Err(ConfigError::unknown(
                         opt.pos,
@@ -940,24 +940,9 @@ impl NetOptions {
             "listen_backlog" => {
                 opt.u64()?;
             }
-            "perm" => {
-                let v = opt.value()?;
-                let text = if v.text.starts_with('0') {
-                    v.text.clone()
-                } else {
-                    format!("0{}", v.text)
-                };
-                self.perm = Some(sluice_config::Value { text, ..v.clone() }.as_u64()? as u32);
-            }
-            "owner" | "group" => {
-                let mut g = Globals::new();
-                Globals::apply_file_option(&mut g.file, opt)?;
-                if opt.key() == "owner" {
-                    self.owner = g.file.owner;
-                } else {
-                    self.group = g.file.group;
-                }
-            }
+            "perm" => self.perm = Some(options::mode(opt)?),
+            "owner" => self.owner = Some(options::user(opt)?),
+            "group" => self.group = Some(options::group(opt)?),
             "optional" | "create_dirs" => {
                 opt.bool()?;
             }

@@ -166,7 +166,6 @@ impl Globals {
             "local_time_zone" => self.local_zone = zone(opt)?,
             "ts_format" => self.dates.ts_format = ts_format(opt)?,
             "frac_digits" => self.dates.frac_digits = frac_digits(opt)?,
-            "time_reap" => self.file.time_reap = Duration::from_secs(positive(opt)?),
             "flush_lines" | "flush_timeout" | "log_fifo_size" | "time_sleep" | "time_reopen"
             | "log_level" => {
                 opt.value()?;
@@ -194,24 +193,7 @@ impl Globals {
                     &format!("the global option {}()", opt.name),
                 ))
             }
-            _ => return self.apply_file(opt),
-        }
-        Ok(true)
-    }
-
-    /// File options valid both globally and on `file()`.
-    fn apply_file(&mut self, opt: &Node) -> Result<bool, ConfigError> {
-        let f = &mut self.file;
-        match opt.key().as_str() {
-            "create_dirs" => f.create_dirs = opt.bool()?,
-            "perm" => f.perm = Some(mode(opt)?),
-            "dir_perm" => f.dir_perm = Some(mode(opt)?),
-            "owner" => f.owner = Some(user(opt)?),
-            "group" => f.group = Some(group(opt)?),
-            "dir_owner" => f.dir_owner = Some(user(opt)?),
-            "dir_group" => f.dir_group = Some(group(opt)?),
-            "fsync" => f.fsync = opt.bool()?,
-            _ => return Ok(false),
+            _ => return apply_file_option(&mut self.file, opt),
         }
         Ok(true)
     }
@@ -226,23 +208,23 @@ impl Globals {
         }
         Ok(true)
     }
+}
 
-    /// `file()` options: the global file options overridden by the driver's.
-    pub fn apply_file_option(file: &mut FileOptions, opt: &Node) -> Result<bool, ConfigError> {
-        let mut g = Globals {
-            file: file.clone(),
-            ..Globals::new()
-        };
-        let handled = match opt.key().as_str() {
-            "time_reap" => {
-                g.file.time_reap = Duration::from_secs(positive(opt)?);
-                true
-            }
-            _ => g.apply_file(opt)?,
-        };
-        *file = g.file;
-        Ok(handled)
+/// Options of files and their directories, valid both globally and on `file()`.
+pub fn apply_file_option(f: &mut FileOptions, opt: &Node) -> Result<bool, ConfigError> {
+    match opt.key().as_str() {
+        "create_dirs" => f.create_dirs = opt.bool()?,
+        "perm" => f.perm = Some(mode(opt)?),
+        "dir_perm" => f.dir_perm = Some(mode(opt)?),
+        "owner" => f.owner = Some(user(opt)?),
+        "group" => f.group = Some(group(opt)?),
+        "dir_owner" => f.dir_owner = Some(user(opt)?),
+        "dir_group" => f.dir_group = Some(group(opt)?),
+        "fsync" => f.fsync = opt.bool()?,
+        "time_reap" => f.time_reap = Duration::from_secs(positive(opt)?),
+        _ => return Ok(false),
     }
+    Ok(true)
 }
 
 impl Default for Globals {
@@ -302,7 +284,7 @@ fn frac_digits(opt: &Node) -> Result<u8, ConfigError> {
 }
 
 /// A file mode such as `0644`; `-1` (syslog-ng's "leave as is") is refused as unsupported.
-fn mode(opt: &Node) -> Result<u32, ConfigError> {
+pub(crate) fn mode(opt: &Node) -> Result<u32, ConfigError> {
     let v = opt.value()?;
     if v.text == "-1" {
         return Err(ConfigError::not_supported(
@@ -319,7 +301,7 @@ fn mode(opt: &Node) -> Result<u32, ConfigError> {
     octal.as_u64().map(|n| n as u32)
 }
 
-fn user(opt: &Node) -> Result<u32, ConfigError> {
+pub(crate) fn user(opt: &Node) -> Result<u32, ConfigError> {
     let v = opt.value()?;
     if let Ok(n) = v.text.parse() {
         return Ok(n);
@@ -328,7 +310,7 @@ fn user(opt: &Node) -> Result<u32, ConfigError> {
         .ok_or_else(|| ConfigError::new(v.pos, format!("unknown user '{}'", v.text)))
 }
 
-fn group(opt: &Node) -> Result<u32, ConfigError> {
+pub(crate) fn group(opt: &Node) -> Result<u32, ConfigError> {
     let v = opt.value()?;
     if let Ok(n) = v.text.parse() {
         return Ok(n);
