@@ -150,37 +150,28 @@ impl Running {
 
     /// Waits until `port` accepts TCP connections.
     pub fn wait_tcp(&mut self, port: u16) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return;
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!(
-                    "{:?} exited with {status} before listening:\n{}",
-                    self.kind,
-                    self.stderr()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!(
-            "{:?} did not listen on {port}:\n{}",
-            self.kind,
-            self.stderr()
-        );
+        self.wait_until(&format!("port {port}"), || {
+            TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
     }
 
     /// Waits until the unix socket `path` accepts connections.
     pub fn wait_unix(&mut self, path: &Path) {
+        self.wait_until(&path.display().to_string(), || {
+            std::os::unix::net::UnixStream::connect(path).is_ok()
+        });
+    }
+
+    /// Polls `listening` until it holds, failing if the server exits or 20 s pass.
+    fn wait_until(&mut self, what: &str, listening: impl Fn() -> bool) {
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
-            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            if listening() {
                 return;
             }
             if let Ok(Some(status)) = self.child.try_wait() {
                 panic!(
-                    "{:?} exited with {status} before listening:\n{}",
+                    "{:?} exited with {status} before listening on {what}:\n{}",
                     self.kind,
                     self.stderr()
                 );
@@ -188,9 +179,8 @@ impl Running {
             std::thread::sleep(Duration::from_millis(50));
         }
         panic!(
-            "{:?} did not listen on {}:\n{}",
+            "{:?} did not listen on {what}:\n{}",
             self.kind,
-            path.display(),
             self.stderr()
         );
     }

@@ -15,7 +15,7 @@ use crate::sources::datagram::{Bind, DatagramSource};
 use crate::sources::internal::InternalSource;
 use crate::sources::stdin::StdinSource;
 use crate::sources::stream::{Listen, StreamSource};
-use crate::sources::ReaderSpec;
+use crate::sources::{ReaderSpec, UnixSocket};
 use sluice_config::{Body, Config, ConfigError, Node, Pos, Statement};
 use sluice_model::filter::{self, Filter};
 use sluice_model::path::{DestId, LogPath, PathContext, SourceId};
@@ -369,6 +369,17 @@ pub fn build(config: &Config) -> Result<Pipeline, ConfigError> {
     })
 }
 
+/// The error for a driver name that is not implemented: not supported yet when syslog-ng has
+/// it, otherwise unknown with the valid names.
+fn driver_error(node: &Node, kind: &str, implemented: &[&str], not_yet: &[&str]) -> ConfigError {
+    if not_yet.contains(&node.key().as_str()) {
+        return ConfigError::not_supported(node.pos, &format!("the {}() {kind}", node.name));
+    }
+    let mut all: Vec<&str> = implemented.to_vec();
+    all.extend_from_slice(not_yet);
+    ConfigError::unknown(node.pos, &format!("{kind} driver"), &node.name, "", &all)
+}
+
 impl Builder<'_> {
     fn statement(
         &self,
@@ -468,23 +479,7 @@ impl Builder<'_> {
             }
             "unix_stream" | "unix_dgram" => (UNIX_OPTIONS, &["pass_unix_credentials"]),
             "stdin" | "internal" => (&[], &[]),
-            k if SOURCES_NOT_YET.contains(&k) => {
-                return Err(ConfigError::not_supported(
-                    node.pos,
-                    &format!("the {}() source", node.name),
-                ))
-            }
-            _ => {
-                let mut all: Vec<&str> = SOURCES.to_vec();
-                all.extend_from_slice(SOURCES_NOT_YET);
-                return Err(ConfigError::unknown(
-                    node.pos,
-                    "source driver",
-                    &node.name,
-                    "",
-                    &all,
-                ));
-            }
+            _ => return Err(driver_error(node, "source", SOURCES, SOURCES_NOT_YET)),
         };
         for opt in node.options() {
             let k = opt.key();
@@ -594,15 +589,15 @@ impl Builder<'_> {
                         ),
                     )
                 })?;
-                let perm = net.perm.unwrap_or(0o666);
+                let unix = UnixSocket {
+                    path: path.into(),
+                    perm: net.perm.unwrap_or(0o666),
+                    owner: net.owner,
+                    group: net.group,
+                };
                 if key == "unix_stream" {
                     let max = net.max_connections.unwrap_or(256);
-                    let listen = Listen::Unix {
-                        path: path.into(),
-                        perm,
-                        owner: net.owner,
-                        group: net.group,
-                    };
+                    let listen = Listen::Unix(unix.clone());
                     let s = StreamSource {
                         listen,
                         reader: reader(Framing::Newline, per_reader(max)),
@@ -616,12 +611,7 @@ impl Builder<'_> {
                     };
                     self.streams.push((id, Arc::new(s)));
                 } else {
-                    let bind = Bind::Unix {
-                        path: path.into(),
-                        perm,
-                        owner: net.owner,
-                        group: net.group,
-                    };
+                    let bind = Bind::Unix(unix.clone());
                     let s = DatagramSource {
                         bind,
                         reader: reader(Framing::Newline, opts.log_iw_size),
@@ -759,22 +749,13 @@ impl Builder<'_> {
         let key = node.key();
         match key.as_str() {
             "file" | "stdout" => {}
-            k if DESTINATIONS_NOT_YET.contains(&k) => {
-                return Err(ConfigError::not_supported(
-                    node.pos,
-                    &format!("the {}() destination", node.name),
-                ))
-            }
             _ => {
-                let mut all: Vec<&str> = DESTINATIONS.to_vec();
-                all.extend_from_slice(DESTINATIONS_NOT_YET);
-                return Err(ConfigError::unknown(
-                    node.pos,
-                    "destination driver",
-                    &node.name,
-                    "",
-                    &all,
-                ));
+                return Err(driver_error(
+                    node,
+                    "destination",
+                    DESTINATIONS,
+                    DESTINATIONS_NOT_YET,
+                ))
             }
         }
         let mut file: FileOptions = self.globals.file.clone();

@@ -4,7 +4,7 @@
 //! cannot be slowed down: while the window is spent the socket is not read and the kernel
 //! drops what overflows its buffer (`so-rcvbuf()` sizes it).
 
-use super::{Context, ReaderSpec};
+use super::{Context, ReaderSpec, UnixSocket};
 use crate::dispatch::Scratch;
 use crate::dns::{self, NameOptions};
 use crate::internal as log;
@@ -13,7 +13,6 @@ use bytes::BytesMut;
 use sluice_model::{LogMessage, Origin, Today, UnixTime};
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::net::{UdpSocket, UnixDatagram};
@@ -21,12 +20,7 @@ use tokio::net::{UdpSocket, UnixDatagram};
 #[derive(Clone, Debug)]
 pub enum Bind {
     Udp(SocketAddr),
-    Unix {
-        path: PathBuf,
-        perm: u32,
-        owner: Option<u32>,
-        group: Option<u32>,
-    },
+    Unix(UnixSocket),
 }
 
 #[derive(Clone, Debug)]
@@ -71,22 +65,10 @@ impl DatagramSource {
                 socket.set_nonblocking(true)?;
                 Ok(Bound::Udp(UdpSocket::from_std(socket.into())?))
             }
-            Bind::Unix {
-                path,
-                perm,
-                owner,
-                group,
-            } => {
-                if let Some(dir) = path.parent() {
-                    std::fs::create_dir_all(dir)?;
-                }
-                let _ = std::fs::remove_file(path);
-                let socket = UnixDatagram::bind(path)?;
-                use std::os::unix::fs::PermissionsExt;
-                std::fs::set_permissions(path, std::fs::Permissions::from_mode(*perm))?;
-                if owner.is_some() || group.is_some() {
-                    std::os::unix::fs::chown(path, *owner, *group)?;
-                }
+            Bind::Unix(unix) => {
+                unix.prepare()?;
+                let socket = UnixDatagram::bind(&unix.path)?;
+                unix.apply_permissions()?;
                 Ok(Bound::Unix(socket))
             }
         }
@@ -149,8 +131,8 @@ impl DatagramSource {
             ctx.dispatcher.dispatch(&msgs, &window, &mut scratch).await;
             msgs.clear();
         }
-        if let Bind::Unix { path, .. } = &self.bind {
-            let _ = std::fs::remove_file(path);
+        if let Bind::Unix(unix) = &self.bind {
+            unix.remove();
         }
     }
 

@@ -23,6 +23,43 @@ use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::watch;
 
+/// A unix socket a source listens on: its path and who may write to it.
+#[derive(Clone, Debug)]
+pub struct UnixSocket {
+    pub path: std::path::PathBuf,
+    pub perm: u32,
+    pub owner: Option<u32>,
+    pub group: Option<u32>,
+}
+
+impl UnixSocket {
+    /// Makes room for the socket: its directory exists, a stale socket file is gone.
+    pub fn prepare(&self) -> std::io::Result<()> {
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        match std::fs::remove_file(&self.path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Gives the bound socket its mode and owner.
+    pub fn apply_permissions(&self) -> std::io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&self.path, std::fs::Permissions::from_mode(self.perm))?;
+        if self.owner.is_some() || self.group.is_some() {
+            std::os::unix::fs::chown(&self.path, self.owner, self.group)?;
+        }
+        Ok(())
+    }
+
+    /// Removes the socket file when the source stops.
+    pub fn remove(&self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 /// How one reader cuts, parses and paces its input.
 #[derive(Clone, Debug)]
 pub struct ReaderSpec {

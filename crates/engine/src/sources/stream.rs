@@ -2,13 +2,12 @@
 //! and `unix-stream()`. Each accepted connection gets its own task, window and origin;
 //! connections past `max-connections()` are refused, logged and counted.
 
-use super::{read_stream, Context, ReaderSpec};
+use super::{read_stream, Context, ReaderSpec, UnixSocket};
 use crate::dns::{self, NameOptions};
 use crate::internal as log;
 use crate::window::Window;
 use sluice_model::Origin;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::net::{TcpListener, UnixListener};
@@ -17,12 +16,7 @@ use tokio::task::JoinSet;
 #[derive(Clone, Debug)]
 pub enum Listen {
     Tcp(SocketAddr),
-    Unix {
-        path: PathBuf,
-        perm: u32,
-        owner: Option<u32>,
-        group: Option<u32>,
-    },
+    Unix(UnixSocket),
 }
 
 #[derive(Clone, Debug)]
@@ -64,22 +58,10 @@ impl StreamSource {
                 socket.bind(*addr)?;
                 Ok(Bound::Tcp(socket.listen(1024)?))
             }
-            Listen::Unix {
-                path,
-                perm,
-                owner,
-                group,
-            } => {
-                if let Some(dir) = path.parent() {
-                    std::fs::create_dir_all(dir)?;
-                }
-                let _ = std::fs::remove_file(path);
-                let listener = UnixListener::bind(path)?;
-                use std::os::unix::fs::PermissionsExt;
-                std::fs::set_permissions(path, std::fs::Permissions::from_mode(*perm))?;
-                if owner.is_some() || group.is_some() {
-                    std::os::unix::fs::chown(path, *owner, *group)?;
-                }
+            Listen::Unix(unix) => {
+                unix.prepare()?;
+                let listener = UnixListener::bind(&unix.path)?;
+                unix.apply_permissions()?;
                 Ok(Bound::Unix(listener))
             }
         }
@@ -128,8 +110,8 @@ impl StreamSource {
             });
         }
         while connections.join_next().await.is_some() {}
-        if let Listen::Unix { path, .. } = &self.listen {
-            let _ = std::fs::remove_file(path);
+        if let Listen::Unix(unix) = &self.listen {
+            unix.remove();
         }
     }
 
