@@ -87,7 +87,11 @@ impl ConfigError {
             <= (wanted.len() / 3).max(2);
         // Shown as syslog-ng's documentation writes them: keep-hostname, not keep_hostname.
         let nearest = nearest.replace('_', "-");
-        let list = ranked.iter().map(|n| n.replace('_', "-")).collect::<Vec<_>>().join(", ");
+        let list = ranked
+            .iter()
+            .map(|n| n.replace('_', "-"))
+            .collect::<Vec<_>>()
+            .join(", ");
         if close {
             err.with_help(format!("did you mean '{nearest}'? valid {what}s: {list}"))
         } else {
