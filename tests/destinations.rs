@@ -187,3 +187,42 @@ fn a_stalled_destination_stops_the_reader_and_loses_nothing() {
     }
     assert_eq!(count, total);
 }
+
+#[test]
+fn idle_files_are_closed_after_time_reap() {
+    let port = free_port();
+    let mut s = Running::start(
+        Server::Sluice,
+        &format!(
+            r#"source s {{ tcp(ip(127.0.0.1) port({port}) keep-hostname(yes)); }};
+            destination d {{ file("@OUT@/${{HOST}}.log" time-reap(1)); }};
+            log {{ source(s); destination(d); }};"#
+        ),
+    );
+    s.wait_tcp(port);
+    let mut conn = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    conn.write_all(line(0).as_bytes()).unwrap();
+    assert_eq!(wait_lines(&s.out, 1, Duration::from_secs(10)), 1);
+    // logrotate-style: move the file away. A writer that still held it open would keep
+    // appending to the moved file; after time-reap() it reopens by name and creates a new one.
+    std::fs::rename(s.out.join("host0.log"), s.out.join("host0.log.1")).unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    conn.write_all(line(3).as_bytes()).unwrap();
+    drop(conn);
+    let fresh = s.out.join("host0.log");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !fresh.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    s.terminate();
+    assert_eq!(
+        std::fs::read_to_string(s.out.join("host0.log.1"))
+            .unwrap()
+            .lines()
+            .count(),
+        1
+    );
+    assert!(std::fs::read_to_string(&fresh)
+        .unwrap()
+        .ends_with("message 00000003\n"));
+}
