@@ -133,12 +133,13 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
         }
         frames.clear();
         let decoded = decoder.decode(&buf, eof, |f| frames.push(f));
-        let consumed = match decoded {
-            Ok(consumed) => consumed,
+        // A framing error ends the connection, but the frames cut before it were accepted.
+        let (consumed, failed) = match decoded {
+            Ok(consumed) => (consumed, false),
             Err(e) => {
                 ctx.counters.framing_errors.fetch_add(1, Ordering::Relaxed);
                 log::error(format!("closing connection from {peer}: {e}"));
-                break;
+                (frames.last().map_or(0, |f| f.range.end), true)
             }
         };
         if !frames.is_empty() {
@@ -162,7 +163,7 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
         } else if consumed > 0 {
             let _ = buf.split_to(consumed);
         }
-        if eof {
+        if eof || failed {
             break;
         }
     }
