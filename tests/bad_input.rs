@@ -128,3 +128,31 @@ fn malformed_lines_are_kept_whole() {
     assert!(lines[2].contains("binary"), "{}", lines[2]);
     assert!(lines[3].starts_with("13|localhost|||"), "{}", lines[3]);
 }
+
+#[test]
+fn long_datagrams_are_cut_at_log_msg_size() {
+    let port = common::free_udp_port();
+    let mut s = Running::start(
+        Server::Sluice,
+        &format!(
+            r#"source s {{ udp(ip(127.0.0.1) port({port}) log-msg-size(40) flags(no-parse)); }};
+            destination d {{ file("@OUT@/all.log" template("[$MSG]\n")); }};
+            log {{ source(s); destination(d); }};"#
+        ),
+    );
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let long = "x".repeat(100);
+    // The socket may not be bound yet when the first datagram leaves: send until one arrives.
+    for _ in 0..50 {
+        udp.send_to(long.as_bytes(), ("127.0.0.1", port)).unwrap();
+        if wait_lines(&s.out, 1, Duration::from_millis(100)) >= 1 {
+            break;
+        }
+    }
+    s.terminate();
+    let text = std::fs::read_to_string(s.out.join("all.log")).unwrap();
+    assert_eq!(
+        text.lines().next().unwrap(),
+        format!("[{}]", "x".repeat(40))
+    );
+}

@@ -95,7 +95,15 @@ impl DatagramSource {
             while datagrams.len() < BATCH {
                 buf.reserve(MAX_DATAGRAM);
                 match try_recv(&bound, &mut buf) {
-                    Ok((n, peer)) => datagrams.push((buf.split_to(n).freeze(), peer)),
+                    Ok((n, peer)) => {
+                        let mut raw = buf.split_to(n).freeze();
+                        // A datagram longer than log-msg-size() is cut, as syslog-ng's buffer cuts it.
+                        if raw.len() > self.reader.log_msg_size {
+                            raw.truncate(self.reader.log_msg_size);
+                            ctx.counters.oversized.fetch_add(1, Ordering::Relaxed);
+                        }
+                        datagrams.push((raw, peer));
+                    }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                     Err(e) => {
                         log::warning(format!(
