@@ -68,15 +68,7 @@ pub fn host_from(addr: Option<IpAddr>, opts: &NameOptions) -> Arc<[u8]> {
 
 /// This machine's name: short, or as configured when `use-fqdn(yes)`.
 pub fn local_name(fqdn: bool) -> Arc<[u8]> {
-    let full = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "localhost".into());
-    let name = if fqdn {
-        full.as_str()
-    } else {
-        full.split('.').next().unwrap_or("localhost")
-    };
-    Arc::from(name.as_bytes())
+    Arc::from(sluice_model::macros::local_hostname(fqdn))
 }
 
 fn reverse(ip: IpAddr) -> Option<String> {

@@ -179,25 +179,22 @@ pub struct DateOptions {
     pub zone: Option<Zone>,
 }
 
-/// Process-wide facts some macros print.
-pub struct Host {
-    /// `$LOGHOST`
-    pub name: Vec<u8>,
-}
-
-/// The short host name of this machine.
-pub fn local_hostname() -> &'static [u8] {
-    static NAME: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
-    NAME.get_or_init(|| {
-        let full = std::fs::read_to_string("/proc/sys/kernel/hostname")
+/// This machine's name as the kernel knows it, or only its first label (`fqdn == false`),
+/// read once.
+pub fn local_hostname(fqdn: bool) -> &'static [u8] {
+    static FULL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let full = FULL.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|s| s.trim().to_string())
-            .unwrap_or_else(|_| "localhost".into());
-        full.split('.')
-            .next()
-            .unwrap_or("localhost")
-            .as_bytes()
-            .to_vec()
-    })
+            .ok()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "localhost".into())
+    });
+    if fqdn {
+        full.as_bytes()
+    } else {
+        full.split('.').next().unwrap_or(full).as_bytes()
+    }
 }
 
 /// Appends `bytes`; with `escape` (`template-escape(yes)`), `'`, `"` and `\` get a backslash
@@ -300,7 +297,7 @@ impl Macro {
                 None => out.extend_from_slice(b"127.0.0.1"),
             },
             Macro::Source => append(out, msg.origin.source_name.as_bytes(), escape),
-            Macro::LogHost => append(out, local_hostname(), escape),
+            Macro::LogHost => append(out, local_hostname(false), escape),
             Macro::RawMsg => {
                 if msg.keep_raw {
                     let raw = &msg.raw[..];
