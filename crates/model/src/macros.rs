@@ -218,8 +218,8 @@ pub fn append(out: &mut Vec<u8>, bytes: &[u8], escape: bool) {
     }
 }
 
-fn append_num(out: &mut Vec<u8>, n: impl std::fmt::Display) {
-    let _ = write!(out, "{n}");
+fn append_num(out: &mut Vec<u8>, n: impl itoa::Integer) {
+    time::push_num(out, n);
 }
 
 impl Macro {
@@ -293,7 +293,9 @@ impl Macro {
                 }
             }
             Macro::SourceIp => match msg.origin.peer {
-                Some(addr) => append_num(out, addr.ip()),
+                Some(addr) => {
+                    let _ = write!(out, "{}", addr.ip());
+                }
                 None => out.extend_from_slice(b"127.0.0.1"),
             },
             Macro::Source => append(out, msg.origin.source_name.as_bytes(), escape),
@@ -405,7 +407,7 @@ fn date(t: UnixTime, field: DateField, opts: &DateOptions, out: &mut Vec<u8>) {
     let digits = opts.frac_digits;
     let c = t.civil();
     let two = |out: &mut Vec<u8>, n: u32| {
-        let _ = write!(out, "{n:02}");
+        time::push_padded(out, u64::from(n), 2, b'0');
     };
     match field {
         DateField::Date => time::write_stamp(out, t, TsFormat::Bsd, digits),
@@ -414,10 +416,10 @@ fn date(t: UnixTime, field: DateField, opts: &DateOptions, out: &mut Vec<u8>) {
         DateField::Stamp => time::write_stamp(out, t, opts.ts_format, digits),
         DateField::UnixTime => time::write_stamp(out, t, TsFormat::Unix, digits),
         DateField::Year => {
-            let _ = write!(out, "{:04}", c.year);
+            time::push_padded(out, c.year.max(0) as u64, 4, b'0');
         }
         DateField::YearDay => {
-            let _ = write!(out, "{:03}", c.yday + 1);
+            time::push_padded(out, u64::from(c.yday) + 1, 3, b'0');
         }
         DateField::Month => two(out, u32::from(c.month)),
         DateField::MonthWeek => {
@@ -439,10 +441,10 @@ fn date(t: UnixTime, field: DateField, opts: &DateOptions, out: &mut Vec<u8>) {
         DateField::Min => two(out, u32::from(c.minute)),
         DateField::Sec => two(out, u32::from(c.second)),
         DateField::Msec => {
-            let _ = write!(out, "{:03}", t.micros / 1000);
+            time::push_padded(out, u64::from(t.micros / 1000), 3, b'0');
         }
         DateField::Usec => {
-            let _ = write!(out, "{:06}", t.micros);
+            time::push_padded(out, u64::from(t.micros), 6, b'0');
         }
         DateField::Ampm => out.extend_from_slice(if c.hour < 12 { b"AM" } else { b"PM" }),
         DateField::WeekDay => append_num(out, c.weekday + 1),

@@ -8,7 +8,8 @@
 
 use jiff::tz::TimeZone;
 use sluice_protocol::WallClock;
-use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// An instant plus the offset (seconds east of UTC) to show it in.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -44,35 +45,93 @@ impl UnixTime {
 
 /// A time zone from the configuration (`time-zone("Europe/Budapest")`, `"+01:00"`) or the
 /// machine's.
+///
+/// Looking a zone's rules up for every message is costly, and messages come in runs from the
+/// same hour, so a zone remembers the offset of the last hour it resolved — of an instant and
+/// of a wall-clock time — provided the whole hour has one offset. Hours that hold a DST
+/// transition always go to the zone's rules.
 #[derive(Clone, Debug)]
-pub struct Zone(TimeZone);
+pub struct Zone {
+    rules: TimeZone,
+    by_instant: Arc<HourCache>,
+    by_wall_clock: Arc<HourCache>,
+}
+
+/// One hour (seconds / 3600) and the offset in force for all of it, packed in one word:
+/// `(hour + 1) << 24 | (offset + 2^23)`; 0 means empty.
+#[derive(Debug, Default)]
+struct HourCache(AtomicU64);
+
+impl HourCache {
+    fn get(&self, hour: i64) -> Option<i32> {
+        let packed = self.0.load(Ordering::Relaxed);
+        (packed != 0 && (packed >> 24) as i64 == hour + 1)
+            .then(|| (packed & 0xFF_FFFF) as i32 - (1 << 23))
+    }
+
+    fn set(&self, hour: i64, offset: i32) {
+        if (0..(1 << 39)).contains(&hour) && offset.abs() < (1 << 22) {
+            self.0.store(
+                ((hour + 1) as u64) << 24 | (offset + (1 << 23)) as u64,
+                Ordering::Relaxed,
+            );
+        }
+    }
+}
 
 impl Zone {
+    fn new(rules: TimeZone) -> Zone {
+        Zone {
+            rules,
+            by_instant: Arc::default(),
+            by_wall_clock: Arc::default(),
+        }
+    }
+
     pub fn local() -> Zone {
-        Zone(TimeZone::try_system().unwrap_or(TimeZone::UTC))
+        Zone::new(TimeZone::try_system().unwrap_or(TimeZone::UTC))
     }
 
     /// A zone name from the tz database or a fixed offset like `+01:00` / `-0530`.
     pub fn parse(name: &str) -> Result<Zone, String> {
         if let Some(offset) = parse_offset(name) {
-            return Ok(Zone(TimeZone::fixed(
-                jiff::tz::Offset::from_seconds(offset).map_err(|e| e.to_string())?,
-            )));
+            let offset = jiff::tz::Offset::from_seconds(offset).map_err(|e| e.to_string())?;
+            return Ok(Zone::new(TimeZone::fixed(offset)));
         }
         TimeZone::get(name)
-            .map(Zone)
+            .map(Zone::new)
             .map_err(|e| format!("unknown time zone '{name}': {e}"))
     }
 
+    /// The offset in force at an instant.
     pub fn offset_at(&self, secs: i64) -> i32 {
+        let hour = secs.div_euclid(3600);
+        if let Some(offset) = self.by_instant.get(hour) {
+            return offset;
+        }
+        let offset = self.rules_offset_at(secs);
+        let start = hour * 3600;
+        if self.rules_offset_at(start) == offset && self.rules_offset_at(start + 3599) == offset {
+            self.by_instant.set(hour, offset);
+        }
+        offset
+    }
+
+    fn rules_offset_at(&self, secs: i64) -> i32 {
         match jiff::Timestamp::from_second(secs) {
-            Ok(ts) => self.0.to_offset(ts).seconds(),
+            Ok(ts) => self.rules.to_offset(ts).seconds(),
             Err(_) => 0,
         }
     }
 
-    /// The instant a (valid) wall-clock time names in this zone.
-    fn resolve(&self, c: &Civil) -> Option<i64> {
+    /// The instant and offset of a wall-clock time given as seconds counted as if it were UTC
+    /// (see [`civil_to_secs`]); `None` when the zone cannot place it.
+    fn resolve(&self, wall: i64) -> Option<(i64, i32)> {
+        let hour = wall.div_euclid(3600);
+        if let Some(offset) = self.by_wall_clock.get(hour) {
+            return Some((wall - i64::from(offset), offset));
+        }
+        let c = Civil::from_local_secs(wall);
         let dt = jiff::civil::DateTime::new(
             c.year as i16,
             c.month as i8,
@@ -83,13 +142,24 @@ impl Zone {
             0,
         )
         .ok()?;
-        Some(
-            self.0
-                .to_ambiguous_timestamp(dt)
-                .compatible()
-                .ok()?
-                .as_second(),
-        )
+        let secs = self
+            .rules
+            .to_ambiguous_timestamp(dt)
+            .compatible()
+            .ok()?
+            .as_second();
+        // The offset in force at that instant, as syslog-ng shows it: a time in a DST gap moves
+        // forward (02:30 becomes 03:30+02:00).
+        let offset = self.rules_offset_at(secs);
+        // Cache only when every wall-clock second of this hour has this one offset.
+        let start = hour * 3600 - i64::from(offset);
+        if wall - secs == i64::from(offset)
+            && self.rules_offset_at(start) == offset
+            && self.rules_offset_at(start + 3599) == offset
+        {
+            self.by_wall_clock.set(hour, offset);
+        }
+        Some((secs, offset))
     }
 }
 
@@ -154,15 +224,15 @@ pub fn resolve(
     let Some(wall) = civil_to_secs(year, wc.month, wc.day, wc.hour, wc.minute, wc.second) else {
         return recvd;
     };
-    let secs = match wc.offset {
-        Some(offset) => Some(wall - i64::from(offset)),
-        None => zone.resolve(&Civil::from_local_secs(wall)),
+    let placed = match wc.offset {
+        Some(offset) => Some((wall - i64::from(offset), offset)),
+        None => zone.resolve(wall),
     };
-    match secs {
-        Some(secs) => UnixTime {
+    match placed {
+        Some((secs, offset)) => UnixTime {
             secs,
             micros: wc.micros,
-            offset: wc.offset.unwrap_or_else(|| zone.offset_at(secs)),
+            offset,
         },
         None => recvd,
     }
@@ -310,10 +380,31 @@ impl TsFormat {
     }
 }
 
+/// Appends the decimal digits of `n`.
+#[inline]
+pub fn push_num(out: &mut Vec<u8>, n: impl itoa::Integer) {
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+}
+
+/// Appends `n` right-aligned in `width` characters, padded with `pad` (`b'0'` or `b' '`).
+#[inline]
+pub fn push_padded(out: &mut Vec<u8>, n: u64, width: usize, pad: u8) {
+    let mut buf = itoa::Buffer::new();
+    let digits = buf.format(n).as_bytes();
+    out.extend(std::iter::repeat_n(pad, width.saturating_sub(digits.len())));
+    out.extend_from_slice(digits);
+}
+
+/// Appends a number below 100 as two digits: the hours, minutes and seconds of every stamp.
+#[inline]
+fn push2(out: &mut Vec<u8>, n: u8) {
+    out.extend_from_slice(&[b'0' + n / 10 % 10, b'0' + n % 10]);
+}
+
 /// Writes `t` in `format` with `frac_digits` digits of fractional seconds.
 pub fn write_stamp(out: &mut Vec<u8>, t: UnixTime, format: TsFormat, frac_digits: u8) {
     if format == TsFormat::Unix {
-        let _ = write!(out, "{}", t.secs);
+        push_num(out, t.secs);
         write_fraction(out, t.micros, frac_digits);
         return;
     }
@@ -324,16 +415,19 @@ pub fn write_stamp(out: &mut Vec<u8>, t: UnixTime, format: TsFormat, frac_digits
             write_fraction(out, t.micros, frac_digits);
         }
         TsFormat::Full => {
-            let _ = write!(out, "{} ", c.year);
+            push_num(out, c.year);
+            out.push(b' ');
             write_bsd(out, &c);
             write_fraction(out, t.micros, frac_digits);
         }
         TsFormat::Iso => {
-            let _ = write!(
-                out,
-                "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
-                c.year, c.month, c.day, c.hour, c.minute, c.second
-            );
+            push_padded(out, c.year.max(0) as u64, 4, b'0');
+            out.push(b'-');
+            push2(out, c.month);
+            out.push(b'-');
+            push2(out, c.day);
+            out.push(b'T');
+            write_clock(out, &c);
             write_fraction(out, t.micros, frac_digits);
             write_offset(out, t.offset);
         }
@@ -341,30 +435,42 @@ pub fn write_stamp(out: &mut Vec<u8>, t: UnixTime, format: TsFormat, frac_digits
     }
 }
 
+/// `Jan  5 13:56:09`
 fn write_bsd(out: &mut Vec<u8>, c: &Civil) {
     out.extend_from_slice(MONTH_ABBREV[c.month as usize - 1].as_bytes());
-    let _ = write!(
-        out,
-        " {:2} {:02}:{:02}:{:02}",
-        c.day, c.hour, c.minute, c.second
-    );
+    out.push(b' ');
+    out.push(if c.day < 10 { b' ' } else { b'0' + c.day / 10 });
+    out.push(b'0' + c.day % 10);
+    out.push(b' ');
+    write_clock(out, c);
+}
+
+/// `13:56:09`
+fn write_clock(out: &mut Vec<u8>, c: &Civil) {
+    push2(out, c.hour);
+    out.push(b':');
+    push2(out, c.minute);
+    out.push(b':');
+    push2(out, c.second);
 }
 
 fn write_fraction(out: &mut Vec<u8>, micros: u32, digits: u8) {
     if digits == 0 {
         return;
     }
-    let digits = digits.min(6) as usize;
-    let text = format!("{micros:06}");
+    let mut text = Vec::with_capacity(6);
+    push_padded(&mut text, u64::from(micros), 6, b'0');
     out.push(b'.');
-    out.extend_from_slice(&text.as_bytes()[..digits]);
+    out.extend_from_slice(&text[..digits.min(6) as usize]);
 }
 
 /// `+01:00`
 pub fn write_offset(out: &mut Vec<u8>, offset: i32) {
-    let sign = if offset < 0 { '-' } else { '+' };
+    out.push(if offset < 0 { b'-' } else { b'+' });
     let abs = offset.unsigned_abs();
-    let _ = write!(out, "{sign}{:02}:{:02}", abs / 3600, abs % 3600 / 60);
+    push2(out, (abs / 3600 % 100) as u8);
+    out.push(b':');
+    push2(out, (abs % 3600 / 60) as u8);
 }
 
 #[cfg(test)]
@@ -484,6 +590,33 @@ mod tests {
             resolve(&explicit, Some(&zone), &zone, today, recvd).offset,
             -3600
         );
+    }
+
+    #[test]
+    fn cached_hours_respect_dst_transitions() {
+        let zone = Zone::parse("Europe/Budapest").unwrap();
+        // 2025-03-30 02:00 local does not exist (clocks jump to 03:00); 2025-10-26 02:30 happens twice.
+        let wall = |m, d, h, min| civil_to_secs(2025, m, d, h, min, 0).unwrap();
+        for _ in 0..2 {
+            assert_eq!(
+                zone.resolve(wall(3, 30, 1, 30)),
+                Some((wall(3, 30, 0, 30), 3600))
+            );
+            assert_eq!(
+                zone.resolve(wall(3, 30, 3, 30)),
+                Some((wall(3, 30, 1, 30), 7200))
+            );
+            assert_eq!(
+                zone.resolve(wall(3, 30, 2, 30)),
+                Some((wall(3, 30, 1, 30), 7200))
+            ); // the gap: 03:30+02:00
+            assert_eq!(
+                zone.resolve(wall(10, 26, 2, 30)).map(|(_, o)| o),
+                Some(7200)
+            ); // compatible: earlier
+            assert_eq!(zone.offset_at(wall(10, 26, 0, 59)), 7200);
+            assert_eq!(zone.offset_at(wall(10, 26, 1, 0)), 3600);
+        }
     }
 
     #[test]

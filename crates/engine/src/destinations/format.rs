@@ -31,8 +31,9 @@ impl Format {
                 out.push(b'\n');
             }
             Format::Rfc5424(dates, body) => {
-                use std::io::Write;
-                let _ = write!(out, "<{}>1 ", msg.fields.pri);
+                out.push(b'<');
+                time::push_num(out, msg.fields.pri);
+                out.extend_from_slice(b">1 ");
                 time::write_stamp(out, shown(msg, dates), TsFormat::Iso, dates.frac_digits);
                 out.push(b' ');
                 for field in [msg.host(), msg.program(), msg.pid(), msg.msgid()] {
