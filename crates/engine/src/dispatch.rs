@@ -27,11 +27,14 @@ pub struct Scratch {
 impl Dispatcher {
     /// Routes `msgs` and queues them with their destinations, taking credits from `window`
     /// first (waiting for them when the destinations are behind).
+    ///
+    /// A batch larger than the window takes the whole window and goes out at once: its
+    /// messages are already parsed and in memory, so cutting it into window-sized pieces would
+    /// only make the reader wait for the writer once per piece. The reader still reads nothing
+    /// more until the batch is written, so memory stays bounded by one read per reader.
     pub async fn dispatch(&self, msgs: &[LogMessage], window: &Window, scratch: &mut Scratch) {
-        for chunk in msgs.chunks(window.size() as usize) {
-            let ack = window.take(chunk.len() as u32).await;
-            self.dispatch_now(chunk, &ack, scratch);
-        }
+        let ack = window.take(msgs.len() as u32).await;
+        self.dispatch_now(msgs, &ack, scratch);
     }
 
     /// Routes and queues `msgs` under an acknowledgement the caller already holds.
