@@ -53,6 +53,8 @@ impl UnixTime {
 #[derive(Clone, Debug)]
 pub struct Zone {
     rules: TimeZone,
+    /// The offset of a zone that has never changed it (UTC, `+05:30`): no lookups at all.
+    constant: Option<i32>,
     by_instant: Arc<HourCache>,
     by_wall_clock: Arc<HourCache>,
 }
@@ -81,8 +83,15 @@ impl HourCache {
 
 impl Zone {
     fn new(rules: TimeZone) -> Zone {
+        let never_changes = rules.following(jiff::Timestamp::MIN).next().is_none();
+        let constant = match rules.to_fixed_offset() {
+            Ok(offset) => Some(offset.seconds()),
+            Err(_) if never_changes => Some(rules.to_offset(jiff::Timestamp::UNIX_EPOCH).seconds()),
+            Err(_) => None,
+        };
         Zone {
             rules,
+            constant,
             by_instant: Arc::default(),
             by_wall_clock: Arc::default(),
         }
@@ -105,6 +114,9 @@ impl Zone {
 
     /// The offset in force at an instant.
     pub fn offset_at(&self, secs: i64) -> i32 {
+        if let Some(offset) = self.constant {
+            return offset;
+        }
         let hour = secs.div_euclid(3600);
         if let Some(offset) = self.by_instant.get(hour) {
             return offset;
@@ -127,6 +139,9 @@ impl Zone {
     /// The instant and offset of a wall-clock time given as seconds counted as if it were UTC
     /// (see [`civil_to_secs`]); `None` when the zone cannot place it.
     fn resolve(&self, wall: i64) -> Option<(i64, i32)> {
+        if let Some(offset) = self.constant {
+            return Some((wall - i64::from(offset), offset));
+        }
         let hour = wall.div_euclid(3600);
         if let Some(offset) = self.by_wall_clock.get(hour) {
             return Some((wall - i64::from(offset), offset));
@@ -617,6 +632,13 @@ mod tests {
             assert_eq!(zone.offset_at(wall(10, 26, 0, 59)), 7200);
             assert_eq!(zone.offset_at(wall(10, 26, 1, 0)), 3600);
         }
+    }
+
+    #[test]
+    fn zones_without_transitions_are_constant() {
+        assert_eq!(Zone::parse("UTC").unwrap().constant, Some(0));
+        assert_eq!(Zone::parse("+05:30").unwrap().constant, Some(19800));
+        assert_eq!(Zone::parse("Europe/Budapest").unwrap().constant, None);
     }
 
     #[test]
