@@ -7,6 +7,7 @@
 
 mod daemon;
 mod default_config;
+mod loggen;
 
 use clap::{Parser, Subcommand};
 use sluice_config::{Config, LoadError};
@@ -66,6 +67,8 @@ enum Command {
         /// The configuration file.
         file: PathBuf,
     },
+    /// Generate load as syslog-ng's loggen does, or check what a destination received.
+    Loggen(loggen::LoggenArgs),
 }
 
 fn main() -> ExitCode {
@@ -83,8 +86,10 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     sluice_engine::internal::configure(true, cli.verbose, cli.debug);
-    if let Some(Command::CheckConfig { file }) = &cli.command {
-        return check(&load(Some(file), &defaults));
+    match &cli.command {
+        Some(Command::CheckConfig { file }) => return check(&load(Some(file), &defaults)),
+        Some(Command::Loggen(args)) => return ExitCode::from(loggen::run(args) as u8),
+        None => {}
     }
     let loaded = load(cli.cfgfile.as_deref(), &defaults);
     if cli.syntax_only {
