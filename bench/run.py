@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""The project's benchmark: sluice side by side with syslog-ng and rsyslog, in one run.
+
+usage: bench/run.py [--conns N] [--count N] [--size BYTES] [--proto 3164|5424] [--rounds N]
+                    [--servers sluice,syslog-ng,rsyslog] [--no-build]
+
+Builds sluice in release mode, then for each server in turn (rounds alternate servers so that
+drift in the machine's speed hits all alike): starts it with a TCP source and one file
+destination — sluice and syslog-ng run the same syslog-ng configuration text, rsyslog its
+equivalent — sends COUNT messages over CONNS connections with `sluice loggen` (unthrottled),
+waits until the file holds them all, and records messages per second, the server's CPU time per
+message and its peak resident memory. Servers that are not installed are left out with a note
+(bench/README.md says how to install them). Prints a table of medians and the ratios.
+"""
+import argparse
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SLUICE = os.path.join(ROOT, "target", "release", "sluice")
+RSYSLOG = "/opt/rsyslog"
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def cpu_seconds(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def peak_rss_mib(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def syslog_ng_config(args, port, out):
+    driver = "network" if args.proto == "3164" else "syslog"
+    return f"""@version: 3.38
+options {{ threaded(yes); log-fifo-size(1000000); use-dns(no); keep-hostname(yes); stats-freq(0); flush-lines(1000); }};
+source s {{ {driver}(ip(127.0.0.1) port({port}) transport(tcp) max-connections(20000) log-iw-size(1000000) log-fetch-limit(1000)); }};
+destination d {{ file("{out}" flush-lines(1000)); }};
+log {{ source(s); destination(d); }};
+"""
+
+
+def rsyslog_config(args, port, work, out):
+    lib = f"{RSYSLOG}/usr/lib/x86_64-linux-gnu"
+    framing = "" if args.proto == "3164" else ' supportOctetCountedFraming="on"'
+    return f"""global(workDirectory="{work}" maxMessageSize="64k")
+module(load="{lib}/rsyslog/imptcp.so" threads="2")
+input(type="imptcp" port="{port}" address="127.0.0.1"{framing})
+main_queue(queue.type="FixedArray" queue.size="1000000" queue.dequeueBatchSize="1024" queue.workerThreads="1")
+template(name="fwd" type="string" string="%TIMESTAMP% %HOSTNAME% %syslogtag%%msg%\\n")
+action(type="omfile" file="{out}" template="fwd" ioBufferSize="1m" flushOnTXEnd="off")
+"""
+
+
+def installed(server):
+    if server == "sluice":
+        return os.path.exists(SLUICE)
+    if server == "syslog-ng":
+        return shutil.which("syslog-ng") is not None
+    if server == "rsyslog":
+        return os.path.exists(f"{RSYSLOG}/usr/sbin/rsyslogd")
+    raise SystemExit(f"unknown server {server}")
+
+
+def start(server, args, work, port, out):
+    err = open(os.path.join(work, "stderr"), "w")
+    if server in ("sluice", "syslog-ng"):
+        conf = os.path.join(work, "server.conf")
+        open(conf, "w").write(syslog_ng_config(args, port, out))
+        binary = SLUICE if server == "sluice" else "syslog-ng"
+        extra = ["--no-caps"] if server == "syslog-ng" else []
+        cmd = [binary, "-F", *extra, "-f", conf, "-R", f"{work}/persist", "-p", f"{work}/pid", "-c", f"{work}/ctl"]
+        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+    conf = os.path.join(work, "rsyslog.conf")
+    open(conf, "w").write(rsyslog_config(args, port, work, out))
+    lib = f"{RSYSLOG}/usr/lib/x86_64-linux-gnu"
+    cmd = [f"{RSYSLOG}/usr/sbin/rsyslogd", "-n", "-f", conf, "-i", f"{work}/pid", "-M", f"{lib}/rsyslog"]
+    return subprocess.Popen(cmd, env=dict(os.environ, LD_LIBRARY_PATH=lib), stdout=subprocess.DEVNULL, stderr=err)
+
+
+def count_lines(path, seen):
+    """Lines in `path`, reading only what was added since the last call (seen = [offset, lines])."""
+    if not os.path.exists(path):
+        return 0
+    with open(path, "rb") as f:
+        f.seek(seen[0])
+        for block in iter(lambda: f.read(1 << 22), b""):
+            seen[1] += block.count(b"\n")
+        seen[0] = f.tell()
+    return seen[1]
+
+
+def run_once(server, args):
+    work = tempfile.mkdtemp(prefix=f"sluice-bench-{server}-")
+    out = os.path.join(work, "all.log")
+    port = free_port()
+    proc = start(server, args, work, port, out)
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        time.sleep(0.3)
+        total = args.conns * (args.count // args.conns)
+        cpu0, t0 = cpu_seconds(proc.pid), time.time()
+        loggen = [SLUICE, "loggen", "-Q", "-r", "0", "-s", str(args.size), "-n", str(args.count // args.conns),
+                  "--active-connections", str(args.conns), "-I", "3600"]
+        if args.proto == "5424":
+            loggen.append("-P")
+        sent = subprocess.run([*loggen, "127.0.0.1", str(port)], capture_output=True, text=True)
+        seen, last, t1 = [0, 0], -1, time.time()
+        while time.time() - t1 < 5:  # give up after 5 s without progress
+            got = count_lines(out, seen)
+            if got >= total:
+                t1 = time.time()
+                break
+            if got != last:
+                last, t1 = got, time.time()
+            time.sleep(0.02)
+        cpu1, rss = cpu_seconds(proc.pid), peak_rss_mib(proc.pid)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    # Count again once the server has stopped: rsyslog keeps its last partial buffer until then.
+    got = count_lines(out, seen)
+    shutil.rmtree(work, ignore_errors=True)
+    wall = t1 - t0
+    note = "" if got >= total else f"  INCOMPLETE: stored {got} of {total}"
+    if sent.returncode:
+        note += "  loggen: " + sent.stderr.strip()[-200:]
+    rate = total / wall if not note else 0.0
+    cpu = 1e6 * (cpu1 - cpu0) / total
+    print(f"{server:10s} proto={args.proto} conns={args.conns} count={total} stored={got} wall={wall:.2f}s "
+          f"rate={rate:,.0f} msg/s cpu={cpu:.2f} us/msg peak-rss={rss:.0f} MiB{note}", flush=True)
+    return rate, cpu, rss
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--conns", type=int, default=10)
+    ap.add_argument("--count", type=int, default=2_000_000)
+    ap.add_argument("--size", type=int, default=256)
+    ap.add_argument("--proto", choices=["3164", "5424"], default="3164")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--servers", default="sluice,syslog-ng,rsyslog")
+    ap.add_argument("--no-build", action="store_true", help="use the release binary as it is")
+    args = ap.parse_args()
+    if not args.no_build:
+        subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
+    servers = []
+    for s in args.servers.split(","):
+        if installed(s):
+            servers.append(s)
+        else:
+            print(f"note: {s} is not installed, left out (bench/README.md)", file=sys.stderr)
+    results = {s: [] for s in servers}
+    for _ in range(args.rounds):
+        for s in servers:
+            results[s].append(run_once(s, args))
+    print()
+    print(f"| server | msg/s (median of {args.rounds}) | CPU µs/msg | peak RSS MiB |")
+    print("|---|---|---|---|")
+    med = {}
+    for s, rows in results.items():
+        rate, cpu, rss = (statistics.median(r[i] for r in rows) for i in range(3))
+        med[s] = rate
+        print(f"| {s} | {rate:,.0f} | {cpu:.2f} | {rss:.0f} |")
+    if "sluice" in med:
+        for s, m in med.items():
+            if s != "sluice" and m:
+                print(f"sluice / {s} = {med['sluice'] / m:.2f}")
+
+
+if __name__ == "__main__":
+    main()
