@@ -193,20 +193,7 @@ const FILE_OPTIONS: &[&str] = &[
     "log_fifo_size",
     "persist_name",
     "flags",
-    "mark_mode",
-    "mark_freq",
-    "suppress",
-    "pad_size",
-    "overwrite_if_older",
-    "disk_buffer",
-    "throttle",
-    "logrotate",
-    "local_time_zone",
-    "on_error",
-    "batch_lines",
-    "batch_timeout",
     "time_reopen",
-    "multi_line_mode",
 ];
 const FILE_NOT_YET: &[&str] = &[
     "mark_mode",
@@ -809,13 +796,15 @@ impl Builder<'_> {
                 _ if Globals::apply_dates(&mut dates, opt)? => {}
                 _ if options::apply_file_option(&mut file, opt)? => {}
                 _ => {
+                    let valid: Vec<&str> =
+                        FILE_OPTIONS.iter().chain(FILE_NOT_YET).copied().collect();
                     return Err(ConfigError::unknown(
                         opt.pos,
                         "option",
                         &opt.name,
                         &format!(" in {}()", node.name),
-                        FILE_OPTIONS,
-                    ))
+                        &valid,
+                    ));
                 }
             }
         }
