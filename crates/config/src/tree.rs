@@ -402,7 +402,7 @@ impl Parser {
         }
     }
 
-    /// `name(args)` or `name [label] { body }`, followed by an optional `;`.
+    /// `name(args);` or `name { body };`.
     fn node(&mut self) -> Result<Node, ConfigError> {
         let (name, pos) = self.word("")?;
         let key = crate::normalize(&name);

@@ -107,6 +107,19 @@ impl Template {
         })
     }
 
+    /// Whether the template shows the destination's sequence number (`$SEQNUM`, `$SDATA`).
+    pub fn uses_seq(&self) -> bool {
+        self.ops.iter().any(|op| {
+            matches!(
+                op,
+                Op::Value {
+                    value: Value::Macro(Macro::SeqNum | Macro::Sdata),
+                    ..
+                }
+            )
+        })
+    }
+
     /// The template has no macros: its output is always the same.
     pub fn literal(&self) -> Option<&[u8]> {
         match self.ops.as_slice() {

@@ -78,6 +78,8 @@ pub struct FileDestination {
     stopped: AtomicBool,
     /// The sequence number of the next local message (syslog-ng's writer `seq_num`).
     next_seq: AtomicU32,
+    /// The format shows sequence numbers.
+    counts_seq: bool,
 }
 
 impl FileDestination {
@@ -104,6 +106,7 @@ impl FileDestination {
         FileDestination {
             name,
             path,
+            counts_seq: format.uses_seq(),
             format,
             opts: Arc::new(opts),
             writers: OnceLock::new(),
@@ -145,8 +148,11 @@ impl FileDestination {
     }
 
     /// Local messages are numbered per destination; others carry their `meta.sequenceId`.
+    /// Formats that do not show it skip the work.
     fn seq(&self, msg: &LogMessage) -> u32 {
-        if msg.is_local() {
+        if !self.counts_seq {
+            0
+        } else if msg.is_local() {
             self.next_seq.fetch_add(1, Ordering::Relaxed)
         } else {
             msg.sequence_id()

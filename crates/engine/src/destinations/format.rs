@@ -16,6 +16,15 @@ pub enum Format {
 }
 
 impl Format {
+    /// Whether the output shows the destination's sequence number (so it must be counted).
+    pub fn uses_seq(&self) -> bool {
+        match self {
+            Format::Template(t) => t.uses_seq(),
+            Format::File(_) => false,
+            Format::Rfc5424(..) => true,
+        }
+    }
+
     /// Appends `msg` formatted; `seq` is the destination's sequence number for it.
     pub fn append(&self, msg: &LogMessage, seq: u32, no_multi_line: bool, out: &mut Vec<u8>) {
         let start = out.len();
