@@ -200,20 +200,26 @@ impl Destination for FileDestination {
             return;
         }
         let template = self.path.as_ref().expect("templated file name");
-        // Few distinct names per batch: a short list beats hashing every message.
+        // Per-host names can be hundreds per batch: index the groups by name. The last
+        // message's group is checked first, since neighbours usually share a file.
         let mut groups: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
         let mut name = Vec::with_capacity(128);
+        let mut last = usize::MAX;
         for &i in which {
             let msg = &msgs[i as usize];
             name.clear();
             template.append(msg, 0, &mut name);
-            let at = match groups.iter().position(|(n, _)| *n == name) {
-                Some(at) => at,
-                None => {
-                    groups.push((name.clone(), Vec::with_capacity(4096)));
-                    groups.len() - 1
-                }
+            let at = if groups.get(last).is_some_and(|(n, _)| *n == name) {
+                last
+            } else if let Some(&at) = index.get(name.as_slice()) {
+                at
+            } else {
+                groups.push((name.clone(), Vec::with_capacity(4096)));
+                index.insert(name.clone(), groups.len() - 1);
+                groups.len() - 1
             };
+            last = at;
             self.format
                 .append(msg, self.seq(msg), no_multi_line, &mut groups[at].1);
         }
