@@ -1,0 +1,166 @@
+//! Heap allocations per message on the hot path: frames of the loghub corpus (or generated
+//! lines when `../shared/corpus` is absent) go through what a TCP reader does with them —
+//! frame, parse (`Ingest`), route, format into the file destination's buffers, queue for the
+//! writer — with a counting allocator around it.
+//!
+//! ```sh
+//! cargo bench --bench allocations
+//! ```
+
+use bytes::Bytes;
+use sluice_engine::dispatch::Scratch;
+use sluice_engine::window::Window;
+use sluice_model::{Origin, Today, UnixTime};
+use sluice_protocol::framing::{Frame, FrameDecoder};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Counts allocations (and reallocations, which may move) made through it.
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: every call is forwarded unchanged to the system allocator; only a counter is added.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: forwarded with the caller's layout.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded with the caller's pointer and layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: forwarded with the caller's arguments.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// The size of one read, as a busy reader sees it.
+const READ: usize = 256 << 10;
+
+fn input() -> (Vec<u8>, &'static str) {
+    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/corpus/loghub-rfc3164.log");
+    match std::fs::read(&corpus) {
+        Ok(bytes) => (bytes, "loghub-rfc3164.log"),
+        Err(_) => {
+            eprintln!(
+                "note: {} is absent; using generated lines",
+                corpus.display()
+            );
+            let lines: String = (0..30_000)
+                .map(|i| {
+                    format!(
+                        "<{}>Jan {:2} 13:56:{:02} host{} prog{}[{}]: generated message {i}\n",
+                        8 + i % 180,
+                        1 + i % 28,
+                        i % 60,
+                        i % 50,
+                        i % 7,
+                        1000 + i
+                    )
+                })
+                .collect();
+            (lines.into_bytes(), "generated lines")
+        }
+    }
+}
+
+fn main() {
+    let dir = std::env::temp_dir().join(format!("sluice-allocations-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch directory");
+    for (label, destination) in [
+        (
+            "one file, default format",
+            format!("file(\"{}/all.log\")", dir.display()),
+        ),
+        (
+            "one file per host",
+            format!("file(\"{}/${{HOST}}.log\")", dir.display()),
+        ),
+    ] {
+        let config = format!(
+            "@version: 3.38\noptions {{ keep-hostname(yes); use-dns(no); }};\nsource s {{ network(ip(127.0.0.1) port(5999)); }};\ndestination d {{ {destination}; }};\nlog {{ source(s); destination(d); }};\n"
+        );
+        let config = sluice_config::load_str("allocations", &config)
+            .unwrap_or_else(|e| panic!("{}", e.render()));
+        let pipeline =
+            sluice_engine::build(&config).unwrap_or_else(|e| panic!("{}", e.render(&config.map)));
+        let reader = pipeline.streams[0].reader.clone();
+        let origin = Arc::new(Origin {
+            source_name: Arc::from("s"),
+            source_id: 0,
+            peer: Some("127.0.0.1:40000".parse().expect("address")),
+            host_from: Arc::from(&b"127.0.0.1"[..]),
+            local: false,
+        });
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let window = Window::new(u32::MAX / 2);
+        let (bytes, name) = input();
+        let mut scratch = Scratch::default();
+        let mut msgs = Vec::new();
+        let mut frames: Vec<Frame> = Vec::new();
+        let run = |msgs: &mut Vec<_>, frames: &mut Vec<Frame>, scratch: &mut Scratch| {
+            let mut decoder = FrameDecoder::new(
+                reader.framing,
+                reader.log_msg_size,
+                reader.trim_large_messages,
+            );
+            let mut count = 0u64;
+            let mut pending: Vec<u8> = Vec::new();
+            let reads = bytes.len().div_ceil(READ);
+            for (i, read) in bytes.chunks(READ).enumerate() {
+                frames.clear();
+                // What a reader holds: the unfinished line of the last read, then this read.
+                pending.extend_from_slice(read);
+                let buf = Bytes::copy_from_slice(&pending);
+                let used = decoder
+                    .decode(&buf, i + 1 == reads, |f| frames.push(f))
+                    .expect("newline framing never fails");
+                pending.drain(..used);
+                let recvd = UnixTime::now(&reader.ingest.local_zone);
+                let today = Today::of(recvd);
+                for f in frames.iter() {
+                    msgs.push(reader.ingest.message(
+                        buf.slice(f.range.clone()),
+                        &origin,
+                        recvd,
+                        today,
+                    ));
+                }
+                let ack = runtime.block_on(window.take(msgs.len() as u32));
+                pipeline.dispatcher.dispatch_now(msgs, &ack, scratch);
+                count += msgs.len() as u64;
+                msgs.clear();
+            }
+            count
+        };
+        run(&mut msgs, &mut frames, &mut scratch); // warm up: writers started, buffers grown
+        let before = ALLOCATIONS.load(Ordering::Relaxed);
+        let started = std::time::Instant::now();
+        let count = run(&mut msgs, &mut frames, &mut scratch);
+        let allocations = ALLOCATIONS.load(Ordering::Relaxed) - before;
+        let elapsed = started.elapsed();
+        for d in &pipeline.dispatcher.destinations {
+            d.shutdown();
+        }
+        println!(
+            "{label}: {:.3} allocations per message ({allocations} for {count} messages of {name}; {:.0} ns per message on one thread, reads of {} KiB)",
+            allocations as f64 / count as f64,
+            elapsed.as_nanos() as f64 / count as f64,
+            READ >> 10
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
