@@ -198,7 +198,6 @@ fn generate(args: &LoggenArgs) -> Result<(), String> {
             if lines.is_empty() {
                 return Err(format!("{} holds no lines", path.display()));
             }
-            let _ = args.dont_parse;
             Source::File {
                 lines: Arc::new(lines),
                 looping: args.loop_reading,

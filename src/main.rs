@@ -41,7 +41,8 @@ struct Cli {
     /// Print debug messages to standard error.
     #[arg(short = 'd', long)]
     debug: bool,
-    /// Print internal messages to standard error even when an internal() source takes them.
+    /// Print internal messages down to informational ones to standard error (errors and warnings
+    /// always go there), even when an internal() source takes them too.
     #[arg(short = 'e', long)]
     stderr: bool,
     /// Print the version and exit.
@@ -85,7 +86,7 @@ fn main() -> ExitCode {
         print!("{}", defaults.text);
         return ExitCode::SUCCESS;
     }
-    sluice_engine::internal::configure(true, cli.verbose, cli.debug);
+    sluice_engine::internal::configure(true, cli.verbose || cli.stderr, cli.debug);
     match &cli.command {
         Some(Command::CheckConfig { file }) => return check(&load(Some(file), &defaults)),
         Some(Command::Loggen(args)) => return ExitCode::from(loggen::run(args) as u8),
@@ -95,19 +96,12 @@ fn main() -> ExitCode {
     if cli.syntax_only {
         return check(&loaded);
     }
-    let Some((config, pipeline)) = build(&loaded) else {
+    let Some(pipeline) = build(&loaded) else {
         return ExitCode::from(1);
     };
     if loaded.embedded {
         eprintln!("sluice: no configuration file given and /etc/sluice/sluice.conf does not exist: running the embedded default ({})", defaults.summary);
     }
-    let _ = (
-        &cli.persist_file,
-        &cli.control,
-        cli.no_caps,
-        cli.stderr,
-        config.version.as_deref(),
-    );
     let opts = sluice_engine::RunOptions {
         worker_threads: cli.worker_threads,
     };
@@ -158,7 +152,7 @@ fn load(file: Option<&Path>, defaults: &default_config::Default) -> Loaded {
 }
 
 /// Builds the pipeline, printing errors as syslog-ng does (file:line:column, line, caret).
-fn build(loaded: &Loaded) -> Option<(&Config, sluice_engine::Pipeline)> {
+fn build(loaded: &Loaded) -> Option<sluice_engine::Pipeline> {
     let config = match &loaded.result {
         Ok(c) => c,
         Err(failed) => {
@@ -167,7 +161,7 @@ fn build(loaded: &Loaded) -> Option<(&Config, sluice_engine::Pipeline)> {
         }
     };
     match sluice_engine::build(config) {
-        Ok(p) => Some((config, p)),
+        Ok(p) => Some(p),
         Err(e) => {
             eprint!("{}", e.render(&config.map));
             None
@@ -177,7 +171,7 @@ fn build(loaded: &Loaded) -> Option<(&Config, sluice_engine::Pipeline)> {
 
 fn check(loaded: &Loaded) -> ExitCode {
     match build(loaded) {
-        Some((_, pipeline)) => {
+        Some(pipeline) => {
             for note in &pipeline.notes {
                 eprintln!("sluice: warning: {note}");
             }
