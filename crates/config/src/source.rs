@@ -64,13 +64,6 @@ impl SourceMap {
         }
     }
 
-    /// The file a joined line came from, for resolving relative paths.
-    pub fn file_of(&self, line: u32) -> Option<&str> {
-        self.lines
-            .get(line as usize)
-            .map(|(file, _, _)| self.files[*file as usize].as_str())
-    }
-
     fn add_file(&mut self, path: &Path, text: &str, depth: usize) -> Result<(), ConfigError> {
         let file = self.files.len() as u16;
         self.files.push(path.display().to_string());

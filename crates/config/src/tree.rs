@@ -163,10 +163,6 @@ impl Value {
             )
         })
     }
-
-    pub fn as_str(&self) -> &str {
-        &self.text
-    }
 }
 
 fn parse_number(text: &str) -> Option<u64> {

@@ -218,7 +218,6 @@ struct Builder<'a> {
     filters: HashMap<String, Arc<Filter>>,
     filters_building: Vec<String>,
     source_ids: HashMap<String, SourceId>,
-    source_names: Vec<Arc<str>>,
     dest_ids: HashMap<String, DestId>,
     destinations: Vec<Arc<dyn Destination>>,
     streams: Vec<(SourceId, Arc<StreamSource>)>,
@@ -236,7 +235,6 @@ pub fn build(config: &Config) -> Result<Pipeline, ConfigError> {
         filters: HashMap::new(),
         filters_building: Vec::new(),
         source_ids: HashMap::new(),
-        source_names: Vec::new(),
         dest_ids: HashMap::new(),
         destinations: Vec::new(),
         streams: Vec::new(),
@@ -440,9 +438,8 @@ impl Builder<'_> {
                 "a source body holds drivers such as tcp() or udp()",
             ));
         };
-        let id = self.source_names.len() as SourceId;
+        let id = self.source_ids.len() as SourceId;
         let source_name: Arc<str> = Arc::from(name);
-        self.source_names.push(source_name.clone());
         self.source_ids.insert(name.to_string(), id);
         for node in nodes {
             self.source_driver(node, id, &source_name)?;

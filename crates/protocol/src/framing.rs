@@ -81,10 +81,6 @@ impl FrameDecoder {
         }
     }
 
-    pub fn framing(&self) -> Framing {
-        self.framing
-    }
-
     /// Reports every complete frame in `buf` to `out`, in order, and returns how many bytes
     /// were consumed; the caller keeps the rest for the next call. With `eof`, bytes after the
     /// last line end are a frame too.
