@@ -16,9 +16,7 @@ use super::Destination;
 use crate::internal;
 use crate::window::Ack;
 use sluice_model::{LogMessage, Template};
-use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
@@ -47,24 +45,92 @@ pub struct FileOptions {
 pub const MAX_OPEN_PER_WRITER: usize = 512;
 /// The most a writer gathers before writing, when much has queued.
 const MAX_GATHER: usize = 4 << 20;
+/// The most buffers one `writev` takes (Linux's `IOV_MAX`).
+const IOV_MAX: usize = 1024;
 
-/// Where a destination writes: `Some` file names (templated) or standard output.
+/// Where a destination writes: files named by the template, or standard output.
+#[derive(Clone, Copy)]
 enum Target {
     Files,
     Stdout,
 }
 
+/// The hash that places a file name with a writer and finds it in tables. Fixed, so that a
+/// name maps to the same writer from every reader.
+fn name_hash(name: &[u8]) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0x5_1ce).hash_one(name)
+}
+
+/// One reader's share of a batch for one writer: the formatted messages in one buffer, cut
+/// into runs that go to the same file.
 struct Job {
-    /// The file name (unused for standard output).
-    key: Vec<u8>,
     data: Vec<u8>,
+    /// The distinct file names of this job, back to back; `names[name_ends[i-1]..name_ends[i]]`.
+    names: Vec<u8>,
+    name_ends: Vec<u32>,
+    name_hashes: Vec<u64>,
+    /// Consecutive runs of `data`: (index of the file name, end offset). A run starts where
+    /// the previous one ended.
+    runs: Vec<(u32, u32)>,
     _ack: Ack,
+}
+
+impl Job {
+    fn new(ack: &Ack) -> Job {
+        Job {
+            data: Vec::new(),
+            names: Vec::new(),
+            name_ends: Vec::new(),
+            name_hashes: Vec::new(),
+            runs: Vec::new(),
+            _ack: ack.clone(),
+        }
+    }
+
+    fn name(&self, i: usize) -> &[u8] {
+        let start = if i == 0 {
+            0
+        } else {
+            self.name_ends[i - 1] as usize
+        };
+        &self.names[start..self.name_ends[i] as usize]
+    }
+
+    fn add_name(&mut self, name: &[u8], hash: u64) -> u32 {
+        self.names.extend_from_slice(name);
+        self.name_ends.push(self.names.len() as u32);
+        self.name_hashes.push(hash);
+        (self.name_ends.len() - 1) as u32
+    }
+
+    /// Records that `data` up to its current end belongs to file `name`.
+    fn close_run(&mut self, name: u32) {
+        let end = self.data.len() as u32;
+        match self.runs.last_mut() {
+            Some((last, last_end)) if *last == name => *last_end = end,
+            _ => self.runs.push((name, end)),
+        }
+    }
 }
 
 /// What a writer receives: work, or the order to finish what is queued before it and exit.
 enum Msg {
     Job(Job),
     Stop,
+}
+
+/// Per-thread buffers for grouping a batch by file name, reused from batch to batch.
+#[derive(Default)]
+struct Grouping {
+    name: Vec<u8>,
+    /// Distinct names of the batch: (hash, writer, index in that writer's job).
+    seen: Vec<(u64, u32, u32)>,
+    table: hashbrown::HashTable<u32>,
+}
+
+thread_local! {
+    static GROUPING: std::cell::RefCell<Grouping> = std::cell::RefCell::default();
 }
 
 pub struct FileDestination {
@@ -75,6 +141,10 @@ pub struct FileDestination {
     /// Started on first delivery, so that building a configuration starts no threads.
     writers: OnceLock<Vec<mpsc::Sender<Msg>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Held by a writer while it opens (and perhaps creates) a file. Files of one destination
+    /// usually share a directory, and concurrent creates in one directory make the kernel spin
+    /// on the directory's lock; taking turns here sleeps instead.
+    opening: Arc<Mutex<()>>,
     stopped: AtomicBool,
     /// The sequence number of the next local message (syslog-ng's writer `seq_num`).
     next_seq: AtomicU32,
@@ -111,6 +181,7 @@ impl FileDestination {
             opts: Arc::new(opts),
             writers: OnceLock::new(),
             threads: Mutex::new(Vec::new()),
+            opening: Arc::default(),
             stopped: AtomicBool::new(false),
             next_seq: AtomicU32::new(1),
         }
@@ -119,32 +190,43 @@ impl FileDestination {
     fn writers(&self) -> &[mpsc::Sender<Msg>] {
         self.writers.get_or_init(|| {
             // A fixed file name or standard output needs one writer; templated names get one per core.
-            let fixed = self.path.as_ref().is_none_or(|p| p.literal().is_some());
-            let n = if fixed {
+            let n = if self.fixed_name().is_some() {
                 1
             } else {
                 std::thread::available_parallelism().map_or(2, |n| n.get())
+            };
+            let target = if self.path.is_some() {
+                Target::Files
+            } else {
+                Target::Stdout
             };
             let mut threads = self.threads.lock().expect("threads lock");
             (0..n)
                 .map(|i| {
                     let (tx, rx) = mpsc::channel();
-                    let opts = self.opts.clone();
-                    let target = if self.path.is_some() {
-                        Target::Files
-                    } else {
-                        Target::Stdout
-                    };
-                    let label = self.name.clone();
+                    let writer = Writer::new(
+                        target,
+                        self.opts.clone(),
+                        self.opening.clone(),
+                        self.name.clone(),
+                    );
                     let handle = std::thread::Builder::new()
                         .name(format!("writer-{i}"))
-                        .spawn(move || Writer::new(target, opts, label).run(rx))
+                        .spawn(move || writer.run(rx))
                         .expect("spawning a file writer thread");
                     threads.push(handle);
                     tx
                 })
                 .collect()
         })
+    }
+
+    /// The one name every message goes to: standard output, or a file name without macros.
+    fn fixed_name(&self) -> Option<&[u8]> {
+        match &self.path {
+            None => Some(b"-"),
+            Some(t) => t.literal(),
+        }
     }
 
     /// Local messages are numbered per destination; others carry their `meta.sequenceId`.
@@ -159,72 +241,92 @@ impl FileDestination {
         }
     }
 
-    fn send(&self, key: Vec<u8>, data: Vec<u8>, ack: &Ack) {
-        let writers = self.writers();
-        let shard = if writers.len() == 1 {
-            0
-        } else {
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            key.hash(&mut h);
-            (h.finish() % writers.len() as u64) as usize
-        };
-        let job = Job {
-            key,
-            data,
-            _ack: ack.clone(),
-        };
-        if writers[shard].send(Msg::Job(job)).is_err() {
-            internal::error(format!(
-                "{}: a writer has stopped; a batch could not be queued",
-                self.name
-            ));
+    fn append(&self, msg: &LogMessage, out: &mut Vec<u8>) {
+        self.format
+            .append(msg, self.seq(msg), self.opts.no_multi_line, out);
+    }
+
+    /// Formats the messages in one job per writer, each message after the previous one for
+    /// its file, and returns the jobs that hold any.
+    fn group(&self, msgs: &[LogMessage], which: &[u32], ack: &Ack, writers: usize) -> Vec<Job> {
+        let mut jobs: Vec<Job> = (0..writers).map(|_| Job::new(ack)).collect();
+        if let Some(name) = self.fixed_name() {
+            let job = &mut jobs[0];
+            job.data.reserve(which.len() * 256);
+            let at = job.add_name(name, name_hash(name));
+            for &i in which {
+                self.append(&msgs[i as usize], &mut job.data);
+            }
+            job.close_run(at);
+            return jobs;
         }
+        let template = self.path.as_ref().expect("templated file name");
+        for job in &mut jobs {
+            job.data.reserve(which.len() * 256 / writers);
+        }
+        GROUPING.with_borrow_mut(|g| {
+            g.seen.clear();
+            g.table.clear();
+            let mut last: Option<usize> = None;
+            for &i in which {
+                let msg = &msgs[i as usize];
+                g.name.clear();
+                template.append(msg, 0, &mut g.name);
+                // Neighbours often share a file: compare with the last name before hashing.
+                let same_as_last = last.is_some_and(|at| {
+                    let (_, w, local) = g.seen[at];
+                    jobs[w as usize].name(local as usize) == g.name.as_slice()
+                });
+                let at = if same_as_last {
+                    last.expect("checked")
+                } else {
+                    let hash = name_hash(&g.name);
+                    let seen = &g.seen;
+                    let found = g.table.find(hash, |&at| {
+                        let (h, w, local) = seen[at as usize];
+                        h == hash && jobs[w as usize].name(local as usize) == g.name.as_slice()
+                    });
+                    match found {
+                        Some(&at) => at as usize,
+                        None => {
+                            let w = (hash >> 32) as usize % writers;
+                            let local = jobs[w].add_name(&g.name, hash);
+                            g.seen.push((hash, w as u32, local));
+                            let at = g.seen.len() - 1;
+                            let seen = &g.seen;
+                            g.table
+                                .insert_unique(hash, at as u32, |&at| seen[at as usize].0);
+                            at
+                        }
+                    }
+                };
+                last = Some(at);
+                let (_, w, local) = g.seen[at];
+                let job = &mut jobs[w as usize];
+                self.append(msg, &mut job.data);
+                job.close_run(local);
+            }
+        });
+        jobs.retain(|j| !j.runs.is_empty());
+        jobs
     }
 }
 
 impl Destination for FileDestination {
     fn deliver(&self, msgs: &[LogMessage], which: &[u32], ack: &Ack) {
-        let no_multi_line = self.opts.no_multi_line;
-        let fixed = match &self.path {
-            None => Some(&b"-"[..]),
-            Some(t) => t.literal(),
-        };
-        if let Some(key) = fixed {
-            let mut data = Vec::with_capacity(which.len() * 256);
-            for &i in which {
-                let msg = &msgs[i as usize];
-                self.format
-                    .append(msg, self.seq(msg), no_multi_line, &mut data);
-            }
-            self.send(key.to_vec(), data, ack);
-            return;
-        }
-        let template = self.path.as_ref().expect("templated file name");
-        // Per-host names can be hundreds per batch: index the groups by name. The last
-        // message's group is checked first, since neighbours usually share a file.
-        let mut groups: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
-        let mut name = Vec::with_capacity(128);
-        let mut last = usize::MAX;
-        for &i in which {
-            let msg = &msgs[i as usize];
-            name.clear();
-            template.append(msg, 0, &mut name);
-            let at = if groups.get(last).is_some_and(|(n, _)| *n == name) {
-                last
-            } else if let Some(&at) = index.get(name.as_slice()) {
-                at
+        let writers = self.writers();
+        for job in self.group(msgs, which, ack, writers.len()) {
+            let w = if writers.len() == 1 {
+                0
             } else {
-                groups.push((name.clone(), Vec::with_capacity(4096)));
-                index.insert(name.clone(), groups.len() - 1);
-                groups.len() - 1
+                (job.name_hashes[0] >> 32) as usize % writers.len()
             };
-            last = at;
-            self.format
-                .append(msg, self.seq(msg), no_multi_line, &mut groups[at].1);
-        }
-        for (name, data) in groups {
-            self.send(name, data, ack);
+            if writers[w].send(Msg::Job(job)).is_err() {
+                internal::error(format!(
+                    "{}: a writer has stopped; a batch could not be queued",
+                    self.name
+                ));
+            }
         }
     }
 
@@ -243,80 +345,147 @@ impl Destination for FileDestination {
     }
 }
 
-/// An open file and when it was last written.
-struct OpenFile {
-    file: File,
+/// A file a writer knows: its name, its descriptor while open, and what waits to be written
+/// to it as (job, start, end) pieces of the gathered jobs.
+struct Slot {
+    /// The slot is free for reuse (its file was reaped).
+    free: bool,
+    name: Vec<u8>,
+    hash: u64,
+    file: Option<File>,
     last_write: Instant,
+    pending: Vec<(u32, u32, u32)>,
 }
 
 /// One writer thread: the files whose names hash to it.
 struct Writer {
     target: Target,
     opts: Arc<FileOptions>,
+    opening: Arc<Mutex<()>>,
     label: String,
-    open: HashMap<Vec<u8>, OpenFile>,
+    slots: Vec<Slot>,
+    free: Vec<usize>,
+    by_name: hashbrown::HashTable<usize>,
+    open: usize,
 }
 
 impl Writer {
-    fn new(target: Target, opts: Arc<FileOptions>, label: String) -> Writer {
+    fn new(
+        target: Target,
+        opts: Arc<FileOptions>,
+        opening: Arc<Mutex<()>>,
+        label: String,
+    ) -> Writer {
         Writer {
             target,
             opts,
+            opening,
             label,
-            open: HashMap::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            by_name: hashbrown::HashTable::new(),
+            open: 0,
         }
     }
 
     fn run(mut self, rx: mpsc::Receiver<Msg>) {
         let tick = self.opts.time_reap.min(Duration::from_secs(5));
-        let mut pending: Vec<Job> = Vec::new();
+        let mut jobs: Vec<Job> = Vec::new();
+        let mut dirty: Vec<usize> = Vec::new();
+        let mut job_slots: Vec<usize> = Vec::new();
         let mut stop = false;
+        let mut last_reap = Instant::now();
         while !stop {
-            let first = match rx.recv_timeout(tick) {
-                Ok(Msg::Job(job)) => job,
+            if last_reap.elapsed() >= tick {
+                self.reap();
+                last_reap = Instant::now();
+            }
+            let mut next = match rx.recv_timeout(tick) {
+                Ok(Msg::Job(job)) => Some(job),
                 Ok(Msg::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    self.reap();
-                    continue;
-                }
+                Err(mpsc::RecvTimeoutError::Timeout) => continue,
             };
-            let mut bytes = first.data.len();
-            pending.push(first);
-            while bytes < MAX_GATHER {
-                match rx.try_recv() {
-                    Ok(Msg::Job(job)) => {
-                        bytes += job.data.len();
-                        pending.push(job);
+            let mut bytes = 0;
+            // Gather what has queued, file by file, keeping each file's order.
+            while let Some(job) = next.take() {
+                bytes += job.data.len();
+                job_slots.clear();
+                for n in 0..job.name_ends.len() {
+                    job_slots.push(self.slot(job.name(n), job.name_hashes[n]));
+                }
+                let mut start = 0;
+                for &(name, end) in &job.runs {
+                    let slot = &mut self.slots[job_slots[name as usize]];
+                    if slot.pending.is_empty() {
+                        dirty.push(job_slots[name as usize]);
                     }
-                    Ok(Msg::Stop) => {
-                        stop = true;
-                        break;
+                    slot.pending.push((jobs.len() as u32, start, end));
+                    start = end;
+                }
+                jobs.push(job);
+                if bytes < MAX_GATHER {
+                    match rx.try_recv() {
+                        Ok(Msg::Job(job)) => next = Some(job),
+                        Ok(Msg::Stop) => stop = true,
+                        Err(_) => {}
                     }
-                    Err(_) => break,
                 }
             }
-            // Jobs for one file keep their order; files are written one after another.
-            pending.sort_by(|a, b| a.key.cmp(&b.key));
-            for group in pending.chunk_by(|a, b| a.key == b.key) {
-                self.write_with_retry(group);
+            for &slot in &dirty {
+                self.write_with_retry(slot, &jobs);
             }
-            pending.clear(); // acknowledges
-            self.reap();
+            dirty.clear();
+            jobs.clear(); // acknowledges
         }
     }
 
-    fn write_with_retry(&mut self, jobs: &[Job]) {
+    /// The slot of file `name`, made when the name is new.
+    fn slot(&mut self, name: &[u8], hash: u64) -> usize {
+        let slots = &self.slots;
+        if let Some(&at) = self
+            .by_name
+            .find(hash, |&at| slots[at].hash == hash && slots[at].name == name)
+        {
+            return at;
+        }
+        let slot = Slot {
+            free: false,
+            name: name.to_vec(),
+            hash,
+            file: None,
+            last_write: Instant::now(),
+            pending: Vec::new(),
+        };
+        let at = match self.free.pop() {
+            Some(at) => {
+                self.slots[at] = slot;
+                at
+            }
+            None => {
+                self.slots.push(slot);
+                self.slots.len() - 1
+            }
+        };
+        let slots = &self.slots;
+        self.by_name.insert_unique(hash, at, |&at| slots[at].hash);
+        at
+    }
+
+    fn write_with_retry(&mut self, slot: usize, jobs: &[Job]) {
         let mut backoff = Duration::from_millis(100);
         loop {
-            match self.write(jobs) {
-                Ok(()) => return,
+            match self.write(slot, jobs) {
+                Ok(()) => {
+                    self.slots[slot].pending.clear();
+                    return;
+                }
                 Err(e) => {
-                    let name = String::from_utf8_lossy(&jobs[0].key).into_owned();
+                    let name = String::from_utf8_lossy(&self.slots[slot].name).into_owned();
                     internal::error(format!(
                         "{}: error writing {name}: {e}; retrying in {backoff:?}",
                         self.label
                     ));
-                    self.open.remove(&jobs[0].key);
+                    self.close(slot);
                     std::thread::sleep(backoff);
                     backoff = (backoff * 2).min(Duration::from_secs(60));
                 }
@@ -324,40 +493,44 @@ impl Writer {
         }
     }
 
-    fn write(&mut self, jobs: &[Job]) -> std::io::Result<()> {
+    fn write(&mut self, slot: usize, jobs: &[Job]) -> std::io::Result<()> {
+        let pieces = |s: &Slot| -> Vec<std::io::IoSlice<'_>> {
+            s.pending
+                .iter()
+                .map(|&(job, start, end)| {
+                    std::io::IoSlice::new(&jobs[job as usize].data[start as usize..end as usize])
+                })
+                .collect()
+        };
         if let Target::Stdout = self.target {
             let mut out = std::io::stdout().lock();
-            for job in jobs {
-                out.write_all(&job.data)?;
+            for piece in pieces(&self.slots[slot]) {
+                out.write_all(&piece)?;
             }
             return out.flush();
         }
-        let key = &jobs[0].key;
-        if !self.open.contains_key(key) {
-            if self.open.len() >= MAX_OPEN_PER_WRITER {
+        if self.slots[slot].file.is_none() {
+            if self.open >= MAX_OPEN_PER_WRITER {
                 self.close_least_recent();
             }
+            let name = &self.slots[slot].name;
             let path =
-                Path::new(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(key));
-            let file = open(path, &self.opts)?;
-            self.open.insert(
-                key.clone(),
-                OpenFile {
-                    file,
-                    last_write: Instant::now(),
-                },
-            );
+                Path::new(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(name));
+            let file = {
+                let _turn = self.opening.lock().expect("opening lock");
+                open(path, &self.opts)?
+            };
+            self.slots[slot].file = Some(file);
+            self.open += 1;
         }
-        let entry = self.open.get_mut(key).expect("opened above");
-        entry.last_write = Instant::now();
-        let f = &mut entry.file;
-        let mut slices: Vec<std::io::IoSlice> = jobs
-            .iter()
-            .map(|j| std::io::IoSlice::new(&j.data))
-            .collect();
+        let s = &mut self.slots[slot];
+        s.last_write = Instant::now();
+        let mut slices = pieces(s);
+        let f = s.file.as_mut().expect("opened above");
         let mut slices = &mut slices[..];
         while !slices.is_empty() {
-            let n = f.write_vectored(slices)?;
+            let upto = slices.len().min(IOV_MAX);
+            let n = f.write_vectored(&slices[..upto])?;
             if n == 0 {
                 return Err(std::io::ErrorKind::WriteZero.into());
             }
@@ -369,20 +542,37 @@ impl Writer {
         Ok(())
     }
 
-    /// Closes files not written for `time-reap()`.
+    fn close(&mut self, slot: usize) {
+        if self.slots[slot].file.take().is_some() {
+            self.open -= 1;
+        }
+    }
+
+    /// Forgets files not written for `time-reap()` (closing them).
     fn reap(&mut self) {
         let reap = self.opts.time_reap;
-        self.open.retain(|_, f| f.last_write.elapsed() < reap);
+        for at in 0..self.slots.len() {
+            let s = &self.slots[at];
+            if s.free || !s.pending.is_empty() || s.last_write.elapsed() < reap {
+                continue;
+            }
+            self.close(at);
+            let hash = self.slots[at].hash;
+            if let Ok(entry) = self.by_name.find_entry(hash, |&i| i == at) {
+                entry.remove();
+            }
+            self.slots[at].free = true;
+            self.slots[at].name = Vec::new();
+            self.free.push(at);
+        }
     }
 
     fn close_least_recent(&mut self) {
-        if let Some(oldest) = self
-            .open
-            .iter()
-            .min_by_key(|(_, f)| f.last_write)
-            .map(|(k, _)| k.clone())
-        {
-            self.open.remove(&oldest);
+        let oldest = (0..self.slots.len())
+            .filter(|&at| self.slots[at].file.is_some())
+            .min_by_key(|&at| self.slots[at].last_write);
+        if let Some(at) = oldest {
+            self.close(at);
         }
     }
 }
