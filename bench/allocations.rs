@@ -8,7 +8,7 @@
 //! ```
 
 use bytes::Bytes;
-use sluice_engine::dispatch::Scratch;
+use sluice_engine::destinations::Outbox;
 use sluice_engine::window::Window;
 use sluice_model::{Origin, Today, UnixTime};
 use sluice_protocol::framing::{Frame, FrameDecoder};
@@ -114,10 +114,10 @@ fn main() {
             .expect("runtime");
         let window = Window::new(u32::MAX / 2);
         let (bytes, name) = input();
-        let mut scratch = Scratch::default();
+        let mut outbox = Outbox::default();
         let mut msgs = Vec::new();
         let mut frames: Vec<Frame> = Vec::new();
-        let run = |msgs: &mut Vec<_>, frames: &mut Vec<Frame>, scratch: &mut Scratch| {
+        let run = |msgs: &mut Vec<_>, frames: &mut Vec<Frame>, outbox: &mut Outbox| {
             let mut decoder = FrameDecoder::new(
                 reader.framing,
                 reader.log_msg_size,
@@ -146,16 +146,17 @@ fn main() {
                     ));
                 }
                 let ack = runtime.block_on(window.take(msgs.len() as u32));
-                pipeline.dispatcher.dispatch_now(msgs, &ack, scratch);
+                pipeline.dispatcher.prepare(msgs, &ack, outbox);
+                outbox.commit();
                 count += msgs.len() as u64;
                 msgs.clear();
             }
             count
         };
-        run(&mut msgs, &mut frames, &mut scratch); // warm up: writers started, buffers grown
+        run(&mut msgs, &mut frames, &mut outbox); // warm up: writers started, buffers grown
         let before = ALLOCATIONS.load(Ordering::Relaxed);
         let started = std::time::Instant::now();
-        let count = run(&mut msgs, &mut frames, &mut scratch);
+        let count = run(&mut msgs, &mut frames, &mut outbox);
         let allocations = ALLOCATIONS.load(Ordering::Relaxed) - before;
         let elapsed = started.elapsed();
         for d in &pipeline.dispatcher.destinations {

@@ -114,6 +114,44 @@ fn every_mode_delivers_everything_in_order() {
     assert!(framed_lines > 0);
 }
 
+/// A single connection's reads are parsed and formatted by parallel tasks; what they queue must
+/// still reach each file in the order it was sent, for a fixed name and a templated one.
+#[test]
+fn one_busy_connection_stays_in_order() {
+    let tcp = free_port();
+    let mut s = Running::start(
+        Server::Sluice,
+        &format!(
+            r#"source s {{ network(ip(127.0.0.1) port({tcp})); }};
+            destination d {{ file("@OUT@/one.log"); file("@OUT@/by-host-${{HOST}}.log"); }};
+            log {{ source(s); destination(d); }};"#
+        ),
+    );
+    s.wait_tcp(tcp);
+    loggen(&[
+        "-r",
+        "0",
+        "-n",
+        "400000",
+        "-Q",
+        "127.0.0.1",
+        &tcp.to_string(),
+    ]);
+    assert_eq!(
+        wait_lines(&s.out, 800_000, Duration::from_secs(60)),
+        800_000
+    );
+    for file in std::fs::read_dir(&s.out).unwrap() {
+        let (clean, text) = check(&file.unwrap().path());
+        assert!(clean, "{text}");
+        assert!(
+            text.contains("received=400000, lost=0, duplicated=0, out-of-order=0"),
+            "{text}"
+        );
+    }
+    s.settle_and_stop();
+}
+
 #[test]
 fn replaying_a_file_in_a_loop() {
     let port = free_port();

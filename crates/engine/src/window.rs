@@ -30,10 +30,12 @@ impl Window {
         self.size
     }
 
-    /// Waits for `n` credits (at most the window size) and returns the acknowledgement that
-    /// gives them back.
+    /// Waits for `n` credits and returns the acknowledgement that gives them back. A batch
+    /// takes at most half the window, so that a busy reader has two batches in flight (one
+    /// being written while the next is parsed); memory stays bounded by the window or two
+    /// batches, whichever is larger.
     pub async fn take(&self, n: u32) -> Ack {
-        let n = n.clamp(1, self.size);
+        let n = n.clamp(1, (self.size / 2).max(1));
         self.credits
             .acquire_many(n)
             .await
@@ -84,16 +86,18 @@ mod tests {
     #[tokio::test]
     async fn credits_return_when_the_last_ack_is_dropped() {
         let w = Window::new(10);
-        let a = w.take(7).await;
+        let a = w.take(4).await;
         let b = a.clone();
-        assert_eq!(w.credits.available_permits(), 3);
+        assert_eq!(w.credits.available_permits(), 6);
         drop(a);
-        assert_eq!(w.credits.available_permits(), 3);
+        assert_eq!(w.credits.available_permits(), 6);
         drop(b);
         assert_eq!(w.credits.available_permits(), 10);
-        let big = w.take(50).await; // clamped to the window
+        let big = w.take(50).await; // clamped to half the window
+        assert_eq!(w.credits.available_permits(), 5);
+        let second = w.take(50).await;
         assert_eq!(w.credits.available_permits(), 0);
-        drop(big);
+        drop((big, second));
         w.drained().await;
     }
 }

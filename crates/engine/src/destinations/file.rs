@@ -12,7 +12,7 @@
 //! acknowledgement: readers stop when their window is spent, nothing is dropped.
 
 use super::format::Format;
-use super::Destination;
+use super::{Destination, Outbox};
 use crate::internal;
 use crate::window::Ack;
 use sluice_model::{LogMessage, Template};
@@ -313,20 +313,19 @@ impl FileDestination {
 }
 
 impl Destination for FileDestination {
-    fn deliver(&self, msgs: &[LogMessage], which: &[u32], ack: &Ack) {
+    fn deliver(&self, msgs: &[LogMessage], which: &[u32], ack: &Ack, outbox: &mut Outbox) {
         let writers = self.writers();
         for job in self.group(msgs, which, ack, writers.len()) {
-            let w = if writers.len() == 1 {
-                0
-            } else {
-                (job.name_hashes[0] >> 32) as usize % writers.len()
-            };
-            if writers[w].send(Msg::Job(job)).is_err() {
-                internal::error(format!(
-                    "{}: a writer has stopped; a batch could not be queued",
-                    self.name
-                ));
-            }
+            let w = (job.name_hashes[0] >> 32) as usize % writers.len();
+            let writer = writers[w].clone();
+            let label = self.name.clone();
+            outbox.push(move || {
+                if writer.send(Msg::Job(job)).is_err() {
+                    internal::error(format!(
+                        "{label}: a writer has stopped; a batch could not be queued"
+                    ));
+                }
+            });
         }
     }
 

@@ -1,6 +1,6 @@
 //! Destinations: where messages leave. A destination formats the messages routed to it in the
-//! caller's (the reader's) thread and queues the bytes with a writer of its own; it holds the
-//! batch's [`Ack`] until they are written.
+//! caller's (the reader's) thread and leaves in an [`Outbox`] the operations that queue the
+//! bytes with a writer of its own; the writer holds the batch's [`Ack`] until they are written.
 
 pub mod file;
 pub mod format;
@@ -10,9 +10,9 @@ use sluice_model::LogMessage;
 use std::sync::Arc;
 
 pub trait Destination: Send + Sync {
-    /// Queues `msgs[i]` for every `i` in `which`, in that order. Must not block: queues are
-    /// bounded by the readers' windows, not here.
-    fn deliver(&self, msgs: &[LogMessage], which: &[u32], ack: &Ack);
+    /// Formats `msgs[i]` for every `i` in `which`, in that order, and puts in `outbox` what
+    /// queues them. Must not block: queues are bounded by the readers' windows, not here.
+    fn deliver(&self, msgs: &[LogMessage], which: &[u32], ack: &Ack, outbox: &mut Outbox);
 
     /// Writes everything queued and stops the writers.
     fn shutdown(&self);
@@ -22,15 +22,33 @@ pub trait Destination: Send + Sync {
 pub struct Group(pub Vec<Arc<dyn Destination>>);
 
 impl Destination for Group {
-    fn deliver(&self, msgs: &[LogMessage], which: &[u32], ack: &Ack) {
+    fn deliver(&self, msgs: &[LogMessage], which: &[u32], ack: &Ack, outbox: &mut Outbox) {
         for d in &self.0 {
-            d.deliver(msgs, which, ack);
+            d.deliver(msgs, which, ack, outbox);
         }
     }
 
     fn shutdown(&self) {
         for d in &self.0 {
             d.shutdown();
+        }
+    }
+}
+
+/// The queue operations of prepared deliveries, done in order by [`Outbox::commit`]. A reader
+/// commits a batch's outbox only after the outboxes of its earlier batches, which keeps each
+/// connection's messages in order while batches are formatted in parallel.
+#[derive(Default)]
+pub struct Outbox(Vec<Box<dyn FnOnce() + Send>>);
+
+impl Outbox {
+    pub fn push(&mut self, queue: impl FnOnce() + Send + 'static) {
+        self.0.push(Box::new(queue));
+    }
+
+    pub fn commit(&mut self) {
+        for queue in self.0.drain(..) {
+            queue();
         }
     }
 }

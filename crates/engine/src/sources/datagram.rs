@@ -5,7 +5,6 @@
 //! drops what overflows its buffer (`so-rcvbuf()` sizes it).
 
 use super::{Context, ReaderSpec, UnixSocket};
-use crate::dispatch::Scratch;
 use crate::dns::{self, NameOptions};
 use crate::internal as log;
 use crate::window::Window;
@@ -81,7 +80,6 @@ impl DatagramSource {
         let mut buf = BytesMut::new();
         let mut datagrams: Vec<(bytes::Bytes, Option<SocketAddr>)> = Vec::with_capacity(BATCH);
         let mut msgs: Vec<LogMessage> = Vec::with_capacity(BATCH);
-        let mut scratch = Scratch::default();
         loop {
             let ready = tokio::select! {
                 biased;
@@ -136,7 +134,7 @@ impl DatagramSource {
             ctx.counters
                 .received
                 .fetch_add(msgs.len() as u64, Ordering::Relaxed);
-            ctx.dispatcher.dispatch(&msgs, &window, &mut scratch).await;
+            ctx.dispatcher.dispatch(&msgs, &window).await;
             msgs.clear();
         }
         if let Bind::Unix(unix) = &self.bind {

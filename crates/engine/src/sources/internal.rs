@@ -2,7 +2,6 @@
 //! facility `syslog`, program `sluice` and this machine as host.
 
 use super::Context;
-use crate::dispatch::Scratch;
 use crate::dns;
 use crate::internal::Event;
 use crate::window::Window;
@@ -34,7 +33,6 @@ impl InternalSource {
         });
         let pid: Arc<[u8]> = Arc::from(std::process::id().to_string().as_bytes());
         let window = Window::new(self.window);
-        let mut scratch = Scratch::default();
         let mut batch = Vec::with_capacity(BATCH);
         let mut shutdown = ctx.shutdown.clone();
         loop {
@@ -80,7 +78,7 @@ impl InternalSource {
                     }
                 })
                 .collect();
-            ctx.dispatcher.dispatch(&msgs, &window, &mut scratch).await;
+            ctx.dispatcher.dispatch(&msgs, &window).await;
             let stopping = *shutdown.borrow();
             if stopping && events.is_closed() && events.is_empty() {
                 break;

@@ -12,16 +12,18 @@ pub mod internal;
 pub mod stdin;
 pub mod stream;
 
-use crate::dispatch::{Dispatcher, Scratch};
+use crate::destinations::Outbox;
+use crate::dispatch::Dispatcher;
 use crate::internal as log;
-use crate::window::Window;
-use bytes::BytesMut;
+use crate::window::{Ack, Window};
+use bytes::{Bytes, BytesMut};
 use sluice_model::{Ingest, LogMessage, Origin, Today, UnixTime};
-use sluice_protocol::framing::{FrameDecoder, Framing};
+use sluice_protocol::framing::{Frame, FrameDecoder, Framing};
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 /// A unix socket a source listens on: its path and who may write to it.
 #[derive(Clone, Debug)]
@@ -97,6 +99,11 @@ const MAX_READ: usize = 256 << 10;
 /// Reads `input` until end of stream, a framing error or shutdown, dispatching what it reads.
 /// Returns once everything read has been queued (not necessarily written: wait on
 /// `window.drained()` for that).
+///
+/// The reader only reads and cuts frames. Each read's frames are parsed, routed and formatted
+/// by a task of their own, so a busy connection keeps two reads in flight (the window lends
+/// each at most half its credits) and uses two cores; the tasks queue their output in the
+/// order of the reads.
 pub async fn read_stream<R: AsyncRead + Unpin>(
     mut input: R,
     origin: Arc<Origin>,
@@ -110,8 +117,8 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
     let mut buf = BytesMut::new();
     let mut read_size = MIN_READ;
     let mut frames = Vec::new();
-    let mut msgs: Vec<LogMessage> = Vec::new();
-    let mut scratch = Scratch::default();
+    // Completes when the last read handed to a task has been queued.
+    let mut queued: Option<oneshot::Receiver<()>> = None;
     loop {
         buf.reserve(read_size);
         let n = tokio::select! {
@@ -131,7 +138,6 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
         } else if n < read_size / 4 && read_size > MIN_READ {
             read_size /= 2;
         }
-        frames.clear();
         let decoded = decoder.decode(&buf, eof, |f| frames.push(f));
         // A framing error ends the connection, but the frames cut before it were accepted.
         let (consumed, failed) = match decoded {
@@ -143,28 +149,76 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
             }
         };
         if !frames.is_empty() {
-            let chunk = buf.split_to(consumed).freeze();
-            let recvd = UnixTime::now(&spec.ingest.local_zone);
-            let today = Today::of(recvd);
-            for f in &frames {
-                if f.oversized {
-                    ctx.counters.oversized.fetch_add(1, Ordering::Relaxed);
-                }
-                msgs.push(
-                    spec.ingest
-                        .message(chunk.slice(f.range.clone()), &origin, recvd, today),
-                );
-            }
-            ctx.counters
-                .received
-                .fetch_add(msgs.len() as u64, Ordering::Relaxed);
-            ctx.dispatcher.dispatch(&msgs, window, &mut scratch).await;
-            msgs.clear();
+            let read = Read {
+                chunk: buf.split_to(consumed).freeze(),
+                frames: std::mem::take(&mut frames),
+                recvd: UnixTime::now(&spec.ingest.local_zone),
+                origin: origin.clone(),
+                ingest: spec.ingest.clone(),
+                dispatcher: ctx.dispatcher.clone(),
+                counters: ctx.counters.clone(),
+            };
+            let ack = window.take(read.frames.len() as u32).await;
+            let (done, next) = oneshot::channel();
+            let after = queued.replace(next);
+            tokio::spawn(read.dispatch(ack, after, done));
         } else if consumed > 0 {
             let _ = buf.split_to(consumed);
         }
         if eof || failed {
             break;
         }
+    }
+    if let Some(last) = queued {
+        let _ = last.await;
+    }
+}
+
+/// One read's frames on their way to the destinations.
+struct Read {
+    chunk: Bytes,
+    frames: Vec<Frame>,
+    recvd: UnixTime,
+    origin: Arc<Origin>,
+    ingest: Arc<Ingest>,
+    dispatcher: Arc<Dispatcher>,
+    counters: Arc<Counters>,
+}
+
+thread_local! {
+    /// The messages of the read being prepared on this thread.
+    static MESSAGES: RefCell<Vec<LogMessage>> = RefCell::default();
+}
+
+impl Read {
+    /// Parses, routes and formats the read; queues the result once the read before it
+    /// (`after`) is queued; then says so on `done`.
+    async fn dispatch(
+        self,
+        ack: Ack,
+        after: Option<oneshot::Receiver<()>>,
+        done: oneshot::Sender<()>,
+    ) {
+        let mut outbox = Outbox::default();
+        MESSAGES.with_borrow_mut(|msgs| {
+            let today = Today::of(self.recvd);
+            for f in &self.frames {
+                if f.oversized {
+                    self.counters.oversized.fetch_add(1, Ordering::Relaxed);
+                }
+                let raw = self.chunk.slice(f.range.clone());
+                msgs.push(self.ingest.message(raw, &self.origin, self.recvd, today));
+            }
+            self.counters
+                .received
+                .fetch_add(msgs.len() as u64, Ordering::Relaxed);
+            self.dispatcher.prepare(msgs, &ack, &mut outbox);
+            msgs.clear();
+        });
+        if let Some(after) = after {
+            let _ = after.await;
+        }
+        outbox.commit();
+        let _ = done.send(());
     }
 }
