@@ -138,12 +138,13 @@ fn main() {
                 let recvd = UnixTime::now(&reader.ingest.local_zone);
                 let today = Today::of(recvd);
                 for f in frames.iter() {
-                    msgs.push(reader.ingest.message(
+                    reader.ingest.push_message(
                         buf.slice(f.range.clone()),
                         &origin,
                         recvd,
                         today,
-                    ));
+                        msgs,
+                    );
                 }
                 let ack = runtime.block_on(window.take(msgs.len() as u32));
                 pipeline.dispatcher.prepare(msgs, &ack, outbox);

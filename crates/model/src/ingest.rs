@@ -44,15 +44,29 @@ impl Ingest {
         }
     }
 
-    /// Parses `raw` (one frame without framing) into a message from `origin`.
-    pub fn message(
+    /// Parses `raw` (one frame without framing) into a message from `origin` at the end of
+    /// `msgs`. (The message is built in place: moving a finished one into the batch cost a
+    /// few per cent of the whole pipeline.)
+    pub fn push_message(
         &self,
         raw: Bytes,
         origin: &Arc<Origin>,
         recvd: UnixTime,
         today: Today,
-    ) -> LogMessage {
-        let mut fields = SyslogFields::default();
+        msgs: &mut Vec<LogMessage>,
+    ) {
+        msgs.push(LogMessage {
+            raw,
+            fields: SyslogFields::default(),
+            stamp: recvd,
+            recvd,
+            origin: origin.clone(),
+            tags: self.tags.clone(),
+            chained_hostname: false,
+            keep_raw: self.store_raw_message,
+        });
+        let msg = msgs.last_mut().expect("pushed above");
+        let (raw, fields) = (&msg.raw, &mut msg.fields);
         if self.no_parse {
             let len = raw
                 .iter()
@@ -64,9 +78,9 @@ impl Ingest {
                 .default_pri
                 .unwrap_or(sluice_protocol::DEFAULT_PRI);
         } else {
-            sluice_protocol::parse(&raw, &self.parse, &mut fields);
+            sluice_protocol::parse(raw, &self.parse, fields);
         }
-        let stamp = match (&fields.stamp, self.keep_timestamp) {
+        msg.stamp = match (&fields.stamp, self.keep_timestamp) {
             (Some(wc), true) => {
                 time::resolve(wc, self.zone.as_ref(), &self.local_zone, today, recvd)
             }
@@ -75,20 +89,10 @@ impl Ingest {
                 None => recvd,
             },
         };
-        let mut msg = LogMessage {
-            raw,
-            fields,
-            stamp,
-            recvd,
-            origin: origin.clone(),
-            tags: self.tags.clone(),
-            chained_hostname: false,
-            keep_raw: self.store_raw_message,
-        };
         for tag in msg.fields.tags.iter() {
             msg.tags.insert(tag as u32);
         }
-        self.mangle_hostname(&mut msg);
+        self.mangle_hostname(msg);
         if let Some(program) = &self.program_override {
             msg.fields.program = Some(Text::Shared(program.clone()));
             msg.fields.legacy_msghdr = None;
@@ -96,7 +100,6 @@ impl Ingest {
         if let Some(host) = &self.host_override {
             msg.fields.host = Some(Text::Shared(host.clone()));
         }
-        msg
     }
 
     fn mangle_hostname(&self, msg: &mut LogMessage) {

@@ -52,11 +52,14 @@ pub mod testing {
             micros: 250_000,
             offset: 0,
         };
-        ingest.message(
+        let mut msgs = Vec::new();
+        ingest.push_message(
             bytes::Bytes::copy_from_slice(frame.as_bytes()),
             &origin(),
             recvd,
             Today::of(recvd),
-        )
+            &mut msgs,
+        );
+        msgs.pop().expect("one message")
     }
 }

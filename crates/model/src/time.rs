@@ -305,15 +305,7 @@ impl Civil {
     fn from_local_secs(local: i64) -> Civil {
         let days = local.div_euclid(86400);
         let rem = local.rem_euclid(86400);
-        let z = days + 719468;
-        let era = z.div_euclid(146097);
-        let doe = z - era * 146097;
-        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-        let mp = (5 * doy + 2) / 153;
-        let day = (doy - (153 * mp + 2) / 5 + 1) as u8;
-        let month = if mp < 10 { mp + 3 } else { mp - 9 } as u8;
-        let year = (yoe + era * 400 + i64::from(month <= 2)) as i32;
+        let (year, month, day) = date_of_days(days);
         Civil {
             year,
             month,
@@ -421,33 +413,42 @@ fn push2(out: &mut Vec<u8>, n: u8) {
     out.extend_from_slice(&[b'0' + n / 10 % 10, b'0' + n % 10]);
 }
 
-/// Writes `t` in `format` with `frac_digits` digits of fractional seconds.
+/// Writes `t` in `format` with `frac_digits` digits of fractional seconds. Every message
+/// passes here, so the date is computed without the weekday and day of the year, and each
+/// stamp is assembled in an array and appended at once.
 pub fn write_stamp(out: &mut Vec<u8>, t: UnixTime, format: TsFormat, frac_digits: u8) {
     if format == TsFormat::Unix {
         push_num(out, t.secs);
         write_fraction(out, t.micros, frac_digits);
         return;
     }
-    let c = t.civil();
+    let local = t.secs + i64::from(t.offset);
+    let (year, month, day) = date_of_days(local.div_euclid(86400));
+    let clock = clock_text(local.rem_euclid(86400) as u32);
     match format {
-        TsFormat::Bsd => {
-            write_bsd(out, &c);
-            write_fraction(out, t.micros, frac_digits);
-        }
-        TsFormat::Full => {
-            push_num(out, c.year);
-            out.push(b' ');
-            write_bsd(out, &c);
+        TsFormat::Bsd | TsFormat::Full => {
+            if format == TsFormat::Full {
+                push_num(out, year);
+                out.push(b' ');
+            }
+            let m = MONTH_ABBREV[month as usize - 1].as_bytes();
+            let mut text = [b' '; 15];
+            text[..3].copy_from_slice(m);
+            if day >= 10 {
+                text[4] = b'0' + day / 10;
+            }
+            text[5] = b'0' + day % 10;
+            text[7..].copy_from_slice(&clock);
+            out.extend_from_slice(&text);
             write_fraction(out, t.micros, frac_digits);
         }
         TsFormat::Iso => {
-            push_padded(out, c.year.max(0) as u64, 4, b'0');
-            out.push(b'-');
-            push2(out, c.month);
-            out.push(b'-');
-            push2(out, c.day);
-            out.push(b'T');
-            write_clock(out, &c);
+            push_padded(out, year.max(0) as u64, 4, b'0');
+            let mut text = *b"-00-00T";
+            text[1..3].copy_from_slice(&two_digits(month));
+            text[4..6].copy_from_slice(&two_digits(day));
+            out.extend_from_slice(&text);
+            out.extend_from_slice(&clock);
             write_fraction(out, t.micros, frac_digits);
             write_offset(out, t.offset);
         }
@@ -455,23 +456,31 @@ pub fn write_stamp(out: &mut Vec<u8>, t: UnixTime, format: TsFormat, frac_digits
     }
 }
 
-/// `Jan  5 13:56:09`
-fn write_bsd(out: &mut Vec<u8>, c: &Civil) {
-    out.extend_from_slice(MONTH_ABBREV[c.month as usize - 1].as_bytes());
-    out.push(b' ');
-    out.push(if c.day < 10 { b' ' } else { b'0' + c.day / 10 });
-    out.push(b'0' + c.day % 10);
-    out.push(b' ');
-    write_clock(out, c);
+/// The year, month (1..=12) and day of a count of days since 1970-01-01 (Howard Hinnant's
+/// `civil_from_days`).
+fn date_of_days(days: i64) -> (i32, u8, u8) {
+    let z = days + 719468;
+    let era = z.div_euclid(146097);
+    let doe = z - era * 146097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u8;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u8;
+    let year = (yoe + era * 400 + i64::from(month <= 2)) as i32;
+    (year, month, day)
 }
 
-/// `13:56:09`
-fn write_clock(out: &mut Vec<u8>, c: &Civil) {
-    push2(out, c.hour);
-    out.push(b':');
-    push2(out, c.minute);
-    out.push(b':');
-    push2(out, c.second);
+/// `13:56:09` for a second of the day.
+fn clock_text(second_of_day: u32) -> [u8; 8] {
+    let [h0, h1] = two_digits((second_of_day / 3600) as u8);
+    let [m0, m1] = two_digits((second_of_day % 3600 / 60) as u8);
+    let [s0, s1] = two_digits((second_of_day % 60) as u8);
+    [h0, h1, b':', m0, m1, b':', s0, s1]
+}
+
+fn two_digits(n: u8) -> [u8; 2] {
+    [b'0' + n / 10 % 10, b'0' + n % 10]
 }
 
 fn write_fraction(out: &mut Vec<u8>, micros: u32, digits: u8) {

@@ -108,20 +108,23 @@ impl FrameDecoder {
             }
         }
         while at < buf.len() {
-            let rest = &buf[at..];
-            let window = &rest[..rest.len().min(self.max_size + 1)];
-            match memchr::memchr2(b'\n', 0, window) {
-                Some(len) if len <= self.max_size => {
-                    let mut end = at + len;
-                    if end > at && buf[end - 1] == b'\r' && buf[end] == b'\n' {
-                        end -= 1;
-                    }
-                    out(Frame {
-                        range: at..end,
-                        oversized: false,
-                    });
-                    at += len + 1;
+            // Cut every line that fits in one scan of the buffer.
+            let base = at;
+            for end in memchr::memchr2_iter(b'\n', 0, &buf[base..]).map(|i| base + i) {
+                if end - at > self.max_size {
+                    break;
                 }
+                let cr = end > at && buf[end - 1] == b'\r' && buf[end] == b'\n';
+                out(Frame {
+                    range: at..end - usize::from(cr),
+                    oversized: false,
+                });
+                at = end + 1;
+            }
+            // What is left starts with a line longer than the limit, or has no line end yet.
+            let rest = &buf[at..];
+            match rest.len() {
+                0 => break,
                 _ if rest.len() > self.max_size => {
                     out(Frame {
                         range: at..at + self.max_size,

@@ -389,22 +389,31 @@ impl Parser<'_> {
     /// `check_bad` applies `bad-hostname()` (RFC3164 headers only, as in syslog-ng).
     fn hostname(&mut self, check_bad: bool) -> Option<Text> {
         let start = self.at;
+        let limit = self.s.len().min(start + 255);
         let mut at = start;
         let mut ipv6 = Ipv6Guess::default();
-        while at - start < 255 {
-            let Some(&b) = self.s.get(at) else { break };
-            if b == b' ' || b == b'[' {
+        let mut fed = start;
+        loop {
+            at = memchr::memchr3(b' ', b'[', b':', &self.s[at..limit]).map_or(limit, |i| at + i);
+            if at == limit || self.s[at] != b':' {
                 break;
             }
-            let still_ipv6 = ipv6.feed(b);
-            if b == b':' && !still_ipv6 {
-                break;
-            }
-            if self.opts.flags.check_hostname && !valid_hostname_byte(b) {
-                self.f.tags.insert(ParseTag::InvalidHostname);
+            // A colon ends the name unless everything up to it still looks like IPv6.
+            let still_ipv6 = self.s[fed..=at].iter().all(|&b| ipv6.feed(b));
+            fed = at + 1;
+            if !still_ipv6 {
                 break;
             }
             at += 1;
+        }
+        if self.opts.flags.check_hostname {
+            if let Some(bad) = self.s[start..at]
+                .iter()
+                .position(|&b| !valid_hostname_byte(b))
+            {
+                self.f.tags.insert(ParseTag::InvalidHostname);
+                at = start + bad;
+            }
         }
         let bad = check_bad
             && self
@@ -424,16 +433,11 @@ impl Parser<'_> {
     fn program_name(&mut self) {
         let start = self.at;
         let s = self.s;
-        let mut at = start;
-        while at < s.len() && !matches!(s[at], b' ' | b'[' | b':') {
-            at += 1;
-        }
+        let mut at = memchr::memchr3(b' ', b'[', b':', &s[start..]).map_or(s.len(), |i| start + i);
         self.f.program = Some(self.span(start, at));
         if s.get(at) == Some(&b'[') {
             let pid_start = at + 1;
-            while at < s.len() && !matches!(s[at], b' ' | b']' | b':') {
-                at += 1;
-            }
+            at = memchr::memchr3(b' ', b']', b':', &s[at..]).map_or(s.len(), |i| at + i);
             if at < s.len() {
                 self.f.pid = Some(self.span(pid_start, at));
             }

@@ -129,7 +129,9 @@ impl DatagramSource {
                         o
                     }
                 };
-                msgs.push(self.reader.ingest.message(raw, &origin, recvd, today));
+                self.reader
+                    .ingest
+                    .push_message(raw, &origin, recvd, today, &mut msgs);
             }
             ctx.counters
                 .received

@@ -207,7 +207,8 @@ impl Read {
                     self.counters.oversized.fetch_add(1, Ordering::Relaxed);
                 }
                 let raw = self.chunk.slice(f.range.clone());
-                msgs.push(self.ingest.message(raw, &self.origin, self.recvd, today));
+                self.ingest
+                    .push_message(raw, &self.origin, self.recvd, today, msgs);
             }
             self.counters
                 .received
