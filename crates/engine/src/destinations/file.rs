@@ -127,6 +127,8 @@ struct Grouping {
     /// Distinct names of the batch: (hash, writer, index in that writer's job).
     seen: Vec<(u64, u32, u32)>,
     table: hashbrown::HashTable<u32>,
+    /// (index in `seen`, message) for every message of the batch.
+    order: Vec<(u32, u32)>,
 }
 
 thread_local! {
@@ -267,6 +269,7 @@ impl FileDestination {
         GROUPING.with_borrow_mut(|g| {
             g.seen.clear();
             g.table.clear();
+            g.order.clear();
             let mut last: Option<usize> = None;
             for &i in which {
                 let msg = &msgs[i as usize];
@@ -301,9 +304,15 @@ impl FileDestination {
                     }
                 };
                 last = Some(at);
-                let (_, w, local) = g.seen[at];
+                g.order.push((at as u32, i));
+            }
+            // Each file's messages one after another (in their order), so that a file gets
+            // one piece of each job: fewer, longer pieces for the writer to copy.
+            g.order.sort_by_key(|&(at, _)| at);
+            for &(at, i) in &g.order {
+                let (_, w, local) = g.seen[at as usize];
                 let job = &mut jobs[w as usize];
-                self.append(msg, &mut job.data);
+                self.append(&msgs[i as usize], &mut job.data);
                 job.close_run(local);
             }
         });
