@@ -9,6 +9,12 @@ mod daemon;
 mod default_config;
 mod loggen;
 
+/// Readers allocate batch buffers that writer threads free. glibc's allocator serialises
+/// those cross-thread frees on an arena lock (a third of all futex calls with 10,000
+/// connections); mimalloc frees them without one.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Parser, Subcommand};
 use sluice_config::{Config, LoadError};
 use std::path::{Path, PathBuf};

@@ -592,6 +592,7 @@ impl Builder<'_> {
                         so_rcvbuf: net.so_rcvbuf,
                         so_reuseport: false,
                         keep_alive: false,
+                        listen_backlog: net.listen_backlog.unwrap_or(DEFAULT_LISTEN_BACKLOG),
                     };
                     self.streams.push((id, Arc::new(s)));
                 } else {
@@ -690,6 +691,7 @@ impl Builder<'_> {
                         so_rcvbuf: net.so_rcvbuf,
                         so_reuseport: net.so_reuseport,
                         keep_alive: net.keep_alive,
+                        listen_backlog: net.listen_backlog.unwrap_or(DEFAULT_LISTEN_BACKLOG),
                     };
                     self.streams.push((id, Arc::new(s)));
                 }
@@ -862,6 +864,12 @@ impl Builder<'_> {
 
 use sluice_model::macros::DateOptions;
 
+/// Connections a stream listener lets wait for `accept()`. syslog-ng's default is 256; a burst
+/// of thousands of clients (a relay restarting, a fleet reconnecting) overflows that, and every
+/// connection the kernel drops waits a second for its SYN to be sent again. The kernel caps it
+/// at `net.core.somaxconn` (4096 on current kernels).
+const DEFAULT_LISTEN_BACKLOG: u32 = 4096;
+
 /// Options only network and unix sources have.
 #[derive(Default)]
 struct NetOptions {
@@ -873,6 +881,7 @@ struct NetOptions {
     so_rcvbuf: Option<usize>,
     so_reuseport: bool,
     keep_alive: bool,
+    listen_backlog: Option<u32>,
     perm: Option<u32>,
     owner: Option<u32>,
     group: Option<u32>,
@@ -904,9 +913,7 @@ impl NetOptions {
             "so_rcvbuf" => self.so_rcvbuf = Some(opt.u64()? as usize),
             "so_reuseport" => self.so_reuseport = opt.bool()?,
             "keep_alive" | "so_keepalive" => self.keep_alive = opt.bool()?,
-            "listen_backlog" => {
-                opt.u64()?;
-            }
+            "listen_backlog" => self.listen_backlog = Some(opt.u64()?.clamp(1, 65535) as u32),
             "perm" => self.perm = Some(options::mode(opt)?),
             "owner" => self.owner = Some(options::user(opt)?),
             "group" => self.group = Some(options::group(opt)?),

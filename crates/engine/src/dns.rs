@@ -29,19 +29,40 @@ fn cache() -> &'static Cache {
 /// The most names the cache keeps; past that it starts afresh.
 const CACHE_LIMIT: usize = 100_000;
 
-/// The name of a peer, or of this machine for local sources (`None`).
+/// The name of a peer, or of this machine for local sources (`None`). Only a name that is
+/// not known yet costs a lookup, run off the reactor: a burst of new connections with
+/// `use-dns(no)` is accepted without any thread hand-off.
+pub async fn name_of(addr: Option<IpAddr>, opts: &NameOptions) -> Arc<[u8]> {
+    if let Some(name) = known(addr, opts) {
+        return name;
+    }
+    let opts = opts.clone();
+    tokio::task::spawn_blocking(move || host_from(addr, &opts))
+        .await
+        .expect("name lookups do not panic")
+}
+
+/// The name of a peer when no lookup is needed: local sources, `use-dns(no)`, a cached name.
+fn known(addr: Option<IpAddr>, opts: &NameOptions) -> Option<Arc<[u8]>> {
+    let Some(ip) = addr else {
+        return Some(local_name(opts.use_fqdn));
+    };
+    if !opts.use_dns {
+        return Some(Arc::from(ip.to_string().as_bytes()));
+    }
+    let cache = cache().lock().expect("dns cache lock");
+    let (name, at) = cache.get(&ip)?;
+    (at.elapsed() < opts.cache_expire).then(|| name.clone())
+}
+
+/// The name of a peer, or of this machine for local sources (`None`); blocks while DNS answers.
 pub fn host_from(addr: Option<IpAddr>, opts: &NameOptions) -> Arc<[u8]> {
+    if let Some(name) = known(addr, opts) {
+        return name;
+    }
     let Some(ip) = addr else {
         return local_name(opts.use_fqdn);
     };
-    if !opts.use_dns {
-        return Arc::from(ip.to_string().as_bytes());
-    }
-    if let Some((name, at)) = cache().lock().expect("dns cache lock").get(&ip) {
-        if at.elapsed() < opts.cache_expire {
-            return name.clone();
-        }
-    }
     let name: Arc<[u8]> = match reverse(ip) {
         Some(name) => {
             let name = if opts.use_fqdn {

@@ -145,11 +145,7 @@ impl DatagramSource {
     }
 
     async fn origin(&self, peer: Option<SocketAddr>) -> Arc<Origin> {
-        let names = self.names.clone();
-        let host_from =
-            tokio::task::spawn_blocking(move || dns::host_from(peer.map(|p| p.ip()), &names))
-                .await
-                .expect("name lookups do not panic");
+        let host_from = dns::name_of(peer.map(|p| p.ip()), &self.names).await;
         Arc::new(Origin {
             source_name: self.source_name.clone(),
             source_id: self.source_id,

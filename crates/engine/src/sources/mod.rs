@@ -95,6 +95,9 @@ pub struct Counters {
 /// connections cost little, and doubles its read size while reads fill it.
 const MIN_READ: usize = 4 << 10;
 const MAX_READ: usize = 256 << 10;
+/// Reads at least this large are parsed by a task of their own, in parallel with the next
+/// read; smaller ones, when nothing is ahead of them, in the reader's task.
+const PARALLEL_READ: usize = 64 << 10;
 
 /// Reads `input` until end of stream, a framing error or shutdown, dispatching what it reads.
 /// Returns once everything read has been queued (not necessarily written: wait on
@@ -149,6 +152,7 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
             }
         };
         if !frames.is_empty() {
+            let big = consumed >= PARALLEL_READ;
             let read = Read {
                 chunk: buf.split_to(consumed).freeze(),
                 frames: std::mem::take(&mut frames),
@@ -159,9 +163,22 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
                 counters: ctx.counters.clone(),
             };
             let ack = window.take(read.frames.len() as u32).await;
-            let (done, next) = oneshot::channel();
-            let after = queued.replace(next);
-            tokio::spawn(read.dispatch(ack, after, done));
+            // A read before this one may still be on its way.
+            let in_flight = queued
+                .as_mut()
+                .is_some_and(|q| q.try_recv() == Err(oneshot::error::TryRecvError::Empty));
+            if !in_flight {
+                queued = None;
+            }
+            if big || in_flight {
+                let (done, next) = oneshot::channel();
+                let after = queued.replace(next);
+                tokio::spawn(read.dispatch(ack, after, done));
+            } else {
+                // A small read with nothing ahead of it: a task of its own would cost more
+                // than it saves (thousands of quiet connections).
+                read.prepare(&ack).commit();
+            }
         } else if consumed > 0 {
             let _ = buf.split_to(consumed);
         }
@@ -191,14 +208,24 @@ thread_local! {
 }
 
 impl Read {
-    /// Parses, routes and formats the read; queues the result once the read before it
-    /// (`after`) is queued; then says so on `done`.
+    /// Parses, routes and formats the read on a task of its own; queues the result once the
+    /// read before it (`after`) is queued; then says so on `done`.
     async fn dispatch(
         self,
         ack: Ack,
         after: Option<oneshot::Receiver<()>>,
         done: oneshot::Sender<()>,
     ) {
+        let mut outbox = self.prepare(&ack);
+        if let Some(after) = after {
+            let _ = after.await;
+        }
+        outbox.commit();
+        let _ = done.send(());
+    }
+
+    /// Parses, routes and formats the read; the result waits in the outbox.
+    fn prepare(&self, ack: &Ack) -> Outbox {
         let mut outbox = Outbox::default();
         MESSAGES.with_borrow_mut(|msgs| {
             let today = Today::of(self.recvd);
@@ -213,13 +240,9 @@ impl Read {
             self.counters
                 .received
                 .fetch_add(msgs.len() as u64, Ordering::Relaxed);
-            self.dispatcher.prepare(msgs, &ack, &mut outbox);
+            self.dispatcher.prepare(msgs, ack, &mut outbox);
             msgs.clear();
         });
-        if let Some(after) = after {
-            let _ = after.await;
-        }
-        outbox.commit();
-        let _ = done.send(());
+        outbox
     }
 }

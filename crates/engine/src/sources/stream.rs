@@ -8,9 +8,11 @@ use crate::internal as log;
 use crate::window::Window;
 use sluice_model::Origin;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 #[derive(Clone, Debug)]
@@ -30,63 +32,69 @@ pub struct StreamSource {
     pub so_rcvbuf: Option<usize>,
     pub so_reuseport: bool,
     pub keep_alive: bool,
+    /// `listen-backlog()`: connections waiting to be accepted.
+    pub listen_backlog: u32,
 }
 
 /// A bound listener, ready to serve. Binding happens before sluice reports it started, so
 /// a port in use is a startup error.
-pub enum Bound {
-    Tcp(TcpListener),
-    Unix(UnixListener),
-}
+pub struct Bound(socket2::Socket);
 
 impl StreamSource {
     pub fn bind(&self) -> std::io::Result<Bound> {
-        match &self.listen {
+        use socket2::{Domain, SockAddr, Socket, Type};
+        let socket = match &self.listen {
             Listen::Tcp(addr) => {
-                let socket = if addr.is_ipv4() {
-                    tokio::net::TcpSocket::new_v4()?
-                } else {
-                    tokio::net::TcpSocket::new_v6()?
-                };
-                socket.set_reuseaddr(true)?;
+                let socket = Socket::new(Domain::for_address(*addr), Type::STREAM, None)?;
+                socket.set_reuse_address(true)?;
                 if self.so_reuseport {
-                    socket.set_reuseport(true)?;
+                    socket.set_reuse_port(true)?;
                 }
                 if let Some(size) = self.so_rcvbuf {
-                    socket.set_recv_buffer_size(size as u32)?;
+                    socket.set_recv_buffer_size(size)?;
                 }
-                socket.bind(*addr)?;
-                Ok(Bound::Tcp(socket.listen(1024)?))
+                socket.bind(&SockAddr::from(*addr))?;
+                socket
             }
             Listen::Unix(unix) => {
                 unix.prepare()?;
-                let listener = UnixListener::bind(&unix.path)?;
+                let socket = Socket::new(Domain::UNIX, Type::STREAM, None)?;
+                socket.bind(&SockAddr::unix(&unix.path)?)?;
                 unix.apply_permissions()?;
-                Ok(Bound::Unix(listener))
+                socket
             }
-        }
+        };
+        socket.listen(self.listen_backlog as i32)?;
+        Ok(Bound(socket))
     }
 
+    /// Accepts connections until shutdown, then waits for every connection to finish.
+    ///
+    /// A thread of its own accepts, so that a burst of thousands of connections is taken
+    /// from the kernel's queue at once instead of waiting behind the tasks that read; the
+    /// connections then go to the runtime.
     pub async fn serve(self: Arc<Self>, bound: Bound, ctx: Context) {
+        let listener = Arc::new(bound.0);
+        let (tx, mut incoming) = mpsc::unbounded_channel();
+        let stopping = Arc::new(AtomicBool::new(false));
+        let acceptor = {
+            let (listener, stopping, me) = (listener.clone(), stopping.clone(), self.clone());
+            std::thread::Builder::new()
+                .name("acceptor".into())
+                .spawn(move || me.accept_loop(&listener, &tx, &stopping))
+                .expect("spawning an acceptor thread")
+        };
         let active = Arc::new(AtomicUsize::new(0));
         let mut connections = JoinSet::new();
         let mut shutdown = ctx.shutdown.clone();
         loop {
-            let accepted = tokio::select! {
+            let (socket, peer) = tokio::select! {
                 _ = shutdown.wait_for(|stop| *stop) => break,
                 Some(_) = connections.join_next(), if !connections.is_empty() => continue,
-                accepted = accept(&bound) => accepted,
-            };
-            let (stream, peer) = match accepted {
-                Ok(ok) => ok,
-                Err(e) => {
-                    log::error(format!(
-                        "accepting a connection on {:?} failed: {e}",
-                        self.listen
-                    ));
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                    continue;
-                }
+                accepted = incoming.recv() => match accepted {
+                    Some(accepted) => accepted,
+                    None => break,
+                },
             };
             if active.load(Ordering::Relaxed) >= self.max_connections {
                 ctx.counters
@@ -100,6 +108,16 @@ impl StreamSource {
                 ));
                 continue;
             }
+            let stream = match Stream::from_accepted(socket, &self.listen) {
+                Ok(stream) => stream,
+                Err(e) => {
+                    log::error(format!(
+                        "taking a connection on {:?} failed: {e}",
+                        self.listen
+                    ));
+                    continue;
+                }
+            };
             active.fetch_add(1, Ordering::Relaxed);
             let me = self.clone();
             let ctx = ctx.clone();
@@ -109,18 +127,49 @@ impl StreamSource {
                 active.fetch_sub(1, Ordering::Relaxed);
             });
         }
+        // Wake the acceptor from accept() and let it go.
+        stopping.store(true, Ordering::SeqCst);
+        // SAFETY: the listener's descriptor stays open while `listener` lives; shutting a
+        // listening socket down only makes a blocked accept() return.
+        unsafe {
+            libc::shutdown(listener.as_raw_fd(), libc::SHUT_RDWR);
+        }
+        let _ = tokio::task::spawn_blocking(move || acceptor.join()).await;
         while connections.join_next().await.is_some() {}
         if let Listen::Unix(unix) = &self.listen {
             unix.remove();
         }
     }
 
+    fn accept_loop(
+        &self,
+        listener: &socket2::Socket,
+        to_runtime: &mpsc::UnboundedSender<(socket2::Socket, Option<SocketAddr>)>,
+        stopping: &AtomicBool,
+    ) {
+        loop {
+            match listener.accept() {
+                Ok((socket, peer)) => {
+                    if to_runtime.send((socket, peer.as_socket())).is_err() {
+                        return;
+                    }
+                }
+                Err(_) if stopping.load(Ordering::SeqCst) => return,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    // Out of descriptors, most likely: wait for connections to close.
+                    log::error(format!(
+                        "accepting a connection on {:?} failed: {e}",
+                        self.listen
+                    ));
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+            }
+        }
+    }
+
     async fn connection(&self, stream: Stream, peer: Option<SocketAddr>, ctx: &Context) {
-        let names = self.names.clone();
-        let host_from =
-            tokio::task::spawn_blocking(move || dns::host_from(peer.map(|p| p.ip()), &names))
-                .await
-                .expect("name lookups do not panic");
+        let host_from = dns::name_of(peer.map(|p| p.ip()), &self.names).await;
         let origin = Arc::new(Origin {
             source_name: self.source_name.clone(),
             source_id: self.source_id,
@@ -155,16 +204,16 @@ enum Stream {
     Unix(tokio::net::UnixStream),
 }
 
-async fn accept(bound: &Bound) -> std::io::Result<(Stream, Option<SocketAddr>)> {
-    match bound {
-        Bound::Tcp(l) => {
-            let (s, peer) = l.accept().await?;
-            let _ = s.set_nodelay(true);
-            Ok((Stream::Tcp(s), Some(peer)))
-        }
-        Bound::Unix(l) => {
-            let (s, _) = l.accept().await?;
-            Ok((Stream::Unix(s), None))
-        }
+impl Stream {
+    /// A connection the acceptor took, handed to the runtime.
+    fn from_accepted(socket: socket2::Socket, listen: &Listen) -> std::io::Result<Stream> {
+        socket.set_nonblocking(true)?;
+        Ok(match listen {
+            Listen::Tcp(_) => {
+                let _ = socket.set_tcp_nodelay(true);
+                Stream::Tcp(tokio::net::TcpStream::from_std(socket.into())?)
+            }
+            Listen::Unix(_) => Stream::Unix(tokio::net::UnixStream::from_std(socket.into())?),
+        })
     }
 }
