@@ -137,7 +137,7 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
         };
         let eof = n == 0;
         if n == read_size && read_size < MAX_READ {
-            read_size *= 2;
+            read_size = (read_size * 4).min(MAX_READ);
         } else if n < read_size / 4 && read_size > MIN_READ {
             read_size /= 2;
         }
