@@ -127,6 +127,8 @@ def run_once(server, args):
                   "--active-connections", str(args.conns), "-I", "3600"]
         if args.proto == "5424":
             loggen.append("-P")
+        if args.idle:
+            loggen += ["--idle-connections", str(args.idle)]
         sent = subprocess.run([*loggen, "127.0.0.1", str(port)], capture_output=True, text=True)
         seen, last, t1 = [0, 0], -1, time.time()
         while time.time() - t1 < 5:  # give up after 5 s without progress
@@ -165,6 +167,7 @@ def main():
     ap.add_argument("--size", type=int, default=256)
     ap.add_argument("--proto", choices=["3164", "5424"], default="3164")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--idle", type=int, default=0, help="connections that stay open and silent during the run (peak RSS)")
     ap.add_argument("--servers", default="sluice,syslog-ng,rsyslog")
     ap.add_argument("--no-build", action="store_true", help="use the release binary as it is")
     args = ap.parse_args()
