@@ -181,10 +181,11 @@ impl FrameDecoder {
                     found: rest[..rest.len().min(16)].to_vec(),
                 });
             }
-            let length: usize = std::str::from_utf8(&rest[..digits])
-                .expect("ASCII digits")
-                .parse()
-                .expect("at most ten digits fit a usize");
+            // At most ten digits: below 10^10, which fits a u64.
+            let length = rest[..digits]
+                .iter()
+                .fold(0u64, |n, &d| n * 10 + u64::from(d - b'0'));
+            let length = usize::try_from(length).unwrap_or(usize::MAX);
             let body = at + digits + 1;
             if length > self.max_size {
                 if !self.trim {
