@@ -92,7 +92,7 @@ pub struct Counters {
 }
 
 /// The smallest and largest read a stream reader asks for. A reader starts small, so idle
-/// connections cost little, and doubles its read size while reads fill it.
+/// connections cost little, and quadruples its read size while reads fill it.
 const MIN_READ: usize = 4 << 10;
 const MAX_READ: usize = 256 << 10;
 /// Reads at least this large are parsed by a task of their own, in parallel with the next
@@ -103,10 +103,11 @@ const PARALLEL_READ: usize = 64 << 10;
 /// Returns once everything read has been queued (not necessarily written: wait on
 /// `window.drained()` for that).
 ///
-/// The reader only reads and cuts frames. Each read's frames are parsed, routed and formatted
-/// by a task of their own, so a busy connection keeps two reads in flight (the window lends
-/// each at most half its credits) and uses two cores; the tasks queue their output in the
-/// order of the reads.
+/// The reader only reads and cuts frames. A large read's frames are parsed, routed and
+/// formatted by a task of their own, so a busy connection keeps two reads in flight (the
+/// window lends each at most half its credits) and uses two cores; the tasks queue their
+/// output in the order of the reads. A small read with no read ahead of it is handled in
+/// place.
 pub async fn read_stream<R: AsyncRead + Unpin>(
     mut input: R,
     origin: Arc<Origin>,
