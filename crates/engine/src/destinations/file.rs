@@ -62,6 +62,11 @@ fn name_hash(name: &[u8]) -> u64 {
     foldhash::fast::FixedState::with_seed(0x5_1ce).hash_one(name)
 }
 
+/// The writer (of `writers`) that owns the file whose name hashes to `hash`.
+fn writer_of(hash: u64, writers: usize) -> usize {
+    (hash >> 32) as usize % writers
+}
+
 /// One reader's share of a batch for one writer: the formatted messages in one buffer, cut
 /// into runs that go to the same file.
 struct Job {
@@ -136,7 +141,7 @@ thread_local! {
 }
 
 pub struct FileDestination {
-    name: String,
+    name: Arc<str>,
     path: Option<Template>,
     format: Format,
     opts: Arc<FileOptions>,
@@ -176,7 +181,7 @@ impl FileDestination {
         opts: FileOptions,
     ) -> FileDestination {
         FileDestination {
-            name,
+            name: name.into(),
             path,
             counts_seq: format.uses_seq(),
             format,
@@ -292,7 +297,7 @@ impl FileDestination {
                     match found {
                         Some(&at) => at as usize,
                         None => {
-                            let w = (hash >> 32) as usize % writers;
+                            let w = writer_of(hash, writers);
                             let local = jobs[w].add_name(&g.name, hash);
                             g.seen.push((hash, w as u32, local));
                             let at = g.seen.len() - 1;
@@ -325,8 +330,7 @@ impl Destination for FileDestination {
     fn deliver(&self, msgs: &[LogMessage], which: &[u32], ack: &Ack, outbox: &mut Outbox) {
         let writers = self.writers();
         for job in self.group(msgs, which, ack, writers.len()) {
-            let w = (job.name_hashes[0] >> 32) as usize % writers.len();
-            let writer = writers[w].clone();
+            let writer = writers[writer_of(job.name_hashes[0], writers.len())].clone();
             let label = self.name.clone();
             outbox.push(move || {
                 if writer.send(Msg::Job(job)).is_err() {
@@ -370,7 +374,7 @@ struct Writer {
     target: Target,
     opts: Arc<FileOptions>,
     opening: Arc<Mutex<()>>,
-    label: String,
+    label: Arc<str>,
     slots: Vec<Slot>,
     free: Vec<usize>,
     by_name: hashbrown::HashTable<usize>,
@@ -382,7 +386,7 @@ impl Writer {
         target: Target,
         opts: Arc<FileOptions>,
         opening: Arc<Mutex<()>>,
-        label: String,
+        label: Arc<str>,
     ) -> Writer {
         Writer {
             target,
