@@ -33,36 +33,36 @@ const CACHE_LIMIT: usize = 100_000;
 /// not known yet costs a lookup, run off the reactor: a burst of new connections with
 /// `use-dns(no)` is accepted without any thread hand-off.
 pub async fn name_of(addr: Option<IpAddr>, opts: &NameOptions) -> Arc<[u8]> {
-    if let Some(name) = known(addr, opts) {
-        return name;
+    match known(addr, opts) {
+        Ok(name) => name,
+        Err(ip) => {
+            let opts = opts.clone();
+            tokio::task::spawn_blocking(move || lookup(ip, &opts))
+                .await
+                .expect("name lookups do not panic")
+        }
     }
-    let opts = opts.clone();
-    tokio::task::spawn_blocking(move || host_from(addr, &opts))
-        .await
-        .expect("name lookups do not panic")
 }
 
-/// The name of a peer when no lookup is needed: local sources, `use-dns(no)`, a cached name.
-fn known(addr: Option<IpAddr>, opts: &NameOptions) -> Option<Arc<[u8]>> {
+/// The name of a peer when no lookup is needed (local sources, `use-dns(no)`, a cached
+/// name), or the address that must be looked up.
+fn known(addr: Option<IpAddr>, opts: &NameOptions) -> Result<Arc<[u8]>, IpAddr> {
     let Some(ip) = addr else {
-        return Some(local_name(opts.use_fqdn));
+        return Ok(local_name(opts.use_fqdn));
     };
     if !opts.use_dns {
-        return Some(Arc::from(ip.to_string().as_bytes()));
+        return Ok(Arc::from(ip.to_string().as_bytes()));
     }
     let cache = cache().lock().expect("dns cache lock");
-    let (name, at) = cache.get(&ip)?;
-    (at.elapsed() < opts.cache_expire).then(|| name.clone())
+    match cache.get(&ip) {
+        Some((name, at)) if at.elapsed() < opts.cache_expire => Ok(name.clone()),
+        _ => Err(ip),
+    }
 }
 
-/// The name of a peer, or of this machine for local sources (`None`); blocks while DNS answers.
-pub fn host_from(addr: Option<IpAddr>, opts: &NameOptions) -> Arc<[u8]> {
-    if let Some(name) = known(addr, opts) {
-        return name;
-    }
-    let Some(ip) = addr else {
-        return local_name(opts.use_fqdn);
-    };
+/// Asks DNS for the name of `ip` (blocking) and caches the answer; the address itself
+/// stands in when there is none.
+fn lookup(ip: IpAddr, opts: &NameOptions) -> Arc<[u8]> {
     let name: Arc<[u8]> = match reverse(ip) {
         Some(name) => {
             let name = if opts.use_fqdn {
@@ -129,7 +129,7 @@ mod tests {
             cache_expire: Duration::from_secs(60),
         };
         assert_eq!(
-            &*host_from(Some("10.0.0.1".parse().unwrap()), &no_dns),
+            &*known(Some("10.0.0.1".parse().unwrap()), &no_dns).unwrap(),
             b"10.0.0.1"
         );
         let dns = NameOptions {
@@ -137,9 +137,6 @@ mod tests {
             ..no_dns
         };
         // /etc/hosts names 127.0.0.1 "localhost" on every Debian machine.
-        assert_eq!(
-            &*host_from(Some("127.0.0.1".parse().unwrap()), &dns),
-            b"localhost"
-        );
+        assert_eq!(&*lookup("127.0.0.1".parse().unwrap(), &dns), b"localhost");
     }
 }

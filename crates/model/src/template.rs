@@ -156,7 +156,8 @@ impl Template {
         }
     }
 
-    /// The expansion as a new buffer (for filters and file names; writers use `append`).
+    /// The expansion as a new buffer, for tests (the pipeline appends into reused buffers).
+    #[cfg(test)]
     pub fn format(&self, msg: &LogMessage) -> Vec<u8> {
         let mut out = Vec::new();
         self.append(msg, 0, &mut out);

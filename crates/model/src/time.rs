@@ -487,8 +487,13 @@ fn write_fraction(out: &mut Vec<u8>, micros: u32, digits: u8) {
     if digits == 0 {
         return;
     }
-    let mut text = Vec::with_capacity(6);
-    push_padded(&mut text, u64::from(micros), 6, b'0');
+    // Six digits, zero-padded, cut to `digits`: no buffer of its own.
+    let mut text = [b'0'; 6];
+    let mut rest = micros.min(999_999);
+    for d in text.iter_mut().rev() {
+        *d = b'0' + (rest % 10) as u8;
+        rest /= 10;
+    }
     out.push(b'.');
     out.extend_from_slice(&text[..digits.min(6) as usize]);
 }
