@@ -280,9 +280,16 @@ impl Macro {
             Macro::LegacyMsgHdr => append(out, msg.legacy_msghdr(), escape),
             Macro::Sdata => {
                 if escape {
-                    let mut sd = Vec::new();
-                    format_sdata(msg, seq, &mut sd);
-                    append(out, &sd, true);
+                    // SD values are always quoted, so escaping always applies: format into a
+                    // reused buffer first, not a new one per message.
+                    thread_local! {
+                        static SDATA: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::default();
+                    }
+                    SDATA.with_borrow_mut(|sd| {
+                        sd.clear();
+                        format_sdata(msg, seq, sd);
+                        append(out, sd, true);
+                    });
                 } else {
                     format_sdata(msg, seq, out);
                 }
