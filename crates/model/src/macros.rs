@@ -1,7 +1,7 @@
 //! syslog-ng's macros (`$HOST`, `$ISODATE`, `$R_YEAR`, …): looked up by name once when a
 //! template is compiled, expanded per message without allocating.
 
-use crate::message::{tag_name, LogMessage, FACILITY_NAMES, SEVERITY_NAMES};
+use crate::message::{for_each_tag_name, LogMessage, FACILITY_NAMES, SEVERITY_NAMES};
 use crate::time::{self, TsFormat, UnixTime, Zone};
 use std::io::Write;
 
@@ -248,12 +248,14 @@ impl Macro {
                 let _ = write!(out, "{:02x}", msg.fields.pri);
             }
             Macro::Tags => {
-                for (i, id) in msg.tags.iter().enumerate() {
-                    if i > 0 {
+                let mut first = true;
+                for_each_tag_name(&msg.tags, |name| {
+                    if !first {
                         out.push(b',');
                     }
-                    append(out, tag_name(id).as_bytes(), escape);
-                }
+                    first = false;
+                    append(out, name.as_bytes(), escape);
+                });
             }
             Macro::BsdTag => {
                 append_num(out, msg.severity());

@@ -91,12 +91,16 @@ pub fn tag_id(name: &str) -> TagId {
     (reg.names.len() - 1) as TagId
 }
 
-pub fn tag_name(id: TagId) -> Arc<str> {
+/// Calls `f` with the name of every tag of `tags`, in id order, under one read of the
+/// registry (not one lock and name copy per tag).
+pub fn for_each_tag_name(tags: &Tags, mut f: impl FnMut(&str)) {
+    if tags.is_empty() {
+        return;
+    }
     let reg = registry().read().expect("tag registry lock");
-    reg.names
-        .get(id as usize)
-        .cloned()
-        .unwrap_or_else(|| Arc::from(""))
+    for id in tags.iter() {
+        f(reg.names.get(id as usize).map_or("", |n| n));
+    }
 }
 
 #[derive(Clone, Debug)]
