@@ -47,30 +47,43 @@ static GLOBAL: Counting = Counting;
 /// The size of one read, as a busy reader sees it.
 const READ: usize = 256 << 10;
 
-fn input() -> (Vec<u8>, &'static str) {
+/// The corpus file in the wire format `rfc` names, framed as `peers.py` sends it (`"3164"`:
+/// newline framed, `"5424"`: octet counted), or generated messages in that format when
+/// `../shared/corpus` is absent.
+fn input(rfc: &str) -> (Vec<u8>, String) {
+    let name = format!("loghub-rfc{rfc}.log");
     let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/corpus/loghub-rfc3164.log");
+        .join("../shared/corpus")
+        .join(&name);
     match std::fs::read(&corpus) {
-        Ok(bytes) => (bytes, "loghub-rfc3164.log"),
+        Ok(bytes) if rfc == "3164" => (bytes, name),
+        Ok(lines) => {
+            let mut out = Vec::with_capacity(lines.len() + lines.len() / 16);
+            for line in lines.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+                out.extend_from_slice(format!("{} ", line.len()).as_bytes());
+                out.extend_from_slice(line);
+            }
+            (out, name)
+        }
         Err(_) => {
             eprintln!(
-                "note: {} is absent; using generated lines",
+                "note: {} is absent; using generated messages",
                 corpus.display()
             );
-            let lines: String = (0..30_000)
-                .map(|i| {
-                    format!(
-                        "<{}>Jan {:2} 13:56:{:02} host{} prog{}[{}]: generated message {i}\n",
-                        8 + i % 180,
-                        1 + i % 28,
-                        i % 60,
-                        i % 50,
-                        i % 7,
-                        1000 + i
-                    )
-                })
-                .collect();
-            (lines.into_bytes(), "generated lines")
+            let mut out = Vec::new();
+            for i in 0..30_000 {
+                let (pri, day, sec, host, prog, pid) =
+                    (8 + i % 180, 1 + i % 28, i % 60, i % 50, i % 7, 1000 + i);
+                if rfc == "3164" {
+                    out.extend_from_slice(
+                        format!("<{pri}>Jan {day:2} 13:56:{sec:02} host{host} prog{prog}[{pid}]: generated message {i}\n").as_bytes(),
+                    );
+                } else {
+                    let msg = format!("<{pri}>1 2026-01-{day:02}T13:56:{sec:02}.123456+01:00 host{host} prog{prog} {pid} ID{prog} [origin ip=\"10.0.0.{host}\"] generated message {i}");
+                    out.extend_from_slice(format!("{} {msg}", msg.len()).as_bytes());
+                }
+            }
+            (out, format!("generated RFC{rfc} messages"))
         }
     }
 }
@@ -84,18 +97,16 @@ fn main() {
     }
     let dir = std::env::temp_dir().join(format!("sluice-allocations-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("scratch directory");
-    for (label, destination) in [
-        (
-            "one file, default format",
-            format!("file(\"{}/all.log\")", dir.display()),
-        ),
-        (
-            "one file per host",
-            format!("file(\"{}/${{HOST}}.log\")", dir.display()),
-        ),
+    let one_file = format!("file(\"{}/all.log\")", dir.display());
+    let per_host = format!("file(\"{}/${{HOST}}.log\")", dir.display());
+    for (label, rfc, destination) in [
+        ("one file, default format", "3164", &one_file),
+        ("one file per host", "3164", &per_host),
+        ("RFC5424 (syslog()), one file", "5424", &one_file),
     ] {
+        let source = if rfc == "3164" { "network" } else { "syslog" };
         let config = format!(
-            "@version: 3.38\noptions {{ keep-hostname(yes); use-dns(no); }};\nsource s {{ network(ip(127.0.0.1) port(5999)); }};\ndestination d {{ {destination}; }};\nlog {{ source(s); destination(d); }};\n"
+            "@version: 3.38\noptions {{ keep-hostname(yes); use-dns(no); }};\nsource s {{ {source}(ip(127.0.0.1) port(5999)); }};\ndestination d {{ {destination}; }};\nlog {{ source(s); destination(d); }};\n"
         );
         let config = sluice_config::load_str("allocations", &config)
             .unwrap_or_else(|e| panic!("{}", e.render()));
@@ -113,7 +124,7 @@ fn main() {
             .build()
             .expect("runtime");
         let window = Window::new(u32::MAX / 2);
-        let (bytes, name) = input();
+        let (bytes, name) = input(rfc);
         let mut outbox = Outbox::default();
         let mut msgs = Vec::new();
         let mut frames: Vec<Frame> = Vec::new();
@@ -133,7 +144,7 @@ fn main() {
                 let buf = Bytes::copy_from_slice(&pending);
                 let used = decoder
                     .decode(&buf, i + 1 == reads, |f| frames.push(f))
-                    .expect("newline framing never fails");
+                    .expect("the corpus is framed correctly");
                 pending.drain(..used);
                 let recvd = UnixTime::now(&reader.ingest.local_zone);
                 let today = Today::of(recvd);

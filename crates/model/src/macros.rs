@@ -362,8 +362,8 @@ pub fn format_sdata(msg: &LogMessage, seq: u32, out: &mut Vec<u8>) {
         .sdata(b"meta", b"sequenceId")
         .is_some_and(|v| !v.is_empty());
     let mut current: Option<&[u8]> = None;
-    for p in &msg.fields.sdata {
-        let id = p.id.of(raw);
+    for p in msg.fields.sd_params(raw) {
+        let id = p.id;
         if current != Some(id) {
             if current.is_some() {
                 out.push(b']');
@@ -376,11 +376,11 @@ pub fn format_sdata(msg: &LogMessage, seq: u32, out: &mut Vec<u8>) {
             let _ = write!(out, " sequenceId=\"{seq}\"");
             has_seq = true;
         }
-        if let Some(name) = &p.name {
+        if let Some(name) = p.name {
             out.push(b' ');
-            sd_escape_key(out, name.of(raw));
+            sd_escape_key(out, name);
             out.extend_from_slice(b"=\"");
-            for &b in p.value.of(raw) {
+            for &b in p.value {
                 if matches!(b, b'"' | b'\\' | b']') {
                     out.push(b'\\');
                 }

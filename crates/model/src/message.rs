@@ -7,7 +7,7 @@
 
 use crate::time::UnixTime;
 use bytes::Bytes;
-use sluice_protocol::{ParseTag, SdParam, SyslogFields, Text};
+use sluice_protocol::{ParseTag, SyslogFields, Text};
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock, RwLock};
 
@@ -184,10 +184,11 @@ impl LogMessage {
     /// The value of `.SDATA.<id>.<name>` (`name` empty for a parameterless element); the last
     /// one wins when a parameter was written twice.
     pub fn sdata(&self, id: &[u8], name: &[u8]) -> Option<&[u8]> {
-        self.fields.sdata.iter().rev().find_map(|p: &SdParam| {
-            let pname = p.name.as_ref().map_or(&b""[..], |n| n.of(&self.raw));
-            (p.id.of(&self.raw) == id && pname == name).then(|| p.value.of(&self.raw))
-        })
+        self.fields
+            .sd_params(&self.raw)
+            .filter(|p| p.id == id && p.name.unwrap_or_default() == name)
+            .last()
+            .map(|p| p.value)
     }
 }
 

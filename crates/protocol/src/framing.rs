@@ -61,6 +61,25 @@ impl std::error::Error for FrameError {}
 /// The largest number of digits a frame length may have (a length below 10^10).
 const MAX_LENGTH_DIGITS: usize = 10;
 
+/// How far ahead of the frame being cut the octet-counting decoder asks for memory. Each frame
+/// header says where the next one is, so the decoder hops through a fresh read buffer one
+/// dependent load at a time; the hardware prefetcher does not follow hops, so it is told.
+const PREFETCH_AHEAD: usize = 2048;
+
+/// Asks the CPU to bring the cache line holding `buf[at]` closer, if `at` is inside `buf`.
+#[inline(always)]
+fn prefetch(buf: &[u8], at: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(b) = buf.get(at) {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: SSE is part of x86_64; a prefetch only hints and never faults, and the
+        // pointer comes from a live reference.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(b).cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (buf, at);
+}
+
 #[derive(Clone, Debug)]
 pub struct FrameDecoder {
     framing: Framing,
@@ -166,6 +185,7 @@ impl FrameDecoder {
             at = skip;
         }
         while at < buf.len() {
+            prefetch(buf, at + PREFETCH_AHEAD);
             let rest = &buf[at..];
             // Senders may separate frames with line ends; syslog-ng tolerates them.
             if matches!(rest[0], b'\n' | b'\r' | 0) {

@@ -15,7 +15,8 @@ mod text;
 pub mod timestamp;
 
 pub use syslog::{
-    parse, HostnameFilter, ParseFlags, ParseOptions, ParseTag, ParseTags, SdParam, SyslogFields,
+    parse, HostnameFilter, ParseFlags, ParseOptions, ParseTag, ParseTags, SdPair, SdParam,
+    SyslogFields,
 };
 pub use text::{Span, Text};
 pub use timestamp::WallClock;

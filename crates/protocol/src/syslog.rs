@@ -173,12 +173,23 @@ impl ParseTags {
     }
 }
 
-/// One `.SDATA.<id>.<name>` value. An SD-ELEMENT without parameters (`[id]`) has no name.
+/// One `.SDATA.<id>.<name>` value the parser had to store: an RFC5424 value that was escaped
+/// or cut, or a parameter an RFC3164 header implies. An SD-ELEMENT without parameters (`[id]`)
+/// has no name.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SdParam {
     pub id: Text,
     pub name: Option<Text>,
     pub value: Text,
+}
+
+/// One `.SDATA.<id>.<name>` value as [`SyslogFields::sd_params`] reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SdPair<'a> {
+    pub id: &'a [u8],
+    /// `None` for an SD-ELEMENT without parameters (`[id]`).
+    pub name: Option<&'a [u8]>,
+    pub value: &'a [u8],
 }
 
 /// The fields of one parsed frame. `Text::Span`s point into the frame that was parsed.
@@ -195,8 +206,12 @@ pub struct SyslogFields {
     /// `program[pid]: ` as it was written, for `$MSGHDR`.
     pub legacy_msghdr: Option<Span>,
     pub message: Text,
-    /// Structured data in the order it was written, plus what RFC3164 headers imply
-    /// (`timeQuality.isSynced`, `meta.sequenceId`).
+    /// RFC5424 structured data (`[id name="value" …]…`) as written, when the parser found
+    /// every value readable in place (nothing escaped or cut): [`SyslogFields::sd_params`] reads
+    /// its parameters when asked, so a message whose templates never look costs no copy.
+    pub sd_in_place: Option<Span>,
+    /// Structured data the parser stored: an RFC5424 section with an escaped or cut value, or
+    /// what RFC3164 headers imply (`timeQuality.isSynced`, `meta.sequenceId`).
     pub sdata: Vec<SdParam>,
     pub tags: ParseTags,
     /// The message is known to be valid UTF-8 (BOM, `validate-utf8`, `assume-utf8`).
@@ -206,6 +221,71 @@ pub struct SyslogFields {
     /// The fields were made here rather than parsed (an unparseable frame's error text): the
     /// message counts as produced on this machine, as syslog-ng flags it.
     pub local: bool,
+}
+
+impl SyslogFields {
+    /// Every structured-data parameter in the order written; `frame` is the parsed frame.
+    pub fn sd_params<'a>(&'a self, frame: &'a [u8]) -> impl Iterator<Item = SdPair<'a>> + 'a {
+        let in_place = self.sd_in_place.map(|span| InPlaceSd {
+            s: span.of(frame),
+            at: 0,
+            id: b"",
+        });
+        let stored = self.sdata.iter().map(move |p| SdPair {
+            id: p.id.of(frame),
+            name: p.name.as_ref().map(|n| n.of(frame)),
+            value: p.value.of(frame),
+        });
+        in_place.into_iter().flatten().chain(stored)
+    }
+}
+
+/// Reads the parameters of a structured-data section the parser checked and found plain: one
+/// space before each name, `="` after it, no escapes in values.
+struct InPlaceSd<'a> {
+    s: &'a [u8],
+    at: usize,
+    /// The SD-ID of the element being read.
+    id: &'a [u8],
+}
+
+impl<'a> Iterator for InPlaceSd<'a> {
+    type Item = SdPair<'a>;
+
+    fn next(&mut self) -> Option<SdPair<'a>> {
+        let s = self.s;
+        loop {
+            match *s.get(self.at)? {
+                b'[' => {
+                    let start = self.at + 1;
+                    let end = start + memchr::memchr2(b' ', b']', &s[start..])?;
+                    self.id = &s[start..end];
+                    self.at = end;
+                    if s[end] == b']' {
+                        self.at += 1;
+                        return Some(SdPair {
+                            id: self.id,
+                            name: None,
+                            value: b"",
+                        });
+                    }
+                }
+                b']' => self.at += 1,
+                _ => {
+                    let name = self.at + 1;
+                    let eq = name + memchr::memchr(b'=', &s[name..])?;
+                    let value = eq + 2;
+                    let end = value + memchr::memchr(b'"', &s[value..])?;
+                    self.at = end + 1;
+                    return Some(SdPair {
+                        id: self.id,
+                        name: Some(&s[name..eq]),
+                        value: &s[value..end],
+                    });
+                }
+            }
+        }
+    }
 }
 
 /// Parses one frame (without its framing) into fields, never failing.
@@ -574,7 +654,8 @@ impl Parser<'_> {
         Some(self.span(start, start + (end - start).min(max)))
     }
 
-    /// `-` or one or more `[id name="value" …]` elements.
+    /// `-` or one or more `[id name="value" …]` elements: checked, and stored only when a
+    /// value cannot be read in place.
     fn structured_data(&mut self) -> Result<(), usize> {
         match self.peek() {
             Some(b'-') => {
@@ -585,10 +666,24 @@ impl Parser<'_> {
             Some(b'[') => {}
             _ => return Ok(()),
         }
+        let start = self.at;
+        if self.sd_elements(false)? {
+            self.f.sd_in_place = Some(Span::new(start, self.at));
+        } else {
+            self.at = start;
+            self.sd_elements(true)?;
+        }
+        Ok(())
+    }
+
+    /// Reads the elements, into `sdata` with `store`; says whether every value could be read
+    /// in place.
+    fn sd_elements(&mut self, store: bool) -> Result<bool, usize> {
+        let mut in_place = true;
         while self.peek() == Some(b'[') {
             self.at += 1;
             let id = self.sd_name(b' ', b']').ok_or(self.at)?;
-            if self.peek() == Some(b']') {
+            if store && self.peek() == Some(b']') {
                 self.f.sdata.push(SdParam {
                     id: id.clone(),
                     name: None,
@@ -604,16 +699,19 @@ impl Parser<'_> {
                     return Err(self.at);
                 }
                 self.at += 1;
-                let value = self.sd_value()?;
-                self.f.sdata.push(SdParam {
-                    id: id.clone(),
-                    name: Some(name),
-                    value,
-                });
+                let (value, as_written) = self.sd_value()?;
+                in_place &= as_written;
+                if store {
+                    self.f.sdata.push(SdParam {
+                        id: id.clone(),
+                        name: Some(name),
+                        value,
+                    });
+                }
             }
             self.at += 1;
         }
-        Ok(())
+        Ok(in_place)
     }
 
     /// An SD-ID or PARAM-NAME: printable ASCII without `=`, space, `]` or `"`, ended by `end`
@@ -635,14 +733,24 @@ impl Parser<'_> {
         Some(self.span(start, self.at))
     }
 
-    /// A quoted PARAM-VALUE, with `\"`, `\\` and `\]` unescaped and other backslashes kept.
-    fn sd_value(&mut self) -> Result<Text, usize> {
+    /// A quoted PARAM-VALUE, with `\"`, `\\` and `\]` unescaped and other backslashes kept;
+    /// says whether the value is exactly as written (not unescaped, not cut).
+    fn sd_value(&mut self) -> Result<(Text, bool), usize> {
         if self.peek() != Some(b'"') {
             return Err(self.at);
         }
         self.at += 1;
         let start = self.at;
         let max = self.opts.sdata_param_value_max;
+        match memchr::memchr3(b'"', b'\\', b']', self.rest()).map(|i| (i, self.s[start + i])) {
+            Some((len, b'"')) => {
+                self.at = start + len + 1;
+                return Ok((self.span(start, start + len.min(max)), len <= max));
+            }
+            Some((len, b']')) => return Err(start + len + 1),
+            Some(_) => {} // an escape: unescaped below
+            None => return Err(self.s.len()),
+        }
         let mut owned: Option<Vec<u8>> = None;
         let mut escaped = false;
         loop {
@@ -671,9 +779,12 @@ impl Parser<'_> {
         Ok(match owned {
             Some(mut buf) => {
                 buf.truncate(max);
-                Text::Owned(buf.into_boxed_slice())
+                (Text::Owned(buf.into_boxed_slice()), false)
             }
-            None => self.span(start, start + (self.at - 1 - start).min(max)),
+            None => {
+                let len = self.at - 1 - start;
+                (self.span(start, start + len.min(max)), len <= max)
+            }
         })
     }
 

@@ -227,17 +227,15 @@ fn rfc5424_complete() {
     );
     assert!(f.utf8 && f.rfc5424);
     let b = frame.as_bytes();
+    assert!(f.sdata.is_empty(), "plain values are read in place");
     let names: Vec<String> = f
-        .sdata
-        .iter()
+        .sd_params(b)
         .map(|p| {
             format!(
                 "{}.{}={}",
-                String::from_utf8_lossy(p.id.of(b)),
-                p.name
-                    .as_ref()
-                    .map_or(String::new(), |n| String::from_utf8_lossy(n.of(b)).into()),
-                String::from_utf8_lossy(p.value.of(b))
+                String::from_utf8_lossy(p.id),
+                String::from_utf8_lossy(p.name.unwrap_or_default()),
+                String::from_utf8_lossy(p.value)
             )
         })
         .collect();
@@ -348,5 +346,66 @@ fn arbitrary_bytes_never_panic() {
             let mut f = SyslogFields::default();
             parse(s, &opts, &mut f);
         }
+    }
+}
+
+/// `id.name=value` for every structured-data parameter of `frame`, and whether the parser read
+/// them in place (nothing stored).
+fn sd_list(frame: &str, value_max: usize) -> (Vec<String>, bool) {
+    let opts = ParseOptions {
+        flags: ParseFlags {
+            syslog_protocol: true,
+            ..ParseFlags::default()
+        },
+        sdata_param_value_max: value_max,
+        ..ParseOptions::default()
+    };
+    let mut f = SyslogFields::default();
+    parse(frame.as_bytes(), &opts, &mut f);
+    let list = f
+        .sd_params(frame.as_bytes())
+        .map(|p| {
+            let name = p.name.map(|n| String::from_utf8_lossy(n).into_owned());
+            format!(
+                "{}.{}={}",
+                String::from_utf8_lossy(p.id),
+                name.unwrap_or("(none)".into()),
+                String::from_utf8_lossy(p.value)
+            )
+        })
+        .collect();
+    (list, f.sd_in_place.is_some() && f.sdata.is_empty())
+}
+
+#[test]
+fn rfc5424_sd_is_read_in_place_unless_a_value_changed() {
+    let plain = r#"<13>1 - h a p m [a x="1" y=""][b][c z="=v w"] m"#;
+    let want = ["a.x=1", "a.y=", "b.(none)=", "c.z==v w"];
+    assert_eq!(sd_list(plain, 100), (want.map(String::from).to_vec(), true));
+    // One escaped value, or one longer than the limit: the whole section is stored, in order.
+    let escaped = r#"<13>1 - h a p m [a x="1" y="q\"q"][b][c z="=v w"] m"#;
+    let (got, in_place) = sd_list(escaped, 100);
+    assert_eq!(got, ["a.x=1", "a.y=q\"q", "b.(none)=", "c.z==v w"]);
+    assert!(!in_place);
+    let (got, in_place) = sd_list(plain, 2);
+    assert_eq!(got, ["a.x=1", "a.y=", "b.(none)=", "c.z==v"]);
+    assert!(!in_place);
+}
+
+#[test]
+fn rfc5424_sd_errors_stop_where_syslog_ng_stops() {
+    for (frame, stop) in [
+        (r#"<13>1 - h a p m [a x="1]" y="2"] m"#, 24),
+        (r#"<13>1 - h a p m [a x="1"#, 23),
+        (r#"<13>1 - h a p m [a x="1\"#, 24),
+    ] {
+        let (seen, f) = ietf(frame);
+        assert!(f.tags.contains(ParseTag::Rfc5424Unparseable), "{frame}");
+        let marked = format!("{}>@<{}", &frame[..stop - 1], &frame[stop - 1..]);
+        assert_eq!(
+            seen.message,
+            format!("Error processing log message: {marked}"),
+            "{frame}"
+        );
     }
 }
