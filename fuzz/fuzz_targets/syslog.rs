@@ -32,4 +32,11 @@ fuzz_target!(|data: &[u8]| {
         check(t);
     }
     check(&fields.message);
+    if let Some(sd) = fields.sd_in_place {
+        assert!(sd.start <= sd.end && sd.end as usize <= frame.len());
+    }
+    // Structured data read in place or stored, every parameter comes out.
+    for p in fields.sd_params(frame) {
+        std::hint::black_box(p);
+    }
 });

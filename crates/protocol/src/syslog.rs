@@ -275,7 +275,7 @@ impl<'a> Iterator for InPlaceSd<'a> {
                     let name = self.at + 1;
                     let eq = name + memchr::memchr(b'=', &s[name..])?;
                     let value = eq + 2;
-                    let end = value + memchr::memchr(b'"', &s[value..])?;
+                    let end = value + memchr::memchr(b'"', s.get(value..)?)?;
                     self.at = end + 1;
                     return Some(SdPair {
                         id: self.id,
