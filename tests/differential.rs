@@ -53,11 +53,11 @@ fn mask_receive_times(
 }
 
 /// Replaces a server's own process id, which it writes into the texts it makes for
-/// unparseable input (`syslog-ng[PID]`, `syslog-ng PID` in RFC5424, `syslog-ng|PID` in
+/// unparseable input (`syslog-ng[PID]`, `syslog-ng PID` in RFC5424, `syslog-ng|PID` or `/PID` in
 /// templates), with `<pid>`.
 fn mask_pid(files: &mut std::collections::BTreeMap<String, Vec<u8>>, pid: u32) {
     let re =
-        regex::bytes::Regex::new(&format!("(syslog-ng[\\[| ]){pid}\\b")).expect("valid pattern");
+        regex::bytes::Regex::new(&format!("(syslog-ng[\\[| /]){pid}\\b")).expect("valid pattern");
     for bytes in files.values_mut() {
         *bytes = re.replace_all(bytes, &b"${1}<pid>"[..]).into_owned();
     }
@@ -556,4 +556,68 @@ fn keep_timestamp_no_uses_the_receive_time() {
         destination d { file("@OUT@/k.log" template("$ISODATE $HOST $MSGHDR$MSG\n")); };
         log { source(s); destination(d); };"#,
     );
+}
+
+/// Rewrite rules, and which version of a message each destination gets: a destination before
+/// a rewrite, a nested path's own rewrites and its sibling's view, junction channels that
+/// rewrite differently.
+#[test]
+fn rewrite_rules_and_copy_on_write() {
+    const SEEN: &str = r#"template("$PRI $HOST $PROGRAM $PID $MSGHDR$MSG|${my.pair}|${.b}|${.SDATA.origin.ip}\n")"#;
+    for (name, input, source) in [
+        ("rewrite_bsd", Input::Rfc3164, NET),
+        ("rewrite_ietf", Input::Rfc5424, SYSLOG),
+    ] {
+        let framing = match input {
+            Input::Rfc3164 => Framing::Newline,
+            Input::Rfc5424 => Framing::OctetCounted,
+        };
+        differential(
+            name,
+            &format!(
+                r#"options {{ keep-hostname(yes); }}; {source}
+                filter f_hadoop {{ host("hadoop*" type(glob)); }};
+                rewrite r_mask {{ subst("[0-9]+", "N", value("MESSAGE") flags(global)); }};
+                rewrite r_fields {{
+                    set("$HOST-x", value("HOST"));
+                    set("$PROGRAM/$PID", value("my.pair"));
+                    set("$MSGID", value(".a"));
+                    rename(".a" ".b");
+                    set("10.9.9.9", value(".SDATA.origin.ip") condition(filter(f_hadoop)));
+                    set-tag("rewritten");
+                    set-severity("err" condition(program("sshd") or level(debug)));
+                    set-facility("local3" condition(not facility(local7)));
+                }};
+                rewrite r_prog {{ set("renamed", value("PROGRAM") condition(filter(f_hadoop))); unset(value("PID")); }};
+                destination before {{ file("@OUT@/before.log" {SEEN}); }};
+                destination after {{ file("@OUT@/after.log" {SEEN}); }};
+                destination child {{ file("@OUT@/child.log" {SEEN}); }};
+                destination parent {{ file("@OUT@/parent.log" {SEEN}); }};
+                destination forked {{ file("@OUT@/forked.log" {SEEN}); }};
+                log {{
+                    source(s);
+                    destination(before);
+                    rewrite(r_mask);
+                    rewrite(r_fields);
+                    destination(after);
+                    log {{
+                        rewrite {{ subst("a", "A", type(string) flags(global ignore-case)); set-pri("13"); clear-tag("rewritten"); }};
+                        rewrite(r_prog);
+                        destination(child);
+                    }};
+                    log {{ destination(parent); }};
+                }};
+                log {{
+                    source(s);
+                    junction {{
+                        channel {{ rewrite {{ set("one", value("my.pair")); }}; }};
+                        channel {{ filter {{ level(info); }}; rewrite {{ set("two: $MSG", value("MESSAGE")); }}; }};
+                    }};
+                    destination(forked);
+                }};"#
+            ),
+            input,
+            framing,
+        );
+    }
 }

@@ -469,6 +469,18 @@ impl Parser {
                 Tok::Word(_) if *self.peek_at(1) == Tok::LParen => {
                     let (name, pos) = self.word("")?;
                     self.next();
+                    // A rewrite rule's `condition()` holds a filter expression.
+                    if crate::normalize(&name) == "condition" {
+                        let expr = self.or_expr()?;
+                        self.expect(Tok::RParen, "to close condition(…)")?;
+                        args.push(Arg::Option(Node {
+                            name,
+                            pos,
+                            args: Vec::new(),
+                            block: Some(Box::new(Body::Filter(expr))),
+                        }));
+                        continue;
+                    }
                     let inner = self.args()?;
                     args.push(Arg::Option(Node {
                         name,
@@ -491,7 +503,8 @@ impl Parser {
         }
     }
 
-    /// A string, or strings written side by side (`"a" "b"` is `"ab"`, as in syslog-ng).
+    /// One string or word. Strings side by side are separate values (`rename("a" "b")`);
+    /// syslog-ng 3.38 does not join them either.
     fn value(&mut self) -> Result<Value, ConfigError> {
         let t = self.next();
         match t.tok {
@@ -500,17 +513,11 @@ impl Parser {
                 kind: ValueKind::Word,
                 pos: t.pos,
             }),
-            Tok::Str(mut s) => {
-                while let Tok::Str(more) = self.peek() {
-                    s.push_str(more);
-                    self.next();
-                }
-                Ok(Value {
-                    text: s,
-                    kind: ValueKind::Str,
-                    pos: t.pos,
-                })
-            }
+            Tok::Str(s) => Ok(Value {
+                text: s,
+                kind: ValueKind::Str,
+                pos: t.pos,
+            }),
             other => Err(ConfigError::new(
                 t.pos,
                 format!("expected a value, found {}", Self::describe(&other)),
@@ -624,7 +631,7 @@ mod tests {
             @version: 3.38
             options { chain-hostnames(no); };
             source s_net { tcp(ip(0.0.0.0) port(514) flags(no-parse, store-raw-message)); udp(); };
-            destination d { file("/var/log/$HOST" "-x" create_dirs(yes)); };
+            destination d { file("/var/log/$HOST-x" create_dirs(yes)); };
             template t "${ISODATE} ${MSG}\n";
             log { source(s_net); log { destination(d); flags(final); }; };
         "#);

@@ -19,6 +19,7 @@ use crate::sources::{ReaderSpec, UnixSocket};
 use sluice_config::{Body, Config, ConfigError, Node, Pos, Statement};
 use sluice_model::filter::{self, Filter};
 use sluice_model::path::{DestId, LogPath, PathContext, SourceId};
+use sluice_model::rewrite::Rewrite;
 use sluice_model::{Router, Template};
 use sluice_protocol::framing::Framing;
 use std::collections::HashMap;
@@ -217,6 +218,7 @@ struct Builder<'a> {
     templates: HashMap<String, Template>,
     filters: HashMap<String, Arc<Filter>>,
     filters_building: Vec<String>,
+    rewrites: HashMap<String, Arc<Rewrite>>,
     source_ids: HashMap<String, SourceId>,
     dest_ids: HashMap<String, DestId>,
     destinations: Vec<Arc<dyn Destination>>,
@@ -233,6 +235,7 @@ pub fn build(config: &Config) -> Result<Pipeline, ConfigError> {
         statements: HashMap::new(),
         templates: HashMap::new(),
         filters: HashMap::new(),
+        rewrites: HashMap::new(),
         filters_building: Vec::new(),
         source_ids: HashMap::new(),
         dest_ids: HashMap::new(),
@@ -267,7 +270,8 @@ pub fn build(config: &Config) -> Result<Pipeline, ConfigError> {
             "destination" => "destination",
             "filter" => "filter",
             "template" => "template",
-            "parser" | "rewrite" => {
+            "rewrite" => "rewrite",
+            "parser" => {
                 return Err(ConfigError::not_supported(
                     s.pos,
                     &format!("the '{}' statement", s.kind),
@@ -300,6 +304,10 @@ pub fn build(config: &Config) -> Result<Pipeline, ConfigError> {
     for s in config.statements.iter().filter(|s| s.kind == "filter") {
         let (name, pos) = s.name.clone().expect("named");
         b.filter(&name, pos)?;
+    }
+    for s in config.statements.iter().filter(|s| s.kind == "rewrite") {
+        let (name, pos) = s.name.clone().expect("named");
+        b.rewrite(&name, pos)?;
     }
     let mut router = Router::default();
     for s in config.statements.iter().filter(|s| s.kind == "log") {
@@ -976,5 +984,16 @@ impl PathContext for Builder<'_> {
         let f = Arc::new(compiled?);
         self.filters.insert(name.to_string(), f.clone());
         Ok(f)
+    }
+
+    fn rewrite(&mut self, name: &str, pos: Pos) -> Result<Arc<Rewrite>, ConfigError> {
+        if let Some(r) = self.rewrites.get(name) {
+            return Ok(r.clone());
+        }
+        let s = self.statement("rewrite", name, pos)?;
+        let (body, pos) = (s.body.clone(), s.pos);
+        let r = Arc::new(Rewrite::compile(&body, pos, &mut |n, p| self.filter(n, p))?);
+        self.rewrites.insert(name.to_string(), r.clone());
+        Ok(r)
     }
 }

@@ -34,7 +34,7 @@ impl Dispatcher {
     /// Routes `msgs` and queues them with their destinations at once, taking credits from
     /// `window` first (waiting for them when the destinations are behind). For readers with
     /// one batch in flight at a time.
-    pub async fn dispatch(&self, msgs: &[LogMessage], window: &Window) {
+    pub async fn dispatch(&self, msgs: &mut Vec<LogMessage>, window: &Window) {
         let ack = window.take(msgs.len() as u32).await;
         let mut outbox = Outbox::default();
         self.prepare(msgs, &ack, &mut outbox);
@@ -42,17 +42,19 @@ impl Dispatcher {
     }
 
     /// Routes and formats `msgs` under an acknowledgement the caller already holds; what is
-    /// to be queued waits in `outbox` until the caller commits it.
-    pub fn prepare(&self, msgs: &[LogMessage], ack: &Ack, outbox: &mut Outbox) {
+    /// to be queued waits in `outbox` until the caller commits it. Rewrite rules on the way
+    /// append their versions of messages to `msgs`.
+    pub fn prepare(&self, msgs: &mut Vec<LogMessage>, ack: &Ack, outbox: &mut Outbox) {
         SCRATCH.with_borrow_mut(|scratch| {
             scratch
                 .routed
                 .resize_with(self.destinations.len(), Vec::new);
-            for (i, msg) in msgs.iter().enumerate() {
+            for i in 0..msgs.len() {
                 let routed = &mut scratch.routed;
-                self.router.route(msg, &mut scratch.filter, &mut |dest| {
-                    routed[dest as usize].push(i as u32)
-                });
+                self.router
+                    .route(msgs, i, &mut scratch.filter, &mut |dest, version| {
+                        routed[dest as usize].push(version)
+                    });
             }
             for (dest, indices) in self.destinations.iter().zip(scratch.routed.iter_mut()) {
                 if !indices.is_empty() {

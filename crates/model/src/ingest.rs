@@ -4,6 +4,7 @@
 
 use crate::message::{LogMessage, Origin, Tags};
 use crate::time::{self, Today, UnixTime, Zone};
+use crate::values::Values;
 use bytes::Bytes;
 use sluice_protocol::{ParseOptions, SyslogFields, Text};
 use std::sync::Arc;
@@ -64,6 +65,7 @@ impl Ingest {
             tags: self.tags.clone(),
             chained_hostname: false,
             keep_raw: self.store_raw_message,
+            values: Values::default(),
         });
         let msg = msgs.last_mut().expect("pushed above");
         let (raw, fields) = (&msg.raw, &mut msg.fields);

@@ -5,15 +5,20 @@
 //! - [`time`]: instants, zones and date formats.
 //! - [`macros`] and [`template`]: `$HOST`-style macros and compiled templates.
 //! - [`filter`]: compiled filter expressions.
-//! - [`path`]: log paths and the router that decides which destinations a message reaches.
+//! - [`values`]: name-value pairs that rewrite rules and parsers set.
+//! - [`rewrite`]: rewrite rules (`set`, `subst`, `set-tag`, …).
+//! - [`path`]: log paths and the router that decides which destinations a message reaches,
+//!   and which version of it (rewritten on the way) each one gets.
 
 pub mod filter;
 pub mod ingest;
 pub mod macros;
 pub mod message;
 pub mod path;
+pub mod rewrite;
 pub mod template;
 pub mod time;
+pub mod values;
 
 pub use filter::Filter;
 pub use ingest::Ingest;

@@ -6,6 +6,7 @@
 //! sits behind one `Arc<Origin>`.
 
 use crate::time::UnixTime;
+use crate::values::Values;
 use bytes::Bytes;
 use sluice_protocol::{ParseTag, SyslogFields, Text};
 use std::net::SocketAddr;
@@ -42,6 +43,14 @@ impl Tags {
         } else if !self.more.contains(&tag) {
             self.more.push(tag);
             self.more.sort_unstable();
+        }
+    }
+
+    pub fn remove(&mut self, tag: TagId) {
+        if tag < 64 {
+            self.bits &= !(1 << tag);
+        } else {
+            self.more.retain(|t| *t != tag);
         }
     }
 
@@ -119,6 +128,8 @@ pub struct LogMessage {
     pub chained_hostname: bool,
     /// `store-raw-message`: `$RAWMSG` is the received frame.
     pub keep_raw: bool,
+    /// Name-value pairs set by rewrite rules and parsers.
+    pub values: Values,
 }
 
 impl LogMessage {

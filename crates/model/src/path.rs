@@ -8,10 +8,15 @@
 //! - `flags(final)`: a matching path ends the search among its siblings.
 //! - `flags(fallback)`: the path sees only messages that no non-fallback sibling matched.
 //! - `junction { channel {…}; channel {…}; };` forks the path: what follows the junction runs
-//!   once for every channel that matched.
+//!   once for every channel that matched, with the message as that channel left it.
+//! - A rewrite changes the message for what follows it in its path only: the router copies
+//!   the message before the first rule that applies (copy on write), so destinations earlier
+//!   in the path, sibling paths and the parent path keep the version they saw. Copies are
+//!   appended to the batch, and destinations are told which version (an index) to write.
 
 use crate::filter::{self, Filter};
 use crate::message::LogMessage;
+use crate::rewrite::Rewrite;
 use sluice_config::{Body, ConfigError, Node, Pos};
 use std::sync::Arc;
 
@@ -36,6 +41,7 @@ pub struct LogPath {
 #[derive(Clone, Debug)]
 pub enum Element {
     Filter(Arc<Filter>),
+    Rewrite(Arc<Rewrite>),
     Destination(DestId),
     /// Nested `log {}` statements written next to each other: siblings for final/fallback.
     Nested(Vec<LogPath>),
@@ -49,6 +55,7 @@ pub trait PathContext {
     fn destination(&mut self, name: &str, pos: Pos) -> Result<DestId, ConfigError>;
     fn inline_destination(&mut self, body: &Body, pos: Pos) -> Result<DestId, ConfigError>;
     fn filter(&mut self, name: &str, pos: Pos) -> Result<Arc<Filter>, ConfigError>;
+    fn rewrite(&mut self, name: &str, pos: Pos) -> Result<Arc<Rewrite>, ConfigError>;
 }
 
 /// The element names a log path may hold.
@@ -155,7 +162,17 @@ impl LogPath {
                         }
                     }
                 }
-                ("parser" | "rewrite", _) => {
+                ("rewrite", None) => {
+                    let v = node.value()?;
+                    path.elements
+                        .push(Element::Rewrite(ctx.rewrite(&v.text, v.pos)?));
+                }
+                ("rewrite", Some(body)) => {
+                    let rewrite =
+                        Rewrite::compile(body, node.pos, &mut |name, pos| ctx.filter(name, pos))?;
+                    path.elements.push(Element::Rewrite(Arc::new(rewrite)));
+                }
+                ("parser", _) => {
                     return Err(ConfigError::not_supported(
                         node.pos,
                         &format!("{}() in a log path", node.name),
@@ -179,38 +196,60 @@ impl LogPath {
         self.flags.catchall || self.sources.contains(&source)
     }
 
-    /// Runs the path from element `from`; `true` when no filter rejected the message.
+    /// Runs the path from element `from` on version `at` of a message (an index into
+    /// `msgs`, which rewrites extend with copies). Returns the version the path ended with,
+    /// or `None` when a filter rejected the message.
     fn run(
         &self,
         from: usize,
-        msg: &LogMessage,
+        msgs: &mut Vec<LogMessage>,
+        mut at: usize,
         scratch: &mut Vec<u8>,
-        out: &mut dyn FnMut(DestId),
-    ) -> bool {
+        out: &mut dyn FnMut(DestId, u32),
+    ) -> Option<usize> {
+        // `at` is this path's own copy, seen by no destination or other path yet: rewrites
+        // may change it in place.
+        let mut private = false;
         for (i, element) in self.elements.iter().enumerate().skip(from) {
             match element {
                 Element::Filter(f) => {
-                    if !f.matches(msg, scratch) {
-                        return false;
+                    if !f.matches(&msgs[at], scratch) {
+                        return None;
                     }
                 }
-                Element::Destination(d) => out(*d),
+                Element::Rewrite(r) => {
+                    if !private {
+                        if !r.applies_to(&msgs[at], scratch) {
+                            continue;
+                        }
+                        let copy = msgs[at].clone();
+                        msgs.push(copy);
+                        at = msgs.len() - 1;
+                        private = true;
+                    }
+                    r.apply(&mut msgs[at], scratch);
+                }
+                Element::Destination(d) => {
+                    out(*d, at as u32);
+                    private = false;
+                }
                 Element::Nested(children) => {
-                    run_siblings(children, None, msg, scratch, out);
+                    run_siblings(children, None, msgs, at, scratch, out);
+                    private = false;
                 }
                 Element::Junction(channels) => {
                     let mut any = false;
                     for ch in channels {
-                        if ch.run(0, msg, scratch, out) {
+                        if let Some(version) = ch.run(0, msgs, at, scratch, out) {
                             any = true;
-                            self.run(i + 1, msg, scratch, out);
+                            self.run(i + 1, msgs, version, scratch, out);
                         }
                     }
-                    return any;
+                    return any.then_some(at);
                 }
             }
         }
-        true
+        Some(at)
     }
 
     /// Whether any part of the path asks for flow control.
@@ -225,13 +264,15 @@ impl LogPath {
     }
 }
 
-/// Tries sibling paths in order with final/fallback; `source` is `Some` at the top level.
+/// Tries sibling paths in order with final/fallback on version `at` of a message; `source`
+/// is `Some` at the top level.
 fn run_siblings(
     paths: &[LogPath],
     source: Option<SourceId>,
-    msg: &LogMessage,
+    msgs: &mut Vec<LogMessage>,
+    at: usize,
     scratch: &mut Vec<u8>,
-    out: &mut dyn FnMut(DestId),
+    out: &mut dyn FnMut(DestId, u32),
 ) -> bool {
     let mut matched = false;
     for fallback_pass in [false, true] {
@@ -242,7 +283,7 @@ fn run_siblings(
             if source.is_some_and(|s| !p.applies_to(s)) {
                 continue;
             }
-            if p.run(0, msg, scratch, out) {
+            if p.run(0, msgs, at, scratch, out).is_some() {
                 matched = true;
                 if p.flags.final_ {
                     return true;
@@ -260,10 +301,19 @@ pub struct Router {
 }
 
 impl Router {
-    /// Calls `out` for each destination `msg` reaches (once per arrival: a message that two
-    /// paths deliver to one destination is written twice, as in syslog-ng).
-    pub fn route(&self, msg: &LogMessage, scratch: &mut Vec<u8>, out: &mut dyn FnMut(DestId)) {
-        run_siblings(&self.paths, Some(msg.origin.source_id), msg, scratch, out);
+    /// Calls `out` with each destination `msgs[at]` reaches and the version of the message it
+    /// gets there: `at` itself, or a rewritten copy the router appended to `msgs`. Once per
+    /// arrival: a message that two paths deliver to one destination is written twice, as in
+    /// syslog-ng.
+    pub fn route(
+        &self,
+        msgs: &mut Vec<LogMessage>,
+        at: usize,
+        scratch: &mut Vec<u8>,
+        out: &mut dyn FnMut(DestId, u32),
+    ) {
+        let source = msgs[at].origin.source_id;
+        run_siblings(&self.paths, Some(source), msgs, at, scratch, out);
     }
 
     /// Whether any path from `source` may be reached by its messages.

@@ -6,6 +6,7 @@
 
 use crate::macros::{self, append, DateOptions, Macro};
 use crate::message::LogMessage;
+use crate::values::{name_id, NameId};
 
 #[derive(Clone, Debug)]
 pub struct Template {
@@ -27,13 +28,14 @@ enum Op {
 #[derive(Clone, Debug)]
 enum Value {
     Macro(Macro),
-    /// `.SDATA.<id>.<param>`
+    /// `.SDATA.<id>.<param>`: a value `set()` gave that name, else the received one.
     Sdata {
         id: Box<[u8]>,
         param: Box<[u8]>,
+        name: NameId,
     },
-    /// A name-value pair no macro or parser provides (yet): always empty.
-    Unset,
+    /// A name-value pair set by a rewrite rule or a parser.
+    Pair(NameId),
 }
 
 impl Template {
@@ -139,12 +141,17 @@ impl Template {
                     let start = out.len();
                     match value {
                         Value::Macro(m) => m.expand(msg, &self.dates, self.escape, seq, out),
-                        Value::Sdata { id, param } => {
-                            if let Some(v) = msg.sdata(id, param) {
+                        Value::Sdata { id, param, name } => {
+                            let set = msg.values.get(*name).map(|v| v.of(&msg.raw));
+                            if let Some(v) = set.or_else(|| msg.sdata(id, param)) {
                                 append(out, v, self.escape);
                             }
                         }
-                        Value::Unset => {}
+                        Value::Pair(name) => {
+                            if let Some(v) = msg.values.get(*name) {
+                                append(out, v.of(&msg.raw), self.escape);
+                            }
+                        }
                     }
                     if out.len() == start {
                         if let Some(d) = default {
@@ -188,9 +195,10 @@ fn resolve(name: &str) -> Result<Value, String> {
         return Ok(Value::Sdata {
             id: id.as_bytes().into(),
             param: param.as_bytes().into(),
+            name: name_id(name),
         });
     }
-    Ok(Value::Unset)
+    Ok(Value::Pair(name_id(name)))
 }
 
 /// A value a filter reads: a macro or an SD parameter, by the names `value()` takes.

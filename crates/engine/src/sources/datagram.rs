@@ -136,7 +136,7 @@ impl DatagramSource {
             ctx.counters
                 .received
                 .fetch_add(msgs.len() as u64, Ordering::Relaxed);
-            ctx.dispatcher.dispatch(&msgs, &window).await;
+            ctx.dispatcher.dispatch(&mut msgs, &window).await;
             msgs.clear();
         }
         if let Bind::Unix(unix) = &self.bind {

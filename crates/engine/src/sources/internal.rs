@@ -53,7 +53,7 @@ impl InternalSource {
                 break;
             }
             let now = UnixTime::now(&self.ingest.local_zone);
-            let msgs: Vec<LogMessage> = batch
+            let mut msgs: Vec<LogMessage> = batch
                 .drain(..)
                 .map(|e| {
                     let raw = Bytes::from(e.text.into_bytes());
@@ -75,10 +75,11 @@ impl InternalSource {
                         tags: self.ingest.tags.clone(),
                         chained_hostname: false,
                         keep_raw: false,
+                        values: Default::default(),
                     }
                 })
                 .collect();
-            ctx.dispatcher.dispatch(&msgs, &window).await;
+            ctx.dispatcher.dispatch(&mut msgs, &window).await;
             let stopping = *shutdown.borrow();
             if stopping && events.is_closed() && events.is_empty() {
                 break;
