@@ -2,7 +2,7 @@
 """The project's benchmark: sluice side by side with syslog-ng and rsyslog, in one run.
 
 usage: bench/run.py [--conns N] [--count N] [--size BYTES] [--proto 3164|5424] [--rounds N]
-                    [--servers sluice,syslog-ng,rsyslog] [--no-build]
+                    [--rewrite subst|set] [--servers sluice,syslog-ng,rsyslog] [--no-build]
 
 Builds sluice in release mode, then for each server in turn (rounds alternate servers so that
 drift in the machine's speed hits all alike): starts it with a TCP source and one file
@@ -11,6 +11,10 @@ equivalent — sends COUNT messages over CONNS connections with `sluice loggen` 
 waits until the file holds them all, and records messages per second, the server's CPU time per
 message and its peak resident memory. Servers that are not installed are left out with a note
 (bench/README.md says how to install them). Prints a table of medians and the ratios.
+
+`--rewrite` puts a rewrite rule in the path (sluice and syslog-ng only; rsyslog has no
+equivalent in its configuration language and is left out): `subst` masks every run of digits in
+the message, `set` sets a name-value pair from a template and writes it.
 """
 import argparse
 import os
@@ -48,13 +52,21 @@ def peak_rss_mib(pid):
     return 0.0
 
 
+REWRITES = {
+    "subst": ('rewrite r { subst("[0-9]+", "N", value("MESSAGE") flags(global)); };', ""),
+    "set": ('rewrite r { set("$PROGRAM@$HOST", value("origin")); };', ' template("$ISODATE ${origin} $MSG\\n")'),
+}
+
+
 def syslog_ng_config(args, port, out):
     driver = "network" if args.proto == "3164" else "syslog"
+    rewrite, template = REWRITES.get(args.rewrite, ("", ""))
     return f"""@version: 3.38
 options {{ threaded(yes); log-fifo-size(1000000); use-dns(no); keep-hostname(yes); stats-freq(0); flush-lines(1000); }};
 source s {{ {driver}(ip(127.0.0.1) port({port}) transport(tcp) max-connections(20000) log-iw-size(1000000) log-fetch-limit(1000)); }};
-destination d {{ file("{out}" flush-lines(1000)); }};
-log {{ source(s); destination(d); }};
+destination d {{ file("{out}" flush-lines(1000){template}); }};
+{rewrite}
+log {{ source(s); {"rewrite(r);" if rewrite else ""} destination(d); }};
 """
 
 
@@ -168,6 +180,7 @@ def main():
     ap.add_argument("--proto", choices=["3164", "5424"], default="3164")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--idle", type=int, default=0, help="connections that stay open and silent during the run (peak RSS)")
+    ap.add_argument("--rewrite", choices=["subst", "set"], help="a rewrite rule in the path")
     ap.add_argument("--servers", default="sluice,syslog-ng,rsyslog")
     ap.add_argument("--no-build", action="store_true", help="use the release binary as it is")
     args = ap.parse_args()
@@ -175,7 +188,9 @@ def main():
         subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
     servers = []
     for s in args.servers.split(","):
-        if installed(s):
+        if s == "rsyslog" and args.rewrite:
+            print("note: rsyslog has no rewrite rules to compare, left out", file=sys.stderr)
+        elif installed(s):
             servers.append(s)
         else:
             print(f"note: {s} is not installed, left out (bench/README.md)", file=sys.stderr)
