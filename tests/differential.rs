@@ -560,7 +560,7 @@ fn keep_timestamp_no_uses_the_receive_time() {
 
 /// Rewrite rules, and which version of a message each destination gets: a destination before
 /// a rewrite, a nested path's own rewrites and its sibling's view, junction channels that
-/// rewrite differently.
+/// rewrite differently; `tags()` filters on tags the rules set.
 #[test]
 fn rewrite_rules_and_copy_on_write() {
     const SEEN: &str = r#"template("$PRI $HOST $PROGRAM $PID $MSGHDR$MSG|${my.pair}|${.b}|${.SDATA.origin.ip}\n")"#;
@@ -614,6 +614,14 @@ fn rewrite_rules_and_copy_on_write() {
                         channel {{ filter {{ level(info); }}; rewrite {{ set("two: $MSG", value("MESSAGE")); }}; }};
                     }};
                     destination(forked);
+                }};
+                destination tagged {{ file("@OUT@/tagged.log" {SEEN}); }};
+                destination untagged {{ file("@OUT@/untagged.log" {SEEN}); }};
+                log {{
+                    source(s);
+                    rewrite {{ set-tag("ssh" condition(program("sshd"))); set-tag("err" condition(level(err..emerg))); }};
+                    log {{ filter {{ tags("ssh", "err"); }}; destination(tagged); }};
+                    log {{ filter {{ not tags("ssh"); }}; destination(untagged); }};
                 }};"#
             ),
             input,

@@ -7,7 +7,7 @@
 //! PCRE patterns run on the `regex` crate, which has no look-around or back-references; a
 //! pattern that needs them is a configuration error that says so.
 
-use crate::message::{facility_by_name, severity_by_name, LogMessage};
+use crate::message::{facility_by_name, severity_by_name, tag_id, LogMessage, TagId};
 use crate::template::{Template, ValueRef};
 use regex::bytes::{Regex, RegexBuilder};
 use sluice_config::{ConfigError, Expr, Node, Pos, Value};
@@ -28,6 +28,8 @@ pub enum Filter {
     Not(Box<Filter>),
     /// A named filter used by reference.
     Named(Arc<Filter>),
+    /// `tags("a", "b")`: the message has any of these tags.
+    Tags(Vec<TagId>),
 }
 
 /// What a matching filter reads.
@@ -122,6 +124,7 @@ impl Filter {
             Filter::Or(a, b) => a.matches(msg, scratch) || b.matches(msg, scratch),
             Filter::Not(a) => !a.matches(msg, scratch),
             Filter::Named(f) => f.matches(msg, scratch),
+            Filter::Tags(tags) => tags.iter().any(|t| msg.tags.contains(*t)),
         }
     }
 }
@@ -129,12 +132,12 @@ impl Filter {
 /// The filter functions of this version; others syslog-ng has are refused as not yet supported.
 pub const FUNCTIONS: &[&str] = &[
     "facility", "level", "severity", "priority", "program", "host", "message", "match", "filter",
+    "tags",
 ];
 const NOT_YET: &[&str] = &[
     "source",
     "netmask",
     "netmask6",
-    "tags",
     "in_list",
     "rate_limit",
     "throttle",
@@ -181,6 +184,16 @@ fn call(node: &Node, named: &mut NamedFilters) -> Result<Filter, ConfigError> {
             Ok(Filter::Severity(mask))
         }
         "program" | "host" | "message" | "match" => matcher_filter(node, &key),
+        "tags" => {
+            let tags: Vec<TagId> = node.values().map(|v| tag_id(&v.text)).collect();
+            if tags.is_empty() || node.options().next().is_some() {
+                return Err(ConfigError::new(
+                    node.pos,
+                    "tags() takes tag names: tags(\"a\", \"b\")",
+                ));
+            }
+            Ok(Filter::Tags(tags))
+        }
         "filter" => Ok(Filter::Named(named(
             &node.value()?.text,
             node.value()?.pos,
