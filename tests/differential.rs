@@ -83,12 +83,18 @@ const WINDOW: &str = "port(@PORT@) log-iw-size(10000000)";
 enum Input {
     Rfc3164,
     Rfc5424,
+    /// RFC3164 lines whose message is `key=value` pairs.
+    KeyValue,
+    /// RFC3164 lines whose message is JSON.
+    Json,
 }
 
 fn inputs(input: Input) -> Vec<(String, Vec<u8>)> {
     let (tricky, corpus) = match input {
         Input::Rfc3164 => ("tricky-rfc3164.log", "loghub-rfc3164.log"),
         Input::Rfc5424 => ("tricky-rfc5424.log", "loghub-rfc5424.log"),
+        Input::KeyValue => ("tricky-kv.log", "loghub-kv.log"),
+        Input::Json => ("tricky-json.log", "loghub-json.log"),
     };
     let mut v = vec![(
         tricky.to_string(),
@@ -569,8 +575,8 @@ fn rewrite_rules_and_copy_on_write() {
         ("rewrite_ietf", Input::Rfc5424, SYSLOG),
     ] {
         let framing = match input {
-            Input::Rfc3164 => Framing::Newline,
             Input::Rfc5424 => Framing::OctetCounted,
+            _ => Framing::Newline,
         };
         differential(
             name,
@@ -628,4 +634,51 @@ fn rewrite_rules_and_copy_on_write() {
             framing,
         );
     }
+}
+
+/// `kv-parser()` over firewall-style lines and syslog-ng's edge cases: keys, quoting, escapes,
+/// stray words, pair separators, prefixes and templates.
+#[test]
+fn kv_parser() {
+    const KEYS: &str = "${.kv.a}|${.kv.b}|${.kv.c}|${.kv.d}|${.kv.k}|${.kv.k2}|${.kv.bar}|${.kv.here}|${.kv.y}|${.kv.key.with.dot}|${.kv.key-dash}|${.kv._u}|${.kv.trailing}|${.kv.msg}|${.kv.devname}|${.kv.action}|${.kv.srcip}|${.kv.dstip}|${.kv.logid}|${.kv.level}|${.kv.type}";
+    differential(
+        "kv_parser",
+        &format!(
+            r#"options {{ keep-hostname(yes); }}; {NET}
+            parser p_kv {{ kv-parser(prefix(".kv.") extract-stray-words-into("stray")); }};
+            parser p_semi {{ kv-parser(value-separator(":") pair-separator(";") prefix("s.")); }};
+            destination kv {{ file("@OUT@/kv.log" template("{KEYS}|${{stray}}\n")); }};
+            destination semi {{ file("@OUT@/semi.log" template("${{s.a}}|${{s.time}}|${{s.b}}\n")); }};
+            destination tmpl {{ file("@OUT@/tmpl.log" template("${{h.host}}|${{h.a}}\n")); }};
+            log {{ source(s); parser(p_kv); destination(kv); }};
+            log {{ source(s); parser(p_semi); destination(semi); }};
+            log {{ source(s); parser {{ kv-parser(prefix("h.") template("host=$HOST $MSG")); }}; destination(tmpl); }};"#
+        ),
+        Input::KeyValue,
+        Framing::Newline,
+    );
+}
+
+/// `json-parser()`: nesting, value types, arrays, invalid input (the message leaves the path),
+/// `marker()`, `extract-prefix()` and `key-delimiter()`.
+#[test]
+fn json_parser() {
+    const KEYS: &str = "${.j.a}|${.j.b}|${.j.c}|${.j.d}|${.j.nested.x.y}|${.j.nested.z}|${.j.f}|${.j.g}|${.j.h}|${.j.i}|${.j.j}|${.j.k}|${.j.s}|${.j.t}|${.j.l}|${.j.m}|${.j.n}|${.j.dotted.key}|${.j.b.c}|${.j.b.d}|${.j.time}|${.j.level}|${.j.app}|${.j.pid}|${.j.seq}|${.j.bytes}|${.j.ok}|${.j.msg}";
+    differential(
+        "json_parser",
+        &format!(
+            r#"options {{ keep-hostname(yes); }}; {NET}
+            parser p_json {{ json-parser(prefix(".j.")); }};
+            destination parsed {{ file("@OUT@/parsed.log" template("{KEYS}\n")); }};
+            destination failed {{ file("@OUT@/failed.log" template("$MSG\n")); }};
+            destination marked {{ file("@OUT@/marked.log" template("${{a}}\n")); }};
+            destination nested {{ file("@OUT@/nested.log" template("${{x/y}}|${{z}}\n")); }};
+            log {{ source(s); parser(p_json); destination(parsed); flags(final); }};
+            log {{ source(s); destination(failed); }};
+            log {{ source(s); parser {{ json-parser(marker("@cee:")); }}; destination(marked); }};
+            log {{ source(s); parser {{ json-parser(extract-prefix("nested") key-delimiter("/")); }}; destination(nested); }};"#
+        ),
+        Input::Json,
+        Framing::Newline,
+    );
 }

@@ -18,6 +18,7 @@ use crate::sources::stream::{Listen, StreamSource};
 use crate::sources::{ReaderSpec, UnixSocket};
 use sluice_config::{Body, Config, ConfigError, Node, Pos, Statement};
 use sluice_model::filter::{self, Filter};
+use sluice_model::parsers::Parsers;
 use sluice_model::path::{DestId, LogPath, PathContext, SourceId};
 use sluice_model::rewrite::Rewrite;
 use sluice_model::{Router, Template};
@@ -219,6 +220,7 @@ struct Builder<'a> {
     filters: HashMap<String, Arc<Filter>>,
     filters_building: Vec<String>,
     rewrites: HashMap<String, Arc<Rewrite>>,
+    parsers: HashMap<String, Arc<Parsers>>,
     source_ids: HashMap<String, SourceId>,
     dest_ids: HashMap<String, DestId>,
     destinations: Vec<Arc<dyn Destination>>,
@@ -236,6 +238,7 @@ pub fn build(config: &Config) -> Result<Pipeline, ConfigError> {
         templates: HashMap::new(),
         filters: HashMap::new(),
         rewrites: HashMap::new(),
+        parsers: HashMap::new(),
         filters_building: Vec::new(),
         source_ids: HashMap::new(),
         dest_ids: HashMap::new(),
@@ -271,12 +274,7 @@ pub fn build(config: &Config) -> Result<Pipeline, ConfigError> {
             "filter" => "filter",
             "template" => "template",
             "rewrite" => "rewrite",
-            "parser" => {
-                return Err(ConfigError::not_supported(
-                    s.pos,
-                    &format!("the '{}' statement", s.kind),
-                ))
-            }
+            "parser" => "parser",
             _ => continue,
         };
         let (name, pos) = s
@@ -308,6 +306,10 @@ pub fn build(config: &Config) -> Result<Pipeline, ConfigError> {
     for s in config.statements.iter().filter(|s| s.kind == "rewrite") {
         let (name, pos) = s.name.clone().expect("named");
         b.rewrite(&name, pos)?;
+    }
+    for s in config.statements.iter().filter(|s| s.kind == "parser") {
+        let (name, pos) = s.name.clone().expect("named");
+        b.parser(&name, pos)?;
     }
     let mut router = Router::default();
     for s in config.statements.iter().filter(|s| s.kind == "log") {
@@ -995,5 +997,15 @@ impl PathContext for Builder<'_> {
         let r = Arc::new(Rewrite::compile(&body, pos, &mut |n, p| self.filter(n, p))?);
         self.rewrites.insert(name.to_string(), r.clone());
         Ok(r)
+    }
+
+    fn parser(&mut self, name: &str, pos: Pos) -> Result<Arc<Parsers>, ConfigError> {
+        if let Some(p) = self.parsers.get(name) {
+            return Ok(p.clone());
+        }
+        let s = self.statement("parser", name, pos)?;
+        let p = Arc::new(Parsers::compile(&s.body, s.pos)?);
+        self.parsers.insert(name.to_string(), p.clone());
+        Ok(p)
     }
 }

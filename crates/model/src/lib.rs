@@ -14,6 +14,7 @@ pub mod filter;
 pub mod ingest;
 pub mod macros;
 pub mod message;
+pub mod parsers;
 pub mod path;
 pub mod rewrite;
 pub mod template;

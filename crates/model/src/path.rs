@@ -16,6 +16,7 @@
 
 use crate::filter::{self, Filter};
 use crate::message::LogMessage;
+use crate::parsers::Parsers;
 use crate::rewrite::Rewrite;
 use sluice_config::{Body, ConfigError, Node, Pos};
 use std::sync::Arc;
@@ -42,6 +43,8 @@ pub struct LogPath {
 pub enum Element {
     Filter(Arc<Filter>),
     Rewrite(Arc<Rewrite>),
+    /// A parser that fails ends the path for the message, as a filter does.
+    Parser(Arc<Parsers>),
     Destination(DestId),
     /// Nested `log {}` statements written next to each other: siblings for final/fallback.
     Nested(Vec<LogPath>),
@@ -56,6 +59,7 @@ pub trait PathContext {
     fn inline_destination(&mut self, body: &Body, pos: Pos) -> Result<DestId, ConfigError>;
     fn filter(&mut self, name: &str, pos: Pos) -> Result<Arc<Filter>, ConfigError>;
     fn rewrite(&mut self, name: &str, pos: Pos) -> Result<Arc<Rewrite>, ConfigError>;
+    fn parser(&mut self, name: &str, pos: Pos) -> Result<Arc<Parsers>, ConfigError>;
 }
 
 /// The element names a log path may hold.
@@ -172,12 +176,14 @@ impl LogPath {
                         Rewrite::compile(body, node.pos, &mut |name, pos| ctx.filter(name, pos))?;
                     path.elements.push(Element::Rewrite(Arc::new(rewrite)));
                 }
-                ("parser", _) => {
-                    return Err(ConfigError::not_supported(
-                        node.pos,
-                        &format!("{}() in a log path", node.name),
-                    ))
+                ("parser", None) => {
+                    let v = node.value()?;
+                    path.elements
+                        .push(Element::Parser(ctx.parser(&v.text, v.pos)?));
                 }
+                ("parser", Some(body)) => path
+                    .elements
+                    .push(Element::Parser(Arc::new(Parsers::compile(body, node.pos)?))),
                 _ => {
                     return Err(ConfigError::unknown(
                         node.pos,
@@ -228,6 +234,17 @@ impl LogPath {
                         private = true;
                     }
                     r.apply(&mut msgs[at], scratch);
+                }
+                Element::Parser(p) => {
+                    if !private {
+                        let copy = msgs[at].clone();
+                        msgs.push(copy);
+                        at = msgs.len() - 1;
+                        private = true;
+                    }
+                    if !p.apply(&mut msgs[at]) {
+                        return None;
+                    }
                 }
                 Element::Destination(d) => {
                     out(*d, at as u32);

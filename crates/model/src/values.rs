@@ -1,37 +1,50 @@
 //! Name-value pairs that rewrite rules and parsers add to a message: `${.kv.user}`,
 //! `${my.field}`, an `.SDATA.id.name` set by `set()`.
 //!
-//! Names are interned once, while the configuration is built ([`name_id`]); a message carries
-//! only `(id, value)` pairs, in a list that stays empty (and unallocated) for messages that no
-//! rule touched. Lookups are linear: a message holds a handful of pairs, and a short scan of
-//! integers beats hashing them.
+//! Names are interned ([`name_id`]): those a configuration names while it is built, those a
+//! parser finds (`.kv.<key>`) when it first sees them, after which finding one is a hash lookup
+//! under a shared lock. A message carries only `(id, value)` pairs, in a list that stays empty
+//! (and unallocated) for messages that no rule touched. Lookups in it are linear: a message
+//! holds a handful of pairs, and a short scan of integers beats hashing them.
 
 use sluice_protocol::Text;
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, RwLock};
 
 /// An interned name of a name-value pair.
 pub type NameId = u32;
 
-fn registry() -> &'static RwLock<Vec<Arc<str>>> {
-    static NAMES: OnceLock<RwLock<Vec<Arc<str>>>> = OnceLock::new();
+#[derive(Default)]
+struct Registry {
+    names: Vec<Arc<str>>,
+    ids: HashMap<Arc<str>, NameId>,
+}
+
+fn registry() -> &'static RwLock<Registry> {
+    static NAMES: OnceLock<RwLock<Registry>> = OnceLock::new();
     NAMES.get_or_init(RwLock::default)
 }
 
-/// The id of a pair's name, registering it on first use. Call this while building the
-/// configuration, not per message.
+/// The id of a pair's name, registering it on first use.
 pub fn name_id(name: &str) -> NameId {
-    let mut names = registry().write().expect("name registry lock");
-    if let Some(i) = names.iter().position(|n| &**n == name) {
-        return i as NameId;
+    if let Some(id) = registry().read().expect("name registry lock").ids.get(name) {
+        return *id;
     }
-    names.push(Arc::from(name));
-    (names.len() - 1) as NameId
+    let mut reg = registry().write().expect("name registry lock");
+    if let Some(id) = reg.ids.get(name) {
+        return *id;
+    }
+    let id = reg.names.len() as NameId;
+    let name: Arc<str> = Arc::from(name);
+    reg.names.push(name.clone());
+    reg.ids.insert(name, id);
+    id
 }
 
 /// The name registered as `id`.
 pub fn name_of(id: NameId) -> Arc<str> {
-    let names = registry().read().expect("name registry lock");
-    names
+    let reg = registry().read().expect("name registry lock");
+    reg.names
         .get(id as usize)
         .cloned()
         .unwrap_or_else(|| Arc::from(""))

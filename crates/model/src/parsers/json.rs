@@ -1,0 +1,309 @@
+//! `json-parser()`: the members of a JSON object become name-value pairs, as syslog-ng 3.38's
+//! json-c based parser makes them.
+//!
+//! - Nested objects flatten into `outer.inner` (`key-delimiter()`), under `prefix()`.
+//! - Strings are stored unescaped; integers as written in decimal (beyond 64 bits, the largest
+//!   64-bit value, as json-c clamps); other numbers with six decimals (`printf("%f")`);
+//!   booleans as `true`/`false`; `null` as an empty value.
+//! - An array of scalars becomes a comma-separated list, each element quoted where it needs to
+//!   be; an array holding objects or arrays is stored as compact JSON.
+//! - A top-level array sets syslog-ng's match variables (`$1`…), which sluice has not yet: it
+//!   parses and sets nothing. Anything else that is not an object, or not JSON, fails the parser.
+//!
+//! The object is walked as it is parsed (a serde visitor), without building a tree; strings
+//! without escapes are reported as ranges of the input, so they need no copy.
+
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use std::fmt;
+use std::ops::Range;
+
+/// A value found in the object.
+pub enum Found<'a> {
+    /// A string that stands as is in the input.
+    In(Range<usize>),
+    Made(&'a [u8]),
+}
+
+pub struct Options<'a> {
+    pub prefix: &'a str,
+    pub key_delimiter: char,
+    pub extract_prefix: Option<&'a str>,
+}
+
+/// Parses `input` and reports every value with its full name; `false` when the input is not
+/// JSON or not an object (or array) where one is expected.
+pub fn parse(input: &[u8], opts: &Options, sink: &mut dyn FnMut(&str, Found)) -> bool {
+    let mut name = String::from(opts.prefix);
+    let walk = Walk {
+        input,
+        name: &mut name,
+        delimiter: opts.key_delimiter,
+        sink,
+        top: true,
+    };
+    let mut de = serde_json::Deserializer::from_slice(input);
+    match opts.extract_prefix {
+        None => walk.deserialize(&mut de).is_ok_and(|ok| ok),
+        Some(path) => {
+            let Ok(root) = serde::Deserialize::deserialize(&mut de) else {
+                return false;
+            };
+            let root: serde_json::Value = root;
+            match extract(&root, path) {
+                Some(v) => walk.deserialize(v).is_ok_and(|ok| ok),
+                None => false,
+            }
+        }
+    }
+}
+
+/// json-c's `json_extract`: `a.b[2].c` from the root.
+fn extract<'v>(mut v: &'v serde_json::Value, path: &str) -> Option<&'v serde_json::Value> {
+    for part in path.split('.') {
+        let (key, mut rest) = match part.find('[') {
+            Some(i) => (&part[..i], &part[i..]),
+            None => (part, ""),
+        };
+        if !key.is_empty() {
+            v = v.get(key)?;
+        }
+        while let Some(inner) = rest.strip_prefix('[') {
+            let close = inner.find(']')?;
+            v = v.get(inner[..close].parse::<usize>().ok()?)?;
+            rest = &inner[close + 1..];
+        }
+    }
+    Some(v)
+}
+
+/// Walks one value whose name is `name` (a member) or the root (`top`).
+struct Walk<'s, 'i> {
+    input: &'i [u8],
+    name: &'s mut String,
+    delimiter: char,
+    sink: &'s mut dyn FnMut(&str, Found),
+    top: bool,
+}
+
+impl Walk<'_, '_> {
+    fn made(&mut self, bytes: &[u8]) -> bool {
+        (self.sink)(self.name, Found::Made(bytes));
+        true
+    }
+
+    /// Where `s` lies in the input, when it is a slice of it.
+    fn range_of(&self, s: &str) -> Option<Range<usize>> {
+        let base = self.input.as_ptr() as usize;
+        let at = (s.as_ptr() as usize).checked_sub(base)?;
+        (at + s.len() <= self.input.len()).then(|| at..at + s.len())
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Walk<'_, '_> {
+    /// Whether the value was one the parser accepts here.
+    type Value = bool;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Walk<'_, '_> {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E: serde::de::Error>(mut self, v: bool) -> Result<bool, E> {
+        if self.top {
+            return Ok(false);
+        }
+        Ok(self.made(if v { b"true" } else { b"false" }))
+    }
+
+    fn visit_i64<E: serde::de::Error>(mut self, v: i64) -> Result<bool, E> {
+        if self.top {
+            return Ok(false);
+        }
+        let mut buf = itoa::Buffer::new();
+        Ok(self.made(buf.format(v).as_bytes()))
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<bool, E> {
+        self.visit_i64(i64::try_from(v).unwrap_or(i64::MAX))
+    }
+
+    fn visit_f64<E: serde::de::Error>(mut self, v: f64) -> Result<bool, E> {
+        if self.top {
+            return Ok(false);
+        }
+        Ok(self.made(format!("{v:.6}").as_bytes()))
+    }
+
+    fn visit_borrowed_str<E: serde::de::Error>(self, v: &'de str) -> Result<bool, E> {
+        if self.top {
+            return Ok(false);
+        }
+        match self.range_of(v) {
+            Some(r) => {
+                (self.sink)(self.name, Found::In(r));
+                Ok(true)
+            }
+            None => self.visit_str(v),
+        }
+    }
+
+    fn visit_str<E: serde::de::Error>(mut self, v: &str) -> Result<bool, E> {
+        if self.top {
+            return Ok(false);
+        }
+        Ok(self.made(v.as_bytes()))
+    }
+
+    fn visit_unit<E: serde::de::Error>(mut self) -> Result<bool, E> {
+        if self.top {
+            return Ok(false);
+        }
+        Ok(self.made(b""))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+        let base = self.name.len();
+        if !self.top {
+            self.name.push(self.delimiter);
+        }
+        let member = self.name.len();
+        while map.next_key_seed(Key(self.name))?.is_some() {
+            map.next_value_seed(Walk {
+                input: self.input,
+                name: self.name,
+                delimiter: self.delimiter,
+                sink: self.sink,
+                top: false,
+            })?;
+            self.name.truncate(member);
+        }
+        self.name.truncate(base);
+        Ok(true)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<bool, A::Error> {
+        let mut items: Vec<serde_json::Value> = Vec::new();
+        while let Some(v) = seq.next_element()? {
+            items.push(v);
+        }
+        if self.top {
+            // syslog-ng sets `$1`… from a top-level array; sluice has no match variables yet.
+            return Ok(true);
+        }
+        let mut out = Vec::new();
+        if items.iter().all(|v| !v.is_array() && !v.is_object()) {
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                let text = match v {
+                    serde_json::Value::String(s) => s.clone(),
+                    serde_json::Value::Null => String::new(),
+                    serde_json::Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+                        (Some(i), _, _) => i.to_string(),
+                        (None, Some(_), _) => i64::MAX.to_string(),
+                        (_, _, f) => format!("{:.6}", f.unwrap_or_default()),
+                    },
+                    other => other.to_string(),
+                };
+                super::encode_list_item(&mut out, text.as_bytes(), None);
+            }
+        } else {
+            out = serde_json::to_vec(&items).unwrap_or_default();
+        }
+        Ok(self.made(&out))
+    }
+}
+
+/// Appends a member's key to the name being built.
+struct Key<'s>(&'s mut String);
+
+impl<'de> DeserializeSeed<'de> for Key<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Key<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a member name")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<(), E> {
+        self.0.push_str(v);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(input: &str, opts: &Options) -> Option<Vec<String>> {
+        let mut got = Vec::new();
+        let ok = parse(input.as_bytes(), opts, &mut |name, v| {
+            let v = match v {
+                Found::In(r) => input[r].to_string(),
+                Found::Made(b) => String::from_utf8_lossy(b).into_owned(),
+            };
+            got.push(format!("{name}={v}"));
+        });
+        ok.then_some(got)
+    }
+
+    const PLAIN: Options = Options {
+        prefix: ".j.",
+        key_delimiter: '.',
+        extract_prefix: None,
+    };
+
+    #[test]
+    fn members_flatten_with_syslog_ng_value_texts() {
+        let got = pairs(
+            r#"{"s": "a\"b", "i": -7, "big": 18446744073709551615, "f": 1.5, "t": true, "n": null,
+                "o": {"x": {"y": "deep"}}, "l": [1, "two words", null], "m": [1, {"a": 2}]} trailing"#,
+            &PLAIN,
+        );
+        assert_eq!(
+            got.unwrap(),
+            [
+                r#".j.s=a"b"#,
+                ".j.i=-7",
+                ".j.big=9223372036854775807",
+                ".j.f=1.500000",
+                ".j.t=true",
+                ".j.n=",
+                ".j.o.x.y=deep",
+                r#".j.l=1,"two words","""#,
+                r#".j.m=[1,{"a":2}]"#,
+            ]
+        );
+    }
+
+    #[test]
+    fn not_an_object_fails_and_extract_prefix_descends() {
+        assert_eq!(pairs("not json", &PLAIN), None);
+        assert_eq!(pairs("42", &PLAIN), None);
+        assert_eq!(pairs("[1, 2]", &PLAIN), Some(vec![]));
+        let opts = Options {
+            extract_prefix: Some("a.b[1]"),
+            ..PLAIN
+        };
+        assert_eq!(
+            pairs(r#"{"a": {"b": [{"x": 1}, {"y": 2}]}}"#, &opts).unwrap(),
+            [".j.y=2"]
+        );
+        assert_eq!(pairs(r#"{"a": 1}"#, &opts), None);
+    }
+}

@@ -1,0 +1,362 @@
+//! Parsers, compiled from syslog-ng's `parser` statements: `kv-parser()` and `json-parser()`.
+//!
+//! A parser reads a template (`$MSG` unless `template()` says otherwise) and sets name-value
+//! pairs on the message. One that fails (`json-parser()` on text that is not a JSON object)
+//! drops the message from its log path only, as in syslog-ng, and counts it in `failed`. Like a
+//! rewrite, a parser changes the router's private copy of the message (see [`crate::path`]).
+//!
+//! When the input is the received message text itself, values that stand as they were written
+//! are stored as spans of the received frame: parsing copies only what escapes changed.
+
+pub mod json;
+pub mod kv;
+
+use crate::message::LogMessage;
+use crate::template::Template;
+use crate::values::name_id;
+use sluice_config::{Body, ConfigError, Node, Pos};
+use sluice_protocol::{Span, Text};
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The parsers of one `parser` statement (or inline `parser { … }`), applied in order.
+#[derive(Debug)]
+pub struct Parsers {
+    pub parsers: Vec<Parser>,
+}
+
+#[derive(Debug)]
+pub struct Parser {
+    kind: Kind,
+    /// `template()`: what to parse; `$MSG` when absent.
+    template: Option<Template>,
+    prefix: String,
+    /// Messages this parser dropped from their path.
+    pub failed: AtomicU64,
+}
+
+#[derive(Debug)]
+enum Kind {
+    Kv {
+        value_separator: u8,
+        pair_separator: Vec<u8>,
+        stray_words_into: Option<crate::values::NameId>,
+    },
+    Json {
+        marker: Option<String>,
+        extract_prefix: Option<String>,
+        key_delimiter: char,
+    },
+}
+
+/// The parser drivers of this version; others syslog-ng has are refused as not yet supported.
+const DRIVERS: &[&str] = &["kv_parser", "json_parser"];
+const NOT_YET: &[&str] = &[
+    "csv_parser",
+    "regexp_parser",
+    "date_parser",
+    "tags_parser",
+    "syslog_parser",
+    "xml",
+    "linux_audit_parser",
+    "apache_accesslog_parser",
+    "db_parser",
+    "checkpoint_parser",
+    "cisco_parser",
+    "python",
+    "group_lines",
+    "map_value_pairs",
+];
+
+thread_local! {
+    /// The rendered template input and the names being built, reused from message to message.
+    static SCRATCH: RefCell<(Vec<u8>, String)> = RefCell::default();
+}
+
+impl Parsers {
+    pub fn compile(body: &Body, pos: Pos) -> Result<Parsers, ConfigError> {
+        let Body::Nodes(nodes) = body else {
+            return Err(ConfigError::new(
+                pos,
+                "a parser holds drivers such as kv-parser()",
+            ));
+        };
+        if nodes.is_empty() {
+            return Err(ConfigError::new(
+                pos,
+                "a parser needs a driver such as kv-parser()",
+            ));
+        }
+        let parsers = nodes
+            .iter()
+            .map(Parser::compile)
+            .collect::<Result<_, _>>()?;
+        Ok(Parsers { parsers })
+    }
+
+    /// Runs every parser in order; `false` as soon as one fails.
+    pub fn apply(&self, msg: &mut LogMessage) -> bool {
+        self.parsers.iter().all(|p| p.apply(msg))
+    }
+}
+
+impl Parser {
+    fn compile(node: &Node) -> Result<Parser, ConfigError> {
+        let key = node.key();
+        if NOT_YET.contains(&key.as_str()) {
+            return Err(ConfigError::not_supported(
+                node.pos,
+                &format!("the {}() parser", node.name),
+            ));
+        }
+        if !DRIVERS.contains(&key.as_str()) {
+            return Err(ConfigError::unknown(
+                node.pos, "parser", &node.name, "", DRIVERS,
+            ));
+        }
+        if let Some(v) = node.values().next() {
+            return Err(ConfigError::new(
+                v.pos,
+                format!(
+                    "{}() takes options only, such as prefix(\".kv.\")",
+                    node.name
+                ),
+            ));
+        }
+        let mut template = None;
+        let mut prefix = String::new();
+        let mut value_separator = b'=';
+        let mut pair_separator = b", ".to_vec();
+        let mut stray_words_into = None;
+        let mut marker = None;
+        let mut extract_prefix = None;
+        let mut key_delimiter = '.';
+        let kv = key == "kv_parser";
+        for opt in node.options() {
+            let text = || opt.string();
+            match (opt.key().as_str(), kv) {
+                ("template", _) => {
+                    let v = opt.value()?;
+                    template =
+                        Some(Template::compile(&v.text).map_err(|e| ConfigError::new(v.pos, e))?);
+                }
+                ("prefix", _) => prefix = text()?,
+                ("value_separator", true) => {
+                    let s = text()?;
+                    match s.as_bytes() {
+                        [b] if !matches!(b, b' ' | b'\'' | b'"') => value_separator = *b,
+                        _ => return Err(ConfigError::new(
+                            opt.pos,
+                            "value-separator() takes one character other than a space or a quote",
+                        )),
+                    }
+                }
+                ("pair_separator", true) => pair_separator = text()?.into_bytes(),
+                ("extract_stray_words_into", true) => stray_words_into = Some(name_id(&text()?)),
+                ("marker", false) => marker = Some(text()?),
+                ("extract_prefix", false) => extract_prefix = Some(text()?),
+                ("key_delimiter", false) => {
+                    let s = text()?;
+                    let mut chars = s.chars();
+                    match (chars.next(), chars.next()) {
+                        (Some(c), None) => key_delimiter = c,
+                        _ => {
+                            return Err(ConfigError::new(
+                                opt.pos,
+                                "key-delimiter() takes one character",
+                            ))
+                        }
+                    }
+                }
+                _ => {
+                    let valid: &[&str] = if kv {
+                        &[
+                            "prefix",
+                            "template",
+                            "value-separator",
+                            "pair-separator",
+                            "extract-stray-words-into",
+                        ]
+                    } else {
+                        &[
+                            "prefix",
+                            "template",
+                            "marker",
+                            "extract-prefix",
+                            "key-delimiter",
+                        ]
+                    };
+                    return Err(ConfigError::unknown(
+                        opt.pos,
+                        "option",
+                        &opt.name,
+                        &format!(" in {}()", node.name),
+                        valid,
+                    ));
+                }
+            }
+        }
+        let kind = if kv {
+            Kind::Kv {
+                value_separator,
+                pair_separator,
+                stray_words_into,
+            }
+        } else {
+            Kind::Json {
+                marker,
+                extract_prefix,
+                key_delimiter,
+            }
+        };
+        Ok(Parser {
+            kind,
+            template,
+            prefix,
+            failed: AtomicU64::new(0),
+        })
+    }
+
+    /// Parses `msg`'s input into pairs on `msg`; `false` (and counted) when the parser fails.
+    pub fn apply(&self, msg: &mut LogMessage) -> bool {
+        SCRATCH.with_borrow_mut(|(rendered, name)| {
+            // Where the input is: the received text itself (values can be spans of it), or a
+            // rendering of the template.
+            let in_frame = match (&self.template, &msg.fields.message) {
+                (None, Text::Span(span)) => Some(*span),
+                _ => None,
+            };
+            let input: &[u8] = match (&self.template, in_frame) {
+                (_, Some(span)) => span.of(&msg.raw),
+                (Some(t), None) => {
+                    rendered.clear();
+                    t.append(msg, 0, rendered);
+                    rendered
+                }
+                (None, None) => {
+                    rendered.clear();
+                    rendered.extend_from_slice(msg.message());
+                    rendered
+                }
+            };
+            let text_of = |range: std::ops::Range<usize>| match in_frame {
+                Some(span) => Text::Span(Span::new(
+                    span.start as usize + range.start,
+                    span.start as usize + range.end,
+                )),
+                None => Text::owned(&input[range]),
+            };
+            // A parser that fails part way leaves pairs on the router's copy of the message,
+            // which its path then drops.
+            let values = &mut msg.values;
+            let ok = match &self.kind {
+                Kind::Kv {
+                    value_separator,
+                    pair_separator,
+                    stray_words_into,
+                } => {
+                    let mut scanner = kv::Scanner::new(
+                        input,
+                        *value_separator,
+                        pair_separator,
+                        stray_words_into.is_some(),
+                    );
+                    while let Some((key, value)) = scanner.next_pair() {
+                        name.clear();
+                        name.push_str(&self.prefix);
+                        name.push_str(std::str::from_utf8(&input[key]).expect("keys are ASCII"));
+                        let value = match value {
+                            kv::Piece::In(r) => text_of(r),
+                            kv::Piece::Decoded(d) => Text::Owned(d.into_boxed_slice()),
+                        };
+                        values.set(name_id(name), value);
+                    }
+                    if let (Some(id), Some(stray)) = (stray_words_into, scanner.stray) {
+                        values.set(*id, Text::Owned(stray.into_boxed_slice()));
+                    }
+                    true
+                }
+                Kind::Json {
+                    marker,
+                    extract_prefix,
+                    key_delimiter,
+                } => {
+                    let mut body = input;
+                    let mut offset = 0;
+                    if let Some(m) = marker {
+                        match body.strip_prefix(m.as_bytes()) {
+                            Some(rest) => {
+                                let skipped =
+                                    rest.iter().take_while(|b| b.is_ascii_whitespace()).count();
+                                offset = m.len() + skipped;
+                                body = &rest[skipped..];
+                            }
+                            None => body = b"",
+                        }
+                    }
+                    let opts = json::Options {
+                        prefix: &self.prefix,
+                        key_delimiter: *key_delimiter,
+                        extract_prefix: extract_prefix.as_deref(),
+                    };
+                    (marker.is_none() || !body.is_empty())
+                        && json::parse(body, &opts, &mut |full, value| {
+                            let value = match value {
+                                json::Found::In(r) => text_of(offset + r.start..offset + r.end),
+                                json::Found::Made(b) => Text::owned(b),
+                            };
+                            values.set(name_id(full), value);
+                        })
+                }
+            };
+            if !ok {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+            }
+            ok
+        })
+    }
+}
+
+/// syslog-ng's `str_repr_encode`: a word as is when nothing in it needs quoting (no quote,
+/// control byte, backslash, space or `forbidden` byte), else in the quote it does not contain,
+/// with control bytes, backslashes and invalid UTF-8 escaped. An empty word is `""`.
+pub(crate) fn encode_list_item(out: &mut Vec<u8>, word: &[u8], forbidden: Option<u8>) {
+    if word.is_empty() {
+        out.extend_from_slice(b"\"\"");
+        return;
+    }
+    let apostrophe = word.contains(&b'\'');
+    let quote = word.contains(&b'"');
+    let plain = |b: &u8| !b"\x08\x0c\n\r\t\\ ".contains(b) && Some(*b) != forbidden;
+    if !apostrophe && !quote && word.iter().all(plain) {
+        out.extend_from_slice(word);
+        return;
+    }
+    let (q, escape_quote) = match (apostrophe, quote) {
+        (false, true) => (b'\'', false),
+        (true, false) => (b'"', false),
+        _ => (b'"', true),
+    };
+    out.push(q);
+    for chunk in word.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '\u{8}' => out.extend_from_slice(b"\\b"),
+                '\u{c}' => out.extend_from_slice(b"\\f"),
+                '\n' => out.extend_from_slice(b"\\n"),
+                '\r' => out.extend_from_slice(b"\\r"),
+                '\t' => out.extend_from_slice(b"\\t"),
+                '\\' => out.extend_from_slice(b"\\\\"),
+                '"' if escape_quote => out.extend_from_slice(b"\\\""),
+                c if (c as u32) < 32 => {
+                    out.extend_from_slice(format!("\\x{:02x}", c as u32).as_bytes())
+                }
+                c => out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
+            }
+        }
+        for b in chunk.invalid() {
+            out.extend_from_slice(format!("\\x{b:02x}").as_bytes());
+        }
+    }
+    out.push(q);
+}
