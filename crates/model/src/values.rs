@@ -7,8 +7,11 @@
 //! (and unallocated) for messages that no rule touched. Lookups in it are linear: a message
 //! holds a handful of pairs, and a short scan of integers beats hashing them.
 
+use hashbrown::HashTable;
 use sluice_protocol::Text;
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::sync::{Arc, OnceLock, RwLock};
 
 /// An interned name of a name-value pair.
@@ -39,6 +42,29 @@ pub fn name_id(name: &str) -> NameId {
     reg.names.push(name.clone());
     reg.ids.insert(name, id);
     id
+}
+
+thread_local! {
+    /// Names this thread looked up before: a parser finds the same few keys in message after
+    /// message, and this answers without the registry's lock or a string hash of the std kind.
+    static SEEN: RefCell<(HashTable<(Box<[u8]>, NameId)>, foldhash::fast::FixedState)> =
+        RefCell::new((HashTable::new(), foldhash::fast::FixedState::with_seed(0x5eed)));
+}
+
+/// [`name_id`] for a name made of `prefix` and `key`, as parsers make them per value.
+pub fn name_id_of(prefix: &[u8], key: &[u8], buf: &mut Vec<u8>) -> NameId {
+    buf.clear();
+    buf.extend_from_slice(prefix);
+    buf.extend_from_slice(key);
+    SEEN.with_borrow_mut(|(seen, state)| {
+        let hash = state.hash_one(&buf[..]);
+        if let Some((_, id)) = seen.find(hash, |(n, _)| **n == buf[..]) {
+            return *id;
+        }
+        let id = name_id(&String::from_utf8_lossy(buf));
+        seen.insert_unique(hash, (buf[..].into(), id), |(n, _)| state.hash_one(&n[..]));
+        id
+    })
 }
 
 /// The name registered as `id`.

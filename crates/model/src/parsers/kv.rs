@@ -155,7 +155,27 @@ impl<'a> Scanner<'a> {
         let mut span = start..start;
         let mut decoded: Option<Vec<u8>> = None;
         let mut cur = start;
+        let first = self.pair_separator.first().copied().unwrap_or(0);
         while cur < self.input.len() {
+            // Runs of bytes that cannot end or change the state are taken at once.
+            let rest = &self.input[cur..];
+            let skip = match state {
+                State::Quoted(q) => memchr::memchr2(q, b'\\', rest),
+                State::Unquoted | State::Junk => memchr::memchr2(b' ', first, rest),
+                _ => Some(0),
+            }
+            .unwrap_or(rest.len());
+            if skip > 0 {
+                match (&state, &mut decoded) {
+                    (State::Quoted(_), Some(d)) => d.extend_from_slice(&rest[..skip]),
+                    (State::Quoted(_) | State::Unquoted, None) => span.end = cur + skip,
+                    _ => {}
+                }
+                cur += skip;
+                if cur >= self.input.len() {
+                    break;
+                }
+            }
             let b = self.input[cur];
             let delimiter = |s: &Self| s.delimiter(cur);
             state = match state {

@@ -13,7 +13,7 @@ pub mod kv;
 
 use crate::message::LogMessage;
 use crate::template::Template;
-use crate::values::name_id;
+use crate::values::{name_id, name_id_of};
 use sluice_config::{Body, ConfigError, Node, Pos};
 use sluice_protocol::{Span, Text};
 use std::cell::RefCell;
@@ -70,7 +70,7 @@ const NOT_YET: &[&str] = &[
 
 thread_local! {
     /// The rendered template input and the names being built, reused from message to message.
-    static SCRATCH: RefCell<(Vec<u8>, String)> = RefCell::default();
+    static SCRATCH: RefCell<(Vec<u8>, Vec<u8>)> = RefCell::default();
 }
 
 impl Parsers {
@@ -262,14 +262,12 @@ impl Parser {
                         stray_words_into.is_some(),
                     );
                     while let Some((key, value)) = scanner.next_pair() {
-                        name.clear();
-                        name.push_str(&self.prefix);
-                        name.push_str(std::str::from_utf8(&input[key]).expect("keys are ASCII"));
+                        let id = name_id_of(self.prefix.as_bytes(), &input[key], name);
                         let value = match value {
                             kv::Piece::In(r) => text_of(r),
                             kv::Piece::Decoded(d) => Text::Owned(d.into_boxed_slice()),
                         };
-                        values.set(name_id(name), value);
+                        values.set(id, value);
                     }
                     if let (Some(id), Some(stray)) = (stray_words_into, scanner.stray) {
                         values.set(*id, Text::Owned(stray.into_boxed_slice()));
@@ -305,7 +303,7 @@ impl Parser {
                                 json::Found::In(r) => text_of(offset + r.start..offset + r.end),
                                 json::Found::Made(b) => Text::owned(b),
                             };
-                            values.set(name_id(full), value);
+                            values.set(name_id_of(b"", full.as_bytes(), name), value);
                         })
                 }
             };
