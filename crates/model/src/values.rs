@@ -44,25 +44,32 @@ pub fn name_id(name: &str) -> NameId {
     id
 }
 
+/// Names a thread looked up before, by their bytes.
+type Seen = HashTable<(Box<[u8]>, NameId)>;
+
 thread_local! {
     /// Names this thread looked up before: a parser finds the same few keys in message after
     /// message, and this answers without the registry's lock or a string hash of the std kind.
-    static SEEN: RefCell<(HashTable<(Box<[u8]>, NameId)>, foldhash::fast::FixedState)> =
-        RefCell::new((HashTable::new(), foldhash::fast::FixedState::with_seed(0x5eed)));
+    static SEEN: RefCell<Seen> = const { RefCell::new(HashTable::new()) };
 }
+
+/// The hash of names in [`SEEN`].
+const SEEN_HASH: foldhash::fast::FixedState = foldhash::fast::FixedState::with_seed(0x5eed);
 
 /// [`name_id`] for a name made of `prefix` and `key`, as parsers make them per value.
 pub fn name_id_of(prefix: &[u8], key: &[u8], buf: &mut Vec<u8>) -> NameId {
     buf.clear();
     buf.extend_from_slice(prefix);
     buf.extend_from_slice(key);
-    SEEN.with_borrow_mut(|(seen, state)| {
-        let hash = state.hash_one(&buf[..]);
+    SEEN.with_borrow_mut(|seen| {
+        let hash = SEEN_HASH.hash_one(&buf[..]);
         if let Some((_, id)) = seen.find(hash, |(n, _)| **n == buf[..]) {
             return *id;
         }
         let id = name_id(&String::from_utf8_lossy(buf));
-        seen.insert_unique(hash, (buf[..].into(), id), |(n, _)| state.hash_one(&n[..]));
+        seen.insert_unique(hash, (buf[..].into(), id), |(n, _)| {
+            SEEN_HASH.hash_one(&n[..])
+        });
         id
     })
 }
