@@ -33,6 +33,56 @@ pub struct Options<'a> {
 /// Parses `input` and reports every value with its full name; `false` when the input is not
 /// JSON or not an object (or array) where one is expected.
 pub fn parse(input: &[u8], opts: &Options, sink: &mut dyn FnMut(&str, Found)) -> bool {
+    if walk_input(input, opts, sink) {
+        return true;
+    }
+    if std::str::from_utf8(input).is_ok() {
+        return false;
+    }
+    // json-c takes strings whose bytes are not UTF-8 and keeps the bytes; serde_json refuses
+    // them. Such bytes go through serde_json as private-use characters and come back out.
+    let mapped = map_invalid(input);
+    let mut unmapping = |name: &str, found: Found| {
+        let bytes = match found {
+            Found::In(r) => &mapped[r],
+            Found::Made(b) => b,
+        };
+        let name = String::from_utf8_lossy(&unmap(name.as_bytes())).into_owned();
+        sink(&name, Found::Made(&unmap(bytes)));
+    };
+    walk_input(&mapped, opts, &mut unmapping)
+}
+
+/// Where invalid UTF-8 bytes go while serde_json reads the text: U+10FF80 to U+10FFFF.
+const MAPPED_BASE: u32 = 0x10FF00;
+
+fn map_invalid(input: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(input.len() + 16);
+    for chunk in input.utf8_chunks() {
+        out.extend_from_slice(chunk.valid().as_bytes());
+        for &b in chunk.invalid() {
+            let c = char::from_u32(MAPPED_BASE + u32::from(b)).expect("a valid scalar value");
+            out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+        }
+    }
+    out
+}
+
+fn unmap(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match u32::from(c).checked_sub(MAPPED_BASE) {
+                Some(b @ 0x80..=0xff) => out.push(b as u8),
+                _ => out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
+            }
+        }
+        out.extend_from_slice(chunk.invalid());
+    }
+    out
+}
+
+fn walk_input(input: &[u8], opts: &Options, sink: &mut dyn FnMut(&str, Found)) -> bool {
     let mut name = String::from(opts.prefix);
     let walk = Walk {
         input,
@@ -305,5 +355,28 @@ mod tests {
             [".j.y=2"]
         );
         assert_eq!(pairs(r#"{"a": 1}"#, &opts), None);
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_kept_as_json_c_keeps_them() {
+        let input = b"{\"a\": \"caf\xe9\", \"b\": \"x\xff\xfey\", \"c\": 1}";
+        let mut got = Vec::new();
+        assert!(parse(input, &PLAIN, &mut |name, v| {
+            let v = match v {
+                Found::In(r) => input[r].to_vec(),
+                Found::Made(b) => b.to_vec(),
+            };
+            got.push((name.to_string(), v));
+        }));
+        let want: [(&str, &[u8]); 3] = [
+            (".j.a", b"caf\xe9"),
+            (".j.b", b"x\xff\xfey"),
+            (".j.c", b"1"),
+        ];
+        let want: Vec<(String, Vec<u8>)> = want
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_vec()))
+            .collect();
+        assert_eq!(got[got.len() - 3..], want[..]);
     }
 }
