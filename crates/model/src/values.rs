@@ -89,30 +89,45 @@ pub fn name_of(id: NameId) -> Arc<str> {
 pub struct Values(Vec<(NameId, Text)>);
 
 impl Values {
+    /// The value last set for `name`.
     pub fn get(&self, name: NameId) -> Option<&Text> {
-        self.0.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+        self.0
+            .iter()
+            .rev()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v)
     }
 
-    /// Sets `name`, replacing its value where it was set before.
+    /// Sets `name`. The new value goes at the end and hides an earlier one ([`Values::get`]
+    /// looks from the end), so a parser setting ten pairs does not search ten times.
     pub fn set(&mut self, name: NameId, value: Text) {
-        match self.0.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, v)) => *v = value,
-            None => self.0.push((name, value)),
-        }
+        self.0.push((name, value));
+    }
+
+    /// Makes room for `n` more pairs at once (a parser about to set several).
+    pub fn reserve(&mut self, n: usize) {
+        self.0.reserve(n);
     }
 
     /// Removes `name` and returns its value.
     pub fn unset(&mut self, name: NameId) -> Option<Text> {
-        let at = self.0.iter().position(|(n, _)| *n == name)?;
-        Some(self.0.remove(at).1)
+        let last = self.0.iter().rposition(|(n, _)| *n == name)?;
+        let value = self.0.remove(last).1;
+        self.0.retain(|(n, _)| *n != name);
+        Some(value)
     }
 
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
+    /// Every name with its value, in the order names were first set.
     pub fn iter(&self) -> impl Iterator<Item = (NameId, &Text)> {
-        self.0.iter().map(|(n, v)| (*n, v))
+        self.0
+            .iter()
+            .enumerate()
+            .filter(|(i, (n, _))| !self.0[..*i].iter().any(|(m, _)| m == n))
+            .map(|(_, (n, _))| (*n, self.get(*n).expect("set above")))
     }
 }
 

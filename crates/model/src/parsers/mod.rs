@@ -249,6 +249,7 @@ impl Parser {
             // A parser that fails part way leaves pairs on the router's copy of the message,
             // which its path then drops.
             let values = &mut msg.values;
+            values.reserve(16);
             let ok = match &self.kind {
                 Kind::Kv {
                     value_separator,
