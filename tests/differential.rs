@@ -682,3 +682,41 @@ fn json_parser() {
         Framing::Newline,
     );
 }
+
+/// `if`/`elif`/`else` in log paths: filter conditions (a message the taken arm rejects is
+/// dropped), a block as the condition (a parser decides), `else`, nesting, and what follows the
+/// chain seeing the arm's version of the message.
+#[test]
+fn if_elif_else() {
+    bsd(
+        "if_elif_else",
+        &format!(
+            r#"options {{ keep-hostname(yes); }}; {NET}
+            destination classified {{ file("@OUT@/classified.log" template("${{cls}} $PROGRAM $MSG\n")); }};
+            destination l7 {{ file("@OUT@/l7.log"); }};
+            destination after {{ file("@OUT@/after.log" template("${{inner:-none}} $MSG\n")); }};
+            log {{
+                source(s);
+                if (level(err..emerg)) {{
+                    rewrite {{ set("E", value("cls")); }};
+                }} elif (program("sshd") or facility(auth)) {{
+                    rewrite {{ set("S", value("cls")); }};
+                    filter {{ message("Failed|Invalid"); }};
+                }} elif {{
+                    parser {{ kv-parser(prefix(".kv.")); }};
+                    filter {{ match("." value(".kv.user")); }};
+                    rewrite {{ set("K", value("cls")); }};
+                }} else {{
+                    rewrite {{ set("O", value("cls")); }};
+                    if (facility(local7)) {{ rewrite {{ set("O7", value("cls")); }}; }};
+                }};
+                destination(classified);
+            }};
+            log {{
+                source(s);
+                if (facility(local7)) {{ destination(l7); rewrite {{ set("seen", value("inner")); }}; }};
+                destination(after);
+            }};"#
+        ),
+    );
+}

@@ -18,7 +18,7 @@ pub mod tree;
 
 pub use error::{ConfigError, LoadError, Pos};
 pub use source::SourceMap;
-pub use tree::{Arg, Body, Config, Expr, Node, Statement, Value, ValueKind};
+pub use tree::{Arg, Body, Condition, Config, Expr, IfArm, Node, Statement, Value, ValueKind};
 
 use std::path::Path;
 

@@ -33,6 +33,27 @@ pub enum Body {
     Filter(Expr),
     /// `template t "text";`
     Text(Value),
+    /// `if (…) {…} elif (…) {…} else {…};` in a log path: the arms in order.
+    If(Vec<IfArm>),
+}
+
+/// One arm of an `if` chain.
+#[derive(Clone, Debug)]
+pub struct IfArm {
+    pub condition: Condition,
+    pub body: Vec<Node>,
+    pub pos: Pos,
+}
+
+#[derive(Clone, Debug)]
+pub enum Condition {
+    /// `if (filter expression) {…}` or `elif (…) {…}`.
+    Filter(Expr),
+    /// `if {…}` or `elif {…}`: the block itself decides (it matched when no filter or
+    /// parser in it rejected the message).
+    Block,
+    /// `else {…}`.
+    Else,
 }
 
 #[derive(Clone, Debug)]
@@ -402,10 +423,13 @@ impl Parser {
     fn node(&mut self) -> Result<Node, ConfigError> {
         let (name, pos) = self.word("")?;
         let key = crate::normalize(&name);
-        if matches!(key.as_str(), "if" | "elif" | "else") {
-            return Err(ConfigError::not_supported(
+        if key == "if" {
+            return self.if_chain(name, pos);
+        }
+        if matches!(key.as_str(), "elif" | "else") {
+            return Err(ConfigError::new(
                 pos,
-                "if/elif/else in a log path",
+                format!("'{name}' must follow the closing brace of an if or elif block"),
             ));
         }
         let node = match self.peek() {
@@ -452,6 +476,51 @@ impl Parser {
         };
         self.expect(Tok::Semi, &format!("after {what}"))?;
         Ok(node)
+    }
+
+    /// `if (…) {…}` followed by any `elif (…) {…}` and an optional `else {…}`, then `;`.
+    /// `if` has been read.
+    fn if_chain(&mut self, name: String, pos: Pos) -> Result<Node, ConfigError> {
+        let mut arms = Vec::new();
+        let mut arm_pos = pos;
+        let mut is_else = false;
+        loop {
+            let condition = if is_else {
+                Condition::Else
+            } else if *self.peek() == Tok::LParen {
+                self.next();
+                let expr = self.or_expr()?;
+                self.expect(Tok::RParen, "to close the condition")?;
+                Condition::Filter(expr)
+            } else {
+                Condition::Block
+            };
+            self.expect(Tok::Open, "to open the block of if/elif/else")?;
+            let body = self.nodes()?;
+            self.expect(Tok::Close, "to close the block of if/elif/else")?;
+            arms.push(IfArm {
+                condition,
+                body,
+                pos: arm_pos,
+            });
+            if is_else {
+                break;
+            }
+            match self.peek() {
+                Tok::Word(w) if w.eq_ignore_ascii_case("elif") => {}
+                Tok::Word(w) if w.eq_ignore_ascii_case("else") => is_else = true,
+                _ => break,
+            }
+            arm_pos = self.pos();
+            self.next();
+        }
+        self.expect(Tok::Semi, "after the if/elif/else chain")?;
+        Ok(Node {
+            name,
+            pos,
+            args: Vec::new(),
+            block: Some(Box::new(Body::If(arms))),
+        })
     }
 
     /// Arguments up to and including the closing parenthesis.

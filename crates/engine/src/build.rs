@@ -436,7 +436,9 @@ impl Builder<'_> {
                 t.escape = escape;
                 Ok(t)
             }
-            Body::Filter(_) => unreachable!("only filter statements have filter bodies"),
+            Body::Filter(_) | Body::If(_) => {
+                unreachable!("filter and if bodies belong to filter statements and log paths")
+            }
         }
     }
 

@@ -18,7 +18,7 @@ use crate::filter::{self, Filter};
 use crate::message::LogMessage;
 use crate::parsers::Parsers;
 use crate::rewrite::Rewrite;
-use sluice_config::{Body, ConfigError, Node, Pos};
+use sluice_config::{Body, Condition, ConfigError, Node, Pos};
 use std::sync::Arc;
 
 pub type SourceId = u16;
@@ -49,6 +49,27 @@ pub enum Element {
     /// Nested `log {}` statements written next to each other: siblings for final/fallback.
     Nested(Vec<LogPath>),
     Junction(Vec<LogPath>),
+    /// `if (…) {…} elif (…) {…} else {…};`: the first arm whose condition holds takes the
+    /// message; what follows the chain gets it as that arm left it.
+    If(Vec<Arm>),
+}
+
+/// One arm of an `if` chain.
+#[derive(Clone, Debug)]
+pub struct Arm {
+    pub condition: ArmCondition,
+    pub body: LogPath,
+}
+
+#[derive(Clone, Debug)]
+pub enum ArmCondition {
+    /// `if (filter)`: once it holds, a message the body rejects is dropped (syslog-ng's
+    /// `drop-unmatched` on the arm), not passed to the next arm.
+    Filter(Arc<Filter>),
+    /// `if {…}`: the body is the condition; a message it rejects tries the next arm.
+    Block,
+    /// `else {…}`: a message its body rejects goes no further in the path.
+    Else,
 }
 
 /// Resolves the names and inline objects a log path refers to.
@@ -120,6 +141,23 @@ impl LogPath {
                         Some(Element::Nested(siblings)) => siblings.push(child),
                         _ => path.elements.push(Element::Nested(vec![child])),
                     }
+                }
+                ("if", Some(Body::If(arms))) => {
+                    let mut built = Vec::new();
+                    for arm in arms {
+                        let condition = match &arm.condition {
+                            Condition::Filter(expr) => ArmCondition::Filter(Arc::new(
+                                filter::compile(expr, &mut |name, pos| ctx.filter(name, pos))?,
+                            )),
+                            Condition::Block => ArmCondition::Block,
+                            Condition::Else => ArmCondition::Else,
+                        };
+                        built.push(Arm {
+                            condition,
+                            body: LogPath::build(&arm.body, false, ctx)?,
+                        });
+                    }
+                    path.elements.push(Element::If(built));
                 }
                 ("junction", Some(Body::Nodes(channels))) => {
                     let mut built = Vec::new();
@@ -255,14 +293,52 @@ impl LogPath {
                     private = false;
                 }
                 Element::Junction(channels) => {
+                    // Channels are siblings (final, fallback); what follows the junction runs
+                    // once for each channel that matched, on that channel's version.
                     let mut any = false;
-                    for ch in channels {
-                        if let Some(version) = ch.run(0, msgs, at, scratch, out) {
-                            any = true;
-                            self.run(i + 1, msgs, version, scratch, out);
+                    for fallback_pass in [false, true] {
+                        if fallback_pass && any {
+                            break;
+                        }
+                        for ch in channels
+                            .iter()
+                            .filter(|c| c.flags.fallback == fallback_pass)
+                        {
+                            if let Some(version) = ch.run(0, msgs, at, scratch, out) {
+                                any = true;
+                                self.run(i + 1, msgs, version, scratch, out);
+                                if ch.flags.final_ {
+                                    return Some(at);
+                                }
+                            }
                         }
                     }
                     return any.then_some(at);
+                }
+                Element::If(arms) => {
+                    let mut taken = None;
+                    for arm in arms {
+                        match &arm.condition {
+                            ArmCondition::Filter(f) => {
+                                if f.matches(&msgs[at], scratch) {
+                                    taken = Some(arm.body.run(0, msgs, at, scratch, out)?);
+                                    break;
+                                }
+                            }
+                            ArmCondition::Block => {
+                                if let Some(version) = arm.body.run(0, msgs, at, scratch, out) {
+                                    taken = Some(version);
+                                    break;
+                                }
+                            }
+                            ArmCondition::Else => {
+                                taken = Some(arm.body.run(0, msgs, at, scratch, out)?);
+                            }
+                        }
+                    }
+                    // No arm taken and no else: the message goes on as it was.
+                    at = taken.unwrap_or(at);
+                    private = false;
                 }
             }
         }
@@ -276,6 +352,7 @@ impl LogPath {
                 Element::Nested(v) | Element::Junction(v) => {
                     v.iter().any(LogPath::any_flow_control)
                 }
+                Element::If(arms) => arms.iter().any(|a| a.body.any_flow_control()),
                 _ => false,
             })
     }
