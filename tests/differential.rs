@@ -720,3 +720,33 @@ fn if_elif_else() {
         ),
     );
 }
+
+/// Comparing templates in filters: string operators, type-aware operators with quoted number
+/// literals (numeric) and without (byte-wise), `===`/`!==`, values that are not numbers.
+#[test]
+fn comparisons() {
+    bsd(
+        "comparisons",
+        &format!(
+            r#"options {{ keep-hostname(yes); }}; {NET}
+            destination lt {{ file("@OUT@/pid_lt.log"); }};
+            destination ge {{ file("@OUT@/pid_ge.log"); }};
+            destination ne {{ file("@OUT@/pid_ne.log"); }};
+            destination eq {{ file("@OUT@/host_eq.log"); }};
+            destination le {{ file("@OUT@/prog_le.log"); }};
+            destination strne {{ file("@OUT@/prog_ne.log"); }};
+            destination tav {{ file("@OUT@/tav.log"); }};
+            destination tavne {{ file("@OUT@/tavne.log"); }};
+            destination sev {{ file("@OUT@/sev.log"); }};
+            log {{ source(s); filter {{ "$PID" < "1000"; }}; destination(lt); }};
+            log {{ source(s); filter {{ "$PID" >= "20000" and "$PID" <= "30000"; }}; destination(ge); }};
+            log {{ source(s); filter {{ "$PID" != "1"; }}; destination(ne); }};
+            log {{ source(s); filter {{ "$HOST" eq "LabSZ" or "${{HOST}}x" eq "combox"; }}; destination(eq); }};
+            log {{ source(s); filter {{ "$PROGRAM" le "m" and "$PROGRAM" gt "c"; }}; destination(le); }};
+            log {{ source(s); filter {{ "$PROGRAM" != "sshd" and not "$PROGRAM" == "kernel"; }}; destination(strne); }};
+            log {{ source(s); filter {{ "$PID" === "28281" or "$PROGRAM" === "sshd"; }}; destination(tav); }};
+            log {{ source(s); filter {{ "$PID" !== "1"; }}; destination(tavne); }};
+            log {{ source(s); filter {{ "$LEVEL_NUM" > "4"; }}; destination(sev); }};"#
+        ),
+    );
+}

@@ -30,6 +30,112 @@ pub enum Filter {
     Named(Arc<Filter>),
     /// `tags("a", "b")`: the message has any of these tags.
     Tags(Vec<TagId>),
+    /// `"$PID" == "42"`, `"$HOST" eq "x"`, `"$A" === "$B"`: two templates compared.
+    Compare(Box<Comparison>),
+}
+
+/// A comparison of two templates, as syslog-ng 3.38 makes it for a configuration of
+/// `@version` 3.x: `lt le eq ne ge gt` compare bytes, `< <= == != >= >` compare the integers the
+/// texts start with (C's `atoi`: `"abc"` and `""` are 0), and `===`/`!==` compare bytes (every
+/// template value is a string before 4.0's typing).
+#[derive(Clone, Debug)]
+pub struct Comparison {
+    left: Template,
+    right: Template,
+    numeric: bool,
+    /// Which orderings pass: less, equal, greater.
+    less: bool,
+    equal: bool,
+    greater: bool,
+}
+
+impl Comparison {
+    fn compile(left: &Value, op: &Value, right: &Value) -> Result<Comparison, ConfigError> {
+        let (numeric, less, equal, greater) = match op.text.as_str() {
+            "lt" => (false, true, false, false),
+            "le" => (false, true, true, false),
+            "eq" | "===" => (false, false, true, false),
+            "ne" | "!==" => (false, true, false, true),
+            "ge" => (false, false, true, true),
+            "gt" => (false, false, false, true),
+            "<" => (true, true, false, false),
+            "<=" => (true, true, true, false),
+            "==" => (true, false, true, false),
+            "!=" => (true, true, false, true),
+            ">=" => (true, false, true, true),
+            ">" => (true, false, false, true),
+            other => {
+                return Err(ConfigError::unknown(
+                    op.pos,
+                    "comparison operator",
+                    other,
+                    "",
+                    &[
+                        "eq", "ne", "lt", "le", "gt", "ge", "==", "!=", "<", "<=", ">", ">=",
+                        "===", "!==",
+                    ],
+                ))
+            }
+        };
+        let template =
+            |v: &Value| Template::compile(&v.text).map_err(|e| ConfigError::new(v.pos, e));
+        Ok(Comparison {
+            left: template(left)?,
+            right: template(right)?,
+            numeric,
+            less,
+            equal,
+            greater,
+        })
+    }
+
+    fn matches(&self, msg: &LogMessage, scratch: &mut Vec<u8>) -> bool {
+        scratch.clear();
+        self.left.append(msg, 0, scratch);
+        let split = scratch.len();
+        self.right.append(msg, 0, scratch);
+        let (left, right) = scratch.split_at(split);
+        let ordering = if self.numeric {
+            atoi(left).cmp(&atoi(right))
+        } else {
+            left.cmp(right)
+        };
+        match ordering {
+            std::cmp::Ordering::Less => self.less,
+            std::cmp::Ordering::Equal => self.equal,
+            std::cmp::Ordering::Greater => self.greater,
+        }
+    }
+}
+
+/// C's `atoi` as glibc has it: leading white space, a sign, the digits that follow (0 when
+/// there are none), clamped to 64 bits and then cut to an `int`.
+fn atoi(text: &[u8]) -> i32 {
+    let text = text.trim_ascii_start();
+    let (negative, digits) = match text.first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    let mut value: i64 = 0;
+    for &d in digits.iter().take_while(|d| d.is_ascii_digit()) {
+        let d = i64::from(d - b'0');
+        value = match value.checked_mul(10).and_then(|v| {
+            if negative {
+                v.checked_sub(d)
+            } else {
+                v.checked_add(d)
+            }
+        }) {
+            Some(v) => v,
+            None if negative => i64::MIN,
+            None => i64::MAX,
+        };
+        if value == i64::MIN || value == i64::MAX {
+            break;
+        }
+    }
+    value as i32
 }
 
 /// What a matching filter reads.
@@ -125,6 +231,7 @@ impl Filter {
             Filter::Not(a) => !a.matches(msg, scratch),
             Filter::Named(f) => f.matches(msg, scratch),
             Filter::Tags(tags) => tags.iter().any(|t| msg.tags.contains(*t)),
+            Filter::Compare(c) => c.matches(msg, scratch),
         }
     }
 }
@@ -152,11 +259,8 @@ pub fn compile(expr: &Expr, named: &mut NamedFilters) -> Result<Filter, ConfigEr
         Expr::And(a, b) => Filter::And(Box::new(compile(a, named)?), Box::new(compile(b, named)?)),
         Expr::Or(a, b) => Filter::Or(Box::new(compile(a, named)?), Box::new(compile(b, named)?)),
         Expr::Not(a) => Filter::Not(Box::new(compile(a, named)?)),
-        Expr::Compare { op, .. } => {
-            return Err(ConfigError::not_supported(
-                op.pos,
-                "comparing values in a filter",
-            ))
+        Expr::Compare { left, op, right } => {
+            Filter::Compare(Box::new(Comparison::compile(left, op, right)?))
         }
         Expr::Call(node) => call(node, named)?,
     })
@@ -365,4 +469,26 @@ fn glob_to_regex(glob: &str) -> String {
     }
     re.push_str(")$");
     re
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numeric_comparisons_read_numbers_as_atoi_does() {
+        // Checked by hand against syslog-ng 3.38: `"$PID" == " +12abc"` holds for PID 12, and
+        // `"$PID" == "4294967308"` too (the value is cut to 32 bits).
+        for (text, want) in [
+            (&b"12"[..], 12),
+            (b" +12abc", 12),
+            (b"-5", -5),
+            (b"", 0),
+            (b"abc", 0),
+            (b"4294967308", 12),
+            (b"99999999999999999999", -1),
+        ] {
+            assert_eq!(atoi(text), want, "{}", String::from_utf8_lossy(text));
+        }
+    }
 }
