@@ -750,3 +750,19 @@ fn comparisons() {
         ),
     );
 }
+
+/// Match variables: `flags(store-matches)` in filters sets `$0`, `$1`… for what follows, and a
+/// `subst()` replacement refers to its own groups.
+#[test]
+fn match_variables() {
+    bsd(
+        "match_variables",
+        &format!(
+            r#"options {{ keep-hostname(yes); }}; {NET}
+            destination stored {{ file("@OUT@/stored.log" template("$0|$1|$2|$3\n")); }};
+            destination swapped {{ file("@OUT@/swapped.log" template("$MSG|$1\n")); }};
+            log {{ source(s); filter {{ message("([a-z]+) ([0-9]+)" flags(store-matches)); }}; destination(stored); }};
+            log {{ source(s); rewrite {{ subst("([A-Za-z]+)=([^ ]+)", "$2<-$1", flags(global)); subst("(^| )([0-9]{{1,3}})\.([0-9]+)", "$1[$3.$2]"); }}; destination(swapped); }};"#
+        ),
+    );
+}

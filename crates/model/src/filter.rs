@@ -22,6 +22,8 @@ pub enum Filter {
     Match {
         subject: Subject,
         matcher: Matcher,
+        /// `flags(store-matches)`: a regular expression that matches sets `$0`, `$1`….
+        store: bool,
     },
     And(Box<Filter>, Box<Filter>),
     Or(Box<Filter>, Box<Filter>),
@@ -200,36 +202,94 @@ impl Matcher {
     }
 }
 
+/// The groups the last storing regular expression matched: `$0`, `$1`… (`None` for a group
+/// that took no part in the match).
+pub type Captured = Vec<Option<Vec<u8>>>;
+
 impl Filter {
     pub fn matches(&self, msg: &LogMessage, scratch: &mut Vec<u8>) -> bool {
+        self.eval(msg, scratch, &mut None)
+    }
+
+    /// Whether a part of the filter stores what it matched (`flags(store-matches)`): the router
+    /// then evaluates it with [`Filter::matches_storing`] on its own copy of the message.
+    pub fn stores_matches(&self) -> bool {
+        match self {
+            Filter::Match { store, .. } => *store,
+            Filter::And(a, b) | Filter::Or(a, b) => a.stores_matches() || b.stores_matches(),
+            Filter::Not(a) => a.stores_matches(),
+            Filter::Named(f) => f.stores_matches(),
+            _ => false,
+        }
+    }
+
+    /// As [`Filter::matches`], also giving the groups of the last storing expression that
+    /// matched, for the caller to set as `$0`, `$1`….
+    pub fn matches_storing(
+        &self,
+        msg: &LogMessage,
+        scratch: &mut Vec<u8>,
+        captured: &mut Option<Captured>,
+    ) -> bool {
+        self.eval(msg, scratch, captured)
+    }
+
+    fn eval(
+        &self,
+        msg: &LogMessage,
+        scratch: &mut Vec<u8>,
+        captured: &mut Option<Captured>,
+    ) -> bool {
         match self {
             Filter::Facility(mask) => msg.facility() < 128 && mask & (1u128 << msg.facility()) != 0,
             Filter::Severity(mask) => mask & (1 << msg.severity()) != 0,
-            Filter::Match { subject, matcher } => match subject {
-                Subject::Program => matcher.is_match(msg.program()),
-                Subject::Host => matcher.is_match(msg.host()),
-                Subject::Message => matcher.is_match(msg.message()),
-                Subject::HeaderAndMessage => {
-                    scratch.clear();
-                    crate::macros::msghdr(msg, false, scratch);
-                    scratch.extend_from_slice(msg.message());
-                    matcher.is_match(scratch)
+            Filter::Match {
+                subject,
+                matcher,
+                store,
+            } => {
+                let text: &[u8] = match subject {
+                    Subject::Program => msg.program(),
+                    Subject::Host => msg.host(),
+                    Subject::Message => msg.message(),
+                    Subject::HeaderAndMessage => {
+                        scratch.clear();
+                        crate::macros::msghdr(msg, false, scratch);
+                        scratch.extend_from_slice(msg.message());
+                        scratch
+                    }
+                    Subject::Value(v) => {
+                        scratch.clear();
+                        v.append(msg, scratch);
+                        scratch
+                    }
+                    Subject::Template(t) => {
+                        scratch.clear();
+                        t.append(msg, 0, scratch);
+                        scratch
+                    }
+                };
+                match matcher {
+                    Matcher::Regex(re) if *store => match re.captures(text) {
+                        Some(groups) => {
+                            *captured = Some(
+                                groups
+                                    .iter()
+                                    .take(crate::values::MATCHES)
+                                    .map(|g| g.map(|g| g.as_bytes().to_vec()))
+                                    .collect(),
+                            );
+                            true
+                        }
+                        None => false,
+                    },
+                    _ => matcher.is_match(text),
                 }
-                Subject::Value(v) => {
-                    scratch.clear();
-                    v.append(msg, scratch);
-                    matcher.is_match(scratch)
-                }
-                Subject::Template(t) => {
-                    scratch.clear();
-                    t.append(msg, 0, scratch);
-                    matcher.is_match(scratch)
-                }
-            },
-            Filter::And(a, b) => a.matches(msg, scratch) && b.matches(msg, scratch),
-            Filter::Or(a, b) => a.matches(msg, scratch) || b.matches(msg, scratch),
-            Filter::Not(a) => !a.matches(msg, scratch),
-            Filter::Named(f) => f.matches(msg, scratch),
+            }
+            Filter::And(a, b) => a.eval(msg, scratch, captured) && b.eval(msg, scratch, captured),
+            Filter::Or(a, b) => a.eval(msg, scratch, captured) || b.eval(msg, scratch, captured),
+            Filter::Not(a) => !a.eval(msg, scratch, captured),
+            Filter::Named(f) => f.eval(msg, scratch, captured),
             Filter::Tags(tags) => tags.iter().any(|t| msg.tags.contains(*t)),
             Filter::Compare(c) => c.matches(msg, scratch),
         }
@@ -381,6 +441,7 @@ fn matcher_filter(node: &Node, key: &str) -> Result<Filter, ConfigError> {
         }
     }
     let mut ignore_case = false;
+    let mut store = false;
     let mut mode = StringMode::Exact;
     for f in &flags {
         match sluice_config::normalize(&f.text).as_str() {
@@ -388,12 +449,10 @@ fn matcher_filter(node: &Node, key: &str) -> Result<Filter, ConfigError> {
             "prefix" => mode = StringMode::Prefix,
             "substring" => mode = StringMode::Substring,
             "utf8" | "disable_jit" => {}
-            "store_matches" | "global" | "dont_store_matches" => {
-                return Err(ConfigError::not_supported(
-                    f.pos,
-                    &format!("flags({})", f.text),
-                ))
-            }
+            "store_matches" => store = true,
+            "dont_store_matches" => store = false,
+            // Only `subst()` replaces more than once; a filter matches or not.
+            "global" => {}
             _ => {
                 return Err(ConfigError::unknown(
                     f.pos,
@@ -439,7 +498,11 @@ fn matcher_filter(node: &Node, key: &str) -> Result<Filter, ConfigError> {
             ));
         }
     };
-    Ok(Filter::Match { subject, matcher })
+    Ok(Filter::Match {
+        subject,
+        matcher,
+        store,
+    })
 }
 
 pub fn regex(pattern: &str, ignore_case: bool) -> Result<Regex, String> {

@@ -256,6 +256,21 @@ impl LogPath {
         let mut private = false;
         for (i, element) in self.elements.iter().enumerate().skip(from) {
             match element {
+                Element::Filter(f) if f.stores_matches() => {
+                    let mut captured = None;
+                    if !f.matches_storing(&msgs[at], scratch, &mut captured) {
+                        return None;
+                    }
+                    if let Some(groups) = captured {
+                        if !private {
+                            let copy = msgs[at].clone();
+                            msgs.push(copy);
+                            at = msgs.len() - 1;
+                            private = true;
+                        }
+                        set_matches(&mut msgs[at], groups);
+                    }
+                }
                 Element::Filter(f) => {
                     if !f.matches(&msgs[at], scratch) {
                         return None;
@@ -355,6 +370,19 @@ impl LogPath {
                 Element::If(arms) => arms.iter().any(|a| a.body.any_flow_control()),
                 _ => false,
             })
+    }
+}
+
+/// Replaces the message's match variables with `groups` (`$0` is the whole match).
+pub fn set_matches(msg: &mut LogMessage, groups: crate::filter::Captured) {
+    msg.values.clear_matches();
+    for (i, group) in groups.into_iter().enumerate() {
+        if let Some(bytes) = group {
+            msg.values.set(
+                crate::values::match_id(i),
+                sluice_protocol::Text::Owned(bytes.into_boxed_slice()),
+            );
+        }
     }
 }
 

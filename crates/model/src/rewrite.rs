@@ -424,6 +424,36 @@ impl Action {
                 replacement,
                 global,
             } => {
+                if let (Pattern::Regex(re), None) = (pattern, replacement.literal()) {
+                    // The replacement names groups (`$1`): each match sets the match variables
+                    // before the replacement is formatted, as in syslog-ng.
+                    let subject = field.get(msg).to_vec();
+                    let mut out = Vec::with_capacity(subject.len());
+                    let mut last = 0;
+                    let mut matched = false;
+                    let limit = if *global { usize::MAX } else { 1 };
+                    for groups in re.captures_iter(&subject).take(limit) {
+                        matched = true;
+                        let whole = groups.get(0).expect("group 0 is the match");
+                        out.extend_from_slice(&subject[last..whole.start()]);
+                        let captured = groups
+                            .iter()
+                            .take(crate::values::MATCHES)
+                            .map(|g| g.map(|g| g.as_bytes().to_vec()))
+                            .collect();
+                        crate::path::set_matches(msg, captured);
+                        scratch.clear();
+                        replacement.append(msg, 0, scratch);
+                        out.extend_from_slice(scratch);
+                        last = whole.end();
+                    }
+                    if !matched {
+                        return;
+                    }
+                    out.extend_from_slice(&subject[last..]);
+                    field.set(msg, Text::Owned(out.into_boxed_slice()));
+                    return;
+                }
                 let limit = if *global { 0 } else { 1 };
                 scratch.clear();
                 replacement.append(msg, 0, scratch);

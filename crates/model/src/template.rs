@@ -186,9 +186,13 @@ fn resolve(name: &str) -> Result<Value, String> {
         return Err(format!("the macro ${name} is not supported yet"));
     }
     if name.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!(
-            "match references such as ${name} are not supported yet"
-        ));
+        return match name.parse::<usize>() {
+            Ok(i) if i < crate::values::MATCHES => Ok(Value::Pair(crate::values::match_id(i))),
+            _ => Err(format!(
+                "${name} is out of range: match references go from $0 to ${}",
+                crate::values::MATCHES - 1
+            )),
+        };
     }
     if let Some(rest) = name.strip_prefix(".SDATA.") {
         let (id, param) = rest.rsplit_once('.').unwrap_or((rest, ""));

@@ -23,9 +23,27 @@ struct Registry {
     ids: HashMap<Arc<str>, NameId>,
 }
 
+/// How many match variables there are: `$0` to `$255`, as in syslog-ng.
+pub const MATCHES: usize = 256;
+
 fn registry() -> &'static RwLock<Registry> {
     static NAMES: OnceLock<RwLock<Registry>> = OnceLock::new();
-    NAMES.get_or_init(RwLock::default)
+    NAMES.get_or_init(|| {
+        // The match variables take the first ids, so that `$3` is id 3.
+        let mut reg = Registry::default();
+        for i in 0..MATCHES {
+            let name: Arc<str> = Arc::from(i.to_string());
+            reg.names.push(name.clone());
+            reg.ids.insert(name, i as NameId);
+        }
+        RwLock::new(reg)
+    })
+}
+
+/// The id of match variable `$i` (`i` below [`MATCHES`]).
+pub fn match_id(i: usize) -> NameId {
+    debug_assert!(i < MATCHES);
+    i as NameId
 }
 
 /// The id of a pair's name, registering it on first use.
@@ -102,6 +120,12 @@ impl Values {
     /// looks from the end), so a parser setting ten pairs does not search ten times.
     pub fn set(&mut self, name: NameId, value: Text) {
         self.0.push((name, value));
+    }
+
+    /// Unsets every match variable (`$0`…), as a regular expression that stores its groups does
+    /// first.
+    pub fn clear_matches(&mut self) {
+        self.0.retain(|(n, _)| *n as usize >= MATCHES);
     }
 
     /// Makes room for `n` more pairs at once (a parser about to set several).
