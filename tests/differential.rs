@@ -766,3 +766,26 @@ fn match_variables() {
         ),
     );
 }
+
+/// `regexp-parser()`: named groups become pairs under the prefix, every group a match variable,
+/// the first of several patterns that matches wins, and a message none matches leaves the path.
+#[test]
+fn regexp_parser() {
+    bsd(
+        "regexp_parser",
+        &format!(
+            r#"options {{ keep-hostname(yes); }}; {NET}
+            parser p_ssh {{ regexp-parser(prefix(".re.") patterns(
+                "^(?<action>Failed|Accepted) (?<method>\\S+) for (invalid user )?(?<user>\\S+) from (?<ip>[0-9.]+)"
+                "^Invalid user (?<user>\\S*) from (?<ip>\\S+)"
+                "^(?P<word>[a-z]+)=(?P<value>[0-9]+)"
+            )); }};
+            destination parsed {{ file("@OUT@/parsed.log" template("${{.re.action}}|${{.re.method}}|${{.re.user}}|${{.re.ip}}|${{.re.word}}|$1|$2|$3\n")); }};
+            destination rest {{ file("@OUT@/rest.log" template("$PROGRAM $MSG\n")); }};
+            destination icase {{ file("@OUT@/icase.log" template("${{p}}\n")); }};
+            log {{ source(s); parser(p_ssh); destination(parsed); flags(final); }};
+            log {{ source(s); destination(rest); }};
+            log {{ source(s); parser {{ regexp-parser(patterns("(?<p>ERROR|WARN)") flags(ignore-case) template("$PROGRAM: $MSG")); }}; destination(icase); }};"#
+        ),
+    );
+}

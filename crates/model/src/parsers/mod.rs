@@ -1,4 +1,5 @@
-//! Parsers, compiled from syslog-ng's `parser` statements: `kv-parser()` and `json-parser()`.
+//! Parsers, compiled from syslog-ng's `parser` statements: `kv-parser()`, `json-parser()` and
+//! `regexp-parser()`.
 //!
 //! A parser reads a template (`$MSG` unless `template()` says otherwise) and sets name-value
 //! pairs on the message. One that fails (`json-parser()` on text that is not a JSON object)
@@ -47,13 +48,18 @@ enum Kind {
         extract_prefix: Option<String>,
         key_delimiter: char,
     },
+    /// `regexp-parser(patterns(…))`: the first pattern that matches sets `$0`, `$1`… and a
+    /// pair `<prefix><name>` for each named group.
+    Regexp(Vec<NamedGroups>),
 }
 
+/// A compiled pattern with the pair each named group sets.
+type NamedGroups = (regex::bytes::Regex, Vec<(usize, crate::values::NameId)>);
+
 /// The parser drivers of this version; others syslog-ng has are refused as not yet supported.
-const DRIVERS: &[&str] = &["kv_parser", "json_parser"];
+const DRIVERS: &[&str] = &["kv_parser", "json_parser", "regexp_parser"];
 const NOT_YET: &[&str] = &[
     "csv_parser",
-    "regexp_parser",
     "date_parser",
     "tags_parser",
     "syslog_parser",
@@ -131,10 +137,43 @@ impl Parser {
         let mut marker = None;
         let mut extract_prefix = None;
         let mut key_delimiter = '.';
+        let mut patterns = Vec::new();
+        let mut ignore_case = false;
         let kv = key == "kv_parser";
+        let regexp = key == "regexp_parser";
         for opt in node.options() {
             let text = || opt.string();
             match (opt.key().as_str(), kv) {
+                ("patterns", _) if regexp => patterns.extend(opt.values().cloned()),
+                ("type", _) if regexp => {
+                    let t = text()?;
+                    if t != "pcre" {
+                        return Err(ConfigError::unknown(
+                            opt.pos,
+                            "regexp-parser() type",
+                            &t,
+                            "",
+                            &["pcre"],
+                        ));
+                    }
+                }
+                ("flags", _) if regexp => {
+                    for f in opt.words()? {
+                        match sluice_config::normalize(&f.text).as_str() {
+                            "ignore_case" => ignore_case = true,
+                            "utf8" | "store_matches" | "disable_jit" | "global" => {}
+                            _ => {
+                                return Err(ConfigError::unknown(
+                                    f.pos,
+                                    "flag",
+                                    &f.text,
+                                    " in regexp-parser()",
+                                    &["ignore-case", "utf8", "store-matches"],
+                                ))
+                            }
+                        }
+                    }
+                }
                 ("template", _) => {
                     let v = opt.value()?;
                     template =
@@ -153,9 +192,9 @@ impl Parser {
                 }
                 ("pair_separator", true) => pair_separator = text()?.into_bytes(),
                 ("extract_stray_words_into", true) => stray_words_into = Some(name_id(&text()?)),
-                ("marker", false) => marker = Some(text()?),
-                ("extract_prefix", false) => extract_prefix = Some(text()?),
-                ("key_delimiter", false) => {
+                ("marker", false) if !regexp => marker = Some(text()?),
+                ("extract_prefix", false) if !regexp => extract_prefix = Some(text()?),
+                ("key_delimiter", false) if !regexp => {
                     let s = text()?;
                     let mut chars = s.chars();
                     match (chars.next(), chars.next()) {
@@ -169,7 +208,9 @@ impl Parser {
                     }
                 }
                 _ => {
-                    let valid: &[&str] = if kv {
+                    let valid: &[&str] = if regexp {
+                        &["patterns", "prefix", "template", "type", "flags"]
+                    } else if kv {
                         &[
                             "prefix",
                             "template",
@@ -196,7 +237,26 @@ impl Parser {
                 }
             }
         }
-        let kind = if kv {
+        let kind = if regexp {
+            if patterns.is_empty() {
+                return Err(ConfigError::new(
+                    node.pos,
+                    "regexp-parser() needs patterns(\"regular expression\" …)",
+                ));
+            }
+            let mut compiled = Vec::new();
+            for p in &patterns {
+                let re = crate::filter::regex(&p.text, ignore_case)
+                    .map_err(|e| ConfigError::new(p.pos, e))?;
+                let names = re
+                    .capture_names()
+                    .enumerate()
+                    .filter_map(|(i, n)| n.map(|n| (i, name_id(&format!("{prefix}{n}")))))
+                    .collect();
+                compiled.push((re, names));
+            }
+            Kind::Regexp(compiled)
+        } else if kv {
             Kind::Kv {
                 value_separator,
                 pair_separator,
@@ -306,6 +366,30 @@ impl Parser {
                             };
                             values.set(name_id_of(b"", full.as_bytes(), name), value);
                         })
+                }
+                Kind::Regexp(patterns) => {
+                    let hit = patterns
+                        .iter()
+                        .find_map(|(re, names)| re.captures(input).map(|c| (c, names)));
+                    match hit {
+                        Some((groups, names)) => {
+                            values.clear_matches();
+                            let groups: Vec<_> =
+                                groups.iter().take(crate::values::MATCHES).collect();
+                            for (i, g) in groups.iter().enumerate() {
+                                if let Some(g) = g {
+                                    values.set(crate::values::match_id(i), text_of(g.range()));
+                                }
+                            }
+                            for (i, id) in names {
+                                if let Some(Some(g)) = groups.get(*i) {
+                                    values.set(*id, text_of(g.range()));
+                                }
+                            }
+                            true
+                        }
+                        None => false,
+                    }
                 }
             };
             if !ok {
