@@ -87,6 +87,8 @@ enum Input {
     KeyValue,
     /// RFC3164 lines whose message is JSON.
     Json,
+    /// RFC3164 lines whose message is delimited columns (the corpus: words).
+    Csv,
 }
 
 fn inputs(input: Input) -> Vec<(String, Vec<u8>)> {
@@ -95,6 +97,7 @@ fn inputs(input: Input) -> Vec<(String, Vec<u8>)> {
         Input::Rfc5424 => ("tricky-rfc5424.log", "loghub-rfc5424.log"),
         Input::KeyValue => ("tricky-kv.log", "loghub-kv.log"),
         Input::Json => ("tricky-json.log", "loghub-json.log"),
+        Input::Csv => ("tricky-csv.log", "loghub-rfc3164.log"),
     };
     let mut v = vec![(
         tricky.to_string(),
@@ -787,5 +790,37 @@ fn regexp_parser() {
             log {{ source(s); destination(rest); }};
             log {{ source(s); parser {{ regexp-parser(patterns("(?<p>ERROR|WARN)") flags(ignore-case) template("$PROGRAM: $MSG")); }}; destination(icase); }};"#
         ),
+    );
+}
+
+/// `csv-parser()`: quotes and quote pairs, the three escape dialects, whitespace stripping,
+/// `null()`, string and character delimiters, `greedy`, and `drop-invalid` (the message leaves
+/// the path when columns are missing or input is left over).
+#[test]
+fn csv_parser() {
+    const C4: &str = "${c.a}|${c.b}|${c.c}|${c.d}";
+    differential(
+        "csv_parser",
+        &format!(
+            r#"options {{ keep-hostname(yes); }}; {NET}
+            destination plain {{ file("@OUT@/plain.log" template("{C4}\n")); }};
+            destination bs {{ file("@OUT@/backslash.log" template("{C4}\n")); }};
+            destination dbl {{ file("@OUT@/double.log" template("{C4}\n")); }};
+            destination raw {{ file("@OUT@/raw.log" template("{C4}\n")); }};
+            destination strs {{ file("@OUT@/strings.log" template("{C4}\n")); }};
+            destination greedy {{ file("@OUT@/greedy.log" template("${{w1}}|${{w2}}|${{rest}}\n")); }};
+            destination strict {{ file("@OUT@/strict.log" template("{C4}\n")); }};
+            destination apache {{ file("@OUT@/apache.log" template("${{ip}}|${{ts}}|${{req}}|${{st}}|${{ua}}\n")); }};
+            log {{ source(s); parser {{ csv-parser(columns("a" "b" "c" "d") delimiters(",") prefix("c.") null("-")); }}; destination(plain); }};
+            log {{ source(s); parser {{ csv-parser(columns("a" "b" "c" "d") delimiters(",") prefix("c.") flags(escape-backslash strip-whitespace)); }}; destination(bs); }};
+            log {{ source(s); parser {{ csv-parser(columns("a" "b" "c" "d") delimiters(",") prefix("c.") flags(escape-double-char strip-whitespace)); }}; destination(dbl); }};
+            log {{ source(s); parser {{ csv-parser(columns("a" "b" "c" "d") delimiters(",") prefix("c.") flags(escape-none) quote-pairs('""')); }}; destination(raw); }};
+            log {{ source(s); parser {{ csv-parser(columns("a" "b" "c" "d") delimiters(chars(";,\t") strings("::")) prefix("c.")); }}; destination(strs); }};
+            log {{ source(s); parser {{ csv-parser(columns("w1" "w2" "rest") flags(greedy)); }}; destination(greedy); }};
+            log {{ source(s); parser {{ csv-parser(columns("a" "b" "c" "d") delimiters(",") prefix("c.") drop-invalid(yes)); }}; destination(strict); }};
+            log {{ source(s); parser {{ csv-parser(columns("ip" "ident" "user" "ts" "req" "st" "size" "ref" "ua") delimiters(" ") quote-pairs('""[]')); }}; destination(apache); }};"#
+        ),
+        Input::Csv,
+        Framing::Newline,
     );
 }
