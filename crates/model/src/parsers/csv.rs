@@ -80,12 +80,13 @@ pub fn scan(input: &[u8], opts: &Options, column: &mut dyn FnMut(usize, Piece)) 
             match quote {
                 Some(q) => {
                     let next = input.get(at + 1).copied();
-                    if opts.dialect == Dialect::EscapeBackslash && b == b'\\' && next.is_some() {
-                        value.skip(input, at);
-                        at += 1;
-                        value.push(input, at);
-                    } else if opts.dialect == Dialect::EscapeDoubleChar && b == q && next == Some(q)
-                    {
+                    let escape = match opts.dialect {
+                        Dialect::EscapeBackslash => b == b'\\' && next.is_some(),
+                        Dialect::EscapeDoubleChar => b == q && next == Some(q),
+                        Dialect::EscapeNone => false,
+                    };
+                    if escape {
+                        // The escape byte is left out; the byte after it is text.
                         value.skip(input, at);
                         at += 1;
                         value.push(input, at);
