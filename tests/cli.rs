@@ -79,12 +79,12 @@ fn later_features_are_refused_by_name() {
             "the file() source is not supported yet",
         ),
         (
-            "parser p { json-parser(); };",
-            "the 'parser' statement is not supported yet",
+            "parser p { date-parser(); };",
+            "the date-parser() parser is not supported yet",
         ),
         (
             "destination d { file(\"/x\" template(\"$(format-json --scope all)\")); };",
-            "template functions",
+            "the template function $(format-json) is not supported yet",
         ),
         (
             "destination d { file(\"/x\" disk-buffer(reliable(yes))); };",

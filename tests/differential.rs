@@ -824,3 +824,18 @@ fn csv_parser() {
         Framing::Newline,
     );
 }
+
+/// Template functions: string functions, `$(if)` with a filter expression, `$(or)`, arithmetic,
+/// nesting and quoting of arguments.
+#[test]
+fn template_functions() {
+    bsd(
+        "template_functions",
+        &format!(
+            r#"options {{ keep-hostname(yes); }}; {NET}
+            destination f {{ file("@OUT@/functions.log" template("$(echo $HOST $PROGRAM)|$(length $MSG $HOST)|$(substr $MSG 0 12)|$(substr \"$MSG\" -6)|$(substr $MSG 3 -4)|$(strip \"  $PID  \" ' x ')|$(lowercase $MSG)|$(uppercase $HOST)|$(sanitize $PROGRAM $HOST)|$(sanitize --no-ctrl-chars --invalid-chars ':. ' --replacement '#' $MSG)\n")); }};
+            destination g {{ file("@OUT@/more.log" template("$(if (\"$PROGRAM\" eq \"sshd\") \"ssh: $PID\" $(uppercase $PROGRAM))|$(if (level(err..emerg) or facility(auth)) bad good)|$(or $PID $MSGID none)|$(+ $PID 10)|$(- 5 $PID)|$(* $PID 3)|$(/ $PID 7)|$(% $PID 7)|$(+ $PID 1.5)|$(replace-delimiter ' :' _ $MSG)|$(indent-multi-line $MSG)|$(echo 'quoted $HOST' \\) x)\n")); }};
+            log {{ source(s); destination(f); destination(g); }};"#
+        ),
+    );
+}

@@ -2,7 +2,7 @@
 //!
 //! Syntax as in syslog-ng: `$NAME` or `${NAME}` expands a macro or a name-value pair,
 //! `${NAME:-default}` gives a default for an empty value, `$$` is a literal `$`. Template
-//! functions (`$(format-json …)`) are recognised and refused until they are implemented.
+//! functions (`$(substr $MSG 0 10)`) are in [`functions`].
 
 use crate::macros::{self, append, DateOptions, Macro};
 use crate::message::LogMessage;
@@ -19,6 +19,7 @@ pub struct Template {
 #[derive(Clone, Debug)]
 enum Op {
     Literal(Box<[u8]>),
+    Call(Box<functions::Call>),
     Value {
         value: Value,
         default: Option<Box<[u8]>>,
@@ -59,11 +60,10 @@ impl Template {
                     i += 2;
                 }
                 Some(b'(') => {
-                    let end = text[i..].find(')').map_or(text.len(), |e| i + e + 1);
-                    return Err(format!(
-                        "template functions such as '{}' are not supported yet",
-                        &text[i..end]
-                    ));
+                    let (argv, used) = functions::split(&text[i + 2..])?;
+                    flush(&mut literal, &mut ops);
+                    ops.push(Op::Call(Box::new(functions::Call::compile(argv)?)));
+                    i += 2 + used;
                 }
                 Some(b'{') => {
                     let end = text[i + 2..]
@@ -111,14 +111,15 @@ impl Template {
 
     /// Whether the template shows the destination's sequence number (`$SEQNUM`, `$SDATA`).
     pub fn uses_seq(&self) -> bool {
-        self.ops.iter().any(|op| {
-            matches!(
+        self.ops.iter().any(|op| match op {
+            Op::Call(call) => call.uses_seq(),
+            op => matches!(
                 op,
                 Op::Value {
                     value: Value::Macro(Macro::SeqNum | Macro::Sdata),
                     ..
                 }
-            )
+            ),
         })
     }
 
@@ -137,6 +138,7 @@ impl Template {
         for op in &self.ops {
             match op {
                 Op::Literal(bytes) => out.extend_from_slice(bytes),
+                Op::Call(call) => call.append(msg, seq, out),
                 Op::Value { value, default } => {
                     let start = out.len();
                     match value {
@@ -226,5 +228,6 @@ impl ValueRef {
     }
 }
 
+pub mod functions;
 #[cfg(test)]
 mod tests;
