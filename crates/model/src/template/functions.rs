@@ -415,7 +415,7 @@ fn substr(args: &[Vec<u8>]) -> Option<&[u8]> {
         start = (start + n).max(0);
     }
     if len < 0 {
-        len = n - start + len;
+        len += n - start;
         if len < 0 {
             return None;
         }
