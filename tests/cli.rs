@@ -91,8 +91,8 @@ fn later_features_are_refused_by_name() {
             "disk-buffer() in file() is not supported yet",
         ),
         (
-            "filter f { netmask(\"10.0.0.0/8\"); };",
-            "the netmask() filter is not supported yet",
+            "filter f { rate-limit(template(\"$HOST\") rate(10)); };",
+            "the rate-limit() filter is not supported yet",
         ),
     ] {
         let (code, err) = check_config(text);

@@ -839,3 +839,27 @@ fn template_functions() {
         ),
     );
 }
+
+/// `source()`, `netmask()`, `netmask6()` and `in-list()` filters.
+#[test]
+fn source_netmask_and_in_list_filters() {
+    let list = tempfile::NamedTempFile::new().expect("a temporary file");
+    std::fs::write(
+        list.path(),
+        "LabSZ\ncombo\n\nzk01\nbzorp\nlast-line-without-end",
+    )
+    .expect("list written");
+    bsd(
+        "source_netmask_in_list",
+        &format!(
+            r#"options {{ keep-hostname(yes); }}; {NET}
+            destination listed {{ file("@OUT@/listed.log"); }};
+            destination local {{ file("@OUT@/local.log"); }};
+            destination none {{ file("@OUT@/none.log"); }};
+            log {{ source(s); filter {{ in-list("{list}" value("HOST")); }}; destination(listed); }};
+            log {{ source(s); filter {{ source(s) and netmask("127.0.0.0/255.0.0.0") and netmask("127.0.0.1"); }}; destination(local); }};
+            log {{ source(s); filter {{ not source(s) or netmask("10.0.0.0/8") or netmask6("::1/128") or in-list("{list}" value("PROGRAM")); }}; destination(none); }};"#,
+            list = list.path().display()
+        ),
+    );
+}

@@ -34,6 +34,25 @@ pub enum Filter {
     Tags(Vec<TagId>),
     /// `"$PID" == "42"`, `"$HOST" eq "x"`, `"$A" === "$B"`: two templates compared.
     Compare(Box<Comparison>),
+    /// `source(s_net)`: the message came from the source statement with this name.
+    Source(Arc<str>),
+    /// `netmask("10.0.0.0/8")`: the sender's IPv4 address, masked, is `address` (local
+    /// messages count as 127.0.0.1, IPv6 senders never match).
+    Netmask {
+        address: u32,
+        mask: u32,
+    },
+    /// `netmask6("2001:db8::/32")`: the sender's IPv6 address in the network (local messages
+    /// count as ::1).
+    Netmask6 {
+        address: u128,
+        prefix: u32,
+    },
+    /// `in-list("/etc/list" value("PROGRAM"))`: the value is one of the file's lines.
+    InList {
+        value: ValueRef,
+        lines: Arc<std::collections::HashSet<Vec<u8>>>,
+    },
 }
 
 /// A comparison of two templates, as syslog-ng 3.38 makes it for a configuration of
@@ -292,6 +311,25 @@ impl Filter {
             Filter::Named(f) => f.eval(msg, scratch, captured),
             Filter::Tags(tags) => tags.iter().any(|t| msg.tags.contains(*t)),
             Filter::Compare(c) => c.matches(msg, scratch),
+            Filter::Source(name) => *msg.origin.source_name == **name,
+            Filter::Netmask { address, mask } => match msg.origin.peer.map(|p| p.ip()) {
+                Some(std::net::IpAddr::V4(ip)) => u32::from(ip) & mask == *address,
+                Some(std::net::IpAddr::V6(_)) => false,
+                None => u32::from(std::net::Ipv4Addr::LOCALHOST) & mask == *address,
+            },
+            Filter::Netmask6 { address, prefix } => {
+                let ip = match msg.origin.peer.map(|p| p.ip()) {
+                    Some(std::net::IpAddr::V6(ip)) => u128::from(ip),
+                    Some(std::net::IpAddr::V4(_)) => return false,
+                    None => u128::from(std::net::Ipv6Addr::LOCALHOST),
+                };
+                ip & mask6(*prefix) == *address
+            }
+            Filter::InList { value, lines } => {
+                scratch.clear();
+                value.append(msg, scratch);
+                lines.contains(scratch.as_slice())
+            }
         }
     }
 }
@@ -299,16 +337,9 @@ impl Filter {
 /// The filter functions of this version; others syslog-ng has are refused as not yet supported.
 pub const FUNCTIONS: &[&str] = &[
     "facility", "level", "severity", "priority", "program", "host", "message", "match", "filter",
-    "tags",
+    "tags", "source", "netmask", "netmask6", "in-list",
 ];
-const NOT_YET: &[&str] = &[
-    "source",
-    "netmask",
-    "netmask6",
-    "in_list",
-    "rate_limit",
-    "throttle",
-];
+const NOT_YET: &[&str] = &["rate_limit", "throttle"];
 
 /// Resolves `filter(name)` references while compiling.
 pub type NamedFilters<'a> = dyn FnMut(&str, Pos) -> Result<Arc<Filter>, ConfigError> + 'a;
@@ -358,6 +389,10 @@ fn call(node: &Node, named: &mut NamedFilters) -> Result<Filter, ConfigError> {
             }
             Ok(Filter::Tags(tags))
         }
+        "source" => Ok(Filter::Source(Arc::from(node.value()?.text.as_str()))),
+        "netmask" => netmask(node.value()?),
+        "netmask6" => netmask6(node.value()?),
+        "in_list" => in_list(node),
         "filter" => Ok(Filter::Named(named(
             &node.value()?.text,
             node.value()?.pos,
@@ -374,6 +409,133 @@ fn call(node: &Node, named: &mut NamedFilters) -> Result<Filter, ConfigError> {
             FUNCTIONS,
         )),
     }
+}
+
+/// The mask of an IPv6 prefix length.
+fn mask6(prefix: u32) -> u128 {
+    if prefix == 0 {
+        0
+    } else {
+        u128::MAX << (128 - prefix.min(128))
+    }
+}
+
+/// `address/bits`, `address/dotted-mask` or a bare address (a /32), as syslog-ng reads them.
+fn netmask(v: &Value) -> Result<Filter, ConfigError> {
+    let bad = || {
+        ConfigError::new(
+            v.pos,
+            format!(
+                "netmask() needs an IPv4 network such as \"10.0.0.0/8\", not \"{}\"",
+                v.text
+            ),
+        )
+    };
+    let ip = |s: &str| {
+        s.parse::<std::net::Ipv4Addr>()
+            .map(u32::from)
+            .map_err(|_| bad())
+    };
+    let (address, mask) = match v.text.split_once('/') {
+        None => (ip(&v.text)?, u32::MAX),
+        Some((a, m)) if m.contains('.') => (ip(a)?, ip(m)?),
+        Some((a, bits)) => {
+            let bits: u32 = bits.parse().map_err(|_| bad())?;
+            if bits > 32 {
+                return Err(bad());
+            }
+            (
+                ip(a)?,
+                if bits == 0 {
+                    0
+                } else {
+                    u32::MAX << (32 - bits)
+                },
+            )
+        }
+    };
+    Ok(Filter::Netmask {
+        address: address & mask,
+        mask,
+    })
+}
+
+fn netmask6(v: &Value) -> Result<Filter, ConfigError> {
+    let bad = || {
+        ConfigError::new(
+            v.pos,
+            format!(
+                "netmask6() needs an IPv6 network such as \"2001:db8::/32\", not \"{}\"",
+                v.text
+            ),
+        )
+    };
+    let (a, prefix) = match v.text.split_once('/') {
+        Some((a, p)) => (a, p.parse::<u32>().map_err(|_| bad())?),
+        None => (v.text.as_str(), 128),
+    };
+    if prefix > 128 {
+        return Err(bad());
+    }
+    let address = u128::from(a.parse::<std::net::Ipv6Addr>().map_err(|_| bad())?);
+    Ok(Filter::Netmask6 {
+        address: address & mask6(prefix),
+        prefix,
+    })
+}
+
+/// `in-list("file" value("NAME"))`: the file's lines, each without its last byte (its line
+/// end), as syslog-ng reads them; empty lines are left out.
+fn in_list(node: &Node) -> Result<Filter, ConfigError> {
+    let file = node.first_value().ok_or_else(|| {
+        ConfigError::new(
+            node.pos,
+            "in-list() needs a file: in-list(\"/etc/syslog-ng/hosts.list\" value(\"HOST\"))",
+        )
+    })?;
+    let mut value = None;
+    for opt in node.options() {
+        match opt.key().as_str() {
+            "value" => {
+                let v = opt.value()?;
+                value = Some(
+                    ValueRef::parse(v.text.trim_start_matches('$'))
+                        .map_err(|e| ConfigError::new(v.pos, e))?,
+                );
+            }
+            _ => {
+                return Err(ConfigError::unknown(
+                    opt.pos,
+                    "option",
+                    &opt.name,
+                    " in in-list()",
+                    &["value"],
+                ))
+            }
+        }
+    }
+    let value = value.ok_or_else(|| {
+        ConfigError::new(
+            node.pos,
+            "in-list() needs value(\"NAME\"): which value to look up",
+        )
+    })?;
+    let text = std::fs::read(&file.text).map_err(|e| {
+        ConfigError::new(
+            file.pos,
+            format!("in-list() cannot read {}: {e}", file.text),
+        )
+    })?;
+    let lines = text
+        .split_inclusive(|&b| b == b'\n')
+        .map(|l| &l[..l.len() - 1])
+        .filter(|l| !l.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect();
+    Ok(Filter::InList {
+        value,
+        lines: Arc::new(lines),
+    })
 }
 
 /// `a`, `a..b` (either order) of names or numbers.
