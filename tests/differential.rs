@@ -54,10 +54,10 @@ fn mask_receive_times(
 
 /// Replaces a server's own process id, which it writes into the texts it makes for
 /// unparseable input (`syslog-ng[PID]`, `syslog-ng PID` in RFC5424, `syslog-ng|PID` or `/PID` in
-/// templates), with `<pid>`.
+/// templates, `"PID":"PID"` in JSON), with `<pid>`.
 fn mask_pid(files: &mut std::collections::BTreeMap<String, Vec<u8>>, pid: u32) {
-    let re =
-        regex::bytes::Regex::new(&format!("(syslog-ng[\\[| /]){pid}\\b")).expect("valid pattern");
+    let re = regex::bytes::Regex::new(&format!(r#"(syslog-ng[\[| /]|"PID":"|"pid":){pid}\b"#))
+        .expect("valid pattern");
     for bytes in files.values_mut() {
         *bytes = re.replace_all(bytes, &b"${1}<pid>"[..]).into_owned();
     }
@@ -862,4 +862,33 @@ fn source_netmask_and_in_list_filters() {
             list = list.path().display()
         ),
     );
+}
+
+/// `$(format-json)`: scopes, keys and excludes, pairs with casts, rekeying, parsed pairs and
+/// structured data nested by their dots.
+#[test]
+fn format_json() {
+    for (name, input, source) in [
+        ("format_json_bsd", Input::Rfc3164, NET),
+        ("format_json_ietf", Input::Rfc5424, SYSLOG),
+    ] {
+        let framing = match input {
+            Input::Rfc5424 => Framing::OctetCounted,
+            _ => Framing::Newline,
+        };
+        differential(
+            name,
+            &format!(
+                r#"options {{ keep-hostname(yes); }}; {source}
+                destination a {{ file("@OUT@/scopes.log" template("$(format-json --scope rfc5424 --scope nv-pairs)\n")); }};
+                destination b {{ file("@OUT@/keys.log" template("$(format-json --scope selected-macros --key .kv.* --exclude DATE --exclude SOURCEIP --exclude TAGS)\n")); }};
+                destination c {{ file("@OUT@/pairs.log" template("$(format-json --pair host=$HOST --pair pid=int($PID) prog=$PROGRAM ISODATE --pair d=double(1.5) --pair b=boolean(true) --omit-empty-values)\n")); }};
+                destination d {{ file("@OUT@/rekey.log" template("$(format-json --scope dot-nv-pairs --rekey .kv.* --shift 4 --add-prefix kv. --exclude .SDATA.*)\n")); }};
+                destination e {{ file("@OUT@/sdata.log" template("$(format-json --scope sdata --scope rfc3164)\n")); }};
+                log {{ source(s); parser {{ kv-parser(prefix(".kv.")); }}; destination(a); destination(b); destination(c); destination(d); destination(e); }};"#
+            ),
+            input,
+            framing,
+        );
+    }
 }

@@ -138,6 +138,14 @@ const PLAIN: &[(&str, Macro)] = &[
     ("RAWMSG", Macro::RawMsg),
 ];
 
+/// Every macro name sluice expands: the plain ones and each date field with each prefix.
+pub fn names() -> impl Iterator<Item = String> {
+    let dates = ["", "R_", "S_", "P_", "C_"]
+        .into_iter()
+        .flat_map(|p| DATE_FIELDS.iter().map(move |(n, _)| format!("{p}{n}")));
+    PLAIN.iter().map(|(n, _)| n.to_string()).chain(dates)
+}
+
 /// Macro names syslog-ng has that sluice does not expand yet; using one is a config error.
 pub const NOT_YET: &[&str] = &[
     "CONTEXT_ID",

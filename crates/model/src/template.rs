@@ -229,5 +229,6 @@ impl ValueRef {
 }
 
 pub mod functions;
+mod json;
 #[cfg(test)]
 mod tests;

@@ -35,6 +35,7 @@ enum Func {
     If(Box<Filter>),
     Or,
     Arithmetic(u8),
+    FormatJson(Box<super::json::FormatJson>),
 }
 
 /// The functions of this version; others syslog-ng has are refused as not yet supported.
@@ -55,9 +56,9 @@ const FUNCTIONS: &[&str] = &[
     "*",
     "/",
     "%",
+    "format-json",
 ];
 const NOT_YET: &[&str] = &[
-    "format-json",
     "format-flat-json",
     "format-welf",
     "format-date",
@@ -197,6 +198,11 @@ impl Call {
             "indent-multi-line" => Func::IndentMultiLine,
             "replace-delimiter" => Func::ReplaceDelimiter,
             "or" => Func::Or,
+            "format-json" => {
+                let f = super::json::FormatJson::compile(&argv)?;
+                argv.clear();
+                Func::FormatJson(Box::new(f))
+            }
             "+" | "-" | "*" | "/" | "%" => Func::Arithmetic(name.as_bytes()[0]),
             "sanitize" => {
                 let mut ctrl_chars = true;
@@ -249,7 +255,10 @@ impl Call {
     }
 
     pub fn uses_seq(&self) -> bool {
-        self.args.iter().any(Template::uses_seq)
+        match &self.func {
+            Func::FormatJson(f) => f.uses_seq(),
+            _ => self.args.iter().any(Template::uses_seq),
+        }
     }
 
     /// Appends the call's result for `msg` to `out`.
@@ -335,6 +344,7 @@ impl Call {
                 }
             }
             Func::Arithmetic(op) => arithmetic(*op, &args(), out),
+            Func::FormatJson(f) => f.append(msg, seq, out),
         }
     }
 }
