@@ -2,7 +2,8 @@
 """The project's benchmark: sluice side by side with syslog-ng and rsyslog, in one run.
 
 usage: bench/run.py [--conns N] [--count N] [--size BYTES] [--proto 3164|5424] [--rounds N]
-                    [--rewrite subst|set] [--servers sluice,syslog-ng,rsyslog] [--no-build]
+                    [--rewrite subst|set] [--format-json] [--servers sluice,syslog-ng,rsyslog]
+                    [--no-build]
 
 Builds sluice in release mode, then for each server in turn (rounds alternate servers so that
 drift in the machine's speed hits all alike): starts it with a TCP source and one file
@@ -14,7 +15,8 @@ message and its peak resident memory. Servers that are not installed are left ou
 
 `--rewrite` puts a rewrite rule in the path (sluice and syslog-ng only; rsyslog has no
 equivalent in its configuration language and is left out): `subst` masks every run of digits in
-the message, `set` sets a name-value pair from a template and writes it.
+the message, `set` sets a name-value pair from a template and writes it. `--format-json` writes
+each message as `$(format-json --scope rfc5424 --scope nv-pairs)` (sluice and syslog-ng only).
 """
 import argparse
 import os
@@ -61,6 +63,8 @@ REWRITES = {
 def syslog_ng_config(args, port, out):
     driver = "network" if args.proto == "3164" else "syslog"
     rewrite, template = REWRITES.get(args.rewrite, ("", ""))
+    if args.format_json:
+        template = ' template("$(format-json --scope rfc5424 --scope nv-pairs)\\n")'
     return f"""@version: 3.38
 options {{ threaded(yes); log-fifo-size(1000000); use-dns(no); keep-hostname(yes); stats-freq(0); flush-lines(1000); }};
 source s {{ {driver}(ip(127.0.0.1) port({port}) transport(tcp) max-connections(20000) log-iw-size(1000000) log-fetch-limit(1000)); }};
@@ -181,6 +185,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--idle", type=int, default=0, help="connections that stay open and silent during the run (peak RSS)")
     ap.add_argument("--rewrite", choices=["subst", "set"], help="a rewrite rule in the path")
+    ap.add_argument("--format-json", action="store_true", help="write messages with $(format-json)")
     ap.add_argument("--servers", default="sluice,syslog-ng,rsyslog")
     ap.add_argument("--no-build", action="store_true", help="use the release binary as it is")
     args = ap.parse_args()
@@ -188,8 +193,8 @@ def main():
         subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
     servers = []
     for s in args.servers.split(","):
-        if s == "rsyslog" and args.rewrite:
-            print("note: rsyslog has no rewrite rules to compare, left out", file=sys.stderr)
+        if s == "rsyslog" and (args.rewrite or args.format_json):
+            print("note: rsyslog has no equivalent configuration to compare, left out", file=sys.stderr)
         elif installed(s):
             servers.append(s)
         else:

@@ -24,7 +24,7 @@ use super::Template;
 use crate::macros;
 use crate::message::LogMessage;
 use crate::values::{name_of, MATCHES};
-use std::collections::BTreeMap;
+use std::borrow::Cow;
 
 #[derive(Clone, Debug, Default)]
 pub struct FormatJson {
@@ -195,18 +195,18 @@ impl FormatJson {
             .map_or(by_scope, |(inc, _)| *inc)
     }
 
-    fn rename(&self, name: &str) -> String {
-        let mut name = name.to_string();
+    fn rename<'n>(&self, name: Cow<'n, str>) -> Cow<'n, str> {
+        let mut name = name;
         for (pattern, renames) in &self.rekeys {
             if !pattern.matches(&name) {
                 continue;
             }
             for r in renames {
                 name = match r {
-                    Rename::Shift(n) => name.get(*n..).unwrap_or("").to_string(),
-                    Rename::AddPrefix(p) => format!("{p}{name}"),
+                    Rename::Shift(n) => Cow::Owned(name.get(*n..).unwrap_or("").to_string()),
+                    Rename::AddPrefix(p) => Cow::Owned(format!("{p}{name}")),
                     Rename::ReplacePrefix(old, new) => match name.strip_prefix(old.as_str()) {
-                        Some(rest) => format!("{new}{rest}"),
+                        Some(rest) => Cow::Owned(format!("{new}{rest}")),
                         None => name,
                     },
                 };
@@ -216,81 +216,129 @@ impl FormatJson {
     }
 
     pub fn append(&self, msg: &LogMessage, seq: u32, out: &mut Vec<u8>) {
-        let mut chosen: BTreeMap<String, (Cast, Vec<u8>)> = BTreeMap::new();
-        let mut put = |name: &str, cast: Cast, value: Vec<u8>| {
-            chosen.insert(self.rename(name), (cast, value));
-        };
-        // The message's own pairs, as syslog-ng keeps them.
-        let mut own: Vec<(String, Vec<u8>, bool)> = Vec::new();
-        let mut field = |name: &str, v: Option<&[u8]>| {
-            if let Some(v) = v {
-                own.push((name.to_string(), v.to_vec(), false));
-            }
-        };
-        let f = &msg.fields;
-        field("HOST", Some(msg.host()));
-        field("HOST_FROM", Some(&msg.origin.host_from));
-        field("SOURCE", Some(msg.origin.source_name.as_bytes()));
-        field("PROGRAM", f.program.as_ref().map(|t| t.of(&msg.raw)));
-        field("PID", f.pid.as_ref().map(|t| t.of(&msg.raw)));
-        field("MSGID", f.msgid.as_ref().map(|t| t.of(&msg.raw)));
-        field("MESSAGE", Some(msg.message()));
-        field("LEGACY_MSGHDR", f.legacy_msghdr.map(|s| s.of(&msg.raw)));
-        for p in msg.fields.sd_params(&msg.raw) {
-            let mut name = format!(".SDATA.{}", String::from_utf8_lossy(p.id));
-            if let Some(n) = p.name {
-                name.push('.');
-                name.push_str(&String::from_utf8_lossy(n));
-            }
-            own.push((name, p.value.to_vec(), true));
-        }
-        for (id, v) in msg.values.iter() {
-            if (id as usize) < MATCHES {
-                continue;
-            }
-            let name = name_of(id);
-            let value = v.of(&msg.raw).to_vec();
-            match own.iter_mut().find(|(n, _, _)| *n == *name) {
-                Some(slot) => slot.1 = value,
-                None => own.push((name.to_string(), value, name.starts_with(".SDATA."))),
-            }
-        }
+        SCRATCH.with_borrow_mut(|scratch| self.append_with(msg, seq, scratch, out));
+    }
+
+    fn append_with(&self, msg: &LogMessage, seq: u32, made: &mut Vec<u8>, out: &mut Vec<u8>) {
+        made.clear();
+        // Values chosen so far, in the order syslog-ng inserts them (a later one with the same
+        // name replaces an earlier one).
+        let mut chosen: Vec<Chosen> = Vec::new();
+        let raw = &msg.raw[..];
         if self.scopes & (NV_PAIRS | DOT_NV_PAIRS | SDATA | RFC5424) != 0
             || !self.patterns.is_empty()
         {
+            let f = &msg.fields;
+            fn text<'m>(t: &'m Option<sluice_protocol::Text>, raw: &'m [u8]) -> Option<&'m [u8]> {
+                t.as_ref().map(|t| t.of(raw))
+            }
+            let source = msg.origin.source_name.as_bytes();
+            let fields: [(&str, Option<&[u8]>); 8] = [
+                ("HOST", Some(msg.host())),
+                ("HOST_FROM", Some(&msg.origin.host_from[..])),
+                ("SOURCE", Some(source)),
+                ("PROGRAM", text(&f.program, raw)),
+                ("PID", text(&f.pid, raw)),
+                ("MSGID", text(&f.msgid, raw)),
+                ("MESSAGE", Some(msg.message())),
+                ("LEGACY_MSGHDR", f.legacy_msghdr.map(|s| s.of(raw))),
+            ];
+            let mut own: Vec<(Cow<str>, Piece, bool)> = Vec::new();
+            for (name, value) in fields {
+                if let Some(v) = value {
+                    own.push((Cow::Borrowed(name), Piece::Borrowed(v), false));
+                }
+            }
+            for p in f.sd_params(raw) {
+                let mut name = format!(".SDATA.{}", String::from_utf8_lossy(p.id));
+                if let Some(n) = p.name {
+                    name.push('.');
+                    name.push_str(&String::from_utf8_lossy(n));
+                }
+                own.push((Cow::Owned(name), Piece::Borrowed(p.value), true));
+            }
+            for (id, v) in msg.values.iter() {
+                if (id as usize) < MATCHES {
+                    continue;
+                }
+                let name = name_of(id);
+                let value = Piece::Borrowed(v.of(raw));
+                match own.iter_mut().find(|(n, _, _)| **n == *name) {
+                    Some(slot) => slot.1 = value,
+                    None => {
+                        let sdata = name.starts_with(".SDATA.");
+                        own.push((Cow::Owned(name.to_string()), value, sdata));
+                    }
+                }
+            }
             for (name, value, sdata) in own {
-                if self.omit_empty && value.is_empty() {
+                if self.omit_empty && value.is_empty(made) {
                     continue;
                 }
                 let by_scope = (name.starts_with('.') && self.scopes & DOT_NV_PAIRS != 0)
                     || (!name.starts_with('.') && self.scopes & NV_PAIRS != 0)
                     || (sdata && self.scopes & (SDATA | RFC5424) != 0);
                 if self.included(&name, by_scope) {
-                    put(&name, Cast::String, value);
+                    chosen.push((self.rename(name), Cast::String, value));
                 }
             }
         }
         for (name, template) in &self.macros {
-            let mut v = Vec::new();
-            template.append(msg, seq, &mut v);
-            if !v.is_empty() {
-                put(name, Cast::String, v);
+            let start = made.len();
+            template.append(msg, seq, made);
+            if made.len() > start {
+                chosen.push((
+                    self.rename(Cow::Borrowed(name)),
+                    Cast::String,
+                    Piece::Made(start..made.len()),
+                ));
             }
         }
         for (name, cast, template) in &self.pairs {
-            let mut v = Vec::new();
-            template.append(msg, seq, &mut v);
-            if self.omit_empty && v.is_empty() {
+            let start = made.len();
+            template.append(msg, seq, made);
+            if self.omit_empty && made.len() == start {
                 continue;
             }
             // A value its cast cannot take empties the whole result, as in syslog-ng.
-            if !casts(*cast, &v) {
+            if !casts(*cast, &made[start..]) {
                 return;
             }
-            put(name, *cast, v);
+            chosen.push((
+                self.rename(Cow::Borrowed(name)),
+                *cast,
+                Piece::Made(start..made.len()),
+            ));
         }
-        write_object(&chosen, out);
+        write_object(chosen, made, out);
     }
+}
+
+/// A value: borrowed from the message, or a range of the buffer macros were expanded into.
+enum Piece<'a> {
+    Borrowed(&'a [u8]),
+    Made(std::ops::Range<usize>),
+}
+
+impl Piece<'_> {
+    fn bytes<'b>(&'b self, made: &'b [u8]) -> &'b [u8] {
+        match self {
+            Piece::Borrowed(b) => b,
+            Piece::Made(r) => &made[r.clone()],
+        }
+    }
+
+    fn is_empty(&self, made: &[u8]) -> bool {
+        self.bytes(made).is_empty()
+    }
+}
+
+/// A chosen member: its name, its cast and its value.
+type Chosen<'a> = (Cow<'a, str>, Cast, Piece<'a>);
+
+thread_local! {
+    /// Macro expansions of the message being formatted.
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// `int(…)` and the other casts syslog-ng 3.38 honours in a pair's template.
@@ -315,45 +363,70 @@ fn cast_of(template: &str) -> (Cast, &str) {
     (Cast::String, template)
 }
 
-/// A tree of objects from dotted names.
-#[derive(Default)]
-struct Node<'a> {
-    value: Option<&'a (Cast, Vec<u8>)>,
-    children: BTreeMap<String, Node<'a>>,
-}
-
-fn write_object(chosen: &BTreeMap<String, (Cast, Vec<u8>)>, out: &mut Vec<u8>) {
-    let mut root = Node::default();
-    for (name, value) in chosen {
-        let mut parts: Vec<String> = name.split('.').map(str::to_string).collect();
-        if name.starts_with('.') && parts.len() > 1 {
-            let first = format!("_{}", parts[1]);
-            parts.splice(0..2, [first]);
-        }
-        let mut node = &mut root;
-        for part in parts {
-            node = node.children.entry(part).or_default();
-        }
-        node.value = Some(value);
+/// A name as it nests: a leading dot makes the first part `_x` (`.kv.a` is `_kv.a`).
+fn nested(name: &str) -> Cow<'_, str> {
+    match name.strip_prefix('.') {
+        Some(rest) if !rest.is_empty() => Cow::Owned(format!("_{rest}")),
+        _ => Cow::Borrowed(name),
     }
-    write_node(&root, out);
 }
 
-fn write_node(node: &Node, out: &mut Vec<u8>) {
+/// Descending order of dotted names part by part: a dot sorts below every other byte.
+fn descending(a: &str, b: &str) -> std::cmp::Ordering {
+    let key = |c: u8| if c == b'.' { 0 } else { u16::from(c) + 1 };
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    b.iter().map(|&c| key(c)).cmp(a.iter().map(|&c| key(c)))
+}
+
+/// Writes the members as nested objects, each object's members in descending order of name.
+fn write_object(chosen: Vec<Chosen>, made: &[u8], out: &mut Vec<u8>) {
+    // The last value given for a name wins.
+    let mut members: Vec<(Cow<str>, Cast, &[u8])> = Vec::with_capacity(chosen.len());
+    for (i, (name, cast, value)) in chosen.iter().enumerate() {
+        if chosen[i + 1..].iter().any(|(n, _, _)| n == name) {
+            continue;
+        }
+        members.push((nested(name), *cast, value.bytes(made)));
+    }
+    members.sort_by(|a, b| descending(&a.0, &b.0));
+    // A name that is also the start of longer names becomes their object.
+    members.dedup_by(|later, earlier| {
+        earlier.0.len() > later.0.len()
+            && earlier.0.starts_with(&*later.0)
+            && earlier.0.as_bytes()[later.0.len()] == b'.'
+    });
+    let mut open: Vec<&str> = Vec::new();
     out.push(b'{');
     let mut first = true;
-    for (name, child) in node.children.iter().rev() {
+    for (name, cast, value) in &members {
+        let parts: Vec<&str> = name.split('.').collect();
+        let (leaf, objects) = parts.split_last().expect("split gives a part");
+        let common = open.iter().zip(objects).take_while(|(a, b)| a == b).count();
+        while open.len() > common {
+            open.pop();
+            out.push(b'}');
+        }
+        for part in &objects[open.len()..] {
+            if !first {
+                out.push(b',');
+            }
+            out.push(b'"');
+            escape(part.as_bytes(), out);
+            out.extend_from_slice(b"\":{");
+            first = true;
+            open.push(part);
+        }
         if !first {
             out.push(b',');
         }
         first = false;
         out.push(b'"');
-        escape(name.as_bytes(), out);
+        escape(leaf.as_bytes(), out);
         out.extend_from_slice(b"\":");
-        match (child.value, child.children.is_empty()) {
-            (Some(v), true) => write_value(v, out),
-            _ => write_node(child, out),
-        }
+        write_value(*cast, value, out);
+    }
+    for _ in open {
+        out.push(b'}');
     }
     out.push(b'}');
 }
@@ -369,8 +442,8 @@ fn casts(cast: Cast, v: &[u8]) -> bool {
     }
 }
 
-fn write_value((cast, v): &(Cast, Vec<u8>), out: &mut Vec<u8>) {
-    if *cast == Cast::String {
+fn write_value(cast: Cast, v: &[u8], out: &mut Vec<u8>) {
+    if cast == Cast::String {
         out.push(b'"');
         escape(v, out);
         out.push(b'"');
@@ -382,24 +455,37 @@ fn write_value((cast, v): &(Cast, Vec<u8>), out: &mut Vec<u8>) {
 /// syslog-ng's JSON string escaping: `\b \f \n \r \t \\ \"`, other control characters as
 /// `\u00XX`, bytes that are not UTF-8 as `\\xXX`.
 fn escape(v: &[u8], out: &mut Vec<u8>) {
+    if std::str::from_utf8(v).is_ok() {
+        escape_text(v, out);
+        return;
+    }
     for chunk in v.utf8_chunks() {
-        for c in chunk.valid().chars() {
-            match c {
-                '\u{8}' => out.extend_from_slice(b"\\b"),
-                '\u{c}' => out.extend_from_slice(b"\\f"),
-                '\n' => out.extend_from_slice(b"\\n"),
-                '\r' => out.extend_from_slice(b"\\r"),
-                '\t' => out.extend_from_slice(b"\\t"),
-                '\\' => out.extend_from_slice(b"\\\\"),
-                '"' => out.extend_from_slice(b"\\\""),
-                c if (c as u32) < 32 => {
-                    out.extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes())
-                }
-                c => out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
-            }
-        }
+        escape_text(chunk.valid().as_bytes(), out);
         for b in chunk.invalid() {
             out.extend_from_slice(format!("\\\\x{b:02x}").as_bytes());
         }
     }
+}
+
+/// Escapes UTF-8 text.
+fn escape_text(text: &[u8], out: &mut Vec<u8>) {
+    let mut run = 0;
+    for (i, &b) in text.iter().enumerate() {
+        if b >= 0x20 && b != b'"' && b != b'\\' {
+            continue;
+        }
+        out.extend_from_slice(&text[run..i]);
+        run = i + 1;
+        match b {
+            8 => out.extend_from_slice(b"\\b"),
+            12 => out.extend_from_slice(b"\\f"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'"' => out.extend_from_slice(b"\\\""),
+            c => out.extend_from_slice(format!("\\u{c:04x}").as_bytes()),
+        }
+    }
+    out.extend_from_slice(&text[run..]);
 }
