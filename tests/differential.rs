@@ -892,3 +892,24 @@ fn format_json() {
         );
     }
 }
+
+/// `set-matches()`, `unset-matches()`, `groupset()` and `groupunset()`.
+#[test]
+fn match_and_group_rewrites() {
+    differential(
+        "match_and_group_rewrites",
+        &format!(
+            r#"options {{ keep-hostname(yes); }}; {NET}
+            destination m {{ file("@OUT@/matches.log" template("$1|$2|$3|$4\n")); }};
+            destination u {{ file("@OUT@/unset.log" template("$0|$1|$2\n")); }};
+            destination g {{ file("@OUT@/group.log" template("$HOST|${{.kv.a}}|${{.kv.b}}|${{.kv.msg}}|${{.kv.devname}}|${{.kv.level}}\n")); }};
+            log {{ source(s); rewrite {{ set-matches("$PROGRAM,$HOST,'q, x',\"d\\\"q\""); }}; destination(m); }};
+            log {{ source(s); filter {{ message("(a)(b)?" flags(store-matches)); }}; rewrite {{ unset-matches(); }}; destination(u); }};
+            log {{ source(s); parser {{ kv-parser(prefix(".kv.")); }};
+                  rewrite {{ groupset("***" values(".kv.a" ".kv.d*" "HOST")); groupunset(values(".kv.l*" ".kv.m?g")); }};
+                  destination(g); }};"#
+        ),
+        Input::KeyValue,
+        Framing::Newline,
+    );
+}

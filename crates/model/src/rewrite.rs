@@ -43,6 +43,12 @@ pub enum Action {
     SetFacility(Template),
     SetSeverity(Template),
     SetPri(Template),
+    /// `set-matches("a,b")`: `$1`, `$2`… from a list.
+    SetMatches(Template),
+    UnsetMatches,
+    /// `groupset("value" values("glob" …))`: every value whose name matches gets the template.
+    GroupSet(Template, Vec<glob::Pattern>),
+    GroupUnset(Vec<glob::Pattern>),
 }
 
 /// What `subst()` looks for.
@@ -177,12 +183,12 @@ const RULES: &[&str] = &[
     "set_facility",
     "set_severity",
     "set_pri",
-];
-const NOT_YET: &[&str] = &[
-    "groupset",
-    "groupunset",
     "set_matches",
     "unset_matches",
+    "groupset",
+    "groupunset",
+];
+const NOT_YET: &[&str] = &[
     "credit_card_mask",
     "credit_card_hash",
     "fix_time_zone",
@@ -255,8 +261,16 @@ impl Rule {
         let mut condition = None;
         let mut kind = "pcre".to_string();
         let mut flags = Vec::new();
+        let mut globs = Vec::new();
         for opt in node.options() {
             match opt.key().as_str() {
+                "values" if key == "groupset" || key == "groupunset" => {
+                    for v in opt.values() {
+                        globs.push(glob::Pattern::new(&v.text).map_err(|e| {
+                            ConfigError::new(v.pos, format!("invalid pattern: {e}"))
+                        })?);
+                    }
+                }
                 "value" => field = Some(Field::named(&opt.value()?.text)),
                 "condition" => {
                     let Some(Body::Filter(expr)) = opt.block.as_deref() else {
@@ -396,6 +410,32 @@ impl Rule {
                 want(1, "a priority number (a template)")?;
                 Action::SetPri(template(0)?)
             }
+            "set_matches" => {
+                want(1, "a list: set-matches(\"a,b,c\")")?;
+                Action::SetMatches(template(0)?)
+            }
+            "unset_matches" => {
+                want(0, "nothing")?;
+                Action::UnsetMatches
+            }
+            "groupset" | "groupunset" => {
+                if globs.is_empty() {
+                    return Err(ConfigError::new(
+                        node.pos,
+                        format!("{}() needs values(\"pattern\" …)", node.name),
+                    ));
+                }
+                if key == "groupset" {
+                    want(
+                        1,
+                        "a template and values(…): groupset(\"***\" values(\".secret.*\"))",
+                    )?;
+                    Action::GroupSet(template(0)?, globs)
+                } else {
+                    want(0, "only values(…)")?;
+                    Action::GroupUnset(globs)
+                }
+            }
             _ => unreachable!("rule names are checked above"),
         };
         Ok(Rule { action, condition })
@@ -485,6 +525,27 @@ impl Action {
             }
             Action::SetTag(tag) => msg.tags.insert(*tag),
             Action::ClearTag(tag) => msg.tags.remove(*tag),
+            Action::SetMatches(t) => {
+                scratch.clear();
+                t.append(msg, 0, scratch);
+                let mut groups: crate::filter::Captured = vec![None];
+                groups.extend(list_items(scratch).into_iter().map(Some));
+                groups.truncate(crate::values::MATCHES);
+                crate::path::set_matches(msg, groups);
+            }
+            Action::UnsetMatches => msg.values.clear_matches(),
+            Action::GroupSet(t, globs) => {
+                for name in group_names(msg, globs) {
+                    scratch.clear();
+                    t.append(msg, 0, scratch);
+                    Field::named(&name).set(msg, Text::owned(scratch));
+                }
+            }
+            Action::GroupUnset(globs) => {
+                for name in group_names(msg, globs) {
+                    Field::named(&name).unset(msg);
+                }
+            }
             Action::SetFacility(t) | Action::SetSeverity(t) | Action::SetPri(t) => {
                 scratch.clear();
                 t.append(msg, 0, scratch);
@@ -503,6 +564,64 @@ impl Action {
             }
         }
     }
+}
+
+/// The names of the message's values that match one of `globs`: its header fields that are
+/// set, and its name-value pairs (match variables aside), as syslog-ng's value-pairs sees them.
+fn group_names(msg: &LogMessage, globs: &[glob::Pattern]) -> Vec<String> {
+    let f = &msg.fields;
+    let mut names: Vec<String> = [
+        ("HOST", true),
+        ("PROGRAM", f.program.is_some()),
+        ("PID", f.pid.is_some()),
+        ("MSGID", f.msgid.is_some()),
+        ("MESSAGE", true),
+    ]
+    .into_iter()
+    .filter(|(_, set)| *set)
+    .map(|(n, _)| n.to_string())
+    .collect();
+    for (id, _) in msg.values.iter() {
+        if id as usize >= crate::values::MATCHES {
+            names.push(crate::values::name_of(id).to_string());
+        }
+    }
+    names.retain(|n| globs.iter().any(|g| g.matches(n)));
+    names
+}
+
+/// The items of a syslog-ng list (`a,"b,c",'d'`): comma-separated, each may be quoted, with
+/// backslash escapes inside quotes.
+fn list_items(text: &[u8]) -> Vec<Vec<u8>> {
+    let mut items = Vec::new();
+    let mut at = 0;
+    while at < text.len() {
+        let mut item = Vec::new();
+        match text[at] {
+            q @ (b'"' | b'\'') => {
+                at += 1;
+                while at < text.len() && text[at] != q {
+                    if text[at] == b'\\' && at + 1 < text.len() {
+                        at += 1;
+                    }
+                    item.push(text[at]);
+                    at += 1;
+                }
+                at += 1;
+                while at < text.len() && text[at] != b',' {
+                    at += 1;
+                }
+            }
+            _ => {
+                let end = memchr::memchr(b',', &text[at..]).map_or(text.len(), |i| at + i);
+                item.extend_from_slice(&text[at..end]);
+                at = end;
+            }
+        }
+        items.push(item);
+        at += 1;
+    }
+    items
 }
 
 #[cfg(test)]
