@@ -36,6 +36,17 @@ enum Func {
     Or,
     Arithmetic(u8),
     FormatJson(Box<super::json::FormatJson>),
+    /// `$(padding text width [pattern])`: the pattern, repeated to `width`, precomputed.
+    Padding(Vec<u8>),
+    UrlEncode,
+    UrlDecode,
+    Env,
+    Ipv4ToInt,
+    Dirname,
+    Basename,
+    Round,
+    Ceil,
+    Floor,
 }
 
 /// The functions of this version; others syslog-ng has are refused as not yet supported.
@@ -57,6 +68,16 @@ const FUNCTIONS: &[&str] = &[
     "/",
     "%",
     "format-json",
+    "padding",
+    "url-encode",
+    "url-decode",
+    "env",
+    "ipv4-to-int",
+    "dirname",
+    "basename",
+    "round",
+    "ceil",
+    "floor",
 ];
 const NOT_YET: &[&str] = &[
     "format-flat-json",
@@ -65,27 +86,19 @@ const NOT_YET: &[&str] = &[
     "format-cim",
     "format-gelf",
     "grep",
-    "padding",
     "hash",
     "md5",
     "sha1",
     "sha256",
     "sha512",
     "base64-encode",
-    "url-encode",
-    "url-decode",
     "uuid",
-    "ipv4-to-int",
     "echo-json",
-    "env",
     "template",
     "sum",
     "min",
     "max",
     "average",
-    "round",
-    "ceil",
-    "floor",
     "list-concat",
     "list-append",
     "list-count",
@@ -102,8 +115,6 @@ const NOT_YET: &[&str] = &[
     "names",
     "values",
     "binary",
-    "dirname",
-    "basename",
     "context-length",
     "context-lookup",
     "context-values",
@@ -198,6 +209,33 @@ impl Call {
             "indent-multi-line" => Func::IndentMultiLine,
             "replace-delimiter" => Func::ReplaceDelimiter,
             "or" => Func::Or,
+            "url-encode" => Func::UrlEncode,
+            "url-decode" => Func::UrlDecode,
+            "env" => Func::Env,
+            "ipv4-to-int" => Func::Ipv4ToInt,
+            "dirname" => Func::Dirname,
+            "basename" => Func::Basename,
+            "round" => Func::Round,
+            "ceil" => Func::Ceil,
+            "floor" => Func::Floor,
+            "padding" => {
+                if argv.len() < 2 {
+                    return Err(
+                        "$(padding) needs a text and a width: $(padding $MSG 10 [pattern])".into(),
+                    );
+                }
+                let width: usize = argv[1].trim().parse().map_err(|_| {
+                    format!("$(padding) needs a number as its width, not {}", argv[1])
+                })?;
+                let pattern = argv
+                    .get(2)
+                    .map(|p| p.as_bytes())
+                    .filter(|p| !p.is_empty())
+                    .unwrap_or(b" ");
+                let fill: Vec<u8> = pattern.iter().copied().cycle().take(width).collect();
+                argv.truncate(1);
+                Func::Padding(fill)
+            }
             "format-json" => {
                 let f = super::json::FormatJson::compile(&argv)?;
                 argv.clear();
@@ -345,7 +383,170 @@ impl Call {
             }
             Func::Arithmetic(op) => arithmetic(*op, &args(), out),
             Func::FormatJson(f) => f.append(msg, seq, out),
+            Func::Padding(fill) => {
+                let text = self.args.first().map(eval).unwrap_or_default();
+                if text.len() <= fill.len() {
+                    out.extend_from_slice(&fill[..fill.len() - text.len()]);
+                }
+                out.extend_from_slice(&text);
+            }
+            Func::UrlEncode => {
+                for v in args() {
+                    for &b in &v {
+                        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                            out.push(b);
+                        } else {
+                            out.extend_from_slice(format!("%{b:02X}").as_bytes());
+                        }
+                    }
+                }
+            }
+            Func::UrlDecode => {
+                for v in args() {
+                    if let Some(decoded) = url_decode(&v) {
+                        out.extend_from_slice(&decoded);
+                    }
+                }
+            }
+            Func::Env => {
+                let a = args();
+                for (i, name) in a.iter().enumerate() {
+                    let Some(value) = std::str::from_utf8(name).ok().and_then(std::env::var_os)
+                    else {
+                        continue;
+                    };
+                    out.extend_from_slice(value.as_encoded_bytes());
+                    if i + 1 < a.len() {
+                        out.push(b' ');
+                    }
+                }
+            }
+            Func::Ipv4ToInt => join(out, &args(), b",", |v, out| {
+                let n = std::str::from_utf8(v).ok().and_then(inet_aton).unwrap_or(0);
+                out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+            }),
+            Func::Dirname | Func::Basename => {
+                let a = args();
+                let path = a.first().map(Vec::as_slice).unwrap_or_default();
+                let dir = matches!(self.func, Func::Dirname);
+                out.extend_from_slice(&path_part(path, dir));
+            }
+            Func::Round | Func::Ceil | Func::Floor => rounding(&self.func, &args(), out),
         }
+    }
+}
+
+/// glib's `g_uri_unescape_string`: `%XX` decoded; `None` for a broken escape or a NUL.
+fn url_decode(v: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(v.len());
+    let mut i = 0;
+    while i < v.len() {
+        if v[i] == b'%' {
+            let hex = std::str::from_utf8(v.get(i + 1..i + 3)?).ok()?;
+            let b = u8::from_str_radix(hex, 16).ok()?;
+            if b == 0 {
+                return None;
+            }
+            out.push(b);
+            i += 3;
+        } else {
+            out.push(v[i]);
+            i += 1;
+        }
+    }
+    Some(out)
+}
+
+/// glibc's `inet_aton`: `a.b.c.d`, `a.b.c`, `a.b` or `a`, each part decimal, octal (`0…`) or
+/// hex (`0x…`), the last part filling the remaining bytes.
+fn inet_aton(s: &str) -> Option<u64> {
+    let parts: Vec<u64> = s
+        .split('.')
+        .map(|p| {
+            if let Some(h) = p.strip_prefix("0x").or_else(|| p.strip_prefix("0X")) {
+                u64::from_str_radix(h, 16).ok()
+            } else if p.len() > 1 && p.starts_with('0') {
+                u64::from_str_radix(&p[1..], 8).ok()
+            } else {
+                p.parse().ok()
+            }
+        })
+        .collect::<Option<_>>()?;
+    let (last, head) = parts.split_last()?;
+    if head.len() > 3 || head.iter().any(|&p| p > 255) || *last >= 1u64 << (8 * (4 - head.len())) {
+        return None;
+    }
+    Some(
+        head.iter()
+            .enumerate()
+            .fold(*last, |acc, (i, &p)| acc | p << (24 - 8 * i)),
+    )
+}
+
+/// glib's `g_path_get_dirname` (`dir`) or `g_path_get_basename`.
+fn path_part(path: &[u8], dir: bool) -> Vec<u8> {
+    let trimmed_len = path.iter().rposition(|&b| b != b'/').map_or(0, |i| i + 1);
+    if dir {
+        let Some(slash) = path[..path.len()].iter().rposition(|&b| b == b'/') else {
+            return b".".to_vec();
+        };
+        let end = path[..slash]
+            .iter()
+            .rposition(|&b| b != b'/')
+            .map_or(0, |i| i + 1);
+        return if end == 0 {
+            b"/".to_vec()
+        } else {
+            path[..end].to_vec()
+        };
+    }
+    if path.is_empty() {
+        return b".".to_vec();
+    }
+    if trimmed_len == 0 {
+        return b"/".to_vec();
+    }
+    let start = path[..trimmed_len]
+        .iter()
+        .rposition(|&b| b == b'/')
+        .map_or(0, |i| i + 1);
+    path[start..trimmed_len].to_vec()
+}
+
+/// `$(round n [digits])`, `$(ceil n)`, `$(floor n)`.
+fn rounding(func: &Func, args: &[Vec<u8>], out: &mut Vec<u8>) {
+    let number = |v: &[u8]| -> Option<f64> {
+        let s = std::str::from_utf8(v).ok()?.trim_start();
+        s.parse::<i64>()
+            .map(|i| i as f64)
+            .ok()
+            .or_else(|| s.parse::<f64>().ok().filter(|f| f.is_finite()))
+    };
+    let Some(n) = args.first().and_then(|v| number(v)) else {
+        out.extend_from_slice(b"NaN");
+        return;
+    };
+    match func {
+        Func::Round => {
+            let digits = match args.get(1) {
+                None => 0,
+                Some(d) => match std::str::from_utf8(d)
+                    .ok()
+                    .and_then(|d| d.trim().parse::<i64>().ok())
+                {
+                    Some(d) if (0..=20).contains(&d) && args.len() == 2 => d as usize,
+                    _ => {
+                        out.extend_from_slice(b"NaN");
+                        return;
+                    }
+                },
+            };
+            let m = 10f64.powi(digits as i32);
+            out.extend_from_slice(format!("{:.*}", digits, (n * m).round() / m).as_bytes());
+        }
+        _ if args.len() != 1 => out.extend_from_slice(b"NaN"),
+        Func::Ceil => out.extend_from_slice(itoa::Buffer::new().format(n.ceil() as i64).as_bytes()),
+        _ => out.extend_from_slice(itoa::Buffer::new().format(n.floor() as i64).as_bytes()),
     }
 }
 
