@@ -926,3 +926,19 @@ fn template_functions_more() {
         ),
     );
 }
+
+/// Digests, base64 and `$(format-flat-json)`.
+#[test]
+fn digests_and_flat_json() {
+    differential(
+        "digests_and_flat_json",
+        &format!(
+            r#"options {{ keep-hostname(yes); }}; {NET}
+            destination d {{ file("@OUT@/digests.log" template("$(sha1 $HOST)|$(md5 $MSG)|$(sha256 $HOST $PID)|$(sha512 $MSG)|$(hash $MSG)|$(hash --length 10 $HOST)|$(md5 --length 5 $HOST)|$(base64-encode $HOST $MSG)\n")); }};
+            destination f {{ file("@OUT@/flat.log" template("$(format-flat-json --scope rfc5424 --scope dot-nv-pairs --exclude DATE)\n")); }};
+            log {{ source(s); parser {{ kv-parser(prefix(".kv.")); }}; destination(d); destination(f); }};"#
+        ),
+        Input::KeyValue,
+        Framing::Newline,
+    );
+}

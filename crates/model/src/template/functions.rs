@@ -47,6 +47,18 @@ enum Func {
     Round,
     Ceil,
     Floor,
+    /// `$(sha256 …)` and the other digests of the arguments written together, in hex, cut to
+    /// `--length` digits.
+    Digest(Digest, Option<usize>),
+    Base64,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Digest {
+    Md5,
+    Sha1,
+    Sha256,
+    Sha512,
 }
 
 /// The functions of this version; others syslog-ng has are refused as not yet supported.
@@ -78,20 +90,20 @@ const FUNCTIONS: &[&str] = &[
     "round",
     "ceil",
     "floor",
-];
-const NOT_YET: &[&str] = &[
-    "format-flat-json",
-    "format-welf",
-    "format-date",
-    "format-cim",
-    "format-gelf",
-    "grep",
     "hash",
     "md5",
     "sha1",
     "sha256",
     "sha512",
     "base64-encode",
+    "format-flat-json",
+];
+const NOT_YET: &[&str] = &[
+    "format-welf",
+    "format-date",
+    "format-cim",
+    "format-gelf",
+    "grep",
     "uuid",
     "echo-json",
     "template",
@@ -236,10 +248,29 @@ impl Call {
                 argv.truncate(1);
                 Func::Padding(fill)
             }
-            "format-json" => {
-                let f = super::json::FormatJson::compile(&argv)?;
+            "format-json" | "format-flat-json" => {
+                let f = super::json::FormatJson::compile(&argv, name == "format-flat-json")?;
                 argv.clear();
                 Func::FormatJson(Box::new(f))
+            }
+            "base64-encode" => Func::Base64,
+            "hash" | "md5" | "sha1" | "sha256" | "sha512" => {
+                let digest = match name.as_str() {
+                    "md5" => Digest::Md5,
+                    "sha1" => Digest::Sha1,
+                    "sha512" => Digest::Sha512,
+                    _ => Digest::Sha256,
+                };
+                let mut length = None;
+                if let Some(at) = argv.iter().position(|a| a == "--length" || a == "-l") {
+                    let n = argv
+                        .get(at + 1)
+                        .and_then(|n| n.parse().ok())
+                        .ok_or(format!("$({name}) --length needs a number"))?;
+                    length = Some(n);
+                    argv.drain(at..at + 2);
+                }
+                Func::Digest(digest, length)
             }
             "+" | "-" | "*" | "/" | "%" => Func::Arithmetic(name.as_bytes()[0]),
             "sanitize" => {
@@ -432,6 +463,28 @@ impl Call {
                 out.extend_from_slice(&path_part(path, dir));
             }
             Func::Round | Func::Ceil | Func::Floor => rounding(&self.func, &args(), out),
+            Func::Base64 => {
+                use base64::Engine;
+                let all: Vec<u8> = args().concat();
+                out.extend_from_slice(
+                    base64::engine::general_purpose::STANDARD
+                        .encode(all)
+                        .as_bytes(),
+                );
+            }
+            Func::Digest(digest, length) => {
+                use sha2::Digest as _;
+                let all: Vec<u8> = args().concat();
+                let bytes: Vec<u8> = match digest {
+                    Digest::Md5 => md5::Md5::digest(&all).to_vec(),
+                    Digest::Sha1 => sha1::Sha1::digest(&all).to_vec(),
+                    Digest::Sha256 => sha2::Sha256::digest(&all).to_vec(),
+                    Digest::Sha512 => sha2::Sha512::digest(&all).to_vec(),
+                };
+                let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+                let n = length.unwrap_or(hex.len()).min(hex.len());
+                out.extend_from_slice(&hex.as_bytes()[..n]);
+            }
         }
     }
 }

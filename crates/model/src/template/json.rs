@@ -36,6 +36,8 @@ pub struct FormatJson {
     pairs: Vec<(String, Cast, Template)>,
     rekeys: Vec<(glob::Pattern, Vec<Rename>)>,
     omit_empty: bool,
+    /// `$(format-flat-json)`: one object, dotted names as they are.
+    flat: bool,
 }
 
 const NV_PAIRS: u8 = 1;
@@ -66,8 +68,11 @@ fn glob(p: &str) -> Result<glob::Pattern, String> {
 }
 
 impl FormatJson {
-    pub fn compile(args: &[String]) -> Result<FormatJson, String> {
-        let mut f = FormatJson::default();
+    pub fn compile(args: &[String], flat: bool) -> Result<FormatJson, String> {
+        let mut f = FormatJson {
+            flat,
+            ..FormatJson::default()
+        };
         let mut it = args.iter();
         let mut in_rekey = false;
         while let Some(a) = it.next() {
@@ -310,7 +315,7 @@ impl FormatJson {
                 Piece::Made(start..made.len()),
             ));
         }
-        write_object(chosen, made, out);
+        write_object(chosen, made, self.flat, out);
     }
 }
 
@@ -379,7 +384,7 @@ fn descending(a: &str, b: &str) -> std::cmp::Ordering {
 }
 
 /// Writes the members as nested objects, each object's members in descending order of name.
-fn write_object(chosen: Vec<Chosen>, made: &[u8], out: &mut Vec<u8>) {
+fn write_object(chosen: Vec<Chosen>, made: &[u8], flat: bool, out: &mut Vec<u8>) {
     // The last value given for a name wins.
     let mut members: Vec<(Cow<str>, Cast, &[u8])> = Vec::with_capacity(chosen.len());
     for (i, (name, cast, value)) in chosen.iter().enumerate() {
@@ -387,6 +392,21 @@ fn write_object(chosen: Vec<Chosen>, made: &[u8], out: &mut Vec<u8>) {
             continue;
         }
         members.push((nested(name), *cast, value.bytes(made)));
+    }
+    if flat {
+        members.sort_by(|a, b| b.0.cmp(&a.0));
+        out.push(b'{');
+        for (i, (name, cast, value)) in members.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.push(b'"');
+            escape(name.as_bytes(), out);
+            out.extend_from_slice(b"\":");
+            write_value(*cast, value, out);
+        }
+        out.push(b'}');
+        return;
     }
     members.sort_by(|a, b| descending(&a.0, &b.0));
     // A name that is also the start of longer names becomes their object.
