@@ -942,3 +942,16 @@ fn digests_and_flat_json() {
         Framing::Newline,
     );
 }
+
+/// List functions over lists made from the message.
+#[test]
+fn list_functions() {
+    bsd(
+        "list_functions",
+        &format!(
+            r#"options {{ keep-hostname(yes); }}; {NET}
+            destination l {{ file("@OUT@/lists.log" template("$(explode ' ' $MSG)|$(list-count $(explode ' ' $MSG))|$(list-head $(explode ' ' $MSG))|$(list-nth 2 $(explode ' ' $MSG))|$(list-nth -1 $(explode ' ' $MSG))|$(list-tail $(explode ' ' $MSG))|$(list-slice 1:3 $(explode ' ' $MSG))|$(list-slice -2: $(explode ' ' $MSG))|$(list-slice :-100 a,b)|$(list-concat $(explode ' ' $PROGRAM) '\"q, x\"' ,,)|$(list-append $HOST 'a b' $PID)|$(implode - $(explode : $MSG))|$(implode + a,,b \"\",c)\n")); }};
+            log {{ source(s); destination(l); }};"#
+        ),
+    );
+}

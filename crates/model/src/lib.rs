@@ -5,13 +5,15 @@
 //! - [`time`]: instants, zones and date formats.
 //! - [`macros`] and [`template`]: `$HOST`-style macros and compiled templates.
 //! - [`filter`]: compiled filter expressions.
-//! - [`values`]: name-value pairs that rewrite rules and parsers set.
+//! - [`values`]: name-value pairs that rewrite rules and parsers set; [`list`]: syslog-ng's
+//!   comma-separated list values.
 //! - [`rewrite`]: rewrite rules (`set`, `subst`, `set-tag`, …).
 //! - [`path`]: log paths and the router that decides which destinations a message reaches,
 //!   and which version of it (rewritten on the way) each one gets.
 
 pub mod filter;
 pub mod ingest;
+pub mod list;
 pub mod macros;
 pub mod message;
 pub mod parsers;

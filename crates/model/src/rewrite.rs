@@ -529,7 +529,7 @@ impl Action {
                 scratch.clear();
                 t.append(msg, 0, scratch);
                 let mut groups: crate::filter::Captured = vec![None];
-                groups.extend(list_items(scratch).into_iter().map(Some));
+                groups.extend(crate::list::items(&[scratch]).into_iter().map(Some));
                 groups.truncate(crate::values::MATCHES);
                 crate::path::set_matches(msg, groups);
             }
@@ -588,40 +588,6 @@ fn group_names(msg: &LogMessage, globs: &[glob::Pattern]) -> Vec<String> {
     }
     names.retain(|n| globs.iter().any(|g| g.matches(n)));
     names
-}
-
-/// The items of a syslog-ng list (`a,"b,c",'d'`): comma-separated, each may be quoted, with
-/// backslash escapes inside quotes.
-fn list_items(text: &[u8]) -> Vec<Vec<u8>> {
-    let mut items = Vec::new();
-    let mut at = 0;
-    while at < text.len() {
-        let mut item = Vec::new();
-        match text[at] {
-            q @ (b'"' | b'\'') => {
-                at += 1;
-                while at < text.len() && text[at] != q {
-                    if text[at] == b'\\' && at + 1 < text.len() {
-                        at += 1;
-                    }
-                    item.push(text[at]);
-                    at += 1;
-                }
-                at += 1;
-                while at < text.len() && text[at] != b',' {
-                    at += 1;
-                }
-            }
-            _ => {
-                let end = memchr::memchr(b',', &text[at..]).map_or(text.len(), |i| at + i);
-                item.extend_from_slice(&text[at..end]);
-                at = end;
-            }
-        }
-        items.push(item);
-        at += 1;
-    }
-    items
 }
 
 #[cfg(test)]

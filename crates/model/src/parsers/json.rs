@@ -263,7 +263,7 @@ impl<'de> Visitor<'de> for Walk<'_, '_> {
                     },
                     other => other.to_string(),
                 };
-                super::encode_list_item(&mut out, text.as_bytes(), None);
+                crate::list::encode(&mut out, text.as_bytes(), None);
             }
         } else {
             out = serde_json::to_vec(&items).unwrap_or_default();

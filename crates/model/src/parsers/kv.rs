@@ -285,7 +285,7 @@ impl<'a> Scanner<'a> {
         if !out.is_empty() {
             out.push(b',');
         }
-        super::encode_list_item(out, word, Some(b','));
+        crate::list::encode(out, word, Some(b','));
     }
 }
 

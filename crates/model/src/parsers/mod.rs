@@ -565,50 +565,6 @@ fn csv_dialect(name: &str) -> Option<csv::Dialect> {
     }
 }
 
-/// syslog-ng's `str_repr_encode`: a word as is when nothing in it needs quoting (no quote,
-/// control byte, backslash, space or `forbidden` byte), else in the quote it does not contain,
-/// with control bytes, backslashes and invalid UTF-8 escaped. An empty word is `""`.
-pub(crate) fn encode_list_item(out: &mut Vec<u8>, word: &[u8], forbidden: Option<u8>) {
-    if word.is_empty() {
-        out.extend_from_slice(b"\"\"");
-        return;
-    }
-    let apostrophe = word.contains(&b'\'');
-    let quote = word.contains(&b'"');
-    let plain = |b: &u8| !b"\x08\x0c\n\r\t\\ ".contains(b) && Some(*b) != forbidden;
-    if !apostrophe && !quote && word.iter().all(plain) {
-        out.extend_from_slice(word);
-        return;
-    }
-    let (q, escape_quote) = match (apostrophe, quote) {
-        (false, true) => (b'\'', false),
-        (true, false) => (b'"', false),
-        _ => (b'"', true),
-    };
-    out.push(q);
-    for chunk in word.utf8_chunks() {
-        for c in chunk.valid().chars() {
-            match c {
-                '\u{8}' => out.extend_from_slice(b"\\b"),
-                '\u{c}' => out.extend_from_slice(b"\\f"),
-                '\n' => out.extend_from_slice(b"\\n"),
-                '\r' => out.extend_from_slice(b"\\r"),
-                '\t' => out.extend_from_slice(b"\\t"),
-                '\\' => out.extend_from_slice(b"\\\\"),
-                '"' if escape_quote => out.extend_from_slice(b"\\\""),
-                c if (c as u32) < 32 => {
-                    out.extend_from_slice(format!("\\x{:02x}", c as u32).as_bytes())
-                }
-                c => out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
-            }
-        }
-        for b in chunk.invalid() {
-            out.extend_from_slice(format!("\\x{b:02x}").as_bytes());
-        }
-    }
-    out.push(q);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -51,6 +51,15 @@ enum Func {
     /// `--length` digits.
     Digest(Digest, Option<usize>),
     Base64,
+    ListConcat,
+    ListAppend,
+    ListCount,
+    ListHead,
+    ListNth,
+    ListTail,
+    ListSlice,
+    Explode,
+    Implode,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -97,6 +106,15 @@ const FUNCTIONS: &[&str] = &[
     "sha512",
     "base64-encode",
     "format-flat-json",
+    "list-concat",
+    "list-append",
+    "list-count",
+    "list-head",
+    "list-nth",
+    "list-tail",
+    "list-slice",
+    "explode",
+    "implode",
 ];
 const NOT_YET: &[&str] = &[
     "format-welf",
@@ -111,16 +129,7 @@ const NOT_YET: &[&str] = &[
     "min",
     "max",
     "average",
-    "list-concat",
-    "list-append",
-    "list-count",
-    "list-nth",
-    "list-head",
-    "list-tail",
-    "list-slice",
     "list-search",
-    "explode",
-    "implode",
     "iterate",
     "map",
     "filter",
@@ -254,6 +263,15 @@ impl Call {
                 Func::FormatJson(Box::new(f))
             }
             "base64-encode" => Func::Base64,
+            "list-concat" => Func::ListConcat,
+            "list-append" => Func::ListAppend,
+            "list-count" => Func::ListCount,
+            "list-head" => Func::ListHead,
+            "list-nth" => Func::ListNth,
+            "list-tail" => Func::ListTail,
+            "list-slice" => Func::ListSlice,
+            "explode" => Func::Explode,
+            "implode" => Func::Implode,
             "hash" | "md5" | "sha1" | "sha256" | "sha512" => {
                 let digest = match name.as_str() {
                     "md5" => Digest::Md5,
@@ -463,6 +481,15 @@ impl Call {
                 out.extend_from_slice(&path_part(path, dir));
             }
             Func::Round | Func::Ceil | Func::Floor => rounding(&self.func, &args(), out),
+            Func::ListConcat
+            | Func::ListAppend
+            | Func::ListCount
+            | Func::ListHead
+            | Func::ListNth
+            | Func::ListTail
+            | Func::ListSlice
+            | Func::Explode
+            | Func::Implode => lists(&self.func, &args(), out),
             Func::Base64 => {
                 use base64::Engine;
                 let all: Vec<u8> = args().concat();
@@ -487,6 +514,136 @@ impl Call {
             }
         }
     }
+}
+
+/// The list functions, with syslog-ng's rules for indices (negative ones count from the end).
+fn lists(func: &Func, a: &[Vec<u8>], out: &mut Vec<u8>) {
+    use crate::list::{items, push};
+    let start = out.len();
+    fn refs(v: &[Vec<u8>]) -> Vec<&[u8]> {
+        v.iter().map(Vec::as_slice).collect()
+    }
+    let int = |v: &[u8]| std::str::from_utf8(v).ok()?.trim().parse::<i64>().ok();
+    let nth = |list: &[Vec<u8>], n: i64| {
+        let n = if n < 0 { n + list.len() as i64 } else { n };
+        usize::try_from(n).ok().and_then(|n| list.get(n)).cloned()
+    };
+    let slice = |list: Vec<Vec<u8>>, first: i64, last: i64, out: &mut Vec<u8>| {
+        let count = list.len() as i64;
+        let first = if first < 0 { first + count } else { first }.max(0);
+        let last = if last < 0 { last + count } else { last };
+        for (i, item) in list.iter().enumerate() {
+            let i = i as i64;
+            if i >= first && i < last {
+                push(out, start, item);
+            }
+        }
+    };
+    match func {
+        Func::ListConcat => {
+            for item in items(&refs(a)) {
+                push(out, start, &item);
+            }
+        }
+        Func::ListAppend => {
+            if let Some((list, rest)) = a.split_first() {
+                out.extend_from_slice(list);
+                for item in rest {
+                    push(out, start, item);
+                }
+            }
+        }
+        Func::ListCount => {
+            let n = if a.is_empty() {
+                0
+            } else {
+                items(&refs(a)).len()
+            };
+            out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+        }
+        Func::ListHead => {
+            if let Some(first) = nth(&items(&refs(a)), 0) {
+                out.extend_from_slice(&first);
+            }
+        }
+        Func::ListNth => {
+            if let Some((n, rest)) = a.split_first() {
+                if let Some(item) = int(n).and_then(|n| nth(&items(&refs(rest)), n)) {
+                    out.extend_from_slice(&item);
+                }
+            }
+        }
+        Func::ListTail => {
+            if !a.is_empty() {
+                slice(items(&refs(a)), 1, i64::from(i32::MAX), out);
+            }
+        }
+        Func::ListSlice => {
+            if let Some((spec, rest)) = a.split_first() {
+                let (first, last) = match spec.iter().position(|&b| b == b':') {
+                    Some(c) => (&spec[..c], Some(&spec[c + 1..])),
+                    None => (&spec[..], None),
+                };
+                let first = if first.is_empty() {
+                    Some(0)
+                } else {
+                    int(first)
+                };
+                let last = match last {
+                    Some(l) if !l.is_empty() => int(l),
+                    _ => Some(i64::from(i32::MAX)),
+                };
+                if let (Some(first), Some(last)) = (first, last) {
+                    if !rest.is_empty() {
+                        slice(items(&refs(rest)), first, last, out);
+                    }
+                }
+            }
+        }
+        Func::Explode => {
+            if let Some((sep, rest)) = a.split_first() {
+                for text in rest {
+                    let parts: Vec<&[u8]> = if sep.is_empty() {
+                        vec![&text[..]]
+                    } else {
+                        split_all(text, sep)
+                    };
+                    for part in parts {
+                        push(out, start, part);
+                    }
+                }
+            }
+        }
+        Func::Implode => {
+            if let Some((sep, rest)) = a.split_first() {
+                for item in items(&refs(rest)) {
+                    if out.len() > start {
+                        out.extend_from_slice(sep);
+                    }
+                    out.extend_from_slice(&item);
+                }
+            }
+        }
+        _ => unreachable!("only list functions come here"),
+    }
+}
+
+/// `text` split at every `sep`, as `g_strsplit` does (an empty text gives no parts).
+fn split_all<'a>(text: &'a [u8], sep: &[u8]) -> Vec<&'a [u8]> {
+    if text.is_empty() {
+        return Vec::new();
+    }
+    let mut parts = Vec::new();
+    let mut at = 0;
+    for hit in memchr::memmem::find_iter(text, sep) {
+        if hit < at {
+            continue;
+        }
+        parts.push(&text[at..hit]);
+        at = hit + sep.len();
+    }
+    parts.push(&text[at..]);
+    parts
 }
 
 /// glib's `g_uri_unescape_string`: `%XX` decoded; `None` for a broken escape or a NUL.
