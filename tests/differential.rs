@@ -955,3 +955,29 @@ fn list_functions() {
         ),
     );
 }
+
+/// `date-parser()` (formats, zones, the received time) and `tags-parser()`.
+#[test]
+fn date_and_tags_parsers() {
+    differential(
+        "date_and_tags_parsers",
+        &format!(
+            r#"options {{ keep-hostname(yes); }}; {NET}
+            destination dated {{ file("@OUT@/dated.log" template("$ISODATE|$S_UNIXTIME|$R_ISODATE|${{.j.time}}\n")); }};
+            destination tokyo {{ file("@OUT@/tokyo.log" template("$ISODATE|${{.j.time}}\n")); }};
+            destination undated {{ file("@OUT@/undated.log" template("${{.j.time}}\n")); }};
+            destination warned {{ file("@OUT@/warned.log" template("${{.j.level}} ${{.j.app}}\n")); }};
+            destination all {{ file("@OUT@/all.log" template("$MSG\n")); }};
+            log {{ source(s); destination(all); }};
+            log {{ source(s); parser {{ json-parser(prefix(".j.")); }};
+                  log {{ parser {{ date-parser(format("%d/%b/%Y" "%Y-%m-%dT%H:%M:%S%z") template("${{.j.time}}")); }}; destination(dated); flags(final); }};
+                  log {{ parser {{ date-parser(format("%Y-%m-%dT%H:%M:%S") template("$(substr ${{.j.time}} 0 19)") time-zone("Asia/Tokyo")); }}; destination(tokyo); }};
+                  log {{ parser {{ date-parser(format("%H:%M") template("${{.j.time}}") time-stamp(recvd)); }}; destination(undated); flags(fallback); }};
+            }};
+            log {{ source(s); parser {{ json-parser(prefix(".j.")); tags-parser(template("${{.j.level}},$(substr ${{.j.app}} 0 3)")); }};
+                  filter {{ tags("warning") or tags("had"); }}; destination(warned); }};"#
+        ),
+        Input::Json,
+        Framing::Newline,
+    );
+}

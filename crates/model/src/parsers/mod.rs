@@ -1,5 +1,5 @@
 //! Parsers, compiled from syslog-ng's `parser` statements: `kv-parser()`, `json-parser()`,
-//! `csv-parser()` and `regexp-parser()`.
+//! `csv-parser()`, `regexp-parser()`, `date-parser()` and `tags-parser()`.
 //!
 //! A parser reads a template (`$MSG` unless `template()` says otherwise) and sets name-value
 //! pairs on the message. One that fails (`json-parser()` on text that is not a JSON object)
@@ -52,6 +52,15 @@ enum Kind {
     /// `regexp-parser(patterns(…))`: the first pattern that matches sets `$0`, `$1`… and a
     /// pair `<prefix><name>` for each named group.
     Regexp(Vec<NamedGroups>),
+    /// `date-parser(format(…) time-zone(…) time-stamp(stamp|recvd))`: the first format that
+    /// reads the whole input sets the message's time.
+    Date {
+        formats: Vec<String>,
+        zone: Option<crate::time::Zone>,
+        received: bool,
+    },
+    /// `tags-parser()`: the input is a list of tags to set.
+    Tags,
     Csv {
         options: csv::Options,
         /// The pair each column sets (`prefix` + column name).
@@ -64,10 +73,15 @@ enum Kind {
 type NamedGroups = (regex::bytes::Regex, Vec<(usize, crate::values::NameId)>);
 
 /// The parser drivers of this version; others syslog-ng has are refused as not yet supported.
-const DRIVERS: &[&str] = &["kv_parser", "json_parser", "csv_parser", "regexp_parser"];
-const NOT_YET: &[&str] = &[
+const DRIVERS: &[&str] = &[
+    "kv_parser",
+    "json_parser",
+    "csv_parser",
+    "regexp_parser",
     "date_parser",
     "tags_parser",
+];
+const NOT_YET: &[&str] = &[
     "syslog_parser",
     "xml",
     "linux_audit_parser",
@@ -148,6 +162,11 @@ impl Parser {
         let kv = key == "kv_parser";
         let regexp = key == "regexp_parser";
         let csv = key == "csv_parser";
+        let date = key == "date_parser";
+        let tags = key == "tags_parser";
+        let mut formats: Vec<String> = Vec::new();
+        let mut zone = None;
+        let mut received = false;
         let mut csv_options = csv::Options {
             columns: 0,
             delimiters: b" ".to_vec(),
@@ -164,6 +183,46 @@ impl Parser {
         for opt in node.options() {
             let text = || opt.string();
             match (opt.key().as_str(), kv) {
+                ("format", _) if date => formats.extend(opt.values().map(|v| v.text.clone())),
+                ("time_zone", _) if date => {
+                    let v = opt.value()?;
+                    zone = Some(
+                        crate::time::Zone::parse(&v.text)
+                            .map_err(|e| ConfigError::new(v.pos, e))?,
+                    );
+                }
+                ("time_stamp", _) if date => {
+                    received = match text()?.as_str() {
+                        "stamp" => false,
+                        "recvd" => true,
+                        other => {
+                            return Err(ConfigError::unknown(
+                                opt.pos,
+                                "time-stamp()",
+                                other,
+                                "",
+                                &["stamp", "recvd"],
+                            ))
+                        }
+                    }
+                }
+                ("flags", _) if date => {
+                    if let Some(f) = opt.words()?.first() {
+                        if sluice_config::normalize(&f.text) != "guess_timezone" {
+                            return Err(ConfigError::unknown(
+                                f.pos,
+                                "flag",
+                                &f.text,
+                                " in date-parser()",
+                                &["guess-timezone"],
+                            ));
+                        }
+                        return Err(ConfigError::not_supported(
+                            f.pos,
+                            "flags(guess-timezone) in date-parser()",
+                        ));
+                    }
+                }
                 ("columns", _) if csv => columns.extend(opt.values().map(|v| v.text.clone())),
                 ("delimiters", _) if csv => {
                     if let Some(v) = opt.first_value() {
@@ -319,7 +378,11 @@ impl Parser {
                     }
                 }
                 _ => {
-                    let valid: &[&str] = if csv {
+                    let valid: &[&str] = if date {
+                        &["format", "time-zone", "time-stamp", "flags", "template"]
+                    } else if tags {
+                        &["template"]
+                    } else if csv {
                         &[
                             "columns",
                             "delimiters",
@@ -361,7 +424,18 @@ impl Parser {
                 }
             }
         }
-        let kind = if csv {
+        let kind = if date {
+            if formats.is_empty() {
+                formats.push("%FT%T%z".into());
+            }
+            Kind::Date {
+                formats,
+                zone,
+                received,
+            }
+        } else if tags {
+            Kind::Tags
+        } else if csv {
             if columns.is_empty() {
                 return Err(ConfigError::new(
                     node.pos,
@@ -507,6 +581,7 @@ impl Parser {
                             values.set(name_id_of(b"", full.as_bytes(), name), value);
                         })
                 }
+                Kind::Date { .. } | Kind::Tags => true,
                 Kind::Csv {
                     options,
                     names,
@@ -546,12 +621,88 @@ impl Parser {
                     }
                 }
             };
+            // Parsers that change the message itself rather than its pairs.
+            let ok = ok
+                && match &self.kind {
+                    Kind::Date {
+                        formats,
+                        zone,
+                        received,
+                    } => {
+                        let text = String::from_utf8_lossy(input).into_owned();
+                        match parse_date(&text, formats, zone.as_ref(), msg) {
+                            Some(t) if *received => {
+                                msg.recvd = t;
+                                true
+                            }
+                            Some(t) => {
+                                msg.stamp = t;
+                                true
+                            }
+                            None => false,
+                        }
+                    }
+                    Kind::Tags => {
+                        let list = crate::list::items(&[input]);
+                        for tag in list {
+                            msg.tags
+                                .insert(crate::message::tag_id(&String::from_utf8_lossy(&tag)));
+                        }
+                        true
+                    }
+                    _ => true,
+                };
             if !ok {
                 self.failed.fetch_add(1, Ordering::Relaxed);
             }
             ok
         })
     }
+}
+
+/// `date-parser()`: the time in `text` by the first of `formats` (strftime's `%` codes) that
+/// reads all of it. Parts the format leaves out come as syslog-ng guesses them: the date from
+/// the time the message was received (the year as for RFC3164 stamps), the time as midnight,
+/// the zone from `time-zone()` or this machine's.
+fn parse_date(
+    text: &str,
+    formats: &[String],
+    zone: Option<&crate::time::Zone>,
+    msg: &LogMessage,
+) -> Option<crate::time::UnixTime> {
+    static LOCAL: std::sync::OnceLock<crate::time::Zone> = std::sync::OnceLock::new();
+    let local = LOCAL.get_or_init(crate::time::Zone::local);
+    // syslog-ng's `%z` also reads `Z` and `+hh:mm`.
+    let read = |f: &str| {
+        use jiff::fmt::strtime::parse;
+        parse(f, text).ok().or_else(|| {
+            if !f.contains("%z") {
+                return None;
+            }
+            parse(f.replace("%z", "%:z").as_str(), text)
+                .ok()
+                .or_else(|| {
+                    let mut tm = parse(f.replace("%z", "Z").as_str(), text).ok()?;
+                    tm.set_offset(Some(jiff::tz::Offset::UTC));
+                    Some(tm)
+                })
+        })
+    };
+    let tm = formats.iter().find_map(|f| read(f))?;
+    let recvd = msg.recvd;
+    let today = crate::time::Today::of(recvd);
+    let now = recvd.civil();
+    let wc = sluice_protocol::WallClock {
+        year: tm.year().map(i32::from),
+        month: tm.month().map_or(now.month, |m| m as u8),
+        day: tm.day().map_or(now.day, |d| d as u8),
+        hour: tm.hour().unwrap_or(0) as u8,
+        minute: tm.minute().unwrap_or(0) as u8,
+        second: tm.second().unwrap_or(0) as u8,
+        micros: tm.subsec_nanosecond().map_or(0, |n| (n / 1000) as u32),
+        offset: tm.offset().map(|o| o.seconds()),
+    };
+    Some(crate::time::resolve(&wc, zone, local, today, recvd))
 }
 
 const CSV_DIALECTS: &[&str] = &["escape-none", "escape-backslash", "escape-double-char"];
