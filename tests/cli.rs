@@ -83,8 +83,8 @@ fn later_features_are_refused_by_name() {
             "the syslog-parser() parser is not supported yet",
         ),
         (
-            "destination d { file(\"/x\" template(\"$(format-json --scope all)\")); };",
-            "the template function $(format-json) is not supported yet",
+            "destination d { file(\"/x\" template(\"$(format-welf --scope all)\")); };",
+            "the template function $(format-welf) is not supported yet",
         ),
         (
             "destination d { file(\"/x\" disk-buffer(reliable(yes))); };",
