@@ -693,7 +693,7 @@ mod tests {
             err.contains("unknown rewrite rule 'sett'") && err.contains("set"),
             "{err}"
         );
-        let text = r#"rewrite r { groupset("x" values(".a.*")); };"#;
+        let text = r#"rewrite r { credit-card-mask(value(".a")); };"#;
         let config = sluice_config::load_str("t.conf", text).unwrap();
         let s = &config.statements[0];
         let err = Rewrite::compile(&s.body, s.pos, &mut |_, pos| {

@@ -66,7 +66,7 @@ fn defaults_dollars_and_escaping() {
 
 #[test]
 fn unsupported_parts_are_refused() {
-    assert!(Template::compile("$(format-json --scope rfc5424)")
+    assert!(Template::compile("$(format-welf --scope rfc5424)")
         .unwrap_err()
         .contains("not supported yet"));
     assert!(Template::compile("$RCPTID")
