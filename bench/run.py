@@ -2,7 +2,7 @@
 """The project's benchmark: sluice side by side with syslog-ng and rsyslog, in one run.
 
 usage: bench/run.py [--conns N] [--count N] [--size BYTES] [--proto 3164|5424] [--rounds N]
-                    [--rewrite subst|set] [--format-json] [--servers sluice,syslog-ng,rsyslog]
+                    [--rewrite subst|set|classify] [--format-json] [--servers sluice,syslog-ng,rsyslog]
                     [--no-build]
 
 Builds sluice in release mode, then for each server in turn (rounds alternate servers so that
@@ -15,7 +15,8 @@ message and its peak resident memory. Servers that are not installed are left ou
 
 `--rewrite` puts a rewrite rule in the path (sluice and syslog-ng only; rsyslog has no
 equivalent in its configuration language and is left out): `subst` masks every run of digits in
-the message, `set` sets a name-value pair from a template and writes it. `--format-json` writes
+the message, `set` sets a name-value pair from a template and writes it, `classify` labels each
+message with ten `if`/`elif` rules. `--format-json` writes
 each message as `$(format-json --scope rfc5424 --scope nv-pairs)` (sluice and syslog-ng only).
 """
 import argparse
@@ -54,15 +55,29 @@ def peak_rss_mib(pid):
     return 0.0
 
 
+def _classify():
+    """Ten if/elif rules that label each message, the kind of classification a central server
+    does before routing."""
+    rules = ['level(emerg)', 'program("sshd")', 'message("error" type(string) flags(substring))',
+             'message("fail(ed|ure)")', 'facility(auth, authpriv)', 'host("fw*" type(glob))',
+             'message("denied" type(string) flags(substring ignore-case))', 'program("^(cron|CRON)$")',
+             'level(err..alert)', 'message("^seq: 0000000[0-4]")']
+    arms = [f'{"if" if i == 0 else "elif"} ({r}) {{ rewrite {{ set("c{i}", value("cls")); }}; }}' for i, r in enumerate(rules)]
+    return " ".join(arms) + ' else { rewrite { set("other", value("cls")); }; };'
+
+
+# (statement, what goes in the log path, file template)
 REWRITES = {
-    "subst": ('rewrite r { subst("[0-9]+", "N", value("MESSAGE") flags(global)); };', ""),
-    "set": ('rewrite r { set("$PROGRAM@$HOST", value("origin")); };', ' template("$ISODATE ${origin} $MSG\\n")'),
+    "subst": ('rewrite r { subst("[0-9]+", "N", value("MESSAGE") flags(global)); };', "rewrite(r);", ""),
+    "set": ('rewrite r { set("$PROGRAM@$HOST", value("origin")); };', "rewrite(r);",
+            ' template("$ISODATE ${origin} $MSG\\n")'),
+    "classify": ("", _classify(), ' template("$ISODATE ${cls} $MSG\\n")'),
 }
 
 
 def syslog_ng_config(args, port, out):
     driver = "network" if args.proto == "3164" else "syslog"
-    rewrite, template = REWRITES.get(args.rewrite, ("", ""))
+    rewrite, element, template = REWRITES.get(args.rewrite, ("", "", ""))
     if args.format_json:
         template = ' template("$(format-json --scope rfc5424 --scope nv-pairs)\\n")'
     return f"""@version: 3.38
@@ -70,7 +85,7 @@ options {{ threaded(yes); log-fifo-size(1000000); use-dns(no); keep-hostname(yes
 source s {{ {driver}(ip(127.0.0.1) port({port}) transport(tcp) max-connections(20000) log-iw-size(1000000) log-fetch-limit(1000)); }};
 destination d {{ file("{out}" flush-lines(1000){template}); }};
 {rewrite}
-log {{ source(s); {"rewrite(r);" if rewrite else ""} destination(d); }};
+log {{ source(s); {element} destination(d); }};
 """
 
 
@@ -184,7 +199,8 @@ def main():
     ap.add_argument("--proto", choices=["3164", "5424"], default="3164")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--idle", type=int, default=0, help="connections that stay open and silent during the run (peak RSS)")
-    ap.add_argument("--rewrite", choices=["subst", "set"], help="a rewrite rule in the path")
+    ap.add_argument("--rewrite", choices=["subst", "set", "classify"],
+                    help="a rewrite rule (or, classify: ten if/elif rules) in the path")
     ap.add_argument("--format-json", action="store_true", help="write messages with $(format-json)")
     ap.add_argument("--servers", default="sluice,syslog-ng,rsyslog")
     ap.add_argument("--no-build", action="store_true", help="use the release binary as it is")
