@@ -60,6 +60,8 @@ enum Func {
     ListSlice,
     Explode,
     Implode,
+    /// `$(uuid)`: a random (version 4) UUID.
+    Uuid,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -115,6 +117,7 @@ const FUNCTIONS: &[&str] = &[
     "list-slice",
     "explode",
     "implode",
+    "uuid",
 ];
 const NOT_YET: &[&str] = &[
     "format-welf",
@@ -122,7 +125,6 @@ const NOT_YET: &[&str] = &[
     "format-cim",
     "format-gelf",
     "grep",
-    "uuid",
     "echo-json",
     "template",
     "sum",
@@ -272,6 +274,7 @@ impl Call {
             "list-slice" => Func::ListSlice,
             "explode" => Func::Explode,
             "implode" => Func::Implode,
+            "uuid" => Func::Uuid,
             "hash" | "md5" | "sha1" | "sha256" | "sha512" => {
                 let digest = match name.as_str() {
                     "md5" => Digest::Md5,
@@ -490,6 +493,9 @@ impl Call {
             | Func::ListSlice
             | Func::Explode
             | Func::Implode => lists(&self.func, &args(), out),
+            Func::Uuid => {
+                out.extend_from_slice(uuid::Uuid::new_v4().hyphenated().to_string().as_bytes())
+            }
             Func::Base64 => {
                 use base64::Engine;
                 let all: Vec<u8> = args().concat();

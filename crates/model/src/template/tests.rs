@@ -98,3 +98,14 @@ fn sequence_numbers_of_local_messages_join_the_sdata() {
     assert_eq!(out, b"3|[meta sequenceId=\"3\" x=\"1\"]");
     assert_eq!(with_meta.sequence_id(), 0);
 }
+
+#[test]
+fn uuid_is_a_random_version_4_uuid() {
+    let t = Template::compile("$(uuid)").unwrap();
+    let (a, b) = (t.format(&message(BSD)), t.format(&message(BSD)));
+    let a = String::from_utf8(a).unwrap();
+    assert_eq!(a.len(), 36);
+    assert_eq!(a.as_bytes()[14], b'4', "version 4: {a}");
+    assert!(a.split('-').map(str::len).eq([8, 4, 4, 4, 12]), "{a}");
+    assert_ne!(a.as_bytes(), b.as_slice());
+}
