@@ -79,8 +79,8 @@ fn later_features_are_refused_by_name() {
             "the file() source is not supported yet",
         ),
         (
-            "parser p { syslog-parser(); };",
-            "the syslog-parser() parser is not supported yet",
+            "parser p { xml(); };",
+            "the xml() parser is not supported yet",
         ),
         (
             "destination d { file(\"/x\" template(\"$(format-welf --scope all)\")); };",

@@ -981,3 +981,38 @@ fn date_and_tags_parsers() {
         Framing::Newline,
     );
 }
+
+/// `syslog-parser()` re-parsing what a `flags(no-parse)` source took whole.
+#[test]
+fn syslog_parser() {
+    for (name, input, flags) in [
+        ("syslog_parser_bsd", Input::Rfc3164, ""),
+        (
+            "syslog_parser_ietf",
+            Input::Rfc5424,
+            " flags(syslog-protocol)",
+        ),
+    ] {
+        let framing = match input {
+            Input::Rfc5424 => Framing::OctetCounted,
+            _ => Framing::Newline,
+        };
+        let source = match input {
+            Input::Rfc5424 => {
+                "source s { syslog(ip(127.0.0.1) port(@PORT@) transport(tcp) flags(no-parse)); };"
+            }
+            _ => "source s { network(ip(127.0.0.1) port(@PORT@) flags(no-parse)); };",
+        };
+        differential(
+            name,
+            &format!(
+                r#"options {{ keep-hostname(yes); }}; {source}
+                destination d {{ file("@OUT@/reparsed.log"); }};
+                destination m {{ file("@OUT@/macros.log" template("$HOST|$PROGRAM|$PID|$MSGID|$FACILITY.$LEVEL|$ISODATE|$SDATA|$MSGHDR$MSG\n")); }};
+                log {{ source(s); parser {{ syslog-parser({flags}); }}; destination(d); destination(m); }};"#
+            ),
+            input,
+            framing,
+        );
+    }
+}

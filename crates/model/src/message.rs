@@ -164,7 +164,7 @@ impl LogMessage {
     }
 
     pub fn legacy_msghdr(&self) -> &[u8] {
-        self.fields.legacy_msghdr.map_or(b"", |s| s.of(&self.raw))
+        self.opt(&self.fields.legacy_msghdr)
     }
 
     /// Produced on this machine: a local source, or an error text sluice made.

@@ -204,7 +204,7 @@ pub struct SyslogFields {
     pub pid: Option<Text>,
     pub msgid: Option<Text>,
     /// `program[pid]: ` as it was written, for `$MSGHDR`.
-    pub legacy_msghdr: Option<Span>,
+    pub legacy_msghdr: Option<Text>,
     pub message: Text,
     /// RFC5424 structured data (`[id name="value" …]…`) as written, when the parser found
     /// every value readable in place (nothing escaped or cut): [`SyslogFields::sd_params`] reads
@@ -532,7 +532,7 @@ impl Parser<'_> {
             at += 1;
         }
         if self.opts.flags.store_legacy_msghdr {
-            self.f.legacy_msghdr = Some(Span::new(start, at));
+            self.f.legacy_msghdr = Some(self.span(start, at));
         }
         self.at = at;
     }

@@ -1,5 +1,5 @@
 //! Parsers, compiled from syslog-ng's `parser` statements: `kv-parser()`, `json-parser()`,
-//! `csv-parser()`, `regexp-parser()`, `date-parser()` and `tags-parser()`.
+//! `csv-parser()`, `regexp-parser()`, `date-parser()`, `tags-parser()` and `syslog-parser()`.
 //!
 //! A parser reads a template (`$MSG` unless `template()` says otherwise) and sets name-value
 //! pairs on the message. One that fails (`json-parser()` on text that is not a JSON object)
@@ -61,6 +61,12 @@ enum Kind {
     },
     /// `tags-parser()`: the input is a list of tags to set.
     Tags,
+    /// `syslog-parser(flags(…) drop-invalid())`: the input parsed as a syslog message; what it
+    /// holds replaces the message's header fields and text.
+    Syslog {
+        options: Box<sluice_protocol::ParseOptions>,
+        drop_invalid: bool,
+    },
     Csv {
         options: csv::Options,
         /// The pair each column sets (`prefix` + column name).
@@ -80,9 +86,9 @@ const DRIVERS: &[&str] = &[
     "regexp_parser",
     "date_parser",
     "tags_parser",
+    "syslog_parser",
 ];
 const NOT_YET: &[&str] = &[
-    "syslog_parser",
     "xml",
     "linux_audit_parser",
     "apache_accesslog_parser",
@@ -163,6 +169,8 @@ impl Parser {
         let regexp = key == "regexp_parser";
         let csv = key == "csv_parser";
         let date = key == "date_parser";
+        let syslog = key == "syslog_parser";
+        let mut parse_options = sluice_protocol::ParseOptions::default();
         let tags = key == "tags_parser";
         let mut formats: Vec<String> = Vec::new();
         let mut zone = None;
@@ -183,6 +191,42 @@ impl Parser {
         for opt in node.options() {
             let text = || opt.string();
             match (opt.key().as_str(), kv) {
+                ("flags", _) if syslog => {
+                    for f in opt.words()? {
+                        let flags = &mut parse_options.flags;
+                        match sluice_config::normalize(&f.text).as_str() {
+                            "syslog_protocol" => flags.syslog_protocol = true,
+                            "no_hostname" => flags.expect_hostname = false,
+                            "expect_hostname" => flags.expect_hostname = true,
+                            "check_hostname" => flags.check_hostname = true,
+                            "assume_utf8" => flags.assume_utf8 = true,
+                            "validate_utf8" => flags.validate_utf8 = true,
+                            "sanitize_utf8" => flags.sanitize_utf8 = true,
+                            "no_multi_line" => flags.no_multi_line = true,
+                            "no_header" => flags.no_header = true,
+                            "store_legacy_msghdr" => flags.store_legacy_msghdr = true,
+                            _ => {
+                                return Err(ConfigError::unknown(
+                                    f.pos,
+                                    "flag",
+                                    &f.text,
+                                    " in syslog-parser()",
+                                    &[
+                                        "syslog-protocol",
+                                        "no-hostname",
+                                        "check-hostname",
+                                        "assume-utf8",
+                                        "validate-utf8",
+                                        "sanitize-utf8",
+                                        "no-multi-line",
+                                        "no-header",
+                                    ],
+                                ))
+                            }
+                        }
+                    }
+                }
+                ("drop_invalid", _) if syslog => drop_invalid = opt.bool()?,
                 ("format", _) if date => formats.extend(opt.values().map(|v| v.text.clone())),
                 ("time_zone", _) if date => {
                     let v = opt.value()?;
@@ -378,7 +422,9 @@ impl Parser {
                     }
                 }
                 _ => {
-                    let valid: &[&str] = if date {
+                    let valid: &[&str] = if syslog {
+                        &["flags", "drop-invalid", "template"]
+                    } else if date {
                         &["format", "time-zone", "time-stamp", "flags", "template"]
                     } else if tags {
                         &["template"]
@@ -424,7 +470,12 @@ impl Parser {
                 }
             }
         }
-        let kind = if date {
+        let kind = if syslog {
+            Kind::Syslog {
+                options: Box::new(parse_options),
+                drop_invalid,
+            }
+        } else if date {
             if formats.is_empty() {
                 formats.push("%FT%T%z".into());
             }
@@ -581,7 +632,7 @@ impl Parser {
                             values.set(name_id_of(b"", full.as_bytes(), name), value);
                         })
                 }
-                Kind::Date { .. } | Kind::Tags => true,
+                Kind::Date { .. } | Kind::Tags | Kind::Syslog { .. } => true,
                 Kind::Csv {
                     options,
                     names,
@@ -642,6 +693,24 @@ impl Parser {
                             None => false,
                         }
                     }
+                    Kind::Syslog {
+                        options,
+                        drop_invalid,
+                    } => {
+                        let mut parsed = sluice_protocol::SyslogFields::default();
+                        let text = input.to_vec();
+                        sluice_protocol::parse(&text, options, &mut parsed);
+                        let invalid = parsed
+                            .tags
+                            .contains(sluice_protocol::ParseTag::Rfc5424Unparseable)
+                            || parsed.tags.contains(sluice_protocol::ParseTag::InvalidPri);
+                        if invalid && *drop_invalid {
+                            false
+                        } else {
+                            take_syslog(msg, parsed, &text);
+                            true
+                        }
+                    }
                     Kind::Tags => {
                         let list = crate::list::items(&[input]);
                         for tag in list {
@@ -657,6 +726,54 @@ impl Parser {
             }
             ok
         })
+    }
+}
+
+/// What `syslog-parser()` found, on the message: parts the text holds replace the message's, the
+/// others stay (syslog-ng parses into the message it has). Values are copied out of `text`.
+fn take_syslog(msg: &mut LogMessage, parsed: sluice_protocol::SyslogFields, text: &[u8]) {
+    let own = |t: Text| match t {
+        Text::Span(s) => Text::owned(s.of(text)),
+        other => other,
+    };
+    let sdata: Vec<sluice_protocol::SdParam> = parsed
+        .sd_params(text)
+        .map(|p| sluice_protocol::SdParam {
+            id: Text::owned(p.id),
+            name: p.name.map(Text::owned),
+            value: Text::owned(p.value),
+        })
+        .collect();
+    let f = &mut msg.fields;
+    f.pri = parsed.pri;
+    for (slot, new) in [
+        (&mut f.host, parsed.host),
+        (&mut f.program, parsed.program),
+        (&mut f.pid, parsed.pid),
+        (&mut f.msgid, parsed.msgid),
+    ] {
+        if let Some(v) = new {
+            *slot = Some(own(v));
+        }
+    }
+    if let Some(h) = parsed.legacy_msghdr {
+        f.legacy_msghdr = Some(own(h));
+    }
+    f.sdata = sdata;
+    f.sd_in_place = None;
+    f.message = own(parsed.message);
+    f.utf8 = parsed.utf8;
+    f.rfc5424 = parsed.rfc5424;
+    // An error text made for an unparseable frame counts as produced here.
+    f.local |= parsed.local;
+    for tag in parsed.tags.iter() {
+        msg.tags.insert(tag as u32);
+    }
+    if let Some(wc) = parsed.stamp {
+        static LOCAL: std::sync::OnceLock<crate::time::Zone> = std::sync::OnceLock::new();
+        let local = LOCAL.get_or_init(crate::time::Zone::local);
+        let today = crate::time::Today::of(msg.recvd);
+        msg.stamp = crate::time::resolve(&wc, None, local, today, msg.recvd);
     }
 }
 

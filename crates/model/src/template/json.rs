@@ -246,7 +246,7 @@ impl FormatJson {
                 ("PID", text(&f.pid, raw)),
                 ("MSGID", text(&f.msgid, raw)),
                 ("MESSAGE", Some(msg.message())),
-                ("LEGACY_MSGHDR", f.legacy_msghdr.map(|s| s.of(raw))),
+                ("LEGACY_MSGHDR", text(&f.legacy_msghdr, raw)),
             ];
             let mut own: Vec<(Cow<str>, Piece, bool)> = Vec::new();
             for (name, value) in fields {
