@@ -921,7 +921,7 @@ fn template_functions_more() {
         "template_functions_more",
         &format!(
             r#"options {{ keep-hostname(yes); }}; {NET}
-            destination f {{ file("@OUT@/more.log" template("$(padding $PID 8 0)|$(padding $HOST 12)|$(padding $PROGRAM 3 ab)|$(url-encode $MSG)|$(url-decode 'a%20b%zz' '%41%2f' $HOST)|$(env PATH NO_SUCH_VAR HOME)|$(ipv4-to-int $SOURCEIP 10.1.2.3 010.0x10.3 1.2.3)|$(dirname $MSG)|$(basename $MSG)|$(dirname /a/b/)|$(basename /a/b/)|$(round ${{PID}}.567 2)|$(round $PID)|$(round 2.5)|$(ceil ${{PID}}.1)|$(floor -2.1)|$(ceil x)\n")); }};
+            destination f {{ file("@OUT@/more.log" template("$(padding $PID 8 0)|$(padding $HOST 12)|$(padding $PROGRAM 3 ab)|$(url-encode $MSG)|$(url-decode 'a%20b%zz' '%41%2f' $HOST)|$(env PATH NO_SUCH_VAR HOME)|$(ipv4-to-int $SOURCEIP 10.1.2.3 010.0x10.3 1.2.3)|$(dirname $MSG)|$(basename $MSG)|$(dirname /a/b/)|$(basename /a/b/)|$(round ${{PID}}.567 2)|$(round $PID)|$(round 2.5)|$(ceil ${{PID}}.1)|$(floor -2.1)|$(ceil x)|$(sum $PID)|$(min $PID)|$(max ' $PID')|$(average $PID)|$(sum $HOST)\n")); }};
             log {{ source(s); destination(f); }};"#
         ),
     );

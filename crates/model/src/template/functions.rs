@@ -62,6 +62,10 @@ enum Func {
     Implode,
     /// `$(uuid)`: a random (version 4) UUID.
     Uuid,
+    /// `$(sum …)`, `$(min …)`, `$(max …)`, `$(average …)`: over the messages of a correlation
+    /// context in syslog-ng; a file or network destination formats one message at a time, so
+    /// each gives the integer its argument makes for that message (nothing when it makes none).
+    Aggregate,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -118,6 +122,10 @@ const FUNCTIONS: &[&str] = &[
     "explode",
     "implode",
     "uuid",
+    "sum",
+    "min",
+    "max",
+    "average",
 ];
 const NOT_YET: &[&str] = &[
     "format-welf",
@@ -127,10 +135,6 @@ const NOT_YET: &[&str] = &[
     "grep",
     "echo-json",
     "template",
-    "sum",
-    "min",
-    "max",
-    "average",
     "list-search",
     "iterate",
     "map",
@@ -275,6 +279,7 @@ impl Call {
             "explode" => Func::Explode,
             "implode" => Func::Implode,
             "uuid" => Func::Uuid,
+            "sum" | "min" | "max" | "average" => Func::Aggregate,
             "hash" | "md5" | "sha1" | "sha256" | "sha512" => {
                 let digest = match name.as_str() {
                     "md5" => Digest::Md5,
@@ -493,6 +498,15 @@ impl Call {
             | Func::ListSlice
             | Func::Explode
             | Func::Implode => lists(&self.func, &args(), out),
+            Func::Aggregate => {
+                let v = self.args.first().map(eval).unwrap_or_default();
+                if let Some(n) = std::str::from_utf8(&v)
+                    .ok()
+                    .and_then(|s| s.trim_start().parse::<i64>().ok())
+                {
+                    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+                }
+            }
             Func::Uuid => {
                 out.extend_from_slice(uuid::Uuid::new_v4().hyphenated().to_string().as_bytes())
             }
