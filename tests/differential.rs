@@ -1016,3 +1016,18 @@ fn syslog_parser() {
         );
     }
 }
+
+/// `$(template name)` invokes a template statement.
+#[test]
+fn template_function_template() {
+    bsd(
+        "template_function_template",
+        &format!(
+            r#"options {{ keep-hostname(yes); }}; {NET}
+            template t_inner "$PROGRAM[$PID]";
+            template t_escaped {{ template("'$MSG'"); template-escape(yes); }};
+            destination d {{ file("@OUT@/t.log" template("$(template t_inner) $(template t_escaped) $(uppercase $(template t_inner))\n")); }};
+            log {{ source(s); destination(d); }};"#
+        ),
+    );
+}

@@ -21,6 +21,7 @@ use sluice_model::filter::{self, Filter};
 use sluice_model::parsers::Parsers;
 use sluice_model::path::{DestId, LogPath, PathContext, SourceId};
 use sluice_model::rewrite::Rewrite;
+use sluice_model::template::functions;
 use sluice_model::{Router, Template};
 use sluice_protocol::framing::Framing;
 use std::collections::HashMap;
@@ -285,10 +286,12 @@ pub fn build(config: &Config) -> Result<Pipeline, ConfigError> {
             return Err(ConfigError::new(pos, format!("duplicate {kind} '{name}'")));
         }
     }
-    // Templates first: destinations refer to them.
+    // Templates first: destinations refer to them, by name or with `$(template name)`.
+    functions::forget_named();
     for s in config.statements.iter().filter(|s| s.kind == "template") {
         let (name, _) = s.name.clone().expect("named");
         let t = b.template_statement(s)?;
+        functions::define_named(&name, &t);
         b.templates.insert(name, t);
     }
     for s in config.statements.iter().filter(|s| s.kind == "source") {

@@ -66,6 +66,24 @@ enum Func {
     /// context in syslog-ng; a file or network destination formats one message at a time, so
     /// each gives the integer its argument makes for that message (nothing when it makes none).
     Aggregate,
+    /// `$(template t_name)`: a named template, bound when the configuration is read.
+    Named(Box<Template>),
+}
+
+thread_local! {
+    /// The `template` statements of the configuration being built, for `$(template name)`.
+    static NAMED: std::cell::RefCell<std::collections::HashMap<String, Template>> =
+        std::cell::RefCell::default();
+}
+
+/// Makes a `template` statement known to `$(template name)` in templates compiled after it on
+/// this thread; [`forget_named`] starts a new configuration.
+pub fn define_named(name: &str, template: &Template) {
+    NAMED.with_borrow_mut(|n| n.insert(name.to_string(), template.clone()));
+}
+
+pub fn forget_named() {
+    NAMED.with_borrow_mut(|n| n.clear());
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -126,6 +144,7 @@ const FUNCTIONS: &[&str] = &[
     "min",
     "max",
     "average",
+    "template",
 ];
 const NOT_YET: &[&str] = &[
     "format-welf",
@@ -134,7 +153,6 @@ const NOT_YET: &[&str] = &[
     "format-gelf",
     "grep",
     "echo-json",
-    "template",
     "list-search",
     "iterate",
     "map",
@@ -280,6 +298,22 @@ impl Call {
             "implode" => Func::Implode,
             "uuid" => Func::Uuid,
             "sum" | "min" | "max" | "average" => Func::Aggregate,
+            "template" => {
+                let Some(target) = argv.first().cloned() else {
+                    return Err("$(template) needs the name of a template statement".into());
+                };
+                if target.contains('$') {
+                    return Err(format!(
+                        "$(template {target}): templates named at run time are not supported yet"
+                    ));
+                }
+                let found = NAMED.with_borrow(|n| n.get(&target).cloned());
+                let t = found.ok_or(format!(
+                    "$(template {target}): no template statement has that name"
+                ))?;
+                argv.clear();
+                Func::Named(Box::new(t))
+            }
             "hash" | "md5" | "sha1" | "sha256" | "sha512" => {
                 let digest = match name.as_str() {
                     "md5" => Digest::Md5,
@@ -352,6 +386,7 @@ impl Call {
     pub fn uses_seq(&self) -> bool {
         match &self.func {
             Func::FormatJson(f) => f.uses_seq(),
+            Func::Named(t) => t.uses_seq(),
             _ => self.args.iter().any(Template::uses_seq),
         }
     }
@@ -498,6 +533,7 @@ impl Call {
             | Func::ListSlice
             | Func::Explode
             | Func::Implode => lists(&self.func, &args(), out),
+            Func::Named(t) => t.append(msg, seq, out),
             Func::Aggregate => {
                 let v = self.args.first().map(eval).unwrap_or_default();
                 if let Some(n) = std::str::from_utf8(&v)
