@@ -91,8 +91,8 @@ fn later_features_are_refused_by_name() {
             "disk-buffer() in file() is not supported yet",
         ),
         (
-            "filter f { rate-limit(template(\"$HOST\") rate(10)); };",
-            "the rate-limit() filter is not supported yet",
+            "source s { stdin(); }; destination d { file(\"/x\"); }; log { source(s); destination(d); flags(drop-unmatched); };",
+            "flags(drop-unmatched) is not supported yet",
         ),
     ] {
         let (code, err) = check_config(text);

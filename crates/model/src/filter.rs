@@ -48,6 +48,8 @@ pub enum Filter {
         address: u128,
         prefix: u32,
     },
+    /// `rate-limit(template("$HOST") rate(100))`: at most `rate` messages a second per key.
+    RateLimit(Arc<RateLimit>),
     /// `in-list("/etc/list" value("PROGRAM"))`: the value is one of the file's lines.
     InList {
         value: ValueRef,
@@ -325,6 +327,13 @@ impl Filter {
                 };
                 ip & mask6(*prefix) == *address
             }
+            Filter::RateLimit(limit) => {
+                scratch.clear();
+                if let Some(t) = &limit.key {
+                    t.append(msg, 0, scratch);
+                }
+                limit.take(scratch, std::time::Instant::now())
+            }
             Filter::InList { value, lines } => {
                 scratch.clear();
                 value.append(msg, scratch);
@@ -336,10 +345,22 @@ impl Filter {
 
 /// The filter functions of this version; others syslog-ng has are refused as not yet supported.
 pub const FUNCTIONS: &[&str] = &[
-    "facility", "level", "severity", "priority", "program", "host", "message", "match", "filter",
-    "tags", "source", "netmask", "netmask6", "in-list",
+    "facility",
+    "level",
+    "severity",
+    "priority",
+    "program",
+    "host",
+    "message",
+    "match",
+    "filter",
+    "tags",
+    "source",
+    "netmask",
+    "netmask6",
+    "in-list",
+    "rate-limit",
 ];
-const NOT_YET: &[&str] = &["rate_limit", "throttle"];
 
 /// Resolves `filter(name)` references while compiling.
 pub type NamedFilters<'a> = dyn FnMut(&str, Pos) -> Result<Arc<Filter>, ConfigError> + 'a;
@@ -393,14 +414,11 @@ fn call(node: &Node, named: &mut NamedFilters) -> Result<Filter, ConfigError> {
         "netmask" => netmask(node.value()?),
         "netmask6" => netmask6(node.value()?),
         "in_list" => in_list(node),
+        "rate_limit" | "throttle" => rate_limit(node),
         "filter" => Ok(Filter::Named(named(
             &node.value()?.text,
             node.value()?.pos,
         )?)),
-        k if NOT_YET.contains(&k) => Err(ConfigError::not_supported(
-            node.pos,
-            &format!("the {}() filter", node.name),
-        )),
         _ => Err(ConfigError::unknown(
             node.pos,
             "filter function",
@@ -409,6 +427,83 @@ fn call(node: &Node, named: &mut NamedFilters) -> Result<Filter, ConfigError> {
             FUNCTIONS,
         )),
     }
+}
+
+/// Token buckets per key, as syslog-ng's `rate-limit()` keeps them: each key starts with `rate`
+/// tokens, gains `rate` a second (counted in whole tokens) up to `rate`, and a message passes
+/// when it can take one.
+pub struct RateLimit {
+    key: Option<Template>,
+    rate: i64,
+    buckets: std::sync::Mutex<std::collections::HashMap<Vec<u8>, (i64, std::time::Instant)>>,
+}
+
+impl std::fmt::Debug for RateLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.debug_struct("RateLimit")
+            .field("rate", &self.rate)
+            .finish()
+    }
+}
+
+impl RateLimit {
+    /// Whether a message with `key`, arriving `now`, is within the rate.
+    pub fn take(&self, key: &[u8], now: std::time::Instant) -> bool {
+        let mut buckets = self.buckets.lock().expect("rate-limit lock");
+        let (tokens, last) = buckets.entry(key.to_vec()).or_insert((self.rate, now));
+        let elapsed = now.saturating_duration_since(*last).as_micros() as i64;
+        let new = elapsed.saturating_mul(self.rate) / 1_000_000;
+        if new > 0 {
+            *tokens = (*tokens + new).min(self.rate);
+            *last = now;
+        }
+        if *tokens >= 1 {
+            *tokens -= 1;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+fn rate_limit(node: &Node) -> Result<Filter, ConfigError> {
+    let mut key = None;
+    let mut rate = None;
+    for opt in node.options() {
+        match opt.key().as_str() {
+            "template" => {
+                let v = opt.value()?;
+                key = Some(Template::compile(&v.text).map_err(|e| ConfigError::new(v.pos, e))?);
+            }
+            "rate" => {
+                let n = opt.u64()?;
+                if n == 0 {
+                    return Err(ConfigError::new(
+                        opt.pos,
+                        "rate() must be a positive number",
+                    ));
+                }
+                rate = Some(i64::try_from(n).unwrap_or(i64::MAX));
+            }
+            _ => {
+                return Err(ConfigError::unknown(
+                    opt.pos,
+                    "option",
+                    &opt.name,
+                    " in rate-limit()",
+                    &["template", "rate"],
+                ))
+            }
+        }
+    }
+    let rate = rate.ok_or_else(|| {
+        ConfigError::new(node.pos, "rate-limit() needs rate(messages per second)")
+    })?;
+    Ok(Filter::RateLimit(Arc::new(RateLimit {
+        key,
+        rate,
+        buckets: Default::default(),
+    })))
 }
 
 /// The mask of an IPv6 prefix length.
@@ -699,6 +794,30 @@ fn glob_to_regex(glob: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rate_limit_gives_each_key_its_rate_a_second() {
+        let limit = RateLimit {
+            key: None,
+            rate: 2,
+            buckets: Default::default(),
+        };
+        let t0 = std::time::Instant::now();
+        let at = |ms| t0 + std::time::Duration::from_millis(ms);
+        assert!(limit.take(b"a", at(0)) && limit.take(b"a", at(0)));
+        assert!(!limit.take(b"a", at(100)), "two a second, both taken");
+        assert!(limit.take(b"b", at(100)), "another key has its own bucket");
+        assert!(
+            limit.take(b"a", at(600)),
+            "half a second later, one token is back"
+        );
+        assert!(!limit.take(b"a", at(700)));
+        assert!(limit.take(b"a", at(5000)) && limit.take(b"a", at(5000)));
+        assert!(
+            !limit.take(b"a", at(5000)),
+            "the bucket holds at most the rate"
+        );
+    }
 
     #[test]
     fn numeric_comparisons_read_numbers_as_atoi_does() {
