@@ -121,6 +121,18 @@ impl Node {
         })
     }
 
+    /// The error for this option, unknown inside `within` (a driver, parser or rule), listing
+    /// the `valid` ones.
+    pub fn unknown_in(&self, within: &Node, valid: &[&str]) -> ConfigError {
+        ConfigError::unknown(
+            self.pos,
+            "option",
+            &self.name,
+            &format!(" in {}()", within.name),
+            valid,
+        )
+    }
+
     /// The one value of an option such as `port(514)`.
     pub fn value(&self) -> Result<&Value, ConfigError> {
         let mut values = self.values();

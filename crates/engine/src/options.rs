@@ -72,7 +72,7 @@ impl Globals {
                 time_reap: Duration::from_secs(60),
                 no_multi_line: false,
             },
-            local_zone: Zone::local(),
+            local_zone: Zone::local().clone(),
         }
     }
 

@@ -223,10 +223,6 @@ impl Matcher {
     }
 }
 
-/// The groups the last storing regular expression matched: `$0`, `$1`… (`None` for a group
-/// that took no part in the match).
-pub type Captured = Vec<Option<Vec<u8>>>;
-
 impl Filter {
     pub fn matches(&self, msg: &LogMessage, scratch: &mut Vec<u8>) -> bool {
         self.eval(msg, scratch, &mut None)
@@ -250,7 +246,7 @@ impl Filter {
         &self,
         msg: &LogMessage,
         scratch: &mut Vec<u8>,
-        captured: &mut Option<Captured>,
+        captured: &mut Option<crate::values::Matches>,
     ) -> bool {
         self.eval(msg, scratch, captured)
     }
@@ -259,7 +255,7 @@ impl Filter {
         &self,
         msg: &LogMessage,
         scratch: &mut Vec<u8>,
-        captured: &mut Option<Captured>,
+        captured: &mut Option<crate::values::Matches>,
     ) -> bool {
         match self {
             Filter::Facility(mask) => msg.facility() < 128 && mask & (1u128 << msg.facility()) != 0,
@@ -293,13 +289,7 @@ impl Filter {
                 match matcher {
                     Matcher::Regex(re) if *store => match re.captures(text) {
                         Some(groups) => {
-                            *captured = Some(
-                                groups
-                                    .iter()
-                                    .take(crate::values::MATCHES)
-                                    .map(|g| g.map(|g| g.as_bytes().to_vec()))
-                                    .collect(),
-                            );
+                            *captured = Some(crate::values::matches_of(&groups));
                             true
                         }
                         None => false,
@@ -450,7 +440,10 @@ impl RateLimit {
     /// Whether a message with `key`, arriving `now`, is within the rate.
     pub fn take(&self, key: &[u8], now: std::time::Instant) -> bool {
         let mut buckets = self.buckets.lock().expect("rate-limit lock");
-        let (tokens, last) = buckets.entry(key.to_vec()).or_insert((self.rate, now));
+        if !buckets.contains_key(key) {
+            buckets.insert(key.to_vec(), (self.rate, now));
+        }
+        let (tokens, last) = buckets.get_mut(key).expect("inserted above");
         let elapsed = now.saturating_duration_since(*last).as_micros() as i64;
         let new = elapsed.saturating_mul(self.rate) / 1_000_000;
         if new > 0 {
@@ -485,15 +478,7 @@ fn rate_limit(node: &Node) -> Result<Filter, ConfigError> {
                 }
                 rate = Some(i64::try_from(n).unwrap_or(i64::MAX));
             }
-            _ => {
-                return Err(ConfigError::unknown(
-                    opt.pos,
-                    "option",
-                    &opt.name,
-                    " in rate-limit()",
-                    &["template", "rate"],
-                ))
-            }
+            _ => return Err(opt.unknown_in(node, &["template", "rate"])),
         }
     }
     let rate = rate.ok_or_else(|| {
@@ -598,15 +583,7 @@ fn in_list(node: &Node) -> Result<Filter, ConfigError> {
                         .map_err(|e| ConfigError::new(v.pos, e))?,
                 );
             }
-            _ => {
-                return Err(ConfigError::unknown(
-                    opt.pos,
-                    "option",
-                    &opt.name,
-                    " in in-list()",
-                    &["value"],
-                ))
-            }
+            _ => return Err(opt.unknown_in(node, &["value"])),
         }
     }
     let value = value.ok_or_else(|| {
@@ -687,13 +664,7 @@ fn matcher_filter(node: &Node, key: &str) -> Result<Filter, ConfigError> {
                 } else {
                     &["type", "flags"]
                 };
-                return Err(ConfigError::unknown(
-                    opt.pos,
-                    "option",
-                    &opt.name,
-                    &format!(" in {}()", node.name),
-                    valid,
-                ));
+                return Err(opt.unknown_in(node, valid));
             }
         }
     }

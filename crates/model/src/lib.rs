@@ -19,6 +19,7 @@ pub mod message;
 pub mod parsers;
 pub mod path;
 pub mod rewrite;
+pub mod str_repr;
 pub mod template;
 pub mod time;
 pub mod values;

@@ -26,60 +26,8 @@ pub fn items(args: &[&[u8]]) -> Vec<Vec<u8>> {
 
 /// One item from `at`: its value and where the next one starts.
 fn decode(s: &[u8], start: usize) -> (Vec<u8>, usize) {
-    #[derive(PartialEq)]
-    enum State {
-        Initial,
-        Quoted(u8),
-        Escape(u8),
-        AfterQuote,
-        Junk,
-        Unquoted,
-    }
-    let mut value = Vec::new();
-    let mut state = State::Initial;
-    let mut at = start;
-    while at < s.len() {
-        let c = s[at];
-        at += 1;
-        state = match state {
-            State::Initial | State::Unquoted if c == b',' => return (value, at),
-            State::Initial if c == b'"' || c == b'\'' => State::Quoted(c),
-            State::Initial | State::Unquoted => {
-                value.push(c);
-                State::Unquoted
-            }
-            State::Quoted(q) if c == q => State::AfterQuote,
-            State::Quoted(q) if c == b'\\' => State::Escape(q),
-            State::Quoted(q) => {
-                value.push(c);
-                State::Quoted(q)
-            }
-            State::Escape(q) => {
-                match c {
-                    b'b' => value.push(8),
-                    b'f' => value.push(12),
-                    b'n' => value.push(b'\n'),
-                    b'r' => value.push(b'\r'),
-                    b't' => value.push(b'\t'),
-                    b'\\' => value.push(b'\\'),
-                    _ => {
-                        if c != q {
-                            value.push(b'\\');
-                        }
-                        value.push(c);
-                    }
-                }
-                State::Quoted(q)
-            }
-            State::AfterQuote if c == b',' => return (value, at),
-            State::AfterQuote | State::Junk if c != b',' => State::Junk,
-            State::AfterQuote | State::Junk => return (s[start..at].to_vec(), at),
-        };
-    }
-    match state {
-        State::Quoted(_) | State::Escape(_) | State::Junk => (s[start..at].to_vec(), at),
-        _ => (value, at),
-    }
+    let read = crate::str_repr::decode(s, start, [b',', b','], |at| Some(at + 1));
+    (read.value.into_bytes(s), read.end)
 }
 
 /// Appends `item` to the list in `out` that began at `start`: a comma first unless the list is
@@ -112,26 +60,7 @@ pub fn encode(out: &mut Vec<u8>, word: &[u8], forbidden: Option<u8>) {
         _ => (b'"', true),
     };
     out.push(q);
-    for chunk in word.utf8_chunks() {
-        for c in chunk.valid().chars() {
-            match c {
-                '\u{8}' => out.extend_from_slice(b"\\b"),
-                '\u{c}' => out.extend_from_slice(b"\\f"),
-                '\n' => out.extend_from_slice(b"\\n"),
-                '\r' => out.extend_from_slice(b"\\r"),
-                '\t' => out.extend_from_slice(b"\\t"),
-                '\\' => out.extend_from_slice(b"\\\\"),
-                '"' if escape_quote => out.extend_from_slice(b"\\\""),
-                c if (c as u32) < 32 => {
-                    out.extend_from_slice(format!("\\x{:02x}", c as u32).as_bytes())
-                }
-                c => out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
-            }
-        }
-        for b in chunk.invalid() {
-            out.extend_from_slice(format!("\\x{b:02x}").as_bytes());
-        }
-    }
+    sluice_protocol::syslog::escape_binary(word, escape_quote.then_some(b'"'), out);
     out.push(q);
 }
 

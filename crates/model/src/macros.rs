@@ -331,7 +331,7 @@ impl Macro {
                 let t = match which {
                     Which::Stamp => msg.stamp,
                     Which::Recvd | Which::Processed => msg.recvd,
-                    Which::Current => UnixTime::now(&Zone::local()),
+                    Which::Current => UnixTime::now(Zone::local()),
                 };
                 date(t, field, dates, out);
             }

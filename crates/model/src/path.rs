@@ -42,6 +42,9 @@ pub struct LogPath {
 #[derive(Clone, Debug)]
 pub enum Element {
     Filter(Arc<Filter>),
+    /// A filter with `flags(store-matches)` somewhere in it: it sets `$0`… on the router's copy.
+    /// Told apart when the path is built, not per message.
+    StoringFilter(Arc<Filter>),
     Rewrite(Arc<Rewrite>),
     /// A parser that fails ends the path for the message, as a filter does.
     Parser(Arc<Parsers>),
@@ -121,11 +124,11 @@ impl LogPath {
                 ("filter", None) => {
                     let v = node.value()?;
                     path.elements
-                        .push(Element::Filter(ctx.filter(&v.text, v.pos)?));
+                        .push(filter_element(ctx.filter(&v.text, v.pos)?));
                 }
                 ("filter", Some(Body::Filter(expr))) => {
                     let compiled = filter::compile(expr, &mut |name, pos| ctx.filter(name, pos))?;
-                    path.elements.push(Element::Filter(Arc::new(compiled)));
+                    path.elements.push(filter_element(Arc::new(compiled)));
                 }
                 ("destination", None) => {
                     let v = node.value()?;
@@ -256,7 +259,7 @@ impl LogPath {
         let mut private = false;
         for (i, element) in self.elements.iter().enumerate().skip(from) {
             match element {
-                Element::Filter(f) if f.stores_matches() => {
+                Element::StoringFilter(f) => {
                     let mut captured = None;
                     if !f.matches_storing(&msgs[at], scratch, &mut captured) {
                         return None;
@@ -268,7 +271,7 @@ impl LogPath {
                             at = msgs.len() - 1;
                             private = true;
                         }
-                        set_matches(&mut msgs[at], groups);
+                        msgs[at].values.set_matches(groups);
                     }
                 }
                 Element::Filter(f) => {
@@ -373,16 +376,11 @@ impl LogPath {
     }
 }
 
-/// Replaces the message's match variables with `groups` (`$0` is the whole match).
-pub fn set_matches(msg: &mut LogMessage, groups: crate::filter::Captured) {
-    msg.values.clear_matches();
-    for (i, group) in groups.into_iter().enumerate() {
-        if let Some(bytes) = group {
-            msg.values.set(
-                crate::values::match_id(i),
-                sluice_protocol::Text::Owned(bytes.into_boxed_slice()),
-            );
-        }
+fn filter_element(f: Arc<Filter>) -> Element {
+    if f.stores_matches() {
+        Element::StoringFilter(f)
+    } else {
+        Element::Filter(f)
     }
 }
 

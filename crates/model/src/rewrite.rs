@@ -289,13 +289,7 @@ impl Rule {
                         "set" | "unset" => &["value", "condition"],
                         _ => &["condition"],
                     };
-                    return Err(ConfigError::unknown(
-                        opt.pos,
-                        "option",
-                        &opt.name,
-                        &format!(" in {}()", node.name),
-                        valid,
-                    ));
+                    return Err(opt.unknown_in(node, valid));
                 }
             }
         }
@@ -476,12 +470,7 @@ impl Action {
                         matched = true;
                         let whole = groups.get(0).expect("group 0 is the match");
                         out.extend_from_slice(&subject[last..whole.start()]);
-                        let captured = groups
-                            .iter()
-                            .take(crate::values::MATCHES)
-                            .map(|g| g.map(|g| g.as_bytes().to_vec()))
-                            .collect();
-                        crate::path::set_matches(msg, captured);
+                        msg.values.set_matches(crate::values::matches_of(&groups));
                         scratch.clear();
                         replacement.append(msg, 0, scratch);
                         out.extend_from_slice(scratch);
@@ -528,10 +517,10 @@ impl Action {
             Action::SetMatches(t) => {
                 scratch.clear();
                 t.append(msg, 0, scratch);
-                let mut groups: crate::filter::Captured = vec![None];
+                let mut groups: crate::values::Matches = vec![None];
                 groups.extend(crate::list::items(&[scratch]).into_iter().map(Some));
                 groups.truncate(crate::values::MATCHES);
-                crate::path::set_matches(msg, groups);
+                msg.values.set_matches(groups);
             }
             Action::UnsetMatches => msg.values.clear_matches(),
             Action::GroupSet(t, globs) => {

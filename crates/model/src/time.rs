@@ -99,11 +99,9 @@ impl Zone {
 
     /// The machine's zone, read from the system once per process: `$C_` macros ask for it per
     /// message, and reading `/etc/localtime` each time would be I/O on the hot path.
-    pub fn local() -> Zone {
+    pub fn local() -> &'static Zone {
         static LOCAL: std::sync::OnceLock<Zone> = std::sync::OnceLock::new();
-        LOCAL
-            .get_or_init(|| Zone::new(TimeZone::try_system().unwrap_or(TimeZone::UTC)))
-            .clone()
+        LOCAL.get_or_init(|| Zone::new(TimeZone::try_system().unwrap_or(TimeZone::UTC)))
     }
 
     /// A zone name from the tz database or a fixed offset like `+01:00` / `-0530`.

@@ -101,6 +101,18 @@ pub fn name_of(id: NameId) -> Arc<str> {
         .unwrap_or_else(|| Arc::from(""))
 }
 
+/// The groups a regular expression matched, `$0` first; `None` for a group that took no part.
+pub type Matches = Vec<Option<Vec<u8>>>;
+
+/// The groups of a match, as many as there are match variables.
+pub fn matches_of(groups: &regex::bytes::Captures) -> Matches {
+    groups
+        .iter()
+        .take(MATCHES)
+        .map(|g| g.map(|g| g.as_bytes().to_vec()))
+        .collect()
+}
+
 /// The pairs of one message, in the order they were first set. Values are [`Text`]: spans into
 /// the received frame where a parser could borrow, owned bytes otherwise.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -126,6 +138,16 @@ impl Values {
     /// first.
     pub fn clear_matches(&mut self) {
         self.0.retain(|(n, _)| *n as usize >= MATCHES);
+    }
+
+    /// Replaces the match variables with `groups` (`$0` is the whole match).
+    pub fn set_matches(&mut self, groups: Matches) {
+        self.clear_matches();
+        for (i, group) in groups.into_iter().enumerate() {
+            if let Some(bytes) = group {
+                self.set(match_id(i), Text::Owned(bytes.into_boxed_slice()));
+            }
+        }
     }
 
     /// Makes room for `n` more pairs at once (a parser about to set several).

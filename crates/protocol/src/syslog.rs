@@ -852,13 +852,16 @@ fn valid_hostname_byte(b: u8) -> bool {
 /// `\xHH` for bytes that are not UTF-8, `\n`-style escapes for control characters, `\\`.
 pub fn sanitize_utf8(bytes: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(bytes.len() + 16);
-    let mut rest = bytes;
-    while !rest.is_empty() {
-        let valid = match std::str::from_utf8(rest) {
-            Ok(s) => s,
-            Err(e) => std::str::from_utf8(&rest[..e.valid_up_to()]).expect("validated prefix"),
-        };
-        for ch in valid.chars() {
+    escape_binary(bytes, None, &mut out);
+    out
+}
+
+/// syslog-ng's `append_unsafe_utf8_as_escaped_binary`: `\b \f \n \r \t \\` escapes, other
+/// control characters and bytes that are not UTF-8 as `\xHH`, and `unsafe_char` (a quote) with
+/// a backslash before it.
+pub fn escape_binary(bytes: &[u8], unsafe_char: Option<u8>, out: &mut Vec<u8>) {
+    for chunk in bytes.utf8_chunks() {
+        for ch in chunk.valid().chars() {
             match ch {
                 '\u{8}' => out.extend_from_slice(b"\\b"),
                 '\u{c}' => out.extend_from_slice(b"\\f"),
@@ -869,16 +872,17 @@ pub fn sanitize_utf8(bytes: &[u8]) -> Vec<u8> {
                 c if (c as u32) < 32 => {
                     out.extend_from_slice(format!("\\x{:02x}", c as u32).as_bytes())
                 }
+                c if unsafe_char.is_some_and(|u| u32::from(u) == c as u32) => {
+                    out.push(b'\\');
+                    out.push(c as u8);
+                }
                 c => out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
             }
         }
-        rest = &rest[valid.len()..];
-        if let Some(&bad) = rest.first() {
-            out.extend_from_slice(format!("\\x{bad:02x}").as_bytes());
-            rest = &rest[1..];
+        for b in chunk.invalid() {
+            out.extend_from_slice(format!("\\x{b:02x}").as_bytes());
         }
     }
-    out
 }
 
 fn no_multi_line(message: &Text, frame: &[u8]) -> Text {

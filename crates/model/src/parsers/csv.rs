@@ -13,6 +13,7 @@
 //!   set; with `drop-invalid`, such input (or input left over) fails the parser.
 //! - A value equal to `null()` is stored empty.
 
+pub use crate::str_repr::Piece;
 use std::ops::Range;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,13 +34,6 @@ pub struct Options {
     pub dialect: Dialect,
     pub strip_whitespace: bool,
     pub greedy: bool,
-}
-
-/// A column's value: where it is in the input, or the bytes quotes and escapes made of it.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Piece {
-    In(Range<usize>),
-    Decoded(Vec<u8>),
 }
 
 /// Cuts `input` (up to its first NUL) into at most `opts.columns` values, calling `column` with

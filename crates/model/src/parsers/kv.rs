@@ -11,14 +11,9 @@
 //! - Text that is neither key nor value is a stray word; with `extract-stray-words-into()` the
 //!   words are listed comma-separated, each quoted where it needs to be.
 
+use crate::str_repr;
+pub use crate::str_repr::Piece;
 use std::ops::Range;
-
-/// A value: where it is in the input, or the bytes it decodes to when escapes changed it.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Piece {
-    In(Range<usize>),
-    Decoded(Vec<u8>),
-}
 
 pub struct Scanner<'a> {
     input: &'a [u8],
@@ -138,136 +133,17 @@ impl<'a> Scanner<'a> {
     }
 
     fn value(&mut self) -> Piece {
-        #[derive(PartialEq)]
-        enum State {
-            Initial,
-            Quoted(u8),
-            Escape(u8),
-            AfterQuote,
-            Junk,
-            Unquoted,
-            Done(bool),
-        }
         let start = self.at;
         self.quoted = matches!(self.byte(start), b'"' | b'\'');
-        let mut state = State::Initial;
-        // The value's bytes in the input, or a copy once an escape changed them.
-        let mut span = start..start;
-        let mut decoded: Option<Vec<u8>> = None;
-        let mut cur = start;
         let first = self.pair_separator.first().copied().unwrap_or(0);
-        while cur < self.input.len() {
-            // Runs of bytes that cannot end or change the state are taken at once.
-            let rest = &self.input[cur..];
-            let skip = match state {
-                State::Quoted(q) => memchr::memchr2(q, b'\\', rest),
-                State::Unquoted | State::Junk => memchr::memchr2(b' ', first, rest),
-                _ => Some(0),
-            }
-            .unwrap_or(rest.len());
-            if skip > 0 {
-                match (&state, &mut decoded) {
-                    (State::Quoted(_), Some(d)) => d.extend_from_slice(&rest[..skip]),
-                    (State::Quoted(_) | State::Unquoted, None) => span.end = cur + skip,
-                    _ => {}
-                }
-                cur += skip;
-                if cur >= self.input.len() {
-                    break;
-                }
-            }
-            let b = self.input[cur];
-            let delimiter = |s: &Self| s.delimiter(cur);
-            state = match state {
-                State::Initial => match delimiter(self) {
-                    Some(next) => {
-                        cur = next;
-                        State::Done(true)
-                    }
-                    None if b == b'"' || b == b'\'' => {
-                        span = cur + 1..cur + 1;
-                        State::Quoted(b)
-                    }
-                    None => {
-                        span = cur..cur + 1;
-                        State::Unquoted
-                    }
-                },
-                State::Quoted(q) if b == q => State::AfterQuote,
-                State::Quoted(q) if b == b'\\' => {
-                    decoded.get_or_insert_with(|| self.input[span.clone()].to_vec());
-                    State::Escape(q)
-                }
-                State::Quoted(q) => {
-                    match &mut decoded {
-                        Some(d) => d.push(b),
-                        None => span.end = cur + 1,
-                    }
-                    State::Quoted(q)
-                }
-                State::Escape(q) => {
-                    let d = decoded.as_mut().expect("an escape starts the copy");
-                    match b {
-                        b'b' => d.push(8),
-                        b'f' => d.push(12),
-                        b'n' => d.push(b'\n'),
-                        b'r' => d.push(b'\r'),
-                        b't' => d.push(b'\t'),
-                        b'\\' => d.push(b'\\'),
-                        _ => {
-                            if b != q {
-                                d.push(b'\\');
-                            }
-                            d.push(b);
-                        }
-                    }
-                    State::Quoted(q)
-                }
-                State::AfterQuote => match delimiter(self) {
-                    Some(next) => {
-                        cur = next;
-                        State::Done(true)
-                    }
-                    None => State::Junk,
-                },
-                State::Junk => match delimiter(self) {
-                    Some(next) => {
-                        cur = next;
-                        State::Done(false)
-                    }
-                    None => State::Junk,
-                },
-                State::Unquoted => match delimiter(self) {
-                    Some(next) => {
-                        cur = next;
-                        State::Done(true)
-                    }
-                    None => {
-                        span.end = cur + 1;
-                        State::Unquoted
-                    }
-                },
-                State::Done(_) => unreachable!("the loop ends when a value is done"),
-            };
-            if matches!(state, State::Done(_)) {
-                break;
-            }
-            cur += 1;
-        }
-        let ok = matches!(
-            state,
-            State::Initial | State::AfterQuote | State::Unquoted | State::Done(true)
-        );
-        if !ok {
+        let read = str_repr::decode(self.input, start, [b' ', first], |at| self.delimiter(at));
+        if read.ok {
+            self.at = read.end;
+        } else {
             // Kept as written; the next key is looked for from the value on.
             self.quoted = false;
-            return Piece::In(start..cur.min(self.input.len()));
         }
-        self.at = cur;
-        match decoded {
-            Some(d) => Piece::Decoded(d),
-            None => Piece::In(span),
-        }
+        read.value
     }
 
     fn stray_word(&mut self, range: Range<usize>) {

@@ -279,15 +279,7 @@ impl Parser {
                                 csv_options.string_delimiters =
                                     o.values().map(|v| v.text.as_bytes().to_vec()).collect()
                             }
-                            _ => {
-                                return Err(ConfigError::unknown(
-                                    o.pos,
-                                    "option",
-                                    &o.name,
-                                    " in delimiters()",
-                                    &["chars", "strings"],
-                                ))
-                            }
+                            _ => return Err(o.unknown_in(opt, &["chars", "strings"])),
                         }
                     }
                 }
@@ -460,13 +452,7 @@ impl Parser {
                             "key-delimiter",
                         ]
                     };
-                    return Err(ConfigError::unknown(
-                        opt.pos,
-                        "option",
-                        &opt.name,
-                        &format!(" in {}()", node.name),
-                        valid,
-                    ));
+                    return Err(opt.unknown_in(node, valid));
                 }
             }
         }
@@ -770,10 +756,8 @@ fn take_syslog(msg: &mut LogMessage, parsed: sluice_protocol::SyslogFields, text
         msg.tags.insert(tag as u32);
     }
     if let Some(wc) = parsed.stamp {
-        static LOCAL: std::sync::OnceLock<crate::time::Zone> = std::sync::OnceLock::new();
-        let local = LOCAL.get_or_init(crate::time::Zone::local);
         let today = crate::time::Today::of(msg.recvd);
-        msg.stamp = crate::time::resolve(&wc, None, local, today, msg.recvd);
+        msg.stamp = crate::time::resolve(&wc, None, crate::time::Zone::local(), today, msg.recvd);
     }
 }
 
@@ -787,8 +771,6 @@ fn parse_date(
     zone: Option<&crate::time::Zone>,
     msg: &LogMessage,
 ) -> Option<crate::time::UnixTime> {
-    static LOCAL: std::sync::OnceLock<crate::time::Zone> = std::sync::OnceLock::new();
-    let local = LOCAL.get_or_init(crate::time::Zone::local);
     // syslog-ng's `%z` also reads `Z` and `+hh:mm`.
     let read = |f: &str| {
         use jiff::fmt::strtime::parse;
@@ -819,7 +801,13 @@ fn parse_date(
         micros: tm.subsec_nanosecond().map_or(0, |n| (n / 1000) as u32),
         offset: tm.offset().map(|o| o.seconds()),
     };
-    Some(crate::time::resolve(&wc, zone, local, today, recvd))
+    Some(crate::time::resolve(
+        &wc,
+        zone,
+        crate::time::Zone::local(),
+        today,
+        recvd,
+    ))
 }
 
 const CSV_DIALECTS: &[&str] = &["escape-none", "escape-backslash", "escape-double-char"];
