@@ -731,6 +731,51 @@ fn if_elif_else() {
     );
 }
 
+/// Blocks of every context, with defaults, mandatory parameters, `...` and values in strings.
+/// Each body starts on the line after its brace: syslog-ng fills in backticks on that line when
+/// it reads the file (a documented difference).
+#[test]
+fn blocks() {
+    bsd(
+        "blocks",
+        r#"@define logdir "@OUT@"
+        block source net(ip("127.0.0.1") ...) {
+            network(ip(`ip`) `__VARARGS__`);
+        };
+        block destination to_file(name() template("$MSG\n") ...) {
+            file("`logdir`/`name`.log" template(`template`) `__VARARGS__`);
+        };
+        block filter prog(name()) {
+            program("`name`") or program("`name`d")
+        };
+        block rewrite tag_it(value() tag()) {
+            set("`tag`", value("`value`"));
+        };
+        block parser kv(prefix(".kv.")) {
+            kv-parser(prefix("`prefix`"));
+        };
+        block log to(d()) {
+            destination(`d`);
+        };
+        block root per_program(program() name()) {
+            destination d_`name` { to_file(name("`name`") template("$PROGRAM $MSG\n")); };
+            log { source(s); filter { program("`program`") }; to(d(d_`name`)); };
+        };
+        options { keep-hostname(yes); };
+        source s { net(port(@PORT@)); };
+        destination d_all { to_file(name("all") template("${cls} ${.kv.user} $HOST $MSG\n") perm(0600)); };
+        log {
+            source(s);
+            filter { not prog(name(ssh)) and level(info..emerg) };
+            rewrite { tag_it(value("cls") tag("T")); };
+            parser { kv(); };
+            to(d(d_all));
+        };
+        per_program(program("sshd") name(sshd));
+        per_program(program("CRON") name(cron));"#,
+    );
+}
+
 /// Comparing templates in filters: string operators, type-aware operators with quoted number
 /// literals (numeric) and without (byte-wise), `===`/`!==`, values that are not numbers.
 #[test]

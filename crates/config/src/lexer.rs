@@ -24,14 +24,50 @@ pub enum Tok {
 pub struct Token {
     pub tok: Tok,
     pub pos: Pos,
+    /// Where the token starts in the text it was read from, in bytes: a block definition keeps
+    /// the text between its braces as written.
+    pub offset: u32,
+    /// Which text it was read from: 0 for the configuration, others for block expansions.
+    pub text: u32,
+    /// How many block expansions produced it, to stop a block that references itself.
+    pub depth: u8,
+}
+
+/// The characters of a text with the byte offset of the next one.
+struct Chars<'a> {
+    inner: std::iter::Peekable<std::str::CharIndices<'a>>,
+    len: usize,
+}
+
+impl Chars<'_> {
+    fn next(&mut self) -> Option<char> {
+        self.inner.next().map(|(_, c)| c)
+    }
+
+    fn peek(&mut self) -> Option<&char> {
+        self.inner.peek().map(|(_, c)| c)
+    }
+
+    fn next_if(&mut self, f: impl FnOnce(&char) -> bool) -> Option<char> {
+        self.inner.next_if(|(_, c)| f(c)).map(|(_, c)| c)
+    }
+
+    fn offset(&mut self) -> u32 {
+        self.inner.peek().map_or(self.len, |&(i, _)| i) as u32
+    }
 }
 
 pub fn tokenize(text: &str) -> Result<Vec<Token>, ConfigError> {
     let mut out = Vec::new();
     let mut line = 0u32;
     let mut col = 0u32;
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
+    let mut chars = Chars {
+        inner: text.char_indices().peekable(),
+        len: text.len(),
+    };
+    loop {
+        let offset = chars.offset();
+        let Some(c) = chars.next() else { break };
         let start = Pos { line, col, len: 1 };
         col += 1;
         let tok = match c {
@@ -107,6 +143,9 @@ pub fn tokenize(text: &str) -> Result<Vec<Token>, ConfigError> {
                 out.push(Token {
                     tok,
                     pos: Pos { len, ..start },
+                    offset,
+                    text: 0,
+                    depth: 0,
                 });
                 continue;
             }
@@ -126,15 +165,27 @@ pub fn tokenize(text: &str) -> Result<Vec<Token>, ConfigError> {
                 out.push(Token {
                     tok: Tok::Word(w),
                     pos: Pos { len, ..start },
+                    offset,
+                    text: 0,
+                    depth: 0,
                 });
                 continue;
             }
         };
-        out.push(Token { tok, pos: start });
+        out.push(Token {
+            tok,
+            pos: start,
+            offset,
+            text: 0,
+            depth: 0,
+        });
     }
     out.push(Token {
         tok: Tok::End,
         pos: Pos { line, col, len: 1 },
+        offset: text.len() as u32,
+        text: 0,
+        depth: 0,
     });
     Ok(out)
 }

@@ -14,6 +14,7 @@
 mod error;
 mod lexer;
 pub mod source;
+mod subst;
 pub mod tree;
 
 pub use error::{ConfigError, LoadError, Pos};

@@ -10,6 +10,7 @@
 
 use crate::error::{ConfigError, LoadError, Pos};
 use std::collections::HashMap;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 /// syslog-ng's own limit on nested includes.
@@ -67,6 +68,7 @@ impl SourceMap {
     fn add_file(&mut self, path: &Path, text: &str, depth: usize) -> Result<(), ConfigError> {
         let file = self.files.len() as u16;
         self.files.push(path.display().to_string());
+        let mut scan = BlockScan::default();
         for (i, line) in text.lines().enumerate() {
             let here = self.lines.len() as u32;
             let line_no = i as u32 + 1;
@@ -120,8 +122,19 @@ impl SourceMap {
                 }
                 continue;
             }
-            let substituted = self.substitute(line, pos(0, line.len()))?;
-            self.text.push_str(&substituted);
+            for (part, in_block_body) in scan.split(line) {
+                if in_block_body {
+                    self.text.push_str(&line[part]);
+                } else {
+                    let at = Pos {
+                        line: here,
+                        col: part.start as u32,
+                        len: 1,
+                    };
+                    let substituted = self.substitute(&line[part], at)?;
+                    self.text.push_str(&substituted);
+                }
+            }
             self.text.push('\n');
         }
         Ok(())
@@ -195,64 +208,116 @@ impl SourceMap {
         Ok(())
     }
 
-    /// Replaces `` `name` `` with its `@define` or environment value, outside `#` comments.
-    fn substitute(&self, full: &str, pos: Pos) -> Result<String, ConfigError> {
-        if !full.contains('`') {
-            return Ok(full.to_string());
-        }
-        let (line, comment) = full.split_at(comment_start(full));
-        let mut out = String::with_capacity(line.len());
-        let mut rest = line;
-        while let Some(start) = rest.find('`') {
-            out.push_str(&rest[..start]);
-            let after = &rest[start + 1..];
-            let end = after
-                .find('`')
-                .ok_or_else(|| ConfigError::new(pos, "unterminated backtick reference"))?;
-            let name = &after[..end];
-            if name.is_empty() {
-                out.push('`');
-            } else if let Some(value) = self.defines.get(name) {
-                out.push_str(value);
-            } else if let Ok(value) = std::env::var(name) {
-                out.push_str(&value);
-            } else {
-                let col = (line.len() - rest.len() + start) as u32;
-                return Err(ConfigError::new(
-                    Pos {
-                        line: pos.line,
-                        col: pos.col - (line.len() - line.trim_start().len()) as u32 + col,
-                        len: name.len() as u32 + 2,
-                    },
-                    format!("`{name}` is neither an @define nor an environment variable"),
-                ));
-            }
-            rest = &after[end + 1..];
-        }
-        out.push_str(rest);
-        out.push_str(comment);
-        Ok(out)
+    /// The value of an `@define`, or else of the environment variable of that name.
+    pub fn global(&self, name: &str) -> Option<String> {
+        self.defines
+            .get(name)
+            .cloned()
+            .or_else(|| std::env::var(name).ok())
+    }
+
+    /// Replaces `` `name` `` in text read from a file, which starts `at`, with its `@define`
+    /// or environment value.
+    fn substitute(&self, text: &str, at: Pos) -> Result<String, ConfigError> {
+        crate::subst::substitute(text, |name| self.global(name)).map_err(|e| {
+            ConfigError::new(
+                Pos {
+                    line: at.line,
+                    col: at.col + e.offset() as u32,
+                    len: e.len() as u32,
+                },
+                e.message("neither an @define nor an environment variable"),
+            )
+        })
     }
 }
 
-/// Where a `#` comment starts in a line (outside quotes), or the line's length.
-fn comment_start(line: &str) -> usize {
-    let mut quote = None;
-    let mut escaped = false;
-    for (i, c) in line.char_indices() {
-        match (quote, c) {
-            (Some('"'), '\\') if !escaped => {
-                escaped = true;
-                continue;
+/// Follows the text line by line to tell which parts are the body of a `block` definition:
+/// their backticks name the block's arguments and are replaced where the block is used.
+/// (syslog-ng substitutes what is on the line of the block's opening brace when it reads the
+/// file, so that a one-line block loses its arguments; sluice leaves the whole body alone.)
+#[derive(Default)]
+struct BlockScan {
+    /// Braces open outside strings and comments.
+    depth: u32,
+    /// The depth at which the body of the block being read opened.
+    body: Option<u32>,
+    /// `block` was read at the top level and its body's brace is still to come.
+    header: bool,
+    quote: Option<char>,
+    escaped: bool,
+    comment: bool,
+    word: String,
+}
+
+impl BlockScan {
+    /// Cuts a line into parts outside and inside block bodies (`true`), in order.
+    fn split(&mut self, line: &str) -> Vec<(Range<usize>, bool)> {
+        let mut parts = Vec::new();
+        let mut start = 0;
+        for (i, c) in line.char_indices() {
+            let was_in_body = self.body.is_some();
+            self.feed(c);
+            let cut = match (was_in_body, self.body.is_some()) {
+                (false, true) => i + 1,
+                (true, false) => i,
+                _ => continue,
+            };
+            parts.push((start..cut, was_in_body));
+            start = cut;
+        }
+        parts.push((start..line.len(), self.body.is_some()));
+        self.feed('\n');
+        parts
+    }
+
+    fn feed(&mut self, c: char) {
+        if self.comment {
+            self.comment = c != '\n';
+            return;
+        }
+        if let Some(q) = self.quote {
+            match c {
+                '\\' if q == '"' && !self.escaped => self.escaped = true,
+                c if c == q && !self.escaped => self.quote = None,
+                _ => self.escaped = false,
             }
-            (Some(q), c) if c == q && !escaped => quote = None,
-            (None, '"' | '\'') => quote = Some(c),
-            (None, '#') => return i,
+            return;
+        }
+        if c.is_whitespace() || "{}();,#\"'".contains(c) {
+            self.end_word();
+        } else {
+            self.word.push(c);
+        }
+        match c {
+            '#' => self.comment = true,
+            '"' | '\'' => {
+                self.quote = Some(c);
+                self.escaped = false;
+            }
+            '{' => {
+                if self.header {
+                    self.header = false;
+                    self.body = Some(self.depth);
+                }
+                self.depth += 1;
+            }
+            '}' => {
+                self.depth = self.depth.saturating_sub(1);
+                if self.body == Some(self.depth) {
+                    self.body = None;
+                }
+            }
             _ => {}
         }
-        escaped = false;
     }
-    line.len()
+
+    fn end_word(&mut self) {
+        if self.word == "block" && self.depth == 0 && self.body.is_none() {
+            self.header = true;
+        }
+        self.word.clear();
+    }
 }
 
 /// The text between matching quotes, or the text itself.

@@ -6,10 +6,14 @@
 //! a `filter` is a boolean expression instead. Values keep their kind (quoted string or bare
 //! word) and position; their meaning (a port, a size, a boolean) is read by the consumer through
 //! the `Value::as_*` helpers, which give positioned errors.
+//!
+//! `block` statements never reach the tree: the parser keeps their text and, where one is used,
+//! replaces the reference with that text, its arguments filled in (see [`Parser::block_reference`]).
 
 use crate::error::{ConfigError, Pos};
 use crate::lexer::{tokenize, Tok, Token};
 use crate::source::SourceMap;
+use std::collections::HashMap;
 
 #[derive(Debug)]
 pub struct Config {
@@ -239,35 +243,108 @@ pub const STATEMENTS: &[&str] = &[
 ];
 
 pub fn parse(map: SourceMap) -> Result<Config, Box<crate::LoadError>> {
-    let tokens = match tokenize(&map.text) {
-        Ok(t) => t,
-        Err(e) => return Err(crate::LoadError::new(e, map)),
-    };
-    let mut p = Parser {
-        toks: tokens,
-        at: 0,
-    };
-    let mut statements = Vec::new();
-    while p.peek() != &Tok::End {
-        match p.statement() {
-            Ok(Some(s)) => statements.push(s),
-            Ok(None) => {}
-            Err(e) => return Err(crate::LoadError::new(e, map)),
+    let parsed = tokenize(&map.text).and_then(|toks| {
+        let mut p = Parser {
+            toks,
+            at: 0,
+            map: &map,
+            expansions: Vec::new(),
+            blocks: HashMap::new(),
+        };
+        let mut statements = Vec::new();
+        while p.peek() != &Tok::End {
+            statements.extend(p.statement()?);
+        }
+        Ok(statements)
+    });
+    match parsed {
+        Ok(statements) => Ok(Config {
+            version: map.version.clone(),
+            statements,
+            map,
+        }),
+        Err(e) => Err(crate::LoadError::new(e, map)),
+    }
+}
+
+/// Where a block may be used, named as in `block source name() {…}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Context {
+    Root,
+    Source,
+    Destination,
+    Parser,
+    Rewrite,
+    Filter,
+    Log,
+    Options,
+}
+
+impl Context {
+    const NAMES: [(&'static str, Context); 8] = [
+        ("root", Context::Root),
+        ("source", Context::Source),
+        ("destination", Context::Destination),
+        ("parser", Context::Parser),
+        ("rewrite", Context::Rewrite),
+        ("filter", Context::Filter),
+        ("log", Context::Log),
+        ("options", Context::Options),
+    ];
+
+    /// The context of a statement's or an inline object's body.
+    fn of(kind: &str) -> Context {
+        Context::NAMES
+            .iter()
+            .find(|(name, _)| *name == kind)
+            .map_or(Context::Log, |&(_, c)| c)
+    }
+}
+
+/// `block CONTEXT NAME(param(default) … [...]) { content };`: text that a reference
+/// `NAME(param(value) …)` in the same context is replaced with, its backticks filled in.
+#[derive(Debug)]
+struct Block {
+    context: Context,
+    name: String,
+    /// Parameter names (normalized) and defaults; `None` for a mandatory one: `param()`.
+    params: Vec<(String, Option<String>)>,
+    /// `...`: arguments that are not parameters go into `` `__VARARGS__` `` as `name(value) `.
+    varargs: bool,
+    content: String,
+    /// Where the content starts: generated tokens are placed there for error messages.
+    at: Pos,
+}
+
+impl Block {
+    /// Where a position in the text generated from this block is in its definition (columns
+    /// shift where arguments were longer or shorter than their references).
+    fn place(&self, p: Pos) -> Pos {
+        Pos {
+            line: self.at.line + p.line,
+            col: if p.line == 0 {
+                self.at.col + p.col
+            } else {
+                p.col
+            },
+            len: p.len,
         }
     }
-    Ok(Config {
-        version: map.version.clone(),
-        statements,
-        map,
-    })
 }
 
-struct Parser {
+/// syslog-ng's limit on nested includes, which also bounds blocks used within blocks.
+const MAX_BLOCK_DEPTH: u8 = 15;
+
+struct Parser<'m> {
     toks: Vec<Token>,
     at: usize,
+    map: &'m SourceMap,
+    /// The texts blocks were expanded into; token text `n` is `expansions[n - 1]`.
+    expansions: Vec<String>,
+    blocks: HashMap<String, Block>,
 }
 
-impl Parser {
+impl Parser<'_> {
     fn peek(&self) -> &Tok {
         &self.toks[self.at].tok
     }
@@ -331,9 +408,253 @@ impl Parser {
         }
     }
 
+    /// The text a token was read from.
+    fn text_of(&self, token: &Token) -> &str {
+        match token.text {
+            0 => &self.map.text,
+            n => &self.expansions[n as usize - 1],
+        }
+    }
+
+    /// At `(`: the text up to the matching `)` as written, after which parsing goes on.
+    /// `()` (only white space) is `None`; `("")` and `('')` are the empty string.
+    fn raw_parens(&mut self) -> Result<Option<String>, ConfigError> {
+        let open = self.next();
+        let mut depth = 1;
+        let close = loop {
+            let t = self.next();
+            match t.tok {
+                Tok::LParen => depth += 1,
+                Tok::RParen if depth == 1 => break t,
+                Tok::RParen => depth -= 1,
+                Tok::End => return Err(ConfigError::new(open.pos, "unclosed '('")),
+                _ => {}
+            }
+        };
+        let raw = &self.text_of(&open)[open.offset as usize + 1..close.offset as usize];
+        Ok(match raw.trim() {
+            "" => None,
+            "\"\"" | "''" => Some(String::new()),
+            _ => Some(raw.to_string()),
+        })
+    }
+
+    /// `block CONTEXT NAME(params) { content };` after `block`: remembers the block.
+    fn block_definition(&mut self) -> Result<(), ConfigError> {
+        let (context_name, context_pos) = self.word("naming the context the block is used in")?;
+        let context = Context::NAMES
+            .iter()
+            .find(|(name, _)| *name == context_name)
+            .map(|&(_, c)| c)
+            .ok_or_else(|| {
+                let valid: Vec<&str> = Context::NAMES.iter().map(|(n, _)| *n).collect();
+                ConfigError::unknown(context_pos, "block context", &context_name, "", &valid)
+            })?;
+        let (name, name_pos) = self.word("naming the block")?;
+        let key = crate::normalize(&name);
+        if let Some(first) = self.blocks.get(&key) {
+            let (file, line, _) = self.map.origin(first.at.line);
+            return Err(ConfigError::new(
+                name_pos,
+                format!("block '{name}' is defined twice; the first is at {file}:{line}"),
+            ));
+        }
+        self.expect(
+            Tok::LParen,
+            &format!("to open the parameters of block {name}"),
+        )?;
+        let mut params = Vec::new();
+        let mut varargs = false;
+        loop {
+            match self.peek() {
+                Tok::RParen => break,
+                Tok::Word(w) if w == "..." => {
+                    self.next();
+                    varargs = true;
+                }
+                Tok::Word(_) if *self.peek_at(1) == Tok::LParen => {
+                    let (param, _) = self.word("")?;
+                    params.push((crate::normalize(&param), self.raw_parens()?));
+                }
+                other => {
+                    return Err(ConfigError::new(
+                        self.pos(),
+                        format!(
+                            "expected a parameter such as port(514), '...' or ')', found {}",
+                            Self::describe(other)
+                        ),
+                    ))
+                }
+            }
+        }
+        self.next();
+        let open = self.next();
+        if open.tok != Tok::Open {
+            return Err(ConfigError::new(
+                open.pos,
+                format!(
+                    "expected '{{' to open the body of block {name}, found {}",
+                    Self::describe(&open.tok)
+                ),
+            ));
+        }
+        let mut depth = 1;
+        let close = loop {
+            let t = self.next();
+            match t.tok {
+                Tok::Open => depth += 1,
+                Tok::Close if depth == 1 => break t,
+                Tok::Close => depth -= 1,
+                Tok::End => return Err(ConfigError::new(open.pos, "unclosed '{'")),
+                _ => {}
+            }
+        };
+        let content =
+            self.text_of(&open)[open.offset as usize + 1..close.offset as usize].to_string();
+        self.expect(Tok::Semi, "after the block statement")?;
+        let at = Pos {
+            col: open.pos.col + 1,
+            ..open.pos
+        };
+        self.blocks.insert(
+            key,
+            Block {
+                context,
+                name,
+                params,
+                varargs,
+                content,
+                at,
+            },
+        );
+        Ok(())
+    }
+
+    /// At a reference to a block of this context, `NAME(arg(value) …)`: replaces the reference
+    /// with the block's content and says so, or says that this is no block reference.
+    fn block_reference(&mut self, context: Context) -> Result<bool, ConfigError> {
+        let key = match (self.peek(), self.peek_at(1)) {
+            (Tok::Word(w), Tok::LParen) => crate::normalize(w),
+            _ => return Ok(false),
+        };
+        if self.blocks.get(&key).is_none_or(|b| b.context != context) {
+            return Ok(false);
+        }
+        let start = self.at;
+        let reference = self.next();
+        self.next();
+        let mut args: Vec<(String, String, Pos)> = Vec::new();
+        loop {
+            match self.peek() {
+                Tok::RParen => break,
+                Tok::Comma => {
+                    self.next();
+                }
+                Tok::Word(_) if *self.peek_at(1) == Tok::LParen => {
+                    let (arg, pos) = self.word("")?;
+                    if let Some(value) = self.raw_parens()? {
+                        args.push((crate::normalize(&arg), value, pos));
+                    }
+                }
+                other => {
+                    return Err(ConfigError::new(
+                        self.pos(),
+                        format!(
+                            "expected an argument such as port(514) or ')' in a reference to a block, found {}",
+                            Self::describe(other)
+                        ),
+                    ))
+                }
+            }
+        }
+        self.next();
+        let block = &self.blocks[&key];
+        let what = format!("block {}()", block.name);
+        for (arg, _, pos) in &args {
+            if !block.varargs && !block.params.iter().any(|(p, _)| p == arg) {
+                let valid: Vec<&str> = block.params.iter().map(|(p, _)| p.as_str()).collect();
+                return Err(ConfigError::unknown(
+                    *pos,
+                    "argument",
+                    arg,
+                    &format!(" to {what}"),
+                    &valid,
+                ));
+            }
+        }
+        for (param, default) in &block.params {
+            if default.is_none() && !args.iter().any(|(a, ..)| a == param) {
+                return Err(ConfigError::new(
+                    reference.pos,
+                    format!("{what} needs {param}(…)"),
+                ));
+            }
+        }
+        if reference.depth >= MAX_BLOCK_DEPTH {
+            return Err(ConfigError::new(
+                reference.pos,
+                format!(
+                    "{what} is used within itself, or blocks nest more than {MAX_BLOCK_DEPTH} deep"
+                ),
+            ));
+        }
+        let varargs: String = args
+            .iter()
+            .filter(|(a, ..)| !block.params.iter().any(|(p, _)| p == a))
+            .map(|(a, v, _)| format!("{a}({v}) "))
+            .collect();
+        let lookup = |name: &str| {
+            let name = crate::normalize(name);
+            if block.varargs && name == "__VARARGS__" {
+                return Some(varargs.clone());
+            }
+            args.iter()
+                .find(|(a, ..)| *a == name)
+                .map(|(_, v, _)| v.clone())
+                .or_else(|| {
+                    block
+                        .params
+                        .iter()
+                        .find(|(p, _)| *p == name)
+                        .and_then(|(_, d)| d.clone())
+                })
+                .or_else(|| self.map.global(&name))
+        };
+        let text = crate::subst::substitute(&block.content, lookup).map_err(|e| {
+            let before = &block.content[..e.offset()];
+            let line = before.matches('\n').count() as u32;
+            let col = (e.offset() - before.rfind('\n').map_or(0, |i| i + 1)) as u32;
+            let len = e.len() as u32;
+            ConfigError::new(
+                block.place(Pos { line, col, len }),
+                e.message(
+                    "neither an argument of the block, an @define nor an environment variable",
+                ),
+            )
+        })?;
+        let mut generated = tokenize(&text).map_err(|mut e| {
+            e.pos = e.pos.map(|p| block.place(p));
+            e
+        })?;
+        generated.pop();
+        let id = self.expansions.len() as u32 + 1;
+        for t in &mut generated {
+            t.pos = block.place(t.pos);
+            t.text = id;
+            t.depth = reference.depth + 1;
+        }
+        self.expansions.push(text);
+        self.toks.splice(start..self.at, generated);
+        self.at = start;
+        Ok(true)
+    }
+
     fn statement(&mut self) -> Result<Option<Statement>, ConfigError> {
         if *self.peek() == Tok::Semi {
             self.next();
+            return Ok(None);
+        }
+        if self.block_reference(Context::Root)? {
             return Ok(None);
         }
         let (kind, pos) = self.word("at the start of a statement")?;
@@ -357,9 +678,13 @@ impl Parser {
                 ],
             ));
         }
+        if key == "block" {
+            self.block_definition()?;
+            return Ok(None);
+        }
         if matches!(
             key.as_str(),
-            "block" | "template_function" | "python" | "python_fetcher"
+            "template_function" | "python" | "python_fetcher"
         ) {
             return Err(ConfigError::not_supported(
                 pos,
@@ -394,7 +719,7 @@ impl Parser {
             let body = if key == "filter" {
                 Body::Filter(self.filter_body()?)
             } else {
-                Body::Nodes(self.nodes()?)
+                Body::Nodes(self.nodes(Context::of(&key))?)
             };
             self.expect(Tok::Close, &format!("to close the body of {kind}"))?;
             body
@@ -408,10 +733,13 @@ impl Parser {
         }))
     }
 
-    /// Nodes up to the closing brace.
-    fn nodes(&mut self) -> Result<Vec<Node>, ConfigError> {
+    /// Nodes up to the closing brace, in a body of the given context.
+    fn nodes(&mut self, context: Context) -> Result<Vec<Node>, ConfigError> {
         let mut nodes = Vec::new();
         loop {
+            if self.block_reference(context)? {
+                continue;
+            }
             match self.peek() {
                 Tok::Close => return Ok(nodes),
                 Tok::Semi => {
@@ -460,7 +788,7 @@ impl Parser {
                 let body = if key == "filter" {
                     Body::Filter(self.filter_body()?)
                 } else {
-                    Body::Nodes(self.nodes()?)
+                    Body::Nodes(self.nodes(Context::of(&key))?)
                 };
                 self.expect(Tok::Close, &format!("to close {name} {{ … }}"))?;
                 Node {
@@ -508,7 +836,7 @@ impl Parser {
                 Condition::Block
             };
             self.expect(Tok::Open, "to open the block of if/elif/else")?;
-            let body = self.nodes()?;
+            let body = self.nodes(Context::Log)?;
             self.expect(Tok::Close, "to close the block of if/elif/else")?;
             arms.push(IfArm {
                 condition,
@@ -659,6 +987,11 @@ impl Parser {
     }
 
     fn primary(&mut self) -> Result<Expr, ConfigError> {
+        // A filter block's text stands where it is used, exactly as written: `not f()` with
+        // `f` being `a or b` reads `not a or b`, as in syslog-ng.
+        if self.block_reference(Context::Filter)? {
+            return self.primary();
+        }
         match self.peek().clone() {
             Tok::LParen => {
                 self.next();
@@ -748,6 +1081,119 @@ mod tests {
             panic!()
         };
         assert!(matches!(**right, Expr::And(_, _)));
+    }
+
+    /// The statements of a configuration, printed back as text, to compare expansions.
+    fn printed(c: &Config) -> Vec<String> {
+        fn node(n: &Node) -> String {
+            let args: Vec<String> = n
+                .args
+                .iter()
+                .map(|a| match a {
+                    Arg::Value(v) if v.kind == ValueKind::Str => format!("{:?}", v.text),
+                    Arg::Value(v) => v.text.clone(),
+                    Arg::Option(o) => node(o),
+                })
+                .collect();
+            match n.block.as_deref() {
+                Some(Body::Nodes(inner)) => {
+                    let inner: Vec<String> = inner.iter().map(node).collect();
+                    format!("{} {{ {} }}", n.name, inner.join("; "))
+                }
+                Some(other) => format!("{} {other:?}", n.name),
+                None => format!("{}({})", n.name, args.join(" ")),
+            }
+        }
+        c.statements
+            .iter()
+            .map(|s| match &s.body {
+                Body::Nodes(nodes) => {
+                    let nodes: Vec<String> = nodes.iter().map(node).collect();
+                    let name = s.name.as_ref().map_or("", |(n, _)| n.as_str());
+                    format!("{} {name} {{ {} }}", s.kind, nodes.join("; "))
+                }
+                other => format!("{} {other:?}", s.kind),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn blocks_expand_where_they_are_used() {
+        let c = cfg(r#"
+            @define logdir "/var/log"
+            block source net(port(514) ip("0.0.0.0")) {
+                tcp(ip(`ip`) port(`port`));
+                udp(port(`port`));
+            };
+            block destination to_file(name() ...) { file("`logdir`/`name`.log" `__VARARGS__`); };
+            block root pair(dir()) {
+                destination d_pair { to_file(name("`dir`/pair")); };
+                log { source(s); destination(d_pair); };
+            };
+            source s { net(port(601)); unix-stream("/dev/log"); };
+            destination d { to_file(name('x "y"') perm(0600) create-dirs(yes)); };
+            pair(dir(sub));
+        "#);
+        assert_eq!(
+            printed(&c),
+            [
+                r#"source s { tcp(ip("0.0.0.0") port(601)); udp(port(601)); unix-stream("/dev/log") }"#,
+                r#"destination d { file("/var/log/x \"y\".log" perm(0600) create_dirs(yes)) }"#,
+                r#"destination d_pair { file("/var/log/sub/pair.log") }"#,
+                "log  { source(s); destination(d_pair) }",
+            ]
+        );
+    }
+
+    #[test]
+    fn filter_and_log_blocks_are_text_in_place() {
+        let c = cfg(r#"
+            block filter prog(name()) { program("`name`") or program("`name`d") };
+            block log to(d()) { destination(`d`); flags(final); };
+            filter f { not prog(name(ssh)) and level(err); };
+            log { source(s); filter { prog(name(cron)) }; to(d(d1)); };
+        "#);
+        // `not a or b and c`, as the text reads after expansion.
+        let Body::Filter(Expr::Or(left, right)) = &c.statements[0].body else {
+            panic!("{:?}", c.statements[0].body)
+        };
+        assert!(matches!(**left, Expr::Not(_)));
+        assert!(matches!(**right, Expr::And(_, _)));
+        let printed = printed(&c);
+        assert!(
+            printed[1].starts_with("log  { source(s); filter Filter(Or(")
+                && printed[1].ends_with("destination(d1); flags(final) }"),
+            "{printed:?}"
+        );
+    }
+
+    #[test]
+    fn block_errors_say_what_is_wrong() {
+        let text = err("block source b(port()) { tcp(port(`port`)); };\nsource s { b(); };\n");
+        assert!(
+            text.contains("t.conf:2:12: block b() needs port(…)"),
+            "{text}"
+        );
+        let text = err("block source b(port(1)) { tcp(); };\nsource s { b(prt(2)); };\n");
+        assert!(
+            text.contains("unknown argument 'prt' to block b()"),
+            "{text}"
+        );
+        assert!(text.contains("did you mean 'port'?"), "{text}");
+        let text = err("block source b() {\n  tcp(port(`nope`));\n};\nsource s { b(); };\n");
+        assert!(
+            text.contains("t.conf:2:12: `nope` is neither an argument of the block"),
+            "{text}"
+        );
+        let text = err("block root r() { r(); };\nr();\n");
+        assert!(text.contains("block r() is used within itself"), "{text}");
+        let text = err("block source b() { tcp(); };\nblock source b() { udp(); };\n");
+        assert!(
+            text.contains("block 'b' is defined twice; the first is at t.conf:1"),
+            "{text}"
+        );
+        let text = err("block sorce b() { tcp(); };\n");
+        assert!(text.contains("did you mean 'source'?"), "{text}");
     }
 
     #[test]
