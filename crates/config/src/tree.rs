@@ -8,7 +8,7 @@
 //! the `Value::as_*` helpers, which give positioned errors.
 //!
 //! `block` statements never reach the tree: the parser keeps their text and, where one is used,
-//! replaces the reference with that text, its arguments filled in (see [`Parser::block_reference`]).
+//! replaces the reference with that text, its arguments filled in (`Parser::block_reference`).
 
 use crate::error::{ConfigError, Pos};
 use crate::lexer::{tokenize, Tok, Token};

@@ -193,6 +193,12 @@ pub enum StringMode {
 }
 
 impl Matcher {
+    /// syslog-ng's globs: `*` any run, `?` one character, all else literal; the whole value
+    /// matches.
+    pub fn glob(pattern: &str, ignore_case: bool) -> Result<Matcher, String> {
+        regex(&glob_to_regex(pattern), ignore_case).map(Matcher::Glob)
+    }
+
     pub fn is_match(&self, subject: &[u8]) -> bool {
         match self {
             Matcher::Regex(re) | Matcher::Glob(re) => re.is_match(subject),
@@ -708,10 +714,8 @@ fn matcher_filter(node: &Node, key: &str) -> Result<Filter, ConfigError> {
             mode,
             ignore_case,
         },
-        "glob" => Matcher::Glob(
-            regex(&glob_to_regex(&pattern.text), ignore_case)
-                .map_err(|e| ConfigError::new(pattern.pos, e))?,
-        ),
+        "glob" => Matcher::glob(&pattern.text, ignore_case)
+            .map_err(|e| ConfigError::new(pattern.pos, e))?,
         other => {
             let pos = node
                 .options()
@@ -748,7 +752,6 @@ pub fn regex(pattern: &str, ignore_case: bool) -> Result<Regex, String> {
         })
 }
 
-/// syslog-ng's globs: `*` any run, `?` one character, all else literal; the whole value matches.
 fn glob_to_regex(glob: &str) -> String {
     let mut re = String::from("^(?s:");
     for c in glob.chars() {

@@ -33,10 +33,16 @@ fn decode(s: &[u8], start: usize) -> (Vec<u8>, usize) {
 /// Appends `item` to the list in `out` that began at `start`: a comma first unless the list is
 /// empty or already ends in one, then the item quoted where it needs to be.
 pub fn push(out: &mut Vec<u8>, start: usize, item: &[u8]) {
+    separate(out, start);
+    encode(out, item, Some(b','));
+}
+
+/// The comma before a new item of the list in `out` that began at `start`, unless the list is
+/// empty or already ends in one.
+pub fn separate(out: &mut Vec<u8>, start: usize) {
     if out.len() > start && out.last() != Some(&b',') {
         out.push(b',');
     }
-    encode(out, item, Some(b','));
 }
 
 /// syslog-ng's `str_repr_encode`: a word as is when nothing in it needs quoting (no quote,

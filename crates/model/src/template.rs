@@ -37,6 +37,8 @@ enum Value {
     },
     /// A name-value pair set by a rewrite rule or a parser.
     Pair(NameId),
+    /// `$_`: the item `$(map)` or `$(filter)` is at.
+    Element,
 }
 
 impl Template {
@@ -154,6 +156,7 @@ impl Template {
                                 append(out, v.of(&msg.raw), self.escape);
                             }
                         }
+                        Value::Element => functions::append_element(out),
                     }
                     if out.len() == start {
                         if let Some(d) = default {
@@ -196,6 +199,9 @@ fn resolve(name: &str) -> Result<Value, String> {
             )),
         };
     }
+    if name == "_" {
+        return Ok(Value::Element);
+    }
     if let Some(rest) = name.strip_prefix(".SDATA.") {
         let (id, param) = rest.rsplit_once('.').unwrap_or((rest, ""));
         return Ok(Value::Sdata {
@@ -232,3 +238,4 @@ pub mod functions;
 mod json;
 #[cfg(test)]
 mod tests;
+mod value_pairs;

@@ -35,7 +35,31 @@ enum Func {
     If(Box<Filter>),
     Or,
     Arithmetic(u8),
-    FormatJson(Box<super::json::FormatJson>),
+    /// `$(format-json)`, `$(format-flat-json)`, `$(format-welf)`, `$(names)`, `$(values)`.
+    ValuePairs(Box<super::value_pairs::ValuePairs>),
+    /// `$(grep [--max-count N] (filter) template…)`: the templates, joined by commas, when the
+    /// message matches (syslog-ng looks at each message of a correlation context; here there
+    /// is the one being formatted).
+    Grep(Box<Filter>),
+    /// `$(map template list)`: the template for each item (`$_`), as a list.
+    Map,
+    /// `$(filter (filter) list)`: the items (`$_`) the filter matches.
+    FilterList(Box<Filter>),
+    /// `$(iterate template initial)`: `initial`, then the template of the previous result
+    /// (`$_`), one step per message formatted, shared by every thread formatting it.
+    Iterate {
+        step: Box<Template>,
+        current: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    },
+    /// `$(list-search [--mode M] [--start-index N] pattern list…)`: the index of the first
+    /// matching item from the start index.
+    ListSearch {
+        matcher: Box<filter::Matcher>,
+        start: usize,
+    },
+    /// `$(template $name [fallback…])`: the template statement the first argument names when
+    /// formatted; the other arguments, joined by spaces, when none has that name.
+    DynamicNamed(std::sync::Arc<std::collections::HashMap<String, Template>>),
     /// `$(padding text width [pattern])`: the pattern, repeated to `width`, precomputed.
     Padding(Vec<u8>),
     UrlEncode,
@@ -145,20 +169,20 @@ const FUNCTIONS: &[&str] = &[
     "max",
     "average",
     "template",
+    "format-welf",
+    "names",
+    "values",
+    "grep",
+    "map",
+    "filter",
+    "iterate",
+    "list-search",
 ];
 const NOT_YET: &[&str] = &[
-    "format-welf",
     "format-date",
     "format-cim",
     "format-gelf",
-    "grep",
     "echo-json",
-    "list-search",
-    "iterate",
-    "map",
-    "filter",
-    "names",
-    "values",
     "binary",
     "context-length",
     "context-lookup",
@@ -281,10 +305,106 @@ impl Call {
                 argv.truncate(1);
                 Func::Padding(fill)
             }
-            "format-json" | "format-flat-json" => {
-                let f = super::json::FormatJson::compile(&argv, name == "format-flat-json")?;
+            "format-json" | "format-flat-json" | "format-welf" | "names" | "values" => {
+                let output = super::value_pairs::Output::of(&name).expect("a value-pairs function");
+                let f = super::value_pairs::ValuePairs::compile(&argv, output)?;
                 argv.clear();
-                Func::FormatJson(Box::new(f))
+                Func::ValuePairs(Box::new(f))
+            }
+            "grep" => {
+                // `--max-count` limits the matching messages of a correlation context; with the
+                // one message being formatted it changes nothing.
+                if argv.first().is_some_and(|a| a.starts_with("--max-count=")) {
+                    argv.remove(0);
+                } else if argv.len() > 2 && matches!(argv[0].as_str(), "--max-count" | "-m") {
+                    argv.drain(..2);
+                }
+                if argv.len() < 2 {
+                    return Err(
+                        "$(grep) needs a filter and a template: $(grep (filter) $MSG)".into(),
+                    );
+                }
+                let condition = argv.remove(0);
+                Func::Grep(Box::new(compile_condition("grep", &condition)?))
+            }
+            "map" | "filter" => {
+                if argv.len() != 2 {
+                    return Err(format!(
+                        "$({name}) needs two arguments: $({name} {} list)",
+                        if name == "map" {
+                            "template"
+                        } else {
+                            "(filter)"
+                        }
+                    ));
+                }
+                if name == "map" {
+                    Func::Map
+                } else {
+                    let condition = argv.remove(0);
+                    Func::FilterList(Box::new(compile_condition("filter", &condition)?))
+                }
+            }
+            "iterate" => {
+                let [step, initial] = argv.as_slice() else {
+                    return Err(
+                        "$(iterate) needs two arguments: $(iterate template initial)".into(),
+                    );
+                };
+                let f = Func::Iterate {
+                    step: Box::new(template(step)?),
+                    current: std::sync::Arc::new(std::sync::Mutex::new(
+                        initial.clone().into_bytes(),
+                    )),
+                };
+                argv.clear();
+                f
+            }
+            "list-search" => {
+                let mut mode = "literal".to_string();
+                let mut start = 0;
+                while argv.first().is_some_and(|a| a.starts_with("--")) {
+                    let flag = argv.remove(0);
+                    let (flag, inline) = match flag.split_once('=') {
+                        Some((f, v)) => (f.to_string(), Some(v.to_string())),
+                        None => (flag, None),
+                    };
+                    let value = match inline {
+                        Some(v) => v,
+                        None if !argv.is_empty() => argv.remove(0),
+                        None => return Err(format!("$(list-search) {flag} needs a value")),
+                    };
+                    match flag.as_str() {
+                        "--mode" => mode = value,
+                        "--start-index" => {
+                            start = value.parse().map_err(|_| {
+                                format!("$(list-search) --start-index needs a number, not {value}")
+                            })?
+                        }
+                        other => return Err(format!("$(list-search) unknown option {other}")),
+                    }
+                }
+                if argv.len() < 2 {
+                    return Err("$(list-search) needs a pattern and a list: $(list-search [options] pattern ${list})".into());
+                }
+                let pattern = argv.remove(0);
+                let string = |mode| filter::Matcher::String {
+                    needle: pattern.clone().into_bytes(),
+                    mode,
+                    ignore_case: false,
+                };
+                let matcher = match mode.as_str() {
+                    "literal" => string(filter::StringMode::Exact),
+                    "prefix" => string(filter::StringMode::Prefix),
+                    "substring" => string(filter::StringMode::Substring),
+                    "glob" => filter::Matcher::glob(&pattern, false)?,
+                    "pcre" => filter::Matcher::Regex(filter::regex(&pattern, false)?),
+                    other => return Err(format!("$(list-search) invalid mode {other}; the modes are literal, prefix, substring, glob, pcre")),
+                };
+                Func::ListSearch {
+                    matcher: Box::new(matcher),
+                    start,
+                }
             }
             "base64-encode" => Func::Base64,
             "list-concat" => Func::ListConcat,
@@ -302,17 +422,20 @@ impl Call {
                 let Some(target) = argv.first().cloned() else {
                     return Err("$(template) needs the name of a template statement".into());
                 };
-                if target.contains('$') {
-                    return Err(format!(
-                        "$(template {target}): templates named at run time are not supported yet"
-                    ));
+                match NAMED.with_borrow(|n| n.get(&target).cloned()) {
+                    Some(t) => {
+                        argv.clear();
+                        Func::Named(Box::new(t))
+                    }
+                    None if target.contains('$') => {
+                        Func::DynamicNamed(std::sync::Arc::new(NAMED.with_borrow(|n| n.clone())))
+                    }
+                    None => {
+                        return Err(format!(
+                            "$(template {target}): no template statement has that name"
+                        ))
+                    }
                 }
-                let found = NAMED.with_borrow(|n| n.get(&target).cloned());
-                let t = found.ok_or(format!(
-                    "$(template {target}): no template statement has that name"
-                ))?;
-                argv.clear();
-                Func::Named(Box::new(t))
             }
             "hash" | "md5" | "sha1" | "sha256" | "sha512" => {
                 let digest = match name.as_str() {
@@ -367,7 +490,7 @@ impl Call {
                     );
                 }
                 let condition = argv.remove(0);
-                Func::If(Box::new(compile_condition(&condition)?))
+                Func::If(Box::new(compile_condition("if", &condition)?))
             }
             n if NOT_YET.contains(&n) => {
                 return Err(format!("the template function $({n}) is not supported yet"))
@@ -385,7 +508,8 @@ impl Call {
 
     pub fn uses_seq(&self) -> bool {
         match &self.func {
-            Func::FormatJson(f) => f.uses_seq(),
+            Func::ValuePairs(f) => f.uses_seq(),
+            Func::Iterate { step, .. } => step.uses_seq(),
             Func::Named(t) => t.uses_seq(),
             _ => self.args.iter().any(Template::uses_seq),
         }
@@ -474,7 +598,63 @@ impl Call {
                 }
             }
             Func::Arithmetic(op) => arithmetic(*op, &args(), out),
-            Func::FormatJson(f) => f.append(msg, seq, out),
+            Func::ValuePairs(f) => f.append(msg, seq, out),
+            Func::Grep(condition) => {
+                if condition.matches(msg, &mut Vec::new()) {
+                    join(out, &args(), b",", |v, out| out.extend_from_slice(v));
+                }
+            }
+            Func::Map => {
+                let [template, list] = self.args.as_slice() else {
+                    return;
+                };
+                let start = out.len();
+                let mut item_out = Vec::new();
+                for item in crate::list::items(&[&eval(list)]) {
+                    item_out.clear();
+                    with_element(&item, || template.append(msg, seq, &mut item_out));
+                    crate::list::push(out, start, &item_out);
+                }
+            }
+            Func::FilterList(condition) => {
+                let start = out.len();
+                let mut scratch = Vec::new();
+                for item in crate::list::items(&[&args().concat()]) {
+                    if with_element(&item, || condition.matches(msg, &mut scratch)) {
+                        // Put back as read, not quoted again, as syslog-ng 3.38 does.
+                        crate::list::separate(out, start);
+                        out.extend_from_slice(&item);
+                    }
+                }
+            }
+            Func::Iterate { step, current } => {
+                let mut current = current.lock().unwrap_or_else(|e| e.into_inner());
+                out.extend_from_slice(&current);
+                let mut next = Vec::new();
+                with_element(&current, || step.append(msg, seq, &mut next));
+                *current = next;
+            }
+            Func::ListSearch { matcher, start } => {
+                let a = args();
+                let lists: Vec<&[u8]> = a.iter().map(Vec::as_slice).collect();
+                if let Some(i) = crate::list::items(&lists)
+                    .iter()
+                    .skip(*start)
+                    .position(|item| matcher.is_match(item))
+                {
+                    out.extend_from_slice(itoa::Buffer::new().format(start + i).as_bytes());
+                }
+            }
+            Func::DynamicNamed(named) => {
+                let a = args();
+                let Some((name, fallback)) = a.split_first() else {
+                    return;
+                };
+                match std::str::from_utf8(name).ok().and_then(|n| named.get(n)) {
+                    Some(t) => t.append(msg, seq, out),
+                    None => join(out, fallback, b" ", |v, out| out.extend_from_slice(v)),
+                }
+            }
             Func::Padding(fill) => {
                 let text = self.args.first().map(eval).unwrap_or_default();
                 if text.len() <= fill.len() {
@@ -846,23 +1026,46 @@ fn change_case(v: &[u8], upper: bool, out: &mut Vec<u8>) {
     }
 }
 
-/// `$(if)`'s condition, written in parentheses: a filter expression.
-fn compile_condition(text: &str) -> Result<Filter, String> {
+thread_local! {
+    /// The list item `$(map)` and `$(filter)` are at, or the value `$(iterate)` steps from:
+    /// what `$_` expands to.
+    static ELEMENT: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` with `$_` expanding to `element`.
+fn with_element<R>(element: &[u8], f: impl FnOnce() -> R) -> R {
+    let outer = ELEMENT.with_borrow_mut(|e| std::mem::replace(e, element.to_vec()));
+    let result = f();
+    ELEMENT.with_borrow_mut(|e| *e = outer);
+    result
+}
+
+/// Appends what `$_` expands to here: the element of the innermost `$(map)`, `$(filter)` or
+/// `$(iterate)`, or nothing.
+pub fn append_element(out: &mut Vec<u8>) {
+    ELEMENT.with_borrow(|e| out.extend_from_slice(e));
+}
+
+/// The condition of `$(if)`, `$(grep)` or `$(filter)`, written in parentheses: a filter
+/// expression.
+fn compile_condition(function: &str, text: &str) -> Result<Filter, String> {
     let config = sluice_config::load_str(
         "template function",
         &format!("filter condition {{ {text}; }};"),
     )
-    .map_err(|e| format!("$(if) condition {text}: {}", e.render()))?;
+    .map_err(|e| format!("$({function}) condition {text}: {}", e.render()))?;
     let sluice_config::Body::Filter(expr) = &config.statements[0].body else {
-        return Err(format!("$(if) condition {text} is not a filter expression"));
+        return Err(format!(
+            "$({function}) condition {text} is not a filter expression"
+        ));
     };
     filter::compile(expr, &mut |name, pos| {
         Err(sluice_config::ConfigError::new(
             pos,
-            format!("filter({name}) cannot be used inside $(if) yet"),
+            format!("filter({name}) cannot be used inside $({function}) yet"),
         ))
     })
-    .map_err(|e| format!("$(if) condition {text}: {}", e.render(&config.map)))
+    .map_err(|e| format!("$({function}) condition {text}: {}", e.render(&config.map)))
 }
 
 /// syslog-ng's `$(substr text start [length])`, negative start and length counting from the end.

@@ -66,7 +66,7 @@ fn defaults_dollars_and_escaping() {
 
 #[test]
 fn unsupported_parts_are_refused() {
-    assert!(Template::compile("$(format-welf --scope rfc5424)")
+    assert!(Template::compile("$(format-date %Y)")
         .unwrap_err()
         .contains("not supported yet"));
     assert!(Template::compile("$RCPTID")
@@ -108,4 +108,46 @@ fn uuid_is_a_random_version_4_uuid() {
     assert_eq!(a.as_bytes()[14], b'4', "version 4: {a}");
     assert!(a.split('-').map(str::len).eq([8, 4, 4, 4, 12]), "{a}");
     assert_ne!(a.as_bytes(), b.as_slice());
+}
+
+#[test]
+fn iterate_steps_once_per_message_from_its_initial_value() {
+    let t = Template::compile("$(iterate $(+ $_ 2) 1)|[$_]").unwrap();
+    let msg = message(BSD);
+    let runs: Vec<String> = (0..3)
+        .map(|_| String::from_utf8(t.format(&msg)).unwrap())
+        .collect();
+    assert_eq!(runs, ["1|[]", "3|[]", "5|[]"]);
+    // A copy of the template (one per writer thread) shares the sequence.
+    let copy = t.clone();
+    assert_eq!(String::from_utf8(copy.format(&msg)).unwrap(), "7|[]");
+}
+
+#[test]
+fn list_templates_and_their_errors() {
+    assert_eq!(
+        fmt(
+            "$(map $(map x$_ $_) a,b)|$(filter (\"$_\" ne \"b\") a,b,c)",
+            BSD
+        ),
+        "xa,xb|a,c"
+    );
+    for (bad, says) in [
+        ("$(map $MSG)", "$(map) needs two arguments"),
+        ("$(iterate x)", "$(iterate) needs two arguments"),
+        (
+            "$(grep (level(err)))",
+            "$(grep) needs a filter and a template",
+        ),
+        ("$(filter (nonsense) a)", "$(filter) condition"),
+        ("$(list-search --mode fuzzy a b)", "invalid mode fuzzy"),
+        ("$(template nope)", "no template statement has that name"),
+        (
+            "$(format-welf --scope nothing)",
+            "$(format-welf) unknown scope nothing",
+        ),
+    ] {
+        let err = Template::compile(bad).unwrap_err();
+        assert!(err.contains(says), "{bad}: {err}");
+    }
 }
