@@ -446,6 +446,40 @@ fn final_and_fallback() {
     );
 }
 
+/// `flags(drop-unmatched)`: what such a path rejects counts as matched, for `final` and
+/// `fallback` siblings, top-level, nested and in junctions.
+#[test]
+fn drop_unmatched() {
+    bsd(
+        "drop_unmatched",
+        &format!(
+            r#"options {{ keep-hostname(yes); }}; {NET}
+            destination sshd {{ file("@OUT@/sshd.log"); }};
+            destination after {{ file("@OUT@/after.log"); }};
+            destination rest {{ file("@OUT@/rest.log"); }};
+            destination nested {{ file("@OUT@/nested.log"); }};
+            destination nested_rest {{ file("@OUT@/nested_rest.log"); }};
+            destination ch {{ file("@OUT@/channel.log"); }};
+            destination ch_rest {{ file("@OUT@/channel_rest.log"); }};
+            destination joined {{ file("@OUT@/joined.log"); }};
+            log {{ source(s); filter {{ program("sshd"); }}; destination(sshd); flags(drop-unmatched); }};
+            log {{ source(s); filter {{ level(err..emerg); }}; destination(after); flags(final); }};
+            log {{ source(s); destination(rest); flags(fallback); }};
+            log {{ source(s);
+                log {{ filter {{ facility(local7); }}; destination(nested); flags(drop-unmatched, final); }};
+                log {{ destination(nested_rest); }};
+            }};
+            log {{ source(s);
+                junction {{
+                    channel {{ filter {{ facility(auth, authpriv); }}; destination(ch); flags(drop-unmatched); }};
+                    channel {{ destination(ch_rest); flags(fallback); }};
+                }};
+                destination(joined);
+            }};"#
+        ),
+    );
+}
+
 #[test]
 fn nested_paths_and_junctions() {
     bsd(

@@ -30,6 +30,9 @@ pub struct PathFlags {
     pub fallback: bool,
     pub catchall: bool,
     pub flow_control: bool,
+    /// `flags(drop-unmatched)`: a message the path rejects counts as matched, so that
+    /// `final` stops it and `fallback` siblings do not get it: it is dropped.
+    pub drop_unmatched: bool,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -189,19 +192,20 @@ impl LogPath {
                             "fallback" => path.flags.fallback = true,
                             "catchall" | "catch_all" => path.flags.catchall = true,
                             "flow_control" => path.flags.flow_control = true,
-                            "drop_unmatched" => {
-                                return Err(ConfigError::not_supported(
-                                    f.pos,
-                                    "flags(drop-unmatched)",
-                                ))
-                            }
+                            "drop_unmatched" => path.flags.drop_unmatched = true,
                             _ => {
                                 return Err(ConfigError::unknown(
                                     f.pos,
                                     "log path flag",
                                     &f.text,
                                     "",
-                                    &["final", "fallback", "catchall", "flow-control"],
+                                    &[
+                                        "final",
+                                        "fallback",
+                                        "catchall",
+                                        "flow-control",
+                                        "drop-unmatched",
+                                    ],
                                 ))
                             }
                         }
@@ -322,9 +326,12 @@ impl LogPath {
                             .iter()
                             .filter(|c| c.flags.fallback == fallback_pass)
                         {
-                            if let Some(version) = ch.run(0, msgs, at, scratch, out) {
-                                any = true;
+                            let version = ch.run(0, msgs, at, scratch, out);
+                            if let Some(version) = version {
                                 self.run(i + 1, msgs, version, scratch, out);
+                            }
+                            if version.is_some() || ch.flags.drop_unmatched {
+                                any = true;
                                 if ch.flags.final_ {
                                     return Some(at);
                                 }
@@ -403,7 +410,7 @@ fn run_siblings(
             if source.is_some_and(|s| !p.applies_to(s)) {
                 continue;
             }
-            if p.run(0, msgs, at, scratch, out).is_some() {
+            if p.run(0, msgs, at, scratch, out).is_some() || p.flags.drop_unmatched {
                 matched = true;
                 if p.flags.final_ {
                     return true;
