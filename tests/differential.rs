@@ -703,6 +703,24 @@ fn kv_parser() {
     );
 }
 
+/// Types of values (`json-parser()`, template functions, casts) in `$(format-json --no-cast)`;
+/// without `--no-cast`, strings as syslog-ng 3.x writes them.
+#[test]
+fn typed_values_with_no_cast() {
+    differential(
+        "typed_values_with_no_cast",
+        &format!(
+            r#"options {{ keep-hostname(yes); }}; {NET}
+            destination typed {{ file("@OUT@/typed.log" template("$(format-json --no-cast --scope dot-nv-pairs)|$(format-json --scope dot-nv-pairs --exclude .j.s --exclude .j.t)\n")); }};
+            destination pairs {{ file("@OUT@/pairs.log" template("$(format-json --no-cast --pair sum=$(+ ${{.j.i}} 1) --pair half=$(/ ${{.j.j}} 2) --pair len=$(length ${{.j.a}}) --pair l=${{.j.l}} --pair w=$(explode ' ' $MSG) --pair c=$(list-count ${{.j.l}}) --pair j=$(format-json --key .j.f) --pair s=x${{.j.i}} --pair b=boolean(${{.j.c}}) --pair n=null(x) --pair lit=literal([1]) --pair if=$(if (\"${{.j.c}}\" eq \"true\") ${{.j.b}} ${{.j.a}}))\n")); }};
+            destination strings {{ file("@OUT@/strings.log" template("$(format-json --pair sum=$(+ ${{.j.i}} 1) --pair l=${{.j.l}} --pair b=boolean(1))\n")); }};
+            log {{ source(s); parser {{ json-parser(prefix(".j.")); }}; destination(typed); destination(pairs); destination(strings); }};"#
+        ),
+        Input::Json,
+        Framing::Newline,
+    );
+}
+
 /// `json-parser()`: nesting, value types, arrays, invalid input (the message leaves the path),
 /// `marker()`, `extract-prefix()` and `key-delimiter()`.
 #[test]

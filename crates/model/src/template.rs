@@ -6,7 +6,7 @@
 
 use crate::macros::{self, append, DateOptions, Macro};
 use crate::message::LogMessage;
-use crate::values::{name_id, NameId};
+use crate::values::{name_id, NameId, ValueType};
 
 #[derive(Clone, Debug)]
 pub struct Template {
@@ -166,6 +166,35 @@ impl Template {
                 }
             }
         }
+    }
+
+    /// Appends the expansion and says its type, as syslog-ng types a template's result: one
+    /// name-value pair gives that pair's type, one function call the type of its result;
+    /// anything else (text, several parts, escaping, a default taking over) is a string. A
+    /// pair that is not set is a null.
+    pub fn append_typed(&self, msg: &LogMessage, seq: u32, out: &mut Vec<u8>) -> ValueType {
+        if !self.escape {
+            match self.ops.as_slice() {
+                [Op::Call(call)] => return call.append_typed(msg, seq, out),
+                [Op::Value {
+                    value: Value::Pair(name),
+                    default,
+                }] => match msg.values.get_typed(*name) {
+                    Some((kind, v)) => {
+                        let v = v.of(&msg.raw);
+                        if !v.is_empty() || default.is_none() {
+                            out.extend_from_slice(v);
+                            return kind;
+                        }
+                    }
+                    None if default.is_none() => return ValueType::Null,
+                    None => {}
+                },
+                _ => {}
+            }
+        }
+        self.append(msg, seq, out);
+        ValueType::String
     }
 
     /// The expansion as a new buffer, for tests (the pipeline appends into reused buffers).

@@ -113,31 +113,59 @@ pub fn matches_of(groups: &regex::bytes::Captures) -> Matches {
         .collect()
 }
 
+/// The type of a value, as syslog-ng 3.38 keeps it beside the text: `json-parser()` sets
+/// numbers, booleans, nulls, lists and JSON; template functions give their results a type.
+/// The text is always there; the type matters only to `$(format-json --no-cast)`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ValueType {
+    #[default]
+    String,
+    Int,
+    Double,
+    Boolean,
+    Null,
+    /// syslog-ng's comma-separated list ([`crate::list`]).
+    List,
+    /// JSON text, written as it is.
+    Json,
+}
+
 /// The pairs of one message, in the order they were first set. Values are [`Text`]: spans into
 /// the received frame where a parser could borrow, owned bytes otherwise.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Values(Vec<(NameId, Text)>);
+pub struct Values(Vec<(NameId, ValueType, Text)>);
 
 impl Values {
     /// The value last set for `name`.
     pub fn get(&self, name: NameId) -> Option<&Text> {
+        self.get_typed(name).map(|(_, v)| v)
+    }
+
+    /// The value last set for `name`, with its type.
+    pub fn get_typed(&self, name: NameId) -> Option<(ValueType, &Text)> {
         self.0
             .iter()
             .rev()
-            .find(|(n, _)| *n == name)
-            .map(|(_, v)| v)
+            .find(|(n, _, _)| *n == name)
+            .map(|(_, t, v)| (*t, v))
     }
 
-    /// Sets `name`. The new value goes at the end and hides an earlier one ([`Values::get`]
-    /// looks from the end), so a parser setting ten pairs does not search ten times.
+    /// Sets `name` to a string. The new value goes at the end and hides an earlier one
+    /// ([`Values::get`] looks from the end), so a parser setting ten pairs does not search ten
+    /// times.
     pub fn set(&mut self, name: NameId, value: Text) {
-        self.0.push((name, value));
+        self.set_typed(name, ValueType::String, value);
+    }
+
+    /// Sets `name` to a value of the given type.
+    pub fn set_typed(&mut self, name: NameId, kind: ValueType, value: Text) {
+        self.0.push((name, kind, value));
     }
 
     /// Unsets every match variable (`$0`…), as a regular expression that stores its groups does
     /// first.
     pub fn clear_matches(&mut self) {
-        self.0.retain(|(n, _)| *n as usize >= MATCHES);
+        self.0.retain(|(n, _, _)| *n as usize >= MATCHES);
     }
 
     /// Replaces the match variables with `groups` (`$0` is the whole match).
@@ -157,9 +185,9 @@ impl Values {
 
     /// Removes `name` and returns its value.
     pub fn unset(&mut self, name: NameId) -> Option<Text> {
-        let last = self.0.iter().rposition(|(n, _)| *n == name)?;
-        let value = self.0.remove(last).1;
-        self.0.retain(|(n, _)| *n != name);
+        let last = self.0.iter().rposition(|(n, _, _)| *n == name)?;
+        let value = self.0.remove(last).2;
+        self.0.retain(|(n, _, _)| *n != name);
         Some(value)
     }
 
@@ -169,11 +197,19 @@ impl Values {
 
     /// Every name with its value, in the order names were first set.
     pub fn iter(&self) -> impl Iterator<Item = (NameId, &Text)> {
+        self.iter_typed().map(|(n, _, v)| (n, v))
+    }
+
+    /// Every name with its value and type, in the order names were first set.
+    pub fn iter_typed(&self) -> impl Iterator<Item = (NameId, ValueType, &Text)> {
         self.0
             .iter()
             .enumerate()
-            .filter(|(i, (n, _))| !self.0[..*i].iter().any(|(m, _)| m == n))
-            .map(|(_, (n, _))| (*n, self.get(*n).expect("set above")))
+            .filter(|(i, (n, _, _))| !self.0[..*i].iter().any(|(m, _, _)| m == n))
+            .map(|(_, (n, _, _))| {
+                let (t, v) = self.get_typed(*n).expect("set above");
+                (*n, t, v)
+            })
     }
 }
 

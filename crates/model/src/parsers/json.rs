@@ -13,6 +13,7 @@
 //! The object is walked as it is parsed (a serde visitor), without building a tree; strings
 //! without escapes are reported as ranges of the input, so they need no copy.
 
+use crate::values::ValueType;
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use std::fmt;
 use std::ops::Range;
@@ -32,7 +33,7 @@ pub struct Options<'a> {
 
 /// Parses `input` and reports every value with its full name; `false` when the input is not
 /// JSON or not an object (or array) where one is expected.
-pub fn parse(input: &[u8], opts: &Options, sink: &mut dyn FnMut(&str, Found)) -> bool {
+pub fn parse(input: &[u8], opts: &Options, sink: &mut dyn FnMut(&str, Found, ValueType)) -> bool {
     if walk_input(input, opts, sink) {
         return true;
     }
@@ -42,13 +43,13 @@ pub fn parse(input: &[u8], opts: &Options, sink: &mut dyn FnMut(&str, Found)) ->
     // json-c takes strings whose bytes are not UTF-8 and keeps the bytes; serde_json refuses
     // them. Such bytes go through serde_json as private-use characters and come back out.
     let mapped = map_invalid(input);
-    let mut unmapping = |name: &str, found: Found| {
+    let mut unmapping = |name: &str, found: Found, kind: ValueType| {
         let bytes = match found {
             Found::In(r) => &mapped[r],
             Found::Made(b) => b,
         };
         let name = String::from_utf8_lossy(&unmap(name.as_bytes())).into_owned();
-        sink(&name, Found::Made(&unmap(bytes)));
+        sink(&name, Found::Made(&unmap(bytes)), kind);
     };
     walk_input(&mapped, opts, &mut unmapping)
 }
@@ -82,7 +83,7 @@ fn unmap(bytes: &[u8]) -> Vec<u8> {
     out
 }
 
-fn walk_input(input: &[u8], opts: &Options, sink: &mut dyn FnMut(&str, Found)) -> bool {
+fn walk_input(input: &[u8], opts: &Options, sink: &mut dyn FnMut(&str, Found, ValueType)) -> bool {
     let mut name = String::from(opts.prefix);
     let walk = Walk {
         input,
@@ -131,13 +132,13 @@ struct Walk<'s, 'i> {
     input: &'i [u8],
     name: &'s mut String,
     delimiter: char,
-    sink: &'s mut dyn FnMut(&str, Found),
+    sink: &'s mut dyn FnMut(&str, Found, ValueType),
     top: bool,
 }
 
 impl Walk<'_, '_> {
-    fn made(&mut self, bytes: &[u8]) -> bool {
-        (self.sink)(self.name, Found::Made(bytes));
+    fn made(&mut self, bytes: &[u8], kind: ValueType) -> bool {
+        (self.sink)(self.name, Found::Made(bytes), kind);
         true
     }
 
@@ -169,7 +170,7 @@ impl<'de> Visitor<'de> for Walk<'_, '_> {
         if self.top {
             return Ok(false);
         }
-        Ok(self.made(if v { b"true" } else { b"false" }))
+        Ok(self.made(if v { b"true" } else { b"false" }, ValueType::Boolean))
     }
 
     fn visit_i64<E: serde::de::Error>(mut self, v: i64) -> Result<bool, E> {
@@ -177,7 +178,7 @@ impl<'de> Visitor<'de> for Walk<'_, '_> {
             return Ok(false);
         }
         let mut buf = itoa::Buffer::new();
-        Ok(self.made(buf.format(v).as_bytes()))
+        Ok(self.made(buf.format(v).as_bytes(), ValueType::Int))
     }
 
     fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<bool, E> {
@@ -188,7 +189,7 @@ impl<'de> Visitor<'de> for Walk<'_, '_> {
         if self.top {
             return Ok(false);
         }
-        Ok(self.made(format!("{v:.6}").as_bytes()))
+        Ok(self.made(format!("{v:.6}").as_bytes(), ValueType::Double))
     }
 
     fn visit_borrowed_str<E: serde::de::Error>(self, v: &'de str) -> Result<bool, E> {
@@ -197,7 +198,7 @@ impl<'de> Visitor<'de> for Walk<'_, '_> {
         }
         match self.range_of(v) {
             Some(r) => {
-                (self.sink)(self.name, Found::In(r));
+                (self.sink)(self.name, Found::In(r), ValueType::String);
                 Ok(true)
             }
             None => self.visit_str(v),
@@ -208,14 +209,14 @@ impl<'de> Visitor<'de> for Walk<'_, '_> {
         if self.top {
             return Ok(false);
         }
-        Ok(self.made(v.as_bytes()))
+        Ok(self.made(v.as_bytes(), ValueType::String))
     }
 
     fn visit_unit<E: serde::de::Error>(mut self) -> Result<bool, E> {
         if self.top {
             return Ok(false);
         }
-        Ok(self.made(b""))
+        Ok(self.made(b"", ValueType::Null))
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
@@ -248,6 +249,7 @@ impl<'de> Visitor<'de> for Walk<'_, '_> {
             return Ok(true);
         }
         let mut out = Vec::new();
+        let mut kind = ValueType::List;
         if items.iter().all(|v| !v.is_array() && !v.is_object()) {
             for (i, v) in items.iter().enumerate() {
                 if i > 0 {
@@ -267,8 +269,9 @@ impl<'de> Visitor<'de> for Walk<'_, '_> {
             }
         } else {
             out = serde_json::to_vec(&items).unwrap_or_default();
+            kind = ValueType::Json;
         }
-        Ok(self.made(&out))
+        Ok(self.made(&out, kind))
     }
 }
 
@@ -302,12 +305,16 @@ mod tests {
 
     fn pairs(input: &str, opts: &Options) -> Option<Vec<String>> {
         let mut got = Vec::new();
-        let ok = parse(input.as_bytes(), opts, &mut |name, v| {
+        let ok = parse(input.as_bytes(), opts, &mut |name, v, kind| {
             let v = match v {
                 Found::In(r) => input[r].to_string(),
                 Found::Made(b) => String::from_utf8_lossy(b).into_owned(),
             };
-            got.push(format!("{name}={v}"));
+            let kind = match kind {
+                ValueType::String => String::new(),
+                other => format!(" ({other:?})"),
+            };
+            got.push(format!("{name}={v}{kind}"));
         });
         ok.then_some(got)
     }
@@ -329,14 +336,14 @@ mod tests {
             got.unwrap(),
             [
                 r#".j.s=a"b"#,
-                ".j.i=-7",
-                ".j.big=9223372036854775807",
-                ".j.f=1.500000",
-                ".j.t=true",
-                ".j.n=",
+                ".j.i=-7 (Int)",
+                ".j.big=9223372036854775807 (Int)",
+                ".j.f=1.500000 (Double)",
+                ".j.t=true (Boolean)",
+                ".j.n= (Null)",
                 ".j.o.x.y=deep",
-                r#".j.l=1,"two words","""#,
-                r#".j.m=[1,{"a":2}]"#,
+                r#".j.l=1,"two words","" (List)"#,
+                r#".j.m=[1,{"a":2}] (Json)"#,
             ]
         );
     }
@@ -352,7 +359,7 @@ mod tests {
         };
         assert_eq!(
             pairs(r#"{"a": {"b": [{"x": 1}, {"y": 2}]}}"#, &opts).unwrap(),
-            [".j.y=2"]
+            [".j.y=2 (Int)"]
         );
         assert_eq!(pairs(r#"{"a": 1}"#, &opts), None);
     }
@@ -361,7 +368,7 @@ mod tests {
     fn bytes_that_are_not_utf8_are_kept_as_json_c_keeps_them() {
         let input = b"{\"a\": \"caf\xe9\", \"b\": \"x\xff\xfey\", \"c\": 1}";
         let mut got = Vec::new();
-        assert!(parse(input, &PLAIN, &mut |name, v| {
+        assert!(parse(input, &PLAIN, &mut |name, v, _| {
             let v = match v {
                 Found::In(r) => input[r].to_vec(),
                 Found::Made(b) => b.to_vec(),

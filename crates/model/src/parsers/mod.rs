@@ -610,12 +610,12 @@ impl Parser {
                         extract_prefix: extract_prefix.as_deref(),
                     };
                     (marker.is_none() || !body.is_empty())
-                        && json::parse(body, &opts, &mut |full, value| {
+                        && json::parse(body, &opts, &mut |full, value, kind| {
                             let value = match value {
                                 json::Found::In(r) => text_of(offset + r.start..offset + r.end),
                                 json::Found::Made(b) => Text::owned(b),
                             };
-                            values.set(name_id_of(b"", full.as_bytes(), name), value);
+                            values.set_typed(name_id_of(b"", full.as_bytes(), name), kind, value);
                         })
                 }
                 Kind::Date { .. } | Kind::Tags | Kind::Syslog { .. } => true,

@@ -8,6 +8,7 @@
 use super::Template;
 use crate::filter::{self, Filter};
 use crate::message::LogMessage;
+use crate::values::ValueType;
 
 /// A compiled call.
 #[derive(Clone, Debug)]
@@ -512,6 +513,34 @@ impl Call {
             Func::Iterate { step, .. } => step.uses_seq(),
             Func::Named(t) => t.uses_seq(),
             _ => self.args.iter().any(Template::uses_seq),
+        }
+    }
+
+    /// Appends the call's result for `msg` to `out` and says its type, as syslog-ng 3.38's
+    /// functions give it: numbers from arithmetic, lengths and counts, lists from the list
+    /// functions, JSON from `$(format-json)`. (Arguments are strings in 3.x configurations, so
+    /// `$(if)` gives a string.)
+    pub fn append_typed(&self, msg: &LogMessage, seq: u32, out: &mut Vec<u8>) -> ValueType {
+        let start = out.len();
+        self.append(msg, seq, out);
+        let result = &out[start..];
+        let number = || {
+            if std::str::from_utf8(result).is_ok_and(|s| s.parse::<i64>().is_ok()) {
+                ValueType::Int
+            } else {
+                ValueType::Double
+            }
+        };
+        match &self.func {
+            Func::Arithmetic(_) | Func::Round | Func::Ceil | Func::Floor => number(),
+            Func::Length | Func::ListCount | Func::ListSearch { .. } => ValueType::Int,
+            Func::Aggregate if result.is_empty() => ValueType::Null,
+            Func::Aggregate => ValueType::Int,
+            Func::ListConcat | Func::ListAppend | Func::ListSlice | Func::Explode | Func::Map => {
+                ValueType::List
+            }
+            Func::ValuePairs(f) => f.result_type(),
+            _ => ValueType::String,
         }
     }
 

@@ -2,10 +2,10 @@
 //! object, with syslog-ng's nesting, member order and escaping.
 //!
 //! Names are split at dots into nested objects (a leading dot makes the first part `_x`), and
-//! each object lists its members in descending byte order of their names, as syslog-ng's
-//! output does.
+//! written in descending byte order of their names, as syslog-ng's walker writes them.
 
-use super::value_pairs::{Cast, Chosen};
+use super::value_pairs::Chosen;
+use crate::values::ValueType;
 use std::borrow::Cow;
 
 /// A name as it nests: a leading dot makes the first part `_x` (`.kv.a` is `_kv.a`).
@@ -16,74 +16,60 @@ fn nested(name: &str) -> Cow<'_, str> {
     }
 }
 
-/// Descending order of dotted names part by part: a dot sorts below every other byte.
-fn descending(a: &str, b: &str) -> std::cmp::Ordering {
-    let key = |c: u8| if c == b'.' { 0 } else { u16::from(c) + 1 };
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    b.iter().map(|&c| key(c)).cmp(a.iter().map(|&c| key(c)))
-}
-
-/// Writes the members as nested objects, each object's members in descending order of name.
+/// Writes the members as syslog-ng's value-pairs walker does: names in descending byte order,
+/// each cut into parts ([`parts`]), objects opened for the parts before the last and closed
+/// when a name no longer starts with an open object's dotted name.
 pub(super) fn write_object(chosen: Vec<Chosen>, made: &[u8], flat: bool, out: &mut Vec<u8>) {
     // The last value given for a name wins.
-    let mut members: Vec<(Cow<str>, Cast, &[u8])> = Vec::with_capacity(chosen.len());
-    for (i, (name, cast, value)) in chosen.iter().enumerate() {
+    let mut members: Vec<(Cow<str>, ValueType, &[u8])> = Vec::with_capacity(chosen.len());
+    for (i, (name, kind, value)) in chosen.iter().enumerate() {
         if chosen[i + 1..].iter().any(|(n, _, _)| n == name) {
             continue;
         }
-        members.push((nested(name), *cast, value.bytes(made)));
+        members.push((nested(name), *kind, value.bytes(made)));
     }
-    if flat {
-        members.sort_by(|a, b| b.0.cmp(&a.0));
-        out.push(b'{');
-        for (i, (name, cast, value)) in members.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            out.push(b'"');
-            escape(name.as_bytes(), out);
-            out.extend_from_slice(b"\":");
-            write_value(*cast, value, out);
-        }
-        out.push(b'}');
-        return;
-    }
-    members.sort_by(|a, b| descending(&a.0, &b.0));
-    // A name that is also the start of longer names becomes their object.
-    members.dedup_by(|later, earlier| {
-        earlier.0.len() > later.0.len()
-            && earlier.0.starts_with(&*later.0)
-            && earlier.0.as_bytes()[later.0.len()] == b'.'
-    });
-    let mut open: Vec<&str> = Vec::new();
+    members.sort_by(|a, b| b.0.cmp(&a.0));
     out.push(b'{');
-    let mut first = true;
-    for (name, cast, value) in &members {
-        let parts: Vec<&str> = name.split('.').collect();
-        let (leaf, objects) = parts.split_last().expect("split gives a part");
-        let common = open.iter().zip(objects).take_while(|(a, b)| a == b).count();
-        while open.len() > common {
-            open.pop();
-            out.push(b'}');
-        }
-        for part in &objects[open.len()..] {
-            if !first {
-                out.push(b',');
-            }
-            out.push(b'"');
-            escape(part.as_bytes(), out);
-            out.extend_from_slice(b"\":{");
-            first = true;
-            open.push(part);
-        }
-        if !first {
+    // The open objects: each one's dotted name, the start of the name of the member (by its
+    // index) that opened it: its parts so far with the dots between them.
+    let mut open: Vec<(usize, usize)> = Vec::new();
+    let mut cuts: Vec<(usize, usize)> = Vec::new();
+    let mut need_comma = false;
+    let key = |key: &str, out: &mut Vec<u8>, need_comma: &mut bool| {
+        if std::mem::replace(need_comma, false) {
             out.push(b',');
         }
-        first = false;
         out.push(b'"');
-        escape(leaf.as_bytes(), out);
+        escape(key.as_bytes(), out);
         out.extend_from_slice(b"\":");
-        write_value(*cast, value, out);
+    };
+    for (m, (name, kind, value)) in members.iter().enumerate() {
+        if flat {
+            key(name, out, &mut need_comma);
+            write_value(*kind, value, out);
+            need_comma = true;
+            continue;
+        }
+        while let Some(&(by, len)) = open.last() {
+            if name.starts_with(&members[by].0[..len]) {
+                break;
+            }
+            open.pop();
+            out.push(b'}');
+            need_comma = true;
+        }
+        cut(name, &mut cuts);
+        let Some((&(start, end), objects)) = cuts.split_last() else {
+            continue;
+        };
+        for &(s, e) in objects.iter().skip(open.len()) {
+            key(&name[s..e], out, &mut need_comma);
+            out.push(b'{');
+            open.push((m, e));
+        }
+        key(&name[start..end], out, &mut need_comma);
+        write_value(*kind, value, out);
+        need_comma = true;
     }
     for _ in open {
         out.push(b'}');
@@ -91,13 +77,73 @@ pub(super) fn write_object(chosen: Vec<Chosen>, made: &[u8], flat: bool, out: &m
     out.push(b'}');
 }
 
-fn write_value(cast: Cast, v: &[u8], out: &mut Vec<u8>) {
-    if cast == Cast::String {
-        out.push(b'"');
-        escape(v, out);
-        out.push(b'"');
-    } else {
-        out.extend_from_slice(std::str::from_utf8(v).unwrap_or("").trim().as_bytes());
+/// Cuts a name into parts (byte ranges) as syslog-ng's walker cuts it: an empty part is no
+/// part (a dot right after another one, or at the start, stays with the text after it; one at
+/// the end is dropped), and the dots of an enterprise number (`_SDATA.origin@18372.4.ip`) do
+/// not cut. The parts with one dot between each are the start of the name.
+fn cut(name: &str, parts: &mut Vec<(usize, usize)>) {
+    let b = name.as_bytes();
+    parts.clear();
+    let (mut start, mut end) = (0, 0);
+    while end < b.len() {
+        match b[end] {
+            b'@' => loop {
+                end += 1;
+                end += b[end..].iter().take_while(|c| c.is_ascii_digit()).count();
+                if !(b.get(end) == Some(&b'.') && b.get(end + 1).is_some_and(u8::is_ascii_digit)) {
+                    break;
+                }
+            },
+            b'.' if start != end => {
+                parts.push((start, end));
+                end += 1;
+                start = end;
+            }
+            _ => {
+                end += 1;
+                end += b[end..]
+                    .iter()
+                    .take_while(|c| !matches!(c, b'@' | b'.'))
+                    .count();
+            }
+        }
+    }
+    if start != end {
+        parts.push((start, end));
+    }
+}
+
+/// A value as its type is written: numbers as they are written, booleans as `true` or
+/// `false`, lists as arrays of strings, JSON as it is, `null`; anything else a string.
+fn write_value(kind: ValueType, v: &[u8], out: &mut Vec<u8>) {
+    match kind {
+        ValueType::String => {
+            out.push(b'"');
+            escape(v, out);
+            out.push(b'"');
+        }
+        ValueType::Int | ValueType::Double => escape(v, out),
+        ValueType::Boolean => {
+            out.extend_from_slice(if matches!(v.first(), Some(b't' | b'T' | b'1')) {
+                b"true"
+            } else {
+                b"false"
+            })
+        }
+        ValueType::Null => out.extend_from_slice(b"null"),
+        ValueType::Json => out.extend_from_slice(v),
+        ValueType::List => {
+            out.push(b'[');
+            for (i, item) in crate::list::items(&[v]).iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                out.push(b'"');
+                escape(item, out);
+                out.push(b'"');
+            }
+            out.push(b']');
+        }
     }
 }
 
@@ -137,4 +183,28 @@ fn escape_text(text: &[u8], out: &mut Vec<u8>) {
         }
     }
     out.extend_from_slice(&text[run..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts_of(name: &str) -> Vec<&str> {
+        let mut cuts = Vec::new();
+        cut(name, &mut cuts);
+        cuts.iter().map(|&(s, e)| &name[s..e]).collect()
+    }
+
+    #[test]
+    fn names_cut_as_syslog_ng_cuts_them() {
+        assert_eq!(parts_of("a.b.c"), ["a", "b", "c"]);
+        assert_eq!(parts_of("_j."), ["_j"]);
+        assert_eq!(parts_of("a..b"), ["a", ".b"]);
+        assert_eq!(parts_of(".a"), [".a"]);
+        assert_eq!(
+            parts_of("_SDATA.origin@18372.4.ip"),
+            ["_SDATA", "origin@18372.4", "ip"]
+        );
+        assert!(parts_of("").is_empty());
+    }
 }

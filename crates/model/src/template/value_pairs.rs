@@ -11,8 +11,10 @@
 //! - `--key GLOB` includes and `--exclude GLOB` excludes names, the last pattern that matches a
 //!   name deciding; a key also brings in macros of that name. A bare argument is a key, or a
 //!   pair when it holds `=`.
-//! - `--pair NAME=TEMPLATE` adds a value; `int(…)`, `double(…)`, `boolean(…)` make it a JSON
-//!   number or boolean (with `@version` 3.x every other value is a string).
+//! - `--pair NAME=TEMPLATE` adds a value; `int(…)`, `double(…)`, `boolean(…)`, `list(…)`,
+//!   `json(…)`/`literal(…)` and `null(…)` give it a type. Other values are strings, as
+//!   syslog-ng 3.x writes them, unless `--no-cast` asks for the types values have
+//!   ([`ValueType`]: set by `json-parser()`, or a template function's result).
 //! - `--rekey GLOB` followed by `--shift N`, `--add-prefix P`, `--replace-prefix OLD=NEW`
 //!   renames matching names.
 //! - Empty macros are left out; empty pairs too with `--omit-empty-values`.
@@ -24,7 +26,7 @@
 use super::Template;
 use crate::macros;
 use crate::message::LogMessage;
-use crate::values::{name_of, MATCHES};
+use crate::values::{name_of, ValueType, MATCHES};
 use std::borrow::Cow;
 
 #[derive(Clone, Debug, Default)]
@@ -34,7 +36,11 @@ pub struct ValuePairs {
     patterns: Vec<(bool, glob::Pattern)>,
     /// Macros the scopes and keys bring in, by name.
     macros: Vec<(String, Template)>,
-    pairs: Vec<(String, Cast, Template)>,
+    /// `--pair NAME=TEMPLATE`, with the type its cast (`int(…)`) names.
+    pairs: Vec<(String, Option<ValueType>, Template)>,
+    /// Values other than cast pairs are written as strings: syslog-ng 3.x's default, changed
+    /// by `--no-cast` (and back by `--cast`).
+    cast_to_strings: bool,
     rekeys: Vec<(glob::Pattern, Vec<Rename>)>,
     omit_empty: bool,
     output: Output,
@@ -84,14 +90,6 @@ const ALL_MACROS: u8 = 16;
 const SELECTED_MACROS: u8 = 32;
 const SDATA: u8 = 64;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Cast {
-    String,
-    Int,
-    Double,
-    Boolean,
-}
-
 #[derive(Clone, Debug)]
 enum Rename {
     Shift(usize),
@@ -106,6 +104,7 @@ impl ValuePairs {
             |p: &str| glob::Pattern::new(p).map_err(|e| format!("$({function}) pattern {p}: {e}"));
         let mut f = ValuePairs {
             output,
+            cast_to_strings: true,
             ..ValuePairs::default()
         };
         let mut it = args.iter();
@@ -152,6 +151,8 @@ impl ValuePairs {
                     f.add_pair(&v)?;
                 }
                 "--omit-empty-values" => f.omit_empty = true,
+                "--cast" => f.cast_to_strings = true,
+                "--no-cast" => f.cast_to_strings = false,
                 "--rekey" | "-r" => {
                     f.rekeys.push((glob(&value()?)?, Vec::new()));
                     in_rekey = true;
@@ -221,6 +222,15 @@ impl ValuePairs {
         Ok(())
     }
 
+    /// The type of what the function writes.
+    pub fn result_type(&self) -> ValueType {
+        match self.output {
+            Output::Json | Output::FlatJson => ValueType::Json,
+            Output::Welf => ValueType::String,
+            Output::Names | Output::Values => ValueType::List,
+        }
+    }
+
     pub fn uses_seq(&self) -> bool {
         self.macros.iter().any(|(_, t)| t.uses_seq())
             || self.pairs.iter().any(|(_, _, t)| t.uses_seq())
@@ -255,7 +265,11 @@ impl ValuePairs {
     }
 
     pub fn append(&self, msg: &LogMessage, seq: u32, out: &mut Vec<u8>) {
-        SCRATCH.with_borrow_mut(|scratch| self.append_with(msg, seq, scratch, out));
+        // A `$(format-json)` inside another one's pair gets a buffer of its own.
+        SCRATCH.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut scratch) => self.append_with(msg, seq, &mut scratch, out),
+            Err(_) => self.append_with(msg, seq, &mut Vec::new(), out),
+        });
     }
 
     fn append_with(&self, msg: &LogMessage, seq: u32, made: &mut Vec<u8>, out: &mut Vec<u8>) {
@@ -296,21 +310,29 @@ impl ValuePairs {
                 }
                 own.push((Cow::Owned(name), Piece::Borrowed(p.value), true));
             }
-            for (id, v) in msg.values.iter() {
+            let mut types: Vec<(usize, ValueType)> = Vec::new();
+            for (id, kind, v) in msg.values.iter_typed() {
                 if (id as usize) < MATCHES {
                     continue;
                 }
                 let name = name_of(id);
                 let value = Piece::Borrowed(v.of(raw));
-                match own.iter_mut().find(|(n, _, _)| **n == *name) {
-                    Some(slot) => slot.1 = value,
+                let at = match own.iter_mut().position(|(n, _, _)| **n == *name) {
+                    Some(at) => {
+                        own[at].1 = value;
+                        at
+                    }
                     None => {
                         let sdata = name.starts_with(".SDATA.");
                         own.push((Cow::Owned(name.to_string()), value, sdata));
+                        own.len() - 1
                     }
+                };
+                if kind != ValueType::String && !self.cast_to_strings {
+                    types.push((at, kind));
                 }
             }
-            for (name, value, sdata) in own {
+            for (i, (name, value, sdata)) in own.into_iter().enumerate() {
                 if self.omit_empty && value.is_empty(made) {
                     continue;
                 }
@@ -318,7 +340,11 @@ impl ValuePairs {
                     || (!name.starts_with('.') && self.scopes & NV_PAIRS != 0)
                     || (sdata && self.scopes & (SDATA | RFC5424) != 0);
                 if self.included(&name, by_scope) {
-                    chosen.push((self.rename(name), Cast::String, value));
+                    let kind = types
+                        .iter()
+                        .find(|(at, _)| *at == i)
+                        .map_or(ValueType::String, |(_, k)| *k);
+                    chosen.push((self.rename(name), kind, value));
                 }
             }
         }
@@ -328,24 +354,34 @@ impl ValuePairs {
             if made.len() > start {
                 chosen.push((
                     self.rename(Cow::Borrowed(name)),
-                    Cast::String,
+                    ValueType::String,
                     Piece::Made(start..made.len()),
                 ));
             }
         }
         for (name, cast, template) in &self.pairs {
             let start = made.len();
-            template.append(msg, seq, made);
+            let kind = match cast {
+                Some(kind) => {
+                    template.append(msg, seq, made);
+                    *kind
+                }
+                None if self.cast_to_strings => {
+                    template.append(msg, seq, made);
+                    ValueType::String
+                }
+                None => template.append_typed(msg, seq, made),
+            };
             if self.omit_empty && made.len() == start {
                 continue;
             }
-            // A value its cast cannot take empties the whole result, as in syslog-ng.
-            if !casts(*cast, &made[start..]) {
+            // A value its type cannot take empties the whole result, as in syslog-ng.
+            if !casts(kind, &made[start..]) {
                 return;
             }
             chosen.push((
                 self.rename(Cow::Borrowed(name)),
-                *cast,
+                kind,
                 Piece::Made(start..made.len()),
             ));
         }
@@ -425,43 +461,50 @@ impl Piece<'_> {
     }
 }
 
-/// A chosen member: its name, its cast and its value.
-pub(super) type Chosen<'a> = (Cow<'a, str>, Cast, Piece<'a>);
+/// A chosen member: its name, its type and its value.
+pub(super) type Chosen<'a> = (Cow<'a, str>, ValueType, Piece<'a>);
 
 thread_local! {
     /// Macro expansions of the message being formatted.
     static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// `int(…)` and the other casts syslog-ng 3.38 honours in a pair's template.
-fn cast_of(template: &str) -> (Cast, &str) {
-    for (prefix, cast) in [
-        ("int(", Cast::Int),
-        ("int32(", Cast::Int),
-        ("int64(", Cast::Int),
-        ("double(", Cast::Double),
-        ("float(", Cast::Double),
-        ("boolean(", Cast::Boolean),
-        ("string(", Cast::String),
-        ("literal(", Cast::String),
+/// `int(…)` and the other type hints syslog-ng 3.38 honours in a pair's template.
+fn cast_of(template: &str) -> (Option<ValueType>, &str) {
+    for (prefix, kind) in [
+        ("int(", ValueType::Int),
+        ("int32(", ValueType::Int),
+        ("int64(", ValueType::Int),
+        ("double(", ValueType::Double),
+        ("float(", ValueType::Double),
+        ("boolean(", ValueType::Boolean),
+        ("string(", ValueType::String),
+        ("datetime(", ValueType::String),
+        ("literal(", ValueType::Json),
+        ("json(", ValueType::Json),
+        ("list(", ValueType::List),
+        ("null(", ValueType::Null),
     ] {
         if let Some(inner) = template
             .strip_prefix(prefix)
             .and_then(|r| r.strip_suffix(')'))
         {
-            return (cast, inner);
+            return (Some(kind), inner);
         }
     }
-    (Cast::String, template)
+    (None, template)
 }
 
-/// Whether `v` is a value of the cast's type.
-pub(super) fn casts(cast: Cast, v: &[u8]) -> bool {
-    let text = std::str::from_utf8(v).unwrap_or("").trim();
-    match cast {
-        Cast::String => true,
-        Cast::Int => text.parse::<i64>().is_ok(),
-        Cast::Double => text.parse::<f64>().is_ok_and(f64::is_finite),
-        Cast::Boolean => matches!(text, "true" | "false"),
+/// Whether `v` reads as a value of its type, as syslog-ng's `type_cast_to_*` read them:
+/// integers and doubles in full (after leading white space), booleans by their first letter.
+pub(super) fn casts(kind: ValueType, v: &[u8]) -> bool {
+    let text = std::str::from_utf8(v).unwrap_or("").trim_start();
+    match kind {
+        ValueType::Int => text.parse::<i64>().is_ok(),
+        ValueType::Double => text
+            .parse::<f64>()
+            .is_ok_and(|f| f.is_finite() || !text.bytes().any(|b| b.is_ascii_digit())),
+        ValueType::Boolean => matches!(v.first(), Some(b't' | b'T' | b'1' | b'f' | b'F' | b'0')),
+        ValueType::String | ValueType::Null | ValueType::List | ValueType::Json => true,
     }
 }
