@@ -704,7 +704,8 @@ fn kv_parser() {
 }
 
 /// Types of values (`json-parser()`, template functions, casts) in `$(format-json --no-cast)`;
-/// without `--no-cast`, strings as syslog-ng 3.x writes them.
+/// without `--no-cast`, strings as syslog-ng 3.x writes them. A top-level array sets the match
+/// variables.
 #[test]
 fn typed_values_with_no_cast() {
     differential(
@@ -714,7 +715,9 @@ fn typed_values_with_no_cast() {
             destination typed {{ file("@OUT@/typed.log" template("$(format-json --no-cast --scope dot-nv-pairs)|$(format-json --scope dot-nv-pairs --exclude .j.s --exclude .j.t)\n")); }};
             destination pairs {{ file("@OUT@/pairs.log" template("$(format-json --no-cast --pair sum=$(+ ${{.j.i}} 1) --pair half=$(/ ${{.j.j}} 2) --pair len=$(length ${{.j.a}}) --pair l=${{.j.l}} --pair w=$(explode ' ' $MSG) --pair c=$(list-count ${{.j.l}}) --pair j=$(format-json --key .j.f) --pair s=x${{.j.i}} --pair b=boolean(${{.j.c}}) --pair n=null(x) --pair lit=literal([1]) --pair if=$(if (\"${{.j.c}}\" eq \"true\") ${{.j.b}} ${{.j.a}}))\n")); }};
             destination strings {{ file("@OUT@/strings.log" template("$(format-json --pair sum=$(+ ${{.j.i}} 1) --pair l=${{.j.l}} --pair b=boolean(1))\n")); }};
-            log {{ source(s); parser {{ json-parser(prefix(".j.")); }}; destination(typed); destination(pairs); destination(strings); }};"#
+            destination matches {{ file("@OUT@/matches.log" template("$0|$1|$2|$3|$4|$5|$6|$7|$8|$(format-json --no-cast --pair a=$2 --pair b=$5 --pair c=$7)\n")); }};
+            log {{ source(s); parser {{ json-parser(prefix(".j.")); }}; destination(typed); destination(pairs); destination(strings); }};
+            log {{ source(s); filter {{ message("(.)(.)(.)(.)(.)(.)(.)(.)" flags(store-matches)); }}; parser {{ json-parser(prefix(".j.")); }}; destination(matches); }};"#
         ),
         Input::Json,
         Framing::Newline,

@@ -7,8 +7,9 @@
 //!   booleans as `true`/`false`; `null` as an empty value.
 //! - An array of scalars becomes a comma-separated list, each element quoted where it needs to
 //!   be; an array holding objects or arrays is stored as compact JSON.
-//! - A top-level array sets syslog-ng's match variables (`$1`…), which sluice has not yet: it
-//!   parses and sets nothing. Anything else that is not an object, or not JSON, fails the parser.
+//! - A top-level array sets the match variables instead: `$1`… to its elements (scalars as
+//!   above, others as compact JSON), every other one unset. Anything else that is not an
+//!   object or an array, or not JSON, fails the parser.
 //!
 //! The object is walked as it is parsed (a serde visitor), without building a tree; strings
 //! without escapes are reported as ranges of the input, so they need no copy.
@@ -17,6 +18,17 @@ use crate::values::ValueType;
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use std::fmt;
 use std::ops::Range;
+
+/// Where a value found goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Name<'a> {
+    /// A member, by its full name (prefix and delimiters included).
+    Pair(&'a str),
+    /// The input is an array: every match variable is unset before its elements come.
+    Matches,
+    /// Element `n` (from 1) of a top-level array: match variable `$n`.
+    Match(usize),
+}
 
 /// A value found in the object.
 pub enum Found<'a> {
@@ -33,7 +45,7 @@ pub struct Options<'a> {
 
 /// Parses `input` and reports every value with its full name; `false` when the input is not
 /// JSON or not an object (or array) where one is expected.
-pub fn parse(input: &[u8], opts: &Options, sink: &mut dyn FnMut(&str, Found, ValueType)) -> bool {
+pub fn parse(input: &[u8], opts: &Options, sink: &mut dyn FnMut(Name, Found, ValueType)) -> bool {
     if walk_input(input, opts, sink) {
         return true;
     }
@@ -43,13 +55,19 @@ pub fn parse(input: &[u8], opts: &Options, sink: &mut dyn FnMut(&str, Found, Val
     // json-c takes strings whose bytes are not UTF-8 and keeps the bytes; serde_json refuses
     // them. Such bytes go through serde_json as private-use characters and come back out.
     let mapped = map_invalid(input);
-    let mut unmapping = |name: &str, found: Found, kind: ValueType| {
+    let mut unmapping = |name: Name, found: Found, kind: ValueType| {
         let bytes = match found {
             Found::In(r) => &mapped[r],
             Found::Made(b) => b,
         };
-        let name = String::from_utf8_lossy(&unmap(name.as_bytes())).into_owned();
-        sink(&name, Found::Made(&unmap(bytes)), kind);
+        let value = unmap(bytes);
+        match name {
+            Name::Pair(name) => {
+                let name = String::from_utf8_lossy(&unmap(name.as_bytes())).into_owned();
+                sink(Name::Pair(&name), Found::Made(&value), kind);
+            }
+            other => sink(other, Found::Made(&value), kind),
+        }
     };
     walk_input(&mapped, opts, &mut unmapping)
 }
@@ -83,7 +101,7 @@ fn unmap(bytes: &[u8]) -> Vec<u8> {
     out
 }
 
-fn walk_input(input: &[u8], opts: &Options, sink: &mut dyn FnMut(&str, Found, ValueType)) -> bool {
+fn walk_input(input: &[u8], opts: &Options, sink: &mut dyn FnMut(Name, Found, ValueType)) -> bool {
     let mut name = String::from(opts.prefix);
     let walk = Walk {
         input,
@@ -132,13 +150,13 @@ struct Walk<'s, 'i> {
     input: &'i [u8],
     name: &'s mut String,
     delimiter: char,
-    sink: &'s mut dyn FnMut(&str, Found, ValueType),
+    sink: &'s mut dyn FnMut(Name, Found, ValueType),
     top: bool,
 }
 
 impl Walk<'_, '_> {
     fn made(&mut self, bytes: &[u8], kind: ValueType) -> bool {
-        (self.sink)(self.name, Found::Made(bytes), kind);
+        (self.sink)(Name::Pair(self.name), Found::Made(bytes), kind);
         true
     }
 
@@ -198,7 +216,7 @@ impl<'de> Visitor<'de> for Walk<'_, '_> {
         }
         match self.range_of(v) {
             Some(r) => {
-                (self.sink)(self.name, Found::In(r), ValueType::String);
+                (self.sink)(Name::Pair(self.name), Found::In(r), ValueType::String);
                 Ok(true)
             }
             None => self.visit_str(v),
@@ -245,7 +263,17 @@ impl<'de> Visitor<'de> for Walk<'_, '_> {
             items.push(v);
         }
         if self.top {
-            // syslog-ng sets `$1`… from a top-level array; sluice has no match variables yet.
+            (self.sink)(Name::Matches, Found::Made(b""), ValueType::Null);
+            for (i, v) in items.iter().enumerate().take(crate::values::MATCHES - 1) {
+                let (text, kind) = match scalar(v) {
+                    Some(scalar) => scalar,
+                    None => (
+                        serde_json::to_string(v).unwrap_or_default(),
+                        ValueType::Json,
+                    ),
+                };
+                (self.sink)(Name::Match(i + 1), Found::Made(text.as_bytes()), kind);
+            }
             return Ok(true);
         }
         let mut out = Vec::new();
@@ -255,16 +283,7 @@ impl<'de> Visitor<'de> for Walk<'_, '_> {
                 if i > 0 {
                     out.push(b',');
                 }
-                let text = match v {
-                    serde_json::Value::String(s) => s.clone(),
-                    serde_json::Value::Null => String::new(),
-                    serde_json::Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
-                        (Some(i), _, _) => i.to_string(),
-                        (None, Some(_), _) => i64::MAX.to_string(),
-                        (_, _, f) => format!("{:.6}", f.unwrap_or_default()),
-                    },
-                    other => other.to_string(),
-                };
+                let (text, _) = scalar(v).unwrap_or_default();
                 crate::list::encode(&mut out, text.as_bytes(), None);
             }
         } else {
@@ -273,6 +292,21 @@ impl<'de> Visitor<'de> for Walk<'_, '_> {
         }
         Ok(self.made(&out, kind))
     }
+}
+
+/// The text and type json-c's parser gives a scalar; `None` for an object or an array.
+fn scalar(v: &serde_json::Value) -> Option<(String, ValueType)> {
+    Some(match v {
+        serde_json::Value::String(s) => (s.clone(), ValueType::String),
+        serde_json::Value::Null => (String::new(), ValueType::Null),
+        serde_json::Value::Bool(b) => (b.to_string(), ValueType::Boolean),
+        serde_json::Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => (i.to_string(), ValueType::Int),
+            (None, Some(_), _) => (i64::MAX.to_string(), ValueType::Int),
+            (_, _, f) => (format!("{:.6}", f.unwrap_or_default()), ValueType::Double),
+        },
+        serde_json::Value::Array(_) | serde_json::Value::Object(_) => return None,
+    })
 }
 
 /// Appends a member's key to the name being built.
@@ -314,7 +348,11 @@ mod tests {
                 ValueType::String => String::new(),
                 other => format!(" ({other:?})"),
             };
-            got.push(format!("{name}={v}{kind}"));
+            match name {
+                Name::Pair(name) => got.push(format!("{name}={v}{kind}")),
+                Name::Matches => got.push("matches unset".into()),
+                Name::Match(i) => got.push(format!("${i}={v}{kind}")),
+            }
         });
         ok.then_some(got)
     }
@@ -352,7 +390,16 @@ mod tests {
     fn not_an_object_fails_and_extract_prefix_descends() {
         assert_eq!(pairs("not json", &PLAIN), None);
         assert_eq!(pairs("42", &PLAIN), None);
-        assert_eq!(pairs("[1, 2]", &PLAIN), Some(vec![]));
+        assert_eq!(
+            pairs(r#"[1, "a", {"b": [2]}, null]"#, &PLAIN).unwrap(),
+            [
+                "matches unset",
+                "$1=1 (Int)",
+                "$2=a",
+                r#"$3={"b":[2]} (Json)"#,
+                "$4= (Null)"
+            ]
+        );
         let opts = Options {
             extract_prefix: Some("a.b[1]"),
             ..PLAIN
@@ -373,7 +420,9 @@ mod tests {
                 Found::In(r) => input[r].to_vec(),
                 Found::Made(b) => b.to_vec(),
             };
-            got.push((name.to_string(), v));
+            if let Name::Pair(name) = name {
+                got.push((name.to_string(), v));
+            }
         }));
         let want: [(&str, &[u8]); 3] = [
             (".j.a", b"caf\xe9"),

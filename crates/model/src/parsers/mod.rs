@@ -610,12 +610,17 @@ impl Parser {
                         extract_prefix: extract_prefix.as_deref(),
                     };
                     (marker.is_none() || !body.is_empty())
-                        && json::parse(body, &opts, &mut |full, value, kind| {
+                        && json::parse(body, &opts, &mut |found, value, kind| {
                             let value = match value {
                                 json::Found::In(r) => text_of(offset + r.start..offset + r.end),
                                 json::Found::Made(b) => Text::owned(b),
                             };
-                            values.set_typed(name_id_of(b"", full.as_bytes(), name), kind, value);
+                            let id = match found {
+                                json::Name::Pair(full) => name_id_of(b"", full.as_bytes(), name),
+                                json::Name::Matches => return values.clear_matches(),
+                                json::Name::Match(i) => crate::values::match_id(i),
+                            };
+                            values.set_typed(id, kind, value);
                         })
                 }
                 Kind::Date { .. } | Kind::Tags | Kind::Syslog { .. } => true,
