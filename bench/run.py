@@ -2,8 +2,8 @@
 """The project's benchmark: sluice side by side with syslog-ng and rsyslog, in one run.
 
 usage: bench/run.py [--conns N] [--count N] [--size BYTES] [--proto 3164|5424] [--rounds N]
-                    [--rewrite subst|set|classify] [--format-json] [--servers sluice,syslog-ng,rsyslog]
-                    [--no-build]
+                    [--rewrite subst|set|classify] [--format-json] [--corpus FILE]
+                    [--servers sluice,syslog-ng,rsyslog] [--no-build]
 
 Builds sluice in release mode, then for each server in turn (rounds alternate servers so that
 drift in the machine's speed hits all alike): starts it with a TCP source and one file
@@ -18,6 +18,11 @@ equivalent in its configuration language and is left out): `subst` masks every r
 the message, `set` sets a name-value pair from a template and writes it, `classify` labels each
 message with ten `if`/`elif` rules. `--format-json` writes
 each message as `$(format-json --scope rfc5424 --scope nv-pairs)` (sluice and syslog-ng only).
+
+`--corpus FILE` sends the lines of a file of syslog messages (such as
+`../shared/corpus/loghub-rfc3164.log`), over and over, instead of `sluice loggen`'s synthetic
+messages: servers run very differently on real lines of varied shape than on loggen's short,
+regular ones.
 """
 import argparse
 import os
@@ -158,6 +163,8 @@ def run_once(server, args):
                   "--active-connections", str(args.conns), "-I", "3600"]
         if args.proto == "5424":
             loggen.append("-P")
+        if args.corpus:
+            loggen += ["-R", args.corpus, "-l", "-d"]
         if args.idle:
             loggen += ["--idle-connections", str(args.idle)]
         sent = subprocess.run([*loggen, "127.0.0.1", str(port)], capture_output=True, text=True)
@@ -202,6 +209,7 @@ def main():
     ap.add_argument("--rewrite", choices=["subst", "set", "classify"],
                     help="a rewrite rule (or, classify: ten if/elif rules) in the path")
     ap.add_argument("--format-json", action="store_true", help="write messages with $(format-json)")
+    ap.add_argument("--corpus", help="send the lines of this file instead of synthetic messages")
     ap.add_argument("--servers", default="sluice,syslog-ng,rsyslog")
     ap.add_argument("--no-build", action="store_true", help="use the release binary as it is")
     args = ap.parse_args()
