@@ -20,15 +20,19 @@ fn nested(name: &str) -> Cow<'_, str> {
 /// each cut into parts ([`parts`]), objects opened for the parts before the last and closed
 /// when a name no longer starts with an open object's dotted name.
 pub(super) fn write_object(chosen: Vec<Chosen>, made: &[u8], flat: bool, out: &mut Vec<u8>) {
-    // The last value given for a name wins.
-    let mut members: Vec<(Cow<str>, ValueType, &[u8])> = Vec::with_capacity(chosen.len());
-    for (i, (name, kind, value)) in chosen.iter().enumerate() {
-        if chosen[i + 1..].iter().any(|(n, _, _)| n == name) {
-            continue;
+    let mut members: Vec<(Cow<str>, ValueType, &[u8])> = chosen
+        .iter()
+        .map(|(name, kind, value)| (nested(name), *kind, value.bytes(made)))
+        .collect();
+    // A stable sort keeps values of one name in the order they were given; the last wins.
+    members.sort_by(|a, b| descending(a.0.as_bytes(), b.0.as_bytes()));
+    members.dedup_by(|later, earlier| {
+        let same = later.0 == earlier.0;
+        if same {
+            std::mem::swap(later, earlier);
         }
-        members.push((nested(name), *kind, value.bytes(made)));
-    }
-    members.sort_by(|a, b| b.0.cmp(&a.0));
+        same
+    });
     out.push(b'{');
     // The open objects: each one's dotted name, the start of the name of the member (by its
     // index) that opened it: its parts so far with the dots between them.
@@ -75,6 +79,17 @@ pub(super) fn write_object(chosen: Vec<Chosen>, made: &[u8], flat: bool, out: &m
         out.push(b'}');
     }
     out.push(b'}');
+}
+
+/// Descending byte order, compared in place: names are short, and a call to `memcmp` per
+/// comparison cost more than the comparison.
+fn descending(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    for (x, y) in b.iter().zip(a) {
+        if x != y {
+            return x.cmp(y);
+        }
+    }
+    b.len().cmp(&a.len())
 }
 
 /// Cuts a name into parts (byte ranges) as syslog-ng's walker cuts it: an empty part is no
@@ -148,29 +163,40 @@ fn write_value(kind: ValueType, v: &[u8], out: &mut Vec<u8>) {
 }
 
 /// syslog-ng's JSON string escaping: `\b \f \n \r \t \\ \"`, other control characters as
-/// `\u00XX`, bytes that are not UTF-8 as `\\xXX`.
+/// `\u00XX`, bytes that are not UTF-8 as `\\xXX`. One pass: runs of plain ASCII and whole
+/// UTF-8 characters are copied as they are.
 fn escape(v: &[u8], out: &mut Vec<u8>) {
-    if std::str::from_utf8(v).is_ok() {
-        escape_text(v, out);
-        return;
-    }
-    for chunk in v.utf8_chunks() {
-        escape_text(chunk.valid().as_bytes(), out);
-        for b in chunk.invalid() {
-            out.extend_from_slice(format!("\\\\x{b:02x}").as_bytes());
-        }
-    }
-}
-
-/// Escapes UTF-8 text.
-fn escape_text(text: &[u8], out: &mut Vec<u8>) {
     let mut run = 0;
-    for (i, &b) in text.iter().enumerate() {
-        if b >= 0x20 && b != b'"' && b != b'\\' {
+    let mut i = 0;
+    while i < v.len() {
+        // Eight plain bytes at a time.
+        while let Some(chunk) = v.get(i..i + 8) {
+            if !plain8(u64::from_le_bytes(chunk.try_into().expect("eight bytes"))) {
+                break;
+            }
+            i += 8;
+        }
+        let Some(&b) = v.get(i) else { break };
+        if (0x20..0x80).contains(&b) && b != b'"' && b != b'\\' {
+            i += 1;
             continue;
         }
-        out.extend_from_slice(&text[run..i]);
-        run = i + 1;
+        if b >= 0x80 {
+            // Keep a whole UTF-8 character; escape each byte that does not start one.
+            let len = match b {
+                0xc2..=0xdf => 2,
+                0xe0..=0xef => 3,
+                0xf0..=0xf4 => 4,
+                _ => 0,
+            };
+            if len > 0 && v.len() - i >= len && std::str::from_utf8(&v[i..i + len]).is_ok() {
+                i += len;
+                continue;
+            }
+        }
+        out.extend_from_slice(&v[run..i]);
+        i += 1;
+        run = i;
         match b {
             8 => out.extend_from_slice(b"\\b"),
             12 => out.extend_from_slice(b"\\f"),
@@ -179,10 +205,35 @@ fn escape_text(text: &[u8], out: &mut Vec<u8>) {
             b'\t' => out.extend_from_slice(b"\\t"),
             b'\\' => out.extend_from_slice(b"\\\\"),
             b'"' => out.extend_from_slice(b"\\\""),
-            c => out.extend_from_slice(format!("\\u{c:04x}").as_bytes()),
+            c if c < 0x20 => {
+                out.extend_from_slice(b"\\u00");
+                out.extend_from_slice(&hex_byte(c));
+            }
+            c => {
+                out.extend_from_slice(b"\\\\x");
+                out.extend_from_slice(&hex_byte(c));
+            }
         }
     }
-    out.extend_from_slice(&text[run..]);
+    out.extend_from_slice(&v[run..]);
+}
+
+/// Whether none of eight bytes needs a look: no control byte, no byte of 0x80 or above, no `"`,
+/// no `\\` (the usual SWAR tests for a byte below a bound and for a given byte).
+fn plain8(w: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let below_space = w.wrapping_sub(ONES * 0x20) & !w;
+    let quote = (w ^ (ONES * u64::from(b'"'))).wrapping_sub(ONES) & !(w ^ (ONES * u64::from(b'"')));
+    let backslash =
+        (w ^ (ONES * u64::from(b'\\'))).wrapping_sub(ONES) & !(w ^ (ONES * u64::from(b'\\')));
+    (w | below_space | quote | backslash) & HIGH == 0
+}
+
+/// A byte in two lower-case hex digits.
+fn hex_byte(b: u8) -> [u8; 2] {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    [HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]
 }
 
 #[cfg(test)]
@@ -206,5 +257,64 @@ mod tests {
             ["_SDATA", "origin@18372.4", "ip"]
         );
         assert!(parts_of("").is_empty());
+    }
+
+    /// The escaping written plainly, to check the fast one against.
+    fn escape_plainly(v: &[u8], out: &mut Vec<u8>) {
+        for chunk in v.utf8_chunks() {
+            for c in chunk.valid().chars() {
+                match c {
+                    '\u{8}' => out.extend_from_slice(b"\\b"),
+                    '\u{c}' => out.extend_from_slice(b"\\f"),
+                    '\n' => out.extend_from_slice(b"\\n"),
+                    '\r' => out.extend_from_slice(b"\\r"),
+                    '\t' => out.extend_from_slice(b"\\t"),
+                    '\\' => out.extend_from_slice(b"\\\\"),
+                    '"' => out.extend_from_slice(b"\\\""),
+                    c if (c as u32) < 0x20 => {
+                        out.extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes())
+                    }
+                    c => out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
+                }
+            }
+            for b in chunk.invalid() {
+                out.extend_from_slice(format!("\\\\x{b:02x}").as_bytes());
+            }
+        }
+    }
+
+    #[test]
+    fn fast_escaping_agrees_with_plain_escaping() {
+        let alphabet: &[u8] =
+            b"ab \"\\\n\x01\x1f\x7f\x80\xbf\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\xff";
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..20_000 {
+            let len = (seed % 40) as usize;
+            let input: Vec<u8> = (0..len)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    alphabet[(seed % alphabet.len() as u64) as usize]
+                })
+                .collect();
+            let (mut fast, mut plain) = (Vec::new(), Vec::new());
+            escape(&input, &mut fast);
+            escape_plainly(&input, &mut plain);
+            assert_eq!(fast, plain, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn escaping_keeps_utf8_and_marks_other_bytes() {
+        let mut out = Vec::new();
+        escape(
+            b"a\"b\\c\n\x01 \xc3\xa9 \xe2\x82\x41 \xff\xf0\x9f\x98\x80\xf0\x9f",
+            &mut out,
+        );
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "a\\\"b\\\\c\\n\\u0001 \u{e9} \\\\xe2\\\\x82A \\\\xff\u{1f600}\\\\xf0\\\\x9f"
+        );
     }
 }

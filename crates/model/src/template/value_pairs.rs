@@ -82,6 +82,18 @@ impl Output {
     }
 }
 
+/// The pairs every message has, in the order syslog-ng lists them.
+const OWN_PAIRS: [&str; 8] = [
+    "HOST",
+    "HOST_FROM",
+    "SOURCE",
+    "PROGRAM",
+    "PID",
+    "MSGID",
+    "MESSAGE",
+    "LEGACY_MSGHDR",
+];
+
 const NV_PAIRS: u8 = 1;
 const DOT_NV_PAIRS: u8 = 2;
 const RFC3164: u8 = 4;
@@ -203,7 +215,10 @@ impl ValuePairs {
                 .rev()
                 .find(|(_, p)| p.matches(name))
                 .map(|(inc, _)| *inc);
-            if decision.unwrap_or(by_scope) {
+            // With `nv-pairs`, a macro named as one of the message's own pairs gives the value
+            // that pair has and would replace it: the pair alone is the same, and cheaper.
+            let shadowed = f.scopes & NV_PAIRS != 0 && OWN_PAIRS.contains(&name.as_str());
+            if decision.unwrap_or(by_scope) && !shadowed {
                 f.macros
                     .push((name.clone(), Template::compile(&format!("${{{name}}}"))?));
             }
@@ -244,7 +259,11 @@ impl ValuePairs {
             .map_or(by_scope, |(inc, _)| *inc)
     }
 
+    #[inline]
     fn rename<'n>(&self, name: Cow<'n, str>) -> Cow<'n, str> {
+        if self.rekeys.is_empty() {
+            return name;
+        }
         let mut name = name;
         for (pattern, renames) in &self.rekeys {
             if !pattern.matches(&name) {
@@ -286,18 +305,18 @@ impl ValuePairs {
                 t.as_ref().map(|t| t.of(raw))
             }
             let source = msg.origin.source_name.as_bytes();
-            let fields: [(&str, Option<&[u8]>); 8] = [
-                ("HOST", Some(msg.host())),
-                ("HOST_FROM", Some(&msg.origin.host_from[..])),
-                ("SOURCE", Some(source)),
-                ("PROGRAM", text(&f.program, raw)),
-                ("PID", text(&f.pid, raw)),
-                ("MSGID", text(&f.msgid, raw)),
-                ("MESSAGE", Some(msg.message())),
-                ("LEGACY_MSGHDR", text(&f.legacy_msghdr, raw)),
+            let fields: [Option<&[u8]>; 8] = [
+                Some(msg.host()),
+                Some(&msg.origin.host_from[..]),
+                Some(source),
+                text(&f.program, raw),
+                text(&f.pid, raw),
+                text(&f.msgid, raw),
+                Some(msg.message()),
+                text(&f.legacy_msghdr, raw),
             ];
             let mut own: Vec<(Cow<str>, Piece, bool)> = Vec::new();
-            for (name, value) in fields {
+            for (name, value) in OWN_PAIRS.into_iter().zip(fields) {
                 if let Some(v) = value {
                     own.push((Cow::Borrowed(name), Piece::Borrowed(v), false));
                 }
