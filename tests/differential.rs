@@ -58,7 +58,7 @@ fn mask_receive_times(
 /// places: a message of the corpus may carry the same number as its own pid.
 fn mask_pid(files: &mut std::collections::BTreeMap<String, Vec<u8>>, pid: u32) {
     let re = regex::bytes::Regex::new(&format!(
-        r#"(syslog-ng[\[| /]|"PROGRAM":"syslog-ng","PRIORITY":"[a-z]+","PID":"|"prog":"syslog-ng","pid":){pid}\b"#
+        r#"(syslog-ng[\[| /]|"PROGRAM":"syslog-ng",("PRIORITY":"[a-z]+",)?"PID":"|"prog":"syslog-ng","pid":){pid}\b"#
     ))
         .expect("valid pattern");
     for bytes in files.values_mut() {
@@ -989,6 +989,29 @@ fn format_json() {
                 destination d {{ file("@OUT@/rekey.log" template("$(format-json --scope dot-nv-pairs --rekey .kv.* --shift 4 --add-prefix kv. --exclude .SDATA.*)\n")); }};
                 destination e {{ file("@OUT@/sdata.log" template("$(format-json --scope sdata --scope rfc3164)\n")); }};
                 log {{ source(s); parser {{ kv-parser(prefix(".kv.")); }}; destination(a); destination(b); destination(c); destination(d); destination(e); }};"#
+            ),
+            input,
+            usual_framing(input),
+        );
+    }
+}
+
+/// `$(format-json)` of messages without pairs of their own (sluice writes those from a plan
+/// made when the configuration is read).
+#[test]
+fn format_json_without_pairs() {
+    for (name, input, source) in [
+        ("format_json_plain_bsd", Input::Rfc3164, NET),
+        ("format_json_plain_ietf", Input::Rfc5424, SYSLOG),
+    ] {
+        differential(
+            name,
+            &format!(
+                r#"options {{ keep-hostname(yes); }}; {source}
+                destination a {{ file("@OUT@/a.log" template("$(format-json --scope rfc5424 --scope nv-pairs)|$(format-flat-json --scope rfc3164 --key HOST_FROM --exclude DATE)\n")); }};
+                destination b {{ file("@OUT@/b.log" template("$(format-json --scope selected-macros --exclude SOURCEIP --exclude TAGS --exclude SEQNUM --pair fac=int($FACILITY_NUM) --pair HOST=h-$HOST --pair e=$MSGID --omit-empty-values)\n")); }};
+                destination c {{ file("@OUT@/c.log" template("$(format-json --scope nv-pairs --pair n=$(+ $FACILITY_NUM 1) --no-cast --pair MESSAGE=$(length $MSG))|$(format-json --key PROGRAM --key PID --pair PID=$HOST)\n")); }};
+                log {{ source(s); destination(a); destination(b); destination(c); }};"#
             ),
             input,
             usual_framing(input),

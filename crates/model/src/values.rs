@@ -191,6 +191,11 @@ impl Values {
         Some(value)
     }
 
+    /// Whether any pair other than a match variable is set.
+    pub fn has_pairs(&self) -> bool {
+        self.0.iter().any(|(n, _, _)| *n as usize >= MATCHES)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

@@ -155,6 +155,9 @@ pub struct FileDestination {
     stopped: AtomicBool,
     /// The sequence number of the next local message (syslog-ng's writer `seq_num`).
     next_seq: AtomicU32,
+    /// Bytes a formatted message took lately, with some room: a read's output buffer is sized
+    /// from it, so that it is not grown (and copied) while formatting.
+    bytes_per_message: AtomicU32,
     /// The format shows sequence numbers.
     counts_seq: bool,
 }
@@ -191,6 +194,7 @@ impl FileDestination {
             opening: Arc::default(),
             stopped: AtomicBool::new(false),
             next_seq: AtomicU32::new(1),
+            bytes_per_message: AtomicU32::new(256),
         }
     }
 
@@ -257,19 +261,21 @@ impl FileDestination {
     /// its file, and returns the jobs that hold any.
     fn group(&self, msgs: &[LogMessage], which: &[u32], ack: &Ack, writers: usize) -> Vec<Job> {
         let mut jobs: Vec<Job> = (0..writers).map(|_| Job::new(ack)).collect();
+        let per_message = self.bytes_per_message.load(Ordering::Relaxed) as usize;
         if let Some(name) = self.fixed_name() {
             let job = &mut jobs[0];
-            job.data.reserve(which.len() * 256);
+            job.data.reserve(which.len() * per_message);
             let at = job.add_name(name, name_hash(name));
             for &i in which {
                 self.append(&msgs[i as usize], &mut job.data);
             }
             job.close_run(at);
+            self.learn_size(job.data.len(), which.len());
             return jobs;
         }
         let template = self.path.as_ref().expect("templated file name");
         for job in &mut jobs {
-            job.data.reserve(which.len() * 256 / writers);
+            job.data.reserve(which.len() * per_message / writers);
         }
         GROUPING.with_borrow_mut(|g| {
             g.seen.clear();
@@ -322,7 +328,17 @@ impl FileDestination {
             }
         });
         jobs.retain(|j| !j.runs.is_empty());
+        self.learn_size(jobs.iter().map(|j| j.data.len()).sum(), which.len());
         jobs
+    }
+
+    /// Remembers how long formatted messages were, with an eighth more for variation.
+    fn learn_size(&self, bytes: usize, messages: usize) {
+        if messages >= 16 {
+            let per = bytes / messages;
+            self.bytes_per_message
+                .store((per + per / 8).clamp(64, 1 << 16) as u32, Ordering::Relaxed);
+        }
     }
 }
 

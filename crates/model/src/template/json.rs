@@ -128,6 +128,14 @@ fn cut(name: &str, parts: &mut Vec<(usize, usize)>) {
     }
 }
 
+/// `"name":value`.
+pub(super) fn write_member(name: &str, kind: ValueType, value: &[u8], out: &mut Vec<u8>) {
+    out.push(b'"');
+    escape(name.as_bytes(), out);
+    out.extend_from_slice(b"\":");
+    write_value(kind, value, out);
+}
+
 /// A value as its type is written: numbers as they are written, booleans as `true` or
 /// `false`, lists as arrays of strings, JSON as it is, `null`; anything else a string.
 fn write_value(kind: ValueType, v: &[u8], out: &mut Vec<u8>) {

@@ -44,6 +44,26 @@ pub struct ValuePairs {
     rekeys: Vec<(glob::Pattern, Vec<Rename>)>,
     omit_empty: bool,
     output: Output,
+    /// For JSON, when every name that can be chosen is known from the options and has no dot:
+    /// the members in the order they are written. A message with name-value pairs or
+    /// structured data of its own goes the general way.
+    plan: Option<Vec<Planned>>,
+}
+
+/// A member of a [`ValuePairs::plan`]: its name and where its value can come from, the
+/// source given last (which wins) first.
+#[derive(Clone, Debug)]
+struct Planned {
+    name: String,
+    sources: Vec<Source>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Source {
+    /// One of the [`OWN_PAIRS`].
+    Own(usize),
+    Macro(usize),
+    Pair(usize),
 }
 
 /// What a function writes of the pairs it chose.
@@ -223,7 +243,58 @@ impl ValuePairs {
                     .push((name.clone(), Template::compile(&format!("${{{name}}}"))?));
             }
         }
+        f.plan = f.plan();
         Ok(f)
+    }
+
+    /// The members a message without pairs or structured data of its own gets, in the order
+    /// they are written, when that can be known now (see [`ValuePairs::plan`]).
+    fn plan(&self) -> Option<Vec<Planned>> {
+        if !self.rekeys.is_empty() || !matches!(self.output, Output::Json | Output::FlatJson) {
+            return None;
+        }
+        let mut sources: Vec<(&str, Source)> = Vec::new();
+        if self.own_pairs_apply() {
+            for (i, name) in OWN_PAIRS.iter().enumerate() {
+                if self.included(name, self.scopes & NV_PAIRS != 0) {
+                    sources.push((name, Source::Own(i)));
+                }
+            }
+        }
+        for (i, (name, _)) in self.macros.iter().enumerate() {
+            sources.push((name, Source::Macro(i)));
+        }
+        for (i, (name, _, _)) in self.pairs.iter().enumerate() {
+            sources.push((name, Source::Pair(i)));
+        }
+        let plain = |n: &str| !n.is_empty() && !n.contains('.');
+        let pair_names: Vec<&str> = self.pairs.iter().map(|(n, _, _)| n.as_str()).collect();
+        let repeated = (1..pair_names.len()).any(|i| pair_names[..i].contains(&pair_names[i]));
+        if repeated || !sources.iter().all(|(n, _)| plain(n)) {
+            return None;
+        }
+        let mut names: Vec<&str> = sources.iter().map(|(n, _)| *n).collect();
+        names.sort_by(|a, b| b.cmp(a));
+        names.dedup();
+        Some(
+            names
+                .into_iter()
+                .map(|name| Planned {
+                    name: name.to_string(),
+                    sources: sources
+                        .iter()
+                        .rev()
+                        .filter(|(n, _)| *n == name)
+                        .map(|(_, s)| *s)
+                        .collect(),
+                })
+                .collect(),
+        )
+    }
+
+    /// Whether the message's own pairs (`HOST`, `PROGRAM`…) are candidates at all.
+    fn own_pairs_apply(&self) -> bool {
+        self.scopes & (NV_PAIRS | DOT_NV_PAIRS | SDATA | RFC5424) != 0 || !self.patterns.is_empty()
     }
 
     fn add_pair(&mut self, spec: &str) -> Result<(), String> {
@@ -293,28 +364,18 @@ impl ValuePairs {
 
     fn append_with(&self, msg: &LogMessage, seq: u32, made: &mut Vec<u8>, out: &mut Vec<u8>) {
         made.clear();
+        let raw = &msg.raw[..];
+        if let Some(plan) = &self.plan {
+            if !msg.values.has_pairs() && msg.fields.sd_params(raw).next().is_none() {
+                return self.append_planned(plan, msg, seq, made, out);
+            }
+        }
         // Values chosen so far, in the order syslog-ng inserts them (a later one with the same
         // name replaces an earlier one).
         let mut chosen: Vec<Chosen> = Vec::new();
-        let raw = &msg.raw[..];
-        if self.scopes & (NV_PAIRS | DOT_NV_PAIRS | SDATA | RFC5424) != 0
-            || !self.patterns.is_empty()
-        {
+        if self.own_pairs_apply() {
             let f = &msg.fields;
-            fn text<'m>(t: &'m Option<sluice_protocol::Text>, raw: &'m [u8]) -> Option<&'m [u8]> {
-                t.as_ref().map(|t| t.of(raw))
-            }
-            let source = msg.origin.source_name.as_bytes();
-            let fields: [Option<&[u8]>; 8] = [
-                Some(msg.host()),
-                Some(&msg.origin.host_from[..]),
-                Some(source),
-                text(&f.program, raw),
-                text(&f.pid, raw),
-                text(&f.msgid, raw),
-                Some(msg.message()),
-                text(&f.legacy_msghdr, raw),
-            ];
+            let fields = own_pairs(msg);
             let mut own: Vec<(Cow<str>, Piece, bool)> = Vec::new();
             for (name, value) in OWN_PAIRS.into_iter().zip(fields) {
                 if let Some(v) = value {
@@ -378,19 +439,9 @@ impl ValuePairs {
                 ));
             }
         }
-        for (name, cast, template) in &self.pairs {
+        for (i, (name, _, _)) in self.pairs.iter().enumerate() {
             let start = made.len();
-            let kind = match cast {
-                Some(kind) => {
-                    template.append(msg, seq, made);
-                    *kind
-                }
-                None if self.cast_to_strings => {
-                    template.append(msg, seq, made);
-                    ValueType::String
-                }
-                None => template.append_typed(msg, seq, made),
-            };
+            let kind = self.pair_value(i, msg, seq, made);
             if self.omit_empty && made.len() == start {
                 continue;
             }
@@ -459,6 +510,99 @@ fn write_welf(mut pairs: Vec<(Cow<str>, &[u8])>, out: &mut Vec<u8>) {
             sluice_protocol::syslog::escape_binary(value, None, out);
         }
     }
+}
+
+impl ValuePairs {
+    /// Writes the JSON object of the [`ValuePairs::plan`]: each member's value from the first
+    /// of its sources that gives one.
+    fn append_planned(
+        &self,
+        plan: &[Planned],
+        msg: &LogMessage,
+        seq: u32,
+        made: &mut Vec<u8>,
+        out: &mut Vec<u8>,
+    ) {
+        let own = own_pairs(msg);
+        let start = out.len();
+        out.push(b'{');
+        let mut first = true;
+        for member in plan {
+            let mut found = None;
+            for source in &member.sources {
+                let at = made.len();
+                match *source {
+                    Source::Own(i) => match own[i] {
+                        Some(v) if !(self.omit_empty && v.is_empty()) => {
+                            found = Some((ValueType::String, Piece::Borrowed(v)));
+                        }
+                        _ => {}
+                    },
+                    Source::Macro(i) => {
+                        self.macros[i].1.append(msg, seq, made);
+                        if made.len() > at {
+                            found = Some((ValueType::String, Piece::Made(at..made.len())));
+                        }
+                    }
+                    Source::Pair(i) => {
+                        let kind = self.pair_value(i, msg, seq, made);
+                        if !(self.omit_empty && made.len() == at) {
+                            if !casts(kind, &made[at..]) {
+                                out.truncate(start);
+                                return;
+                            }
+                            found = Some((kind, Piece::Made(at..made.len())));
+                        }
+                    }
+                }
+                if found.is_some() {
+                    break;
+                }
+            }
+            let Some((kind, value)) = found else { continue };
+            if !first {
+                out.push(b',');
+            }
+            first = false;
+            super::json::write_member(&member.name, kind, value.bytes(made), out);
+        }
+        out.push(b'}');
+    }
+
+    /// Formats pair `i` into `made` and says its type.
+    fn pair_value(&self, i: usize, msg: &LogMessage, seq: u32, made: &mut Vec<u8>) -> ValueType {
+        let (_, cast, template) = &self.pairs[i];
+        match cast {
+            Some(kind) => {
+                template.append(msg, seq, made);
+                *kind
+            }
+            None if self.cast_to_strings => {
+                template.append(msg, seq, made);
+                ValueType::String
+            }
+            None => template.append_typed(msg, seq, made),
+        }
+    }
+}
+
+/// The values of the [`OWN_PAIRS`] of a message, where it has them.
+fn own_pairs(msg: &LogMessage) -> [Option<&[u8]>; 8] {
+    let raw = &msg.raw[..];
+    let f = &msg.fields;
+    fn text<'m>(t: &'m Option<sluice_protocol::Text>, raw: &'m [u8]) -> Option<&'m [u8]> {
+        t.as_ref().map(|t| t.of(raw))
+    }
+    [
+        Some(msg.host()),
+        Some(&msg.origin.host_from[..]),
+        Some(msg.origin.source_name.as_bytes()),
+        text(&f.program, raw),
+        text(&f.pid, raw),
+        text(&f.msgid, raw),
+        Some(msg.message()),
+        text(&f.legacy_msghdr, raw),
+    ]
 }
 
 /// A value: borrowed from the message, or a range of the buffer macros were expanded into.
