@@ -12,6 +12,7 @@
 //!   and which version of it (rewritten on the way) each one gets.
 
 pub mod filter;
+pub mod find;
 pub mod ingest;
 pub mod list;
 pub mod macros;

@@ -248,19 +248,18 @@ impl LogPath {
     }
 
     /// Runs the path from element `from` on version `at` of a message (an index into
-    /// `msgs`, which rewrites extend with copies). Returns the version the path ended with,
-    /// or `None` when a filter rejected the message.
+    /// `msgs`, which rewrites extend with copies). `private` says that no destination or
+    /// other path will see version `at`, so that rewrites may change it in place. Returns the
+    /// version the path ended with, or `None` when a filter rejected the message.
     fn run(
         &self,
         from: usize,
         msgs: &mut Vec<LogMessage>,
         mut at: usize,
+        mut private: bool,
         scratch: &mut Vec<u8>,
         out: &mut dyn FnMut(DestId, u32),
     ) -> Option<usize> {
-        // `at` is this path's own copy, seen by no destination or other path yet: rewrites
-        // may change it in place.
-        let mut private = false;
         for (i, element) in self.elements.iter().enumerate().skip(from) {
             match element {
                 Element::StoringFilter(f) => {
@@ -326,9 +325,9 @@ impl LogPath {
                             .iter()
                             .filter(|c| c.flags.fallback == fallback_pass)
                         {
-                            let version = ch.run(0, msgs, at, scratch, out);
+                            let version = ch.run(0, msgs, at, false, scratch, out);
                             if let Some(version) = version {
-                                self.run(i + 1, msgs, version, scratch, out);
+                                self.run(i + 1, msgs, version, false, scratch, out);
                             }
                             if version.is_some() || ch.flags.drop_unmatched {
                                 any = true;
@@ -346,18 +345,20 @@ impl LogPath {
                         match &arm.condition {
                             ArmCondition::Filter(f) => {
                                 if f.matches(&msgs[at], scratch) {
-                                    taken = Some(arm.body.run(0, msgs, at, scratch, out)?);
+                                    taken = Some(arm.body.run(0, msgs, at, false, scratch, out)?);
                                     break;
                                 }
                             }
                             ArmCondition::Block => {
-                                if let Some(version) = arm.body.run(0, msgs, at, scratch, out) {
+                                if let Some(version) =
+                                    arm.body.run(0, msgs, at, false, scratch, out)
+                                {
                                     taken = Some(version);
                                     break;
                                 }
                             }
                             ArmCondition::Else => {
-                                taken = Some(arm.body.run(0, msgs, at, scratch, out)?);
+                                taken = Some(arm.body.run(0, msgs, at, false, scratch, out)?);
                             }
                         }
                     }
@@ -401,16 +402,34 @@ fn run_siblings(
     scratch: &mut Vec<u8>,
     out: &mut dyn FnMut(DestId, u32),
 ) -> bool {
+    let applies = |p: &LogPath| source.is_none_or(|s| p.applies_to(s));
+    // The last path that may take the message at the top level: it may change the message
+    // itself rather than a copy when no destination was given it before.
+    let last = source.and_then(|_| {
+        let in_pass = |fallback: bool| {
+            paths
+                .iter()
+                .rposition(|p| p.flags.fallback == fallback && applies(p))
+        };
+        in_pass(true).or_else(|| in_pass(false))
+    });
+    let given = std::cell::Cell::new(false);
+    let mut watch = |d: DestId, version: u32| {
+        given.set(given.get() || version as usize == at);
+        out(d, version)
+    };
     let mut matched = false;
     for fallback_pass in [false, true] {
         if fallback_pass && matched {
             break;
         }
-        for p in paths.iter().filter(|p| p.flags.fallback == fallback_pass) {
-            if source.is_some_and(|s| !p.applies_to(s)) {
+        for (i, p) in paths.iter().enumerate() {
+            if p.flags.fallback != fallback_pass || !applies(p) {
                 continue;
             }
-            if p.run(0, msgs, at, scratch, out).is_some() || p.flags.drop_unmatched {
+            let private = last == Some(i) && !given.get();
+            if p.run(0, msgs, at, private, scratch, &mut watch).is_some() || p.flags.drop_unmatched
+            {
                 matched = true;
                 if p.flags.final_ {
                     return true;

@@ -7,10 +7,10 @@
 //! first, so destinations before the rule and sibling paths keep the version they saw.
 
 use crate::filter::{self, Filter, NamedFilters, StringMode};
+use crate::find::Finder;
 use crate::message::{facility_by_name, severity_by_name, tag_id, LogMessage, TagId};
 use crate::template::Template;
 use crate::values::{name_id, NameId};
-use regex::bytes::{NoExpand, Regex};
 use sluice_config::{Body, ConfigError, Node, Pos};
 use sluice_protocol::Text;
 
@@ -54,7 +54,7 @@ pub enum Action {
 /// What `subst()` looks for.
 #[derive(Clone, Debug)]
 pub enum Pattern {
-    Regex(Regex),
+    Regex(Finder),
     /// `type(string)`: as the string matcher of filters, the whole value unless
     /// `flags(prefix)` or `flags(substring)` say otherwise.
     String {
@@ -352,7 +352,9 @@ impl Rule {
                     filter::regex(re, ignore_case).map_err(|e| ConfigError::new(values[0].pos, e))
                 };
                 let pattern = match kind.as_str() {
-                    "pcre" | "posix" => Pattern::Regex(regex(text)?),
+                    "pcre" | "posix" => {
+                        Pattern::Regex(Finder::new(regex(text)?, text, ignore_case))
+                    }
                     "string" => Pattern::String {
                         needle: text.as_bytes().to_vec(),
                         mode,
@@ -458,7 +460,8 @@ impl Action {
                 replacement,
                 global,
             } => {
-                if let (Pattern::Regex(re), None) = (pattern, replacement.literal()) {
+                if let (Pattern::Regex(finder), None) = (pattern, replacement.literal()) {
+                    let re = finder.regex();
                     // The replacement names groups (`$1`): each match sets the match variables
                     // before the replacement is formatted, as in syslog-ng.
                     let subject = field.get(msg).to_vec();
@@ -483,15 +486,27 @@ impl Action {
                     field.set(msg, Text::Owned(out.into_boxed_slice()));
                     return;
                 }
-                let limit = if *global { 0 } else { 1 };
                 scratch.clear();
                 replacement.append(msg, 0, scratch);
                 let subject = field.get(msg);
                 let replaced = match pattern {
-                    Pattern::Regex(re) => match re.replacen(subject, limit, NoExpand(scratch)) {
-                        std::borrow::Cow::Borrowed(_) => return,
-                        std::borrow::Cow::Owned(v) => v,
-                    },
+                    Pattern::Regex(finder) => {
+                        let mut out = Vec::with_capacity(subject.len() + scratch.len());
+                        let mut last = 0;
+                        let mut matched = false;
+                        let limit = if *global { usize::MAX } else { 1 };
+                        finder.each(subject, limit, |m| {
+                            out.extend_from_slice(&subject[last..m.start]);
+                            out.extend_from_slice(scratch);
+                            last = m.end;
+                            matched = true;
+                        });
+                        if !matched {
+                            return;
+                        }
+                        out.extend_from_slice(&subject[last..]);
+                        out
+                    }
                     Pattern::String { .. } => {
                         let mut out = Vec::new();
                         let mut at = 0;
