@@ -420,6 +420,8 @@ fn matching_filters() {
             log {{ source(s); filter {{ message("error|fail(ed|ure)" type(pcre)); }}; destination(pcre); }};
             log {{ source(s); filter {{ message("warn" flags(ignore-case)); }}; destination(icase); }};
             log {{ source(s); filter {{ message("Received block" type(string) flags(substring)); }}; destination(string); }};
+            destination string_icase {{ file("@OUT@/string_icase.log"); }};
+            log {{ source(s); filter {{ message("authentication FAILURE" type(string) flags(substring, ignore-case)) or host("LABSZ" type(string) flags(ignore-case)); }}; destination(string_icase); }};
             log {{ source(s); filter {{ host("hadoop-*" type(glob)); }}; destination(glob); }};
             log {{ source(s); filter {{ program("^(sshd|kernel)$") or program("hdfs" type(string) flags(prefix)); }}; destination(prog); }};
             log {{ source(s); filter {{ match("^bgl" value("HOST")); }}; destination(by_value); }};

@@ -183,6 +183,15 @@ pub enum Matcher {
         ignore_case: bool,
     },
     Glob(Regex),
+    /// `type(string) flags(substring)`: a searcher made once.
+    Substring(Substring),
+}
+
+#[derive(Clone, Debug)]
+pub enum Substring {
+    Exact(memchr::memmem::Finder<'static>),
+    /// `flags(ignore-case)`: the needle as a case-insensitive literal pattern.
+    IgnoreCase(Regex),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -193,6 +202,26 @@ pub enum StringMode {
 }
 
 impl Matcher {
+    /// `type(string)` matching of `needle` as the whole value, a prefix or a substring.
+    pub fn string(needle: &[u8], mode: StringMode, ignore_case: bool) -> Matcher {
+        match (mode, ignore_case) {
+            (StringMode::Substring, false) => Matcher::Substring(Substring::Exact(
+                memchr::memmem::Finder::new(needle).into_owned(),
+            )),
+            (StringMode::Substring, true) => {
+                let literal: String = needle.iter().map(|&b| format!("\\x{b:02x}")).collect();
+                Matcher::Substring(Substring::IgnoreCase(
+                    regex(&literal, true).expect("an escaped literal is a valid pattern"),
+                ))
+            }
+            _ => Matcher::String {
+                needle: needle.to_vec(),
+                mode,
+                ignore_case,
+            },
+        }
+    }
+
     /// syslog-ng's globs: `*` any run, `?` one character, all else literal; the whole value
     /// matches.
     pub fn glob(pattern: &str, ignore_case: bool) -> Result<Matcher, String> {
@@ -216,15 +245,13 @@ impl Matcher {
                 };
                 match mode {
                     StringMode::Exact => eq(subject, needle),
-                    StringMode::Prefix => {
+                    StringMode::Prefix | StringMode::Substring => {
                         subject.len() >= needle.len() && eq(&subject[..needle.len()], needle)
                     }
-                    StringMode::Substring if *ignore_case => subject
-                        .windows(needle.len().max(1))
-                        .any(|w| w.eq_ignore_ascii_case(needle)),
-                    StringMode::Substring => memchr::memmem::find(subject, needle).is_some(),
                 }
             }
+            Matcher::Substring(Substring::Exact(finder)) => finder.find(subject).is_some(),
+            Matcher::Substring(Substring::IgnoreCase(re)) => re.is_match(subject),
         }
     }
 }
@@ -709,11 +736,7 @@ fn matcher_filter(node: &Node, key: &str) -> Result<Filter, ConfigError> {
         "pcre" | "posix" => Matcher::Regex(
             regex(&pattern.text, ignore_case).map_err(|e| ConfigError::new(pattern.pos, e))?,
         ),
-        "string" => Matcher::String {
-            needle: pattern.text.as_bytes().to_vec(),
-            mode,
-            ignore_case,
-        },
+        "string" => Matcher::string(pattern.text.as_bytes(), mode, ignore_case),
         "glob" => Matcher::glob(&pattern.text, ignore_case)
             .map_err(|e| ConfigError::new(pattern.pos, e))?,
         other => {

@@ -389,11 +389,7 @@ impl Call {
                     return Err("$(list-search) needs a pattern and a list: $(list-search [options] pattern ${list})".into());
                 }
                 let pattern = argv.remove(0);
-                let string = |mode| filter::Matcher::String {
-                    needle: pattern.clone().into_bytes(),
-                    mode,
-                    ignore_case: false,
-                };
+                let string = |mode| filter::Matcher::string(pattern.as_bytes(), mode, false);
                 let matcher = match mode.as_str() {
                     "literal" => string(filter::StringMode::Exact),
                     "prefix" => string(filter::StringMode::Prefix),
