@@ -189,7 +189,7 @@ pub enum Matcher {
 
 #[derive(Clone, Debug)]
 pub enum Substring {
-    Exact(memchr::memmem::Finder<'static>),
+    Exact(Box<memchr::memmem::Finder<'static>>),
     /// `flags(ignore-case)`: the needle as a case-insensitive literal pattern.
     IgnoreCase(Regex),
 }
@@ -205,9 +205,9 @@ impl Matcher {
     /// `type(string)` matching of `needle` as the whole value, a prefix or a substring.
     pub fn string(needle: &[u8], mode: StringMode, ignore_case: bool) -> Matcher {
         match (mode, ignore_case) {
-            (StringMode::Substring, false) => Matcher::Substring(Substring::Exact(
+            (StringMode::Substring, false) => Matcher::Substring(Substring::Exact(Box::new(
                 memchr::memmem::Finder::new(needle).into_owned(),
-            )),
+            ))),
             (StringMode::Substring, true) => {
                 let literal: String = needle.iter().map(|&b| format!("\\x{b:02x}")).collect();
                 Matcher::Substring(Substring::IgnoreCase(
