@@ -360,6 +360,12 @@ impl Rule {
                         mode,
                         ignore_case,
                     },
+                    "glob" => {
+                        return Err(ConfigError::new(
+                            node.pos,
+                            "subst() cannot replace what a glob matched (syslog-ng refuses it too): use type(pcre) or type(string)",
+                        ))
+                    }
                     other => {
                         return Err(ConfigError::unknown(
                             node.pos,
