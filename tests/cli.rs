@@ -83,16 +83,16 @@ fn later_features_are_refused_by_name() {
             "the xml() parser is not supported yet",
         ),
         (
-            "destination d { file(\"/x\" template(\"$(format-welf --scope all)\")); };",
-            "the template function $(format-welf) is not supported yet",
+            "destination d { file(\"/x\" template(\"$(format-date %Y)\")); };",
+            "the template function $(format-date) is not supported yet",
         ),
         (
             "destination d { file(\"/x\" disk-buffer(reliable(yes))); };",
             "disk-buffer() in file() is not supported yet",
         ),
         (
-            "source s { stdin(); }; destination d { file(\"/x\"); }; log { source(s); destination(d); flags(drop-unmatched); };",
-            "flags(drop-unmatched) is not supported yet",
+            "template_function t \"x\";",
+            "the 'template_function' statement is not supported yet",
         ),
     ] {
         let (code, err) = check_config(text);
