@@ -419,24 +419,36 @@ impl Parser<'_> {
     /// At `(`: the text up to the matching `)` as written, after which parsing goes on.
     /// `()` (only white space) is `None`; `("")` and `('')` are the empty string.
     fn raw_parens(&mut self) -> Result<Option<String>, ConfigError> {
-        let open = self.next();
-        let mut depth = 1;
-        let close = loop {
-            let t = self.next();
-            match t.tok {
-                Tok::LParen => depth += 1,
-                Tok::RParen if depth == 1 => break t,
-                Tok::RParen => depth -= 1,
-                Tok::End => return Err(ConfigError::new(open.pos, "unclosed '('")),
-                _ => {}
-            }
-        };
-        let raw = &self.text_of(&open)[open.offset as usize + 1..close.offset as usize];
+        let raw = self.raw_between(Tok::LParen, Tok::RParen)?;
         Ok(match raw.trim() {
             "" => None,
             "\"\"" | "''" => Some(String::new()),
-            _ => Some(raw.to_string()),
+            _ => Some(raw),
         })
+    }
+
+    /// At an opening `open`: the text up to the matching `close` as written, after which
+    /// parsing goes on.
+    fn raw_between(&mut self, open: Tok, close: Tok) -> Result<String, ConfigError> {
+        let first = self.next();
+        debug_assert_eq!(first.tok, open);
+        let mut depth = 1;
+        let last = loop {
+            let t = self.next();
+            match &t.tok {
+                t_ if *t_ == open => depth += 1,
+                t_ if *t_ == close && depth == 1 => break t,
+                t_ if *t_ == close => depth -= 1,
+                Tok::End => {
+                    return Err(ConfigError::new(
+                        first.pos,
+                        format!("unclosed {}", Self::describe(&open)),
+                    ))
+                }
+                _ => {}
+            }
+        };
+        Ok(self.text_of(&first)[first.offset as usize + 1..last.offset as usize].to_string())
     }
 
     /// `block CONTEXT NAME(params) { content };` after `block`: remembers the block.
@@ -488,33 +500,21 @@ impl Parser<'_> {
             }
         }
         self.next();
-        let open = self.next();
-        if open.tok != Tok::Open {
+        if *self.peek() != Tok::Open {
             return Err(ConfigError::new(
-                open.pos,
+                self.pos(),
                 format!(
                     "expected '{{' to open the body of block {name}, found {}",
-                    Self::describe(&open.tok)
+                    Self::describe(self.peek())
                 ),
             ));
         }
-        let mut depth = 1;
-        let close = loop {
-            let t = self.next();
-            match t.tok {
-                Tok::Open => depth += 1,
-                Tok::Close if depth == 1 => break t,
-                Tok::Close => depth -= 1,
-                Tok::End => return Err(ConfigError::new(open.pos, "unclosed '{'")),
-                _ => {}
-            }
-        };
-        let content =
-            self.text_of(&open)[open.offset as usize + 1..close.offset as usize].to_string();
+        let open_pos = self.pos();
+        let content = self.raw_between(Tok::Open, Tok::Close)?;
         self.expect(Tok::Semi, "after the block statement")?;
         let at = Pos {
-            col: open.pos.col + 1,
-            ..open.pos
+            col: open_pos.col + 1,
+            ..open_pos
         };
         self.blocks.insert(
             key,

@@ -265,18 +265,7 @@ mod tests {
             }
         }
         // Random values over a small alphabet.
-        let alphabet = b"aux1 9:Pp\xff_sU";
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        for _ in 0..3000 {
-            let len = (seed % 24) as usize;
-            let hay: Vec<u8> = (0..len)
-                .map(|_| {
-                    seed ^= seed << 13;
-                    seed ^= seed >> 7;
-                    seed ^= seed << 17;
-                    alphabet[(seed % alphabet.len() as u64) as usize]
-                })
-                .collect();
+        for hay in crate::testing::random_values(b"aux1 9:Pp\xff_sU", 24, 3000) {
             for (pattern, finder) in PATTERNS.iter().zip(&finders) {
                 let (got, want) = spans(finder, &hay, usize::MAX);
                 assert_eq!(got, want, "{pattern} over {hay:?}");

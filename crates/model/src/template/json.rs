@@ -295,17 +295,7 @@ mod tests {
     fn fast_escaping_agrees_with_plain_escaping() {
         let alphabet: &[u8] =
             b"ab \"\\\n\x01\x1f\x7f\x80\xbf\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\xff";
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        for _ in 0..20_000 {
-            let len = (seed % 40) as usize;
-            let input: Vec<u8> = (0..len)
-                .map(|_| {
-                    seed ^= seed << 13;
-                    seed ^= seed >> 7;
-                    seed ^= seed << 17;
-                    alphabet[(seed % alphabet.len() as u64) as usize]
-                })
-                .collect();
+        for input in crate::testing::random_values(alphabet, 40, 20_000) {
             let (mut fast, mut plain) = (Vec::new(), Vec::new());
             escape(&input, &mut fast);
             escape_plainly(&input, &mut plain);
