@@ -83,8 +83,8 @@ fn later_features_are_refused_by_name() {
             "the xml() parser is not supported yet",
         ),
         (
-            "destination d { file(\"/x\" template(\"$(format-date %Y)\")); };",
-            "the template function $(format-date) is not supported yet",
+            "destination d { file(\"/x\" template(\"$(format-gelf)\")); };",
+            "the template function $(format-gelf) is not supported yet",
         ),
         (
             "destination d { file(\"/x\" disk-buffer(reliable(yes))); };",

@@ -91,6 +91,13 @@ enum Func {
     /// context in syslog-ng; a file or network destination formats one message at a time, so
     /// each gives the integer its argument makes for that message (nothing when it makes none).
     Aggregate,
+    /// `$(format-date [--time-zone TZ] format [timestamp])` (syslog-ng 4.x): `strftime` of the
+    /// message's time, or of a timestamp written `secs[.fraction][offset]`, in its own
+    /// offset, the machine's when it has none, or the `--time-zone` given.
+    FormatDate {
+        format: String,
+        zone: Option<Box<crate::time::Zone>>,
+    },
     /// `$(template t_name)`: a named template, bound when the configuration is read.
     Named(Box<Template>),
 }
@@ -178,9 +185,9 @@ const FUNCTIONS: &[&str] = &[
     "filter",
     "iterate",
     "list-search",
+    "format-date",
 ];
 const NOT_YET: &[&str] = &[
-    "format-date",
     "format-cim",
     "format-gelf",
     "echo-json",
@@ -344,6 +351,33 @@ impl Call {
                 } else {
                     let condition = argv.remove(0);
                     Func::FilterList(Box::new(compile_condition("filter", &condition)?))
+                }
+            }
+            "format-date" => {
+                let mut zone = None;
+                let zone_flag = |a: &str| matches!(a, "--time-zone" | "-Z");
+                if argv
+                    .first()
+                    .is_some_and(|a| zone_flag(a) || a.starts_with("--time-zone="))
+                {
+                    let flag = argv.remove(0);
+                    let name = match flag.split_once('=') {
+                        Some((_, name)) => name.to_string(),
+                        None if !argv.is_empty() => argv.remove(0),
+                        None => return Err("$(format-date) --time-zone needs a zone".into()),
+                    };
+                    let parsed = crate::time::Zone::parse(&name)
+                        .map_err(|e| format!("$(format-date) --time-zone {name}: {e}"))?;
+                    zone = Some(Box::new(parsed));
+                }
+                if argv.is_empty() || argv.len() > 2 {
+                    return Err(
+                        "$(format-date) needs a format and at most a timestamp: $(format-date %Y-%m-%d [$TIMESTAMP])".into(),
+                    );
+                }
+                Func::FormatDate {
+                    format: argv.remove(0),
+                    zone,
                 }
             }
             "iterate" => {
@@ -739,6 +773,19 @@ impl Call {
             | Func::Explode
             | Func::Implode => lists(&self.func, &args(), out),
             Func::Named(t) => t.append(msg, seq, out),
+            Func::FormatDate { format, zone } => {
+                let (secs, offset) = match self.args.first() {
+                    Some(t) => datetime(&eval(t)).unwrap_or((0, None)),
+                    None => (msg.stamp.secs, Some(msg.stamp.offset)),
+                };
+                let offset = match zone {
+                    Some(zone) => zone.offset_at(secs),
+                    None => offset.unwrap_or_else(|| crate::time::Zone::local().offset_at(secs)),
+                };
+                if let Some(text) = strftime(format, secs, offset) {
+                    out.extend_from_slice(text.as_bytes());
+                }
+            }
             Func::Aggregate => {
                 let v = self.args.first().map(eval).unwrap_or_default();
                 if let Some(n) = std::str::from_utf8(&v)
@@ -1091,6 +1138,52 @@ fn compile_condition(function: &str, text: &str) -> Result<Filter, String> {
         ))
     })
     .map_err(|e| format!("$({function}) condition {text}: {}", e.render(&config.map)))
+}
+
+/// syslog-ng's DATETIME text, `secs[.fraction][Z|±hh:mm|±hhmm]`: the seconds, and the offset
+/// when one is written.
+fn datetime(text: &[u8]) -> Option<(i64, Option<i32>)> {
+    let text = std::str::from_utf8(text).ok()?;
+    let digits = |s: &str| s.bytes().take_while(u8::is_ascii_digit).count();
+    let sign = usize::from(text.starts_with(['-', '+']));
+    let end = sign + digits(&text[sign..]);
+    let secs: i64 = text[..end].parse().ok()?;
+    let mut rest = &text[end..];
+    if let Some(fraction) = rest.strip_prefix('.') {
+        let n = digits(fraction);
+        if n == 0 || n > 9 {
+            return None;
+        }
+        rest = &fraction[n..];
+    }
+    if rest.is_empty() {
+        return Some((secs, None));
+    }
+    if rest == "Z" {
+        return Some((secs, Some(0)));
+    }
+    let (sign, hhmm) = match rest.split_at(1) {
+        ("+", hhmm) => (1, hhmm),
+        ("-", hhmm) => (-1, hhmm),
+        _ => return None,
+    };
+    let hhmm = hhmm.replace(':', "");
+    if hhmm.len() != 4 || digits(&hhmm) != 4 {
+        return None;
+    }
+    let (h, m): (i32, i32) = (hhmm[..2].parse().ok()?, hhmm[2..].parse().ok()?);
+    Some((secs, Some(sign * (h * 3600 + m * 60))))
+}
+
+/// `strftime` of an instant shown at an offset; nothing when the result would not fit
+/// syslog-ng's 64-byte buffer or the format is not one strftime knows.
+fn strftime(format: &str, secs: i64, offset: i32) -> Option<String> {
+    let offset = jiff::tz::Offset::from_seconds(offset).ok()?;
+    let zoned = jiff::Timestamp::from_second(secs)
+        .ok()?
+        .to_zoned(jiff::tz::TimeZone::fixed(offset));
+    let text = jiff::fmt::strtime::format(format, &zoned).ok()?;
+    (text.len() < 64).then_some(text)
 }
 
 /// syslog-ng's `$(substr text start [length])`, negative start and length counting from the end.

@@ -66,7 +66,7 @@ fn defaults_dollars_and_escaping() {
 
 #[test]
 fn unsupported_parts_are_refused() {
-    assert!(Template::compile("$(format-date %Y)")
+    assert!(Template::compile("$(format-gelf)")
         .unwrap_err()
         .contains("not supported yet"));
     assert!(Template::compile("$RCPTID")
@@ -150,4 +150,25 @@ fn list_templates_and_their_errors() {
         let err = Template::compile(bad).unwrap_err();
         assert!(err.contains(says), "{bad}: {err}");
     }
+}
+
+/// syslog-ng 4.x's own tests of `$(format-date)`, with zones named rather than the machine's.
+#[test]
+fn format_date_formats_the_message_time_or_a_timestamp() {
+    assert_eq!(
+        fmt(
+            "$(format-date %Y-%m-%dT%H:%M:%S)|$(format-date '%A %z')",
+            BSD
+        ),
+        "2025-01-05T13:56:09|Sunday +0000"
+    );
+    assert_eq!(
+        fmt(
+            "$(format-date %Y-%m-%dT%H:%M:%S 1667500613.613+05:00)|$(format-date --time-zone America/Los_Angeles %Y-%m-%dT%H:%M:%S 1667500613)|$(format-date --time-zone=UTC %H:%M%z 1667500613Z)|$(format-date --time-zone UTC %Y x)",
+            BSD
+        ),
+        "2022-11-03T23:36:53|2022-11-03T11:36:53|18:36+0000|1970"
+    );
+    let err = Template::compile("$(format-date --time-zone Nowhere/Atall %Y)").unwrap_err();
+    assert!(err.contains("Nowhere/Atall"), "{err}");
 }
