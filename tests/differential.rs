@@ -1088,8 +1088,12 @@ fn value_pairs_and_list_templates() {
             destination g {{ file("@OUT@/grep.log" template("$(grep (\"$PROGRAM\" ne \"x\") $HOST $PID)|$(grep --max-count 1 (level(err..emerg)) $MSG)|$(map $(uppercase $_) $(explode ' ' $MSG))|$(filter (\"$_\" ne \"to\") $(explode ' ' $MSG))|$(map \"<$_>\" $(map $(length $_) a,bb,\"c,d\"))\n")); }};
             destination s {{ file("@OUT@/search.log" template("$(list-search a $(explode ' ' $MSG))|$(list-search --mode prefix s $(explode ' ' $MSG))|$(list-search --start-index 1 --mode glob '*=*' $(explode ' ' $MSG))|$(list-search --mode substring = a,b $(explode ' ' $MSG))|$(list-search --mode pcre '^[0-9]+$' $(explode ' ' $MSG))\n")); }};
             destination t {{ file("@OUT@/named.log" template("$(template ${{tname}} no template for $PROGRAM)\n")); }};
+            filter f_bad {{ level(err..emerg) or filter(f_ssh); }};
+            filter f_ssh {{ program("sshd"); }};
+            filter f_word {{ "$_" ne "to" and "$_" ne "for"; }};
+            destination r {{ file("@OUT@/refs.log" template("$(if (filter(f_bad)) bad good)|$(grep (filter(f_ssh) or facility(auth)) $PID)|$(filter (filter(f_word)) $(explode ' ' $MSG))\n")); }};
             log {{ source(s); parser {{ kv-parser(prefix(".kv.")); }}; destination(w); destination(n); destination(g); destination(s); }};
-            log {{ source(s); rewrite {{ set("t_ssh", value("tname") condition(program("sshd"))); set("t_other", value("tname") condition(program("CRON"))); }}; destination(t); }};"#
+            log {{ source(s); rewrite {{ set("t_ssh", value("tname") condition(program("sshd"))); set("t_other", value("tname") condition(program("CRON"))); }}; destination(t); destination(r); }};"#
         ),
         Input::KeyValue,
         Framing::Newline,

@@ -288,6 +288,11 @@ pub fn build(config: &Config) -> Result<Pipeline, ConfigError> {
     }
     // Templates first: destinations refer to them, by name or with `$(template name)`.
     functions::forget_named();
+    for s in config.statements.iter().filter(|s| s.kind == "filter") {
+        if let (Some((name, _)), Body::Filter(expr)) = (&s.name, &s.body) {
+            functions::define_filter(name, expr);
+        }
+    }
     for s in config.statements.iter().filter(|s| s.kind == "template") {
         let (name, _) = s.name.clone().expect("named");
         let t = b.template_statement(s)?;

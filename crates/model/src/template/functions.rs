@@ -106,6 +106,9 @@ thread_local! {
     /// The `template` statements of the configuration being built, for `$(template name)`.
     static NAMED: std::cell::RefCell<std::collections::HashMap<String, Template>> =
         std::cell::RefCell::default();
+    /// Its `filter` statements, for `filter(name)` in template conditions.
+    static FILTERS: std::cell::RefCell<std::collections::HashMap<String, sluice_config::Expr>> =
+        std::cell::RefCell::default();
 }
 
 /// Makes a `template` statement known to `$(template name)` in templates compiled after it on
@@ -114,8 +117,39 @@ pub fn define_named(name: &str, template: &Template) {
     NAMED.with_borrow_mut(|n| n.insert(name.to_string(), template.clone()));
 }
 
+/// Makes a `filter` statement known to `filter(name)` in the conditions of `$(if)`, `$(grep)`
+/// and `$(filter)` compiled after it on this thread.
+pub fn define_filter(name: &str, expr: &sluice_config::Expr) {
+    FILTERS.with_borrow_mut(|f| f.insert(name.to_string(), expr.clone()));
+}
+
 pub fn forget_named() {
     NAMED.with_borrow_mut(|n| n.clear());
+    FILTERS.with_borrow_mut(|f| f.clear());
+}
+
+/// Compiles the filter statement `name` for a template's condition; `building` holds the
+/// names being compiled, to refuse a filter that refers to itself.
+fn named_filter(
+    name: &str,
+    pos: sluice_config::Pos,
+    building: &mut Vec<String>,
+) -> Result<std::sync::Arc<Filter>, sluice_config::ConfigError> {
+    if building.iter().any(|b| b == name) {
+        return Err(sluice_config::ConfigError::new(
+            pos,
+            format!("filter '{name}' refers to itself"),
+        ));
+    }
+    let expr = FILTERS
+        .with_borrow(|f| f.get(name).cloned())
+        .ok_or_else(|| {
+            sluice_config::ConfigError::new(pos, format!("no filter statement is named '{name}'"))
+        })?;
+    building.push(name.to_string());
+    let compiled = filter::compile(&expr, &mut |n, p| named_filter(n, p, building));
+    building.pop();
+    Ok(std::sync::Arc::new(compiled?))
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -1132,10 +1166,7 @@ fn compile_condition(function: &str, text: &str) -> Result<Filter, String> {
         ));
     };
     filter::compile(expr, &mut |name, pos| {
-        Err(sluice_config::ConfigError::new(
-            pos,
-            format!("filter({name}) cannot be used inside $({function}) yet"),
-        ))
+        named_filter(name, pos, &mut Vec::new())
     })
     .map_err(|e| format!("$({function}) condition {text}: {}", e.render(&config.map)))
 }
