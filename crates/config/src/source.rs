@@ -57,6 +57,21 @@ impl SourceMap {
         }
     }
 
+    /// How many lines the map knows: the joined text's, then those of generated texts.
+    pub fn line_count(&self) -> u32 {
+        self.lines.len() as u32
+    }
+
+    /// Adds text that did not come from a file (a block as it was expanded) under `name`, so
+    /// that positions in it can be shown; its lines follow all that the map holds.
+    pub fn add_generated(&mut self, name: String, text: &str) {
+        let file = self.files.len() as u16;
+        self.files.push(name);
+        for (i, line) in text.split('\n').enumerate() {
+            self.lines.push((file, i as u32 + 1, line.to_string()));
+        }
+    }
+
     /// The file name, 1-based line number and original text of a joined line.
     pub fn origin(&self, line: u32) -> (&str, u32, &str) {
         match self.lines.get(line as usize) {

@@ -242,7 +242,8 @@ pub const STATEMENTS: &[&str] = &[
     "python_fetcher",
 ];
 
-pub fn parse(map: SourceMap) -> Result<Config, Box<crate::LoadError>> {
+pub fn parse(mut map: SourceMap) -> Result<Config, Box<crate::LoadError>> {
+    let mut expansions = Vec::new();
     let parsed = tokenize(&map.text).and_then(|toks| {
         let mut p = Parser {
             toks,
@@ -252,11 +253,20 @@ pub fn parse(map: SourceMap) -> Result<Config, Box<crate::LoadError>> {
             blocks: HashMap::new(),
         };
         let mut statements = Vec::new();
-        while p.peek() != &Tok::End {
-            statements.extend(p.statement()?);
-        }
-        Ok(statements)
+        let mut read = || {
+            while p.peek() != &Tok::End {
+                statements.extend(p.statement()?);
+            }
+            Ok(())
+        };
+        let read = read();
+        expansions = std::mem::take(&mut p.expansions);
+        read.map(|()| statements)
     });
+    // Expanded blocks become texts of the map, so that an error in one shows it.
+    for e in expansions {
+        map.add_generated(e.name, &e.text);
+    }
     match parsed {
         Ok(statements) => Ok(Config {
             version: map.version.clone(),
@@ -312,13 +322,12 @@ struct Block {
     /// `...`: arguments that are not parameters go into `` `__VARARGS__` `` as `name(value) `.
     varargs: bool,
     content: String,
-    /// Where the content starts: generated tokens are placed there for error messages.
+    /// Where the content starts in the definition, for errors in filling it in.
     at: Pos,
 }
 
 impl Block {
-    /// Where a position in the text generated from this block is in its definition (columns
-    /// shift where arguments were longer or shorter than their references).
+    /// Where a position in the block's content is in the configuration.
     fn place(&self, p: Pos) -> Pos {
         Pos {
             line: self.at.line + p.line,
@@ -332,6 +341,17 @@ impl Block {
     }
 }
 
+/// A block as it was expanded where it is used.
+struct Expansion {
+    /// `file:line (block b())`, where it was used: the name under which the text joins the
+    /// source map.
+    name: String,
+    text: String,
+    /// The index its first line has in the source map (after the files' lines and those of
+    /// earlier expansions).
+    first_line: u32,
+}
+
 /// syslog-ng's limit on nested includes, which also bounds blocks used within blocks.
 const MAX_BLOCK_DEPTH: u8 = 15;
 
@@ -340,7 +360,7 @@ struct Parser<'m> {
     at: usize,
     map: &'m SourceMap,
     /// The texts blocks were expanded into; token text `n` is `expansions[n - 1]`.
-    expansions: Vec<String>,
+    expansions: Vec<Expansion>,
     blocks: HashMap<String, Block>,
 }
 
@@ -412,7 +432,24 @@ impl Parser<'_> {
     fn text_of(&self, token: &Token) -> &str {
         match token.text {
             0 => &self.map.text,
-            n => &self.expansions[n as usize - 1],
+            n => &self.expansions[n as usize - 1].text,
+        }
+    }
+
+    /// `file:line` of a position, in a file or in a block expanded before.
+    fn origin(&self, pos: Pos) -> String {
+        if pos.line < self.map.line_count() {
+            let (file, line, _) = self.map.origin(pos.line);
+            return format!("{file}:{line}");
+        }
+        match self
+            .expansions
+            .iter()
+            .rev()
+            .find(|e| e.first_line <= pos.line)
+        {
+            Some(e) => format!("{}, line {}", e.name, pos.line - e.first_line + 1),
+            None => "?".into(),
         }
     }
 
@@ -465,10 +502,10 @@ impl Parser<'_> {
         let (name, name_pos) = self.word("naming the block")?;
         let key = crate::normalize(&name);
         if let Some(first) = self.blocks.get(&key) {
-            let (file, line, _) = self.map.origin(first.at.line);
+            let first = self.origin(first.at);
             return Err(ConfigError::new(
                 name_pos,
-                format!("block '{name}' is defined twice; the first is at {file}:{line}"),
+                format!("block '{name}' is defined twice; the first is at {first}"),
             ));
         }
         self.expect(
@@ -632,18 +669,30 @@ impl Parser<'_> {
                 ),
             )
         })?;
+        let first_line = self.expansions.last().map_or(self.map.line_count(), |e| {
+            e.first_line + e.text.matches('\n').count() as u32 + 1
+        });
+        let name = format!("{} (block {}())", self.origin(reference.pos), block.name);
+        let here = |p: Pos| Pos {
+            line: first_line + p.line,
+            ..p
+        };
         let mut generated = tokenize(&text).map_err(|mut e| {
-            e.pos = e.pos.map(|p| block.place(p));
+            e.pos = e.pos.map(here);
             e
         })?;
         generated.pop();
         let id = self.expansions.len() as u32 + 1;
         for t in &mut generated {
-            t.pos = block.place(t.pos);
+            t.pos = here(t.pos);
             t.text = id;
             t.depth = reference.depth + 1;
         }
-        self.expansions.push(text);
+        self.expansions.push(Expansion {
+            name,
+            text,
+            first_line,
+        });
         self.toks.splice(start..self.at, generated);
         self.at = start;
         Ok(true)
@@ -1192,6 +1241,14 @@ mod tests {
             text.contains("block 'b' is defined twice; the first is at t.conf:1"),
             "{text}"
         );
+        // An error in the expanded text shows that text, and where the block was used.
+        let text =
+            err("block source b(p()) {\n  tcp(port(`p`) prot(2);\n};\nsource s { b(p(601)); };\n");
+        assert!(
+            text.starts_with("t.conf:4 (block b()):2:24: expected a value"),
+            "{text}"
+        );
+        assert!(text.contains("tcp(port(601) prot(2);"), "{text}");
         let text = err("block sorce b() { tcp(); };\n");
         assert!(text.contains("did you mean 'source'?"), "{text}");
     }
