@@ -485,6 +485,18 @@ impl Parser<'_> {
                 _ => {}
             }
         };
+        if first.text != last.text {
+            // An expanded block opened it and the text after the block closes it (or the
+            // other way round): there is no one text to take.
+            return Err(ConfigError::new(
+                first.pos,
+                format!(
+                    "{} and its closing {} must be written in the same block or file",
+                    Self::describe(&open),
+                    Self::describe(&close)
+                ),
+            ));
+        }
         Ok(self.text_of(&first)[first.offset as usize + 1..last.offset as usize].to_string())
     }
 
@@ -1249,6 +1261,11 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("tcp(port(601) prot(2);"), "{text}");
+        let text = err("block root r() { block source b(p( };\nr();\n1)) { tcp(); };\n");
+        assert!(
+            text.contains("must be written in the same block or file"),
+            "{text}"
+        );
         let text = err("block sorce b() { tcp(); };\n");
         assert!(text.contains("did you mean 'source'?"), "{text}");
     }
