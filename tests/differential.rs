@@ -990,7 +990,8 @@ fn format_json() {
                 destination c {{ file("@OUT@/pairs.log" template("$(format-json --pair host=$HOST --pair pid=int($PID) prog=$PROGRAM ISODATE --pair d=double(1.5) --pair b=boolean(true) --omit-empty-values)\n")); }};
                 destination d {{ file("@OUT@/rekey.log" template("$(format-json --scope dot-nv-pairs --rekey .kv.* --shift 4 --add-prefix kv. --exclude .SDATA.*)\n")); }};
                 destination e {{ file("@OUT@/sdata.log" template("$(format-json --scope sdata --scope rfc3164)\n")); }};
-                log {{ source(s); parser {{ kv-parser(prefix(".kv.")); }}; destination(a); destination(b); destination(c); destination(d); destination(e); }};"#
+                destination f {{ file("@OUT@/delimiters.log" template("$(format-json --scope dot-nv-pairs --leave-initial-dot)|$(format-json --key-delimiter / --pair a/b=1 --pair a/c=$HOST --pair x.y=z --pair /lead=1 --scope dot-nv-pairs)\n")); }};
+                log {{ source(s); parser {{ kv-parser(prefix(".kv.")); }}; destination(a); destination(b); destination(c); destination(d); destination(e); destination(f); }};"#
             ),
             input,
             usual_framing(input),

@@ -8,8 +8,28 @@ use super::value_pairs::Chosen;
 use crate::values::ValueType;
 use std::borrow::Cow;
 
-/// A name as it nests: a leading dot makes the first part `_x` (`.kv.a` is `_kv.a`).
-fn nested(name: &str) -> Cow<'_, str> {
+/// How names nest: the byte between their parts (`--key-delimiter`), and whether a leading
+/// dot becomes `_` (`.kv.a` is `_kv.a`; not with `--leave-initial-dot` or another delimiter).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Nesting {
+    pub delimiter: u8,
+    pub underscore_initial_dot: bool,
+}
+
+impl Default for Nesting {
+    fn default() -> Nesting {
+        Nesting {
+            delimiter: b'.',
+            underscore_initial_dot: true,
+        }
+    }
+}
+
+/// A name as it nests.
+fn nested(name: &str, nesting: Nesting) -> Cow<'_, str> {
+    if !nesting.underscore_initial_dot || nesting.delimiter != b'.' {
+        return Cow::Borrowed(name);
+    }
     match name.strip_prefix('.') {
         Some(rest) if !rest.is_empty() => Cow::Owned(format!("_{rest}")),
         _ => Cow::Borrowed(name),
@@ -19,10 +39,16 @@ fn nested(name: &str) -> Cow<'_, str> {
 /// Writes the members as syslog-ng's value-pairs walker does: names in descending byte order,
 /// each cut into parts ([`parts`]), objects opened for the parts before the last and closed
 /// when a name no longer starts with an open object's dotted name.
-pub(super) fn write_object(chosen: Vec<Chosen>, made: &[u8], flat: bool, out: &mut Vec<u8>) {
+pub(super) fn write_object(
+    chosen: Vec<Chosen>,
+    made: &[u8],
+    flat: bool,
+    nesting: Nesting,
+    out: &mut Vec<u8>,
+) {
     let mut members: Vec<(Cow<str>, ValueType, &[u8])> = chosen
         .iter()
-        .map(|(name, kind, value)| (nested(name), *kind, value.bytes(made)))
+        .map(|(name, kind, value)| (nested(name, nesting), *kind, value.bytes(made)))
         .collect();
     // A stable sort keeps values of one name in the order they were given; the last wins.
     members.sort_by(|a, b| descending(a.0.as_bytes(), b.0.as_bytes()));
@@ -62,7 +88,7 @@ pub(super) fn write_object(chosen: Vec<Chosen>, made: &[u8], flat: bool, out: &m
             out.push(b'}');
             need_comma = true;
         }
-        cut(name, &mut cuts);
+        cut(name, nesting.delimiter, &mut cuts);
         let Some((&(start, end), objects)) = cuts.split_last() else {
             continue;
         };
@@ -95,11 +121,27 @@ fn descending(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
 /// Cuts a name into parts (byte ranges) as syslog-ng's walker cuts it: an empty part is no
 /// part (a dot right after another one, or at the start, stays with the text after it; one at
 /// the end is dropped), and the dots of an enterprise number (`_SDATA.origin@18372.4.ip`) do
-/// not cut. The parts with one dot between each are the start of the name.
-fn cut(name: &str, parts: &mut Vec<(usize, usize)>) {
+/// not cut. The parts with one dot between each are the start of the name. Another delimiter
+/// cuts the same way, without the enterprise numbers.
+fn cut(name: &str, delimiter: u8, parts: &mut Vec<(usize, usize)>) {
     let b = name.as_bytes();
     parts.clear();
     let (mut start, mut end) = (0, 0);
+    if delimiter != b'.' {
+        while end < b.len() {
+            if b[end] == delimiter && start != end {
+                parts.push((start, end));
+                end += 1;
+                start = end;
+            } else {
+                end = memchr::memchr(delimiter, &b[end + 1..]).map_or(b.len(), |p| end + 1 + p);
+            }
+        }
+        if start != end {
+            parts.push((start, end));
+        }
+        return;
+    }
     while end < b.len() {
         match b[end] {
             b'@' => loop {
@@ -250,7 +292,7 @@ mod tests {
 
     fn parts_of(name: &str) -> Vec<&str> {
         let mut cuts = Vec::new();
-        cut(name, &mut cuts);
+        cut(name, b'.', &mut cuts);
         cuts.iter().map(|&(s, e)| &name[s..e]).collect()
     }
 

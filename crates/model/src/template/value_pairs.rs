@@ -44,6 +44,8 @@ pub struct ValuePairs {
     rekeys: Vec<(glob::Pattern, Vec<Rename>)>,
     omit_empty: bool,
     output: Output,
+    /// `--key-delimiter`, `--leave-initial-dot` (`$(format-json)`).
+    nesting: super::json::Nesting,
     /// For JSON, when every name that can be chosen is known from the options and has no dot:
     /// the members in the order they are written. A message with name-value pairs or
     /// structured data of its own goes the general way.
@@ -183,6 +185,16 @@ impl ValuePairs {
                     f.add_pair(&v)?;
                 }
                 "--omit-empty-values" => f.omit_empty = true,
+                "--key-delimiter" if output == Output::Json => {
+                    let d = value()?;
+                    f.nesting.delimiter = *d
+                        .as_bytes()
+                        .first()
+                        .ok_or(format!("$({function}) --key-delimiter needs a character"))?;
+                }
+                "--leave-initial-dot" if output == Output::Json => {
+                    f.nesting.underscore_initial_dot = false
+                }
                 "--cast" => f.cast_to_strings = true,
                 "--no-cast" => f.cast_to_strings = false,
                 "--rekey" | "-r" => {
@@ -267,7 +279,8 @@ impl ValuePairs {
         for (i, (name, _, _)) in self.pairs.iter().enumerate() {
             sources.push((name, Source::Pair(i)));
         }
-        let plain = |n: &str| !n.is_empty() && !n.contains('.');
+        let delimiter = char::from(self.nesting.delimiter);
+        let plain = |n: &str| !n.is_empty() && !n.contains('.') && !n.contains(delimiter);
         let pair_names: Vec<&str> = self.pairs.iter().map(|(n, _, _)| n.as_str()).collect();
         let repeated = (1..pair_names.len()).any(|i| pair_names[..i].contains(&pair_names[i]));
         if repeated || !sources.iter().all(|(n, _)| plain(n)) {
@@ -456,8 +469,8 @@ impl ValuePairs {
             ));
         }
         match self.output {
-            Output::Json => super::json::write_object(chosen, made, false, out),
-            Output::FlatJson => super::json::write_object(chosen, made, true, out),
+            Output::Json => super::json::write_object(chosen, made, false, self.nesting, out),
+            Output::FlatJson => super::json::write_object(chosen, made, true, self.nesting, out),
             Output::Welf => write_welf(last_of_each(chosen, made), out),
             Output::Names | Output::Values => {
                 let start = out.len();
