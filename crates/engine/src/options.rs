@@ -525,22 +525,14 @@ impl SourceOptions {
     }
 
     fn flag(&mut self, f: &Value) -> Result<(), ConfigError> {
-        let flags = &mut self.flags;
-        match sluice_config::normalize(&f.text).as_str() {
+        let name = sluice_config::normalize(&f.text);
+        if self.flags.set(&name) {
+            return Ok(());
+        }
+        match name.as_str() {
             "no_parse" => self.no_parse = true,
-            "syslog_protocol" => flags.syslog_protocol = true,
-            "no_hostname" => flags.expect_hostname = false,
-            "expect_hostname" => flags.expect_hostname = true,
-            "check_hostname" => flags.check_hostname = true,
             "store_raw_message" => self.store_raw_message = true,
-            "validate_utf8" => flags.validate_utf8 = true,
-            "sanitize_utf8" => flags.sanitize_utf8 = true,
-            "assume_utf8" => flags.assume_utf8 = true,
-            "no_multi_line" => flags.no_multi_line = true,
-            "store_legacy_msghdr" => flags.store_legacy_msghdr = true,
-            "dont_store_legacy_msghdr" => flags.store_legacy_msghdr = false,
-            "no_header" => flags.no_header = true,
-            "kernel" => flags.local = true,
+            "kernel" => self.flags.local = true,
             "threaded" => {}
             "empty_lines" | "no_rfc3164_fallback" | "guess_timezone" => {
                 return Err(ConfigError::not_supported(

@@ -73,6 +73,28 @@ pub struct ParseFlags {
     pub no_multi_line: bool,
 }
 
+impl ParseFlags {
+    /// Sets the message-format flag syslog-ng calls `name` (with `-` read as `_`), as sources
+    /// and `syslog-parser()` take them; `false` when `name` is not one.
+    pub fn set(&mut self, name: &str) -> bool {
+        match name {
+            "syslog_protocol" => self.syslog_protocol = true,
+            "no_hostname" => self.expect_hostname = false,
+            "expect_hostname" => self.expect_hostname = true,
+            "check_hostname" => self.check_hostname = true,
+            "validate_utf8" => self.validate_utf8 = true,
+            "sanitize_utf8" => self.sanitize_utf8 = true,
+            "assume_utf8" => self.assume_utf8 = true,
+            "no_multi_line" => self.no_multi_line = true,
+            "store_legacy_msghdr" => self.store_legacy_msghdr = true,
+            "dont_store_legacy_msghdr" => self.store_legacy_msghdr = false,
+            "no_header" => self.no_header = true,
+            _ => return false,
+        }
+        true
+    }
+}
+
 impl Default for ParseFlags {
     fn default() -> ParseFlags {
         ParseFlags {

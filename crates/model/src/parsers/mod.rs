@@ -193,36 +193,23 @@ impl Parser {
             match (opt.key().as_str(), kv) {
                 ("flags", _) if syslog => {
                     for f in opt.words()? {
-                        let flags = &mut parse_options.flags;
-                        match sluice_config::normalize(&f.text).as_str() {
-                            "syslog_protocol" => flags.syslog_protocol = true,
-                            "no_hostname" => flags.expect_hostname = false,
-                            "expect_hostname" => flags.expect_hostname = true,
-                            "check_hostname" => flags.check_hostname = true,
-                            "assume_utf8" => flags.assume_utf8 = true,
-                            "validate_utf8" => flags.validate_utf8 = true,
-                            "sanitize_utf8" => flags.sanitize_utf8 = true,
-                            "no_multi_line" => flags.no_multi_line = true,
-                            "no_header" => flags.no_header = true,
-                            "store_legacy_msghdr" => flags.store_legacy_msghdr = true,
-                            _ => {
-                                return Err(ConfigError::unknown(
-                                    f.pos,
-                                    "flag",
-                                    &f.text,
-                                    " in syslog-parser()",
-                                    &[
-                                        "syslog-protocol",
-                                        "no-hostname",
-                                        "check-hostname",
-                                        "assume-utf8",
-                                        "validate-utf8",
-                                        "sanitize-utf8",
-                                        "no-multi-line",
-                                        "no-header",
-                                    ],
-                                ))
-                            }
+                        if !parse_options.flags.set(&sluice_config::normalize(&f.text)) {
+                            return Err(ConfigError::unknown(
+                                f.pos,
+                                "flag",
+                                &f.text,
+                                " in syslog-parser()",
+                                &[
+                                    "syslog-protocol",
+                                    "no-hostname",
+                                    "check-hostname",
+                                    "assume-utf8",
+                                    "validate-utf8",
+                                    "sanitize-utf8",
+                                    "no-multi-line",
+                                    "no-header",
+                                ],
+                            ));
                         }
                     }
                 }

@@ -389,10 +389,16 @@ impl ValuePairs {
         if self.own_pairs_apply() {
             let f = &msg.fields;
             let fields = own_pairs(msg);
-            let mut own: Vec<(Cow<str>, Piece, bool)> = Vec::new();
+            // Each candidate: name, value, whether it is structured data, type.
+            let mut own: Vec<(Cow<str>, Piece, bool, ValueType)> = Vec::new();
             for (name, value) in OWN_PAIRS.into_iter().zip(fields) {
                 if let Some(v) = value {
-                    own.push((Cow::Borrowed(name), Piece::Borrowed(v), false));
+                    own.push((
+                        Cow::Borrowed(name),
+                        Piece::Borrowed(v),
+                        false,
+                        ValueType::String,
+                    ));
                 }
             }
             for p in f.sd_params(raw) {
@@ -401,31 +407,36 @@ impl ValuePairs {
                     name.push('.');
                     name.push_str(&String::from_utf8_lossy(n));
                 }
-                own.push((Cow::Owned(name), Piece::Borrowed(p.value), true));
+                own.push((
+                    Cow::Owned(name),
+                    Piece::Borrowed(p.value),
+                    true,
+                    ValueType::String,
+                ));
             }
-            let mut types: Vec<(usize, ValueType)> = Vec::new();
             for (id, kind, v) in msg.values.iter_typed() {
                 if (id as usize) < MATCHES {
                     continue;
                 }
                 let name = name_of(id);
                 let value = Piece::Borrowed(v.of(raw));
-                let at = match own.iter_mut().position(|(n, _, _)| **n == *name) {
-                    Some(at) => {
-                        own[at].1 = value;
-                        at
+                let kind = if self.cast_to_strings {
+                    ValueType::String
+                } else {
+                    kind
+                };
+                match own.iter_mut().find(|(n, ..)| **n == *name) {
+                    Some(slot) => {
+                        slot.1 = value;
+                        slot.3 = kind;
                     }
                     None => {
                         let sdata = name.starts_with(".SDATA.");
-                        own.push((Cow::Owned(name.to_string()), value, sdata));
-                        own.len() - 1
+                        own.push((Cow::Owned(name.to_string()), value, sdata, kind));
                     }
-                };
-                if kind != ValueType::String && !self.cast_to_strings {
-                    types.push((at, kind));
                 }
             }
-            for (i, (name, value, sdata)) in own.into_iter().enumerate() {
+            for (name, value, sdata, kind) in own {
                 if self.omit_empty && value.is_empty(made) {
                     continue;
                 }
@@ -433,10 +444,6 @@ impl ValuePairs {
                     || (!name.starts_with('.') && self.scopes & NV_PAIRS != 0)
                     || (sdata && self.scopes & (SDATA | RFC5424) != 0);
                 if self.included(&name, by_scope) {
-                    let kind = types
-                        .iter()
-                        .find(|(at, _)| *at == i)
-                        .map_or(ValueType::String, |(_, k)| *k);
                     chosen.push((self.rename(name), kind, value));
                 }
             }
