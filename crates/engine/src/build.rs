@@ -319,13 +319,14 @@ pub fn build(config: &Config) -> Result<Pipeline, ConfigError> {
         let (name, pos) = s.name.clone().expect("named");
         b.parser(&name, pos)?;
     }
-    let mut router = Router::default();
+    let mut paths = Vec::new();
     for s in config.statements.iter().filter(|s| s.kind == "log") {
         let Body::Nodes(nodes) = &s.body else {
             continue;
         };
-        router.paths.push(LogPath::build(nodes, true, &mut b)?);
+        paths.push(LogPath::build(nodes, true, &mut b)?);
     }
+    let router = Router::new(paths);
     let mut notes = config.map.notes.clone();
     let used = |id: SourceId, name: &str, notes: &mut Vec<String>| {
         let used = router.is_used(id);

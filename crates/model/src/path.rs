@@ -310,7 +310,7 @@ impl LogPath {
                     private = false;
                 }
                 Element::Nested(children) => {
-                    run_siblings(children, None, msgs, at, scratch, out);
+                    run_siblings(children, None, None, msgs, at, scratch, out);
                     private = false;
                 }
                 Element::Junction(channels) => {
@@ -393,26 +393,19 @@ fn filter_element(f: Arc<Filter>) -> Element {
 }
 
 /// Tries sibling paths in order with final/fallback on version `at` of a message; `source`
-/// is `Some` at the top level.
+/// is `Some` at the top level. `last` is the last path that may take the message there
+/// ([`last_path`]): it may change the message itself rather than a copy when no destination
+/// was given it before.
 fn run_siblings(
     paths: &[LogPath],
     source: Option<SourceId>,
+    last: Option<usize>,
     msgs: &mut Vec<LogMessage>,
     at: usize,
     scratch: &mut Vec<u8>,
     out: &mut dyn FnMut(DestId, u32),
 ) -> bool {
     let applies = |p: &LogPath| source.is_none_or(|s| p.applies_to(s));
-    // The last path that may take the message at the top level: it may change the message
-    // itself rather than a copy when no destination was given it before.
-    let last = source.and_then(|_| {
-        let in_pass = |fallback: bool| {
-            paths
-                .iter()
-                .rposition(|p| p.flags.fallback == fallback && applies(p))
-        };
-        in_pass(true).or_else(|| in_pass(false))
-    });
     let given = std::cell::Cell::new(false);
     let mut watch = |d: DestId, version: u32| {
         given.set(given.get() || version as usize == at);
@@ -440,13 +433,35 @@ fn run_siblings(
     matched
 }
 
+/// The last of `paths` that a message from `source` may run through: the last fallback path
+/// for it, or else the last other one.
+fn last_path(paths: &[LogPath], source: SourceId) -> Option<usize> {
+    let in_pass = |fallback: bool| {
+        paths
+            .iter()
+            .rposition(|p| p.flags.fallback == fallback && p.applies_to(source))
+    };
+    in_pass(true).or_else(|| in_pass(false))
+}
+
 /// All top-level log paths of a configuration.
 #[derive(Clone, Debug, Default)]
 pub struct Router {
-    pub paths: Vec<LogPath>,
+    paths: Vec<LogPath>,
+    /// [`last_path`] for every source id the paths name (others reach only catch-all paths
+    /// and are looked up per message).
+    last_paths: Vec<Option<usize>>,
 }
 
 impl Router {
+    pub fn new(paths: Vec<LogPath>) -> Router {
+        let named = paths.iter().flat_map(|p| p.sources.iter().copied()).max();
+        let last_paths = named.map_or(Vec::new(), |max| {
+            (0..=max).map(|s| last_path(&paths, s)).collect()
+        });
+        Router { paths, last_paths }
+    }
+
     /// Calls `out` with each destination `msgs[at]` reaches and the version of the message it
     /// gets there: `at` itself, or a rewritten copy the router appended to `msgs`. Once per
     /// arrival: a message that two paths deliver to one destination is written twice, as in
@@ -459,7 +474,11 @@ impl Router {
         out: &mut dyn FnMut(DestId, u32),
     ) {
         let source = msgs[at].origin.source_id;
-        run_siblings(&self.paths, Some(source), msgs, at, scratch, out);
+        let last = match self.last_paths.get(usize::from(source)) {
+            Some(last) => *last,
+            None => last_path(&self.paths, source),
+        };
+        run_siblings(&self.paths, Some(source), last, msgs, at, scratch, out);
     }
 
     /// Whether any path from `source` may be reached by its messages.
