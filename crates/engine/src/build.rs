@@ -6,7 +6,8 @@
 //! valid ones, a name syslog-ng knows that sluice does not implement yet is refused as such.
 
 use crate::destinations::file::{FileDestination, FileOptions};
-use crate::destinations::format::Format;
+use crate::destinations::format::{Format, Formatter};
+use crate::destinations::network::{Failback, NetworkDestination, NetworkOptions, Transport};
 use crate::destinations::{Destination, Group};
 use crate::dispatch::Dispatcher;
 use crate::dns::NameOptions;
@@ -27,6 +28,7 @@ use sluice_protocol::framing::Framing;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Everything a configuration starts.
 pub struct Pipeline {
@@ -80,14 +82,6 @@ const SOURCES: &[&str] = &[
 ];
 
 const DESTINATIONS_NOT_YET: &[&str] = &[
-    "network",
-    "syslog",
-    "tcp",
-    "tcp6",
-    "udp",
-    "udp6",
-    "unix_stream",
-    "unix_dgram",
     "program",
     "pipe",
     "sql",
@@ -121,7 +115,64 @@ const DESTINATIONS_NOT_YET: &[&str] = &[
     "opentelemetry",
     "s3",
 ];
-const DESTINATIONS: &[&str] = &["file", "stdout"];
+const DESTINATIONS: &[&str] = &[
+    "file",
+    "stdout",
+    "network",
+    "syslog",
+    "tcp",
+    "tcp6",
+    "udp",
+    "udp6",
+    "unix_stream",
+    "unix_dgram",
+];
+
+/// Options of forwarding destinations besides the format options.
+const NETWORK_DEST_OPTIONS: &[&str] = &[
+    "port",
+    "destport",
+    "localip",
+    "localport",
+    "transport",
+    "ip_protocol",
+    "failover",
+    "so_sndbuf",
+    "so_keepalive",
+    "keep_alive",
+    "close_on_input",
+    "time_reopen",
+    "log_fifo_size",
+    "flush_lines",
+    "flush_timeout",
+    "persist_name",
+    "template",
+    "template_escape",
+    "ts_format",
+    "frac_digits",
+    "time_zone",
+    "send_time_zone",
+    "flags",
+];
+const NETWORK_DEST_NOT_YET: &[&str] = &[
+    "tls",
+    "disk_buffer",
+    "so_broadcast",
+    "so_rcvbuf",
+    "ip_ttl",
+    "ip_tos",
+    "spoof_source",
+    "spoof_source_max_msglen",
+    "mark_mode",
+    "mark_freq",
+    "suppress",
+    "throttle",
+    "local_time_zone",
+    "on_error",
+    "batch_lines",
+    "batch_timeout",
+    "truncate_size",
+];
 
 /// Options of network sources.
 const NETWORK_OPTIONS: &[&str] = &[
@@ -753,23 +804,27 @@ impl Builder<'_> {
         node: &Node,
         name: &str,
     ) -> Result<Arc<dyn Destination>, ConfigError> {
-        let key = node.key();
-        match key.as_str() {
-            "file" | "stdout" => {}
-            _ => {
-                return Err(driver_error(
-                    node,
-                    "destination",
-                    DESTINATIONS,
-                    DESTINATIONS_NOT_YET,
-                ))
-            }
+        let label = format!("destination {name}");
+        match node.key().as_str() {
+            "file" | "stdout" => self.file_destination(node, label),
+            "network" | "syslog" | "tcp" | "tcp6" | "udp" | "udp6" | "unix_stream"
+            | "unix_dgram" => self.network_destination(node, label),
+            _ => Err(driver_error(
+                node,
+                "destination",
+                DESTINATIONS,
+                DESTINATIONS_NOT_YET,
+            )),
         }
+    }
+
+    fn file_destination(
+        &mut self,
+        node: &Node,
+        label: String,
+    ) -> Result<Arc<dyn Destination>, ConfigError> {
         let mut file: FileOptions = self.globals.file.clone();
-        let mut dates = self.globals.dates.clone();
-        let mut template: Option<(Template, Pos)> = None;
-        let mut escape: Option<bool> = None;
-        let mut syslog_protocol = false;
+        let mut format = FormatOptions::new(&self.globals);
         for opt in node.options() {
             let k = opt.key();
             if FILE_NOT_YET.contains(&k.as_str()) {
@@ -779,41 +834,13 @@ impl Builder<'_> {
                 ));
             }
             match k.as_str() {
-                "template" => {
-                    let v = opt.value()?;
-                    let t = match self.templates.get(&v.text) {
-                        Some(t) => t.clone(),
-                        None => {
-                            Template::compile(&v.text).map_err(|e| ConfigError::new(v.pos, e))?
-                        }
-                    };
-                    template = Some((t, v.pos));
-                }
-                "template_escape" => escape = Some(opt.bool()?),
-                "flags" => {
-                    for f in opt.words()? {
-                        match sluice_config::normalize(&f.text).as_str() {
-                            "no_multi_line" => file.no_multi_line = true,
-                            "syslog_protocol" => syslog_protocol = true,
-                            _ => {
-                                return Err(ConfigError::unknown(
-                                    f.pos,
-                                    "destination flag",
-                                    &f.text,
-                                    "",
-                                    &["no-multi-line", "syslog-protocol"],
-                                ))
-                            }
-                        }
-                    }
-                }
                 "flush_lines" | "flush_timeout" | "log_fifo_size" | "time_reopen" => {
                     opt.u64()?;
                 }
                 "persist_name" => {
                     opt.string()?;
                 }
-                _ if Globals::apply_dates(&mut dates, opt)? => {}
+                _ if format.apply(opt, &self.templates)? => {}
                 _ if options::apply_file_option(&mut file, opt)? => {}
                 _ => {
                     let valid: Vec<&str> =
@@ -828,32 +855,16 @@ impl Builder<'_> {
                 }
             }
         }
-        let format = match (template, syslog_protocol) {
-            (Some((mut t, _)), false) => {
-                if let Some(e) = escape {
-                    t.escape = e;
-                }
-                t.dates = dates.clone();
-                Format::Template(t)
-            }
-            (t, true) => Format::Rfc5424(
-                dates.clone(),
-                t.map(|(mut t, _)| {
-                    t.dates = dates.clone();
-                    t
-                }),
-            ),
-            (None, false) => Format::File(dates.clone()),
-        };
-        let label = format!("destination {name}");
-        if key == "stdout" {
+        let dates = format.dates.clone();
+        let formatter = format.formatter(Format::File(dates.clone()));
+        if node.key() == "stdout" {
             if let Some(v) = node.first_value() {
                 return Err(ConfigError::new(
                     v.pos,
                     "stdout() takes no positional value",
                 ));
             }
-            return Ok(Arc::new(FileDestination::stdout(label, format, file)));
+            return Ok(Arc::new(FileDestination::stdout(label, formatter, file)));
         }
         let path = node.first_value().ok_or_else(|| {
             ConfigError::new(
@@ -871,9 +882,167 @@ impl Builder<'_> {
         Ok(Arc::new(FileDestination::file(
             label,
             path_template,
-            format,
+            formatter,
             file,
         )))
+    }
+
+    /// `network()`, `syslog()`, `tcp()`, `tcp6()`, `udp()`, `udp6()`, `unix-stream()`,
+    /// `unix-dgram()`.
+    fn network_destination(
+        &mut self,
+        node: &Node,
+        label: String,
+    ) -> Result<Arc<dyn Destination>, ConfigError> {
+        let key = node.key();
+        let mut format = FormatOptions::new(&self.globals);
+        let mut opts = NetworkOptions {
+            transport: match key.as_str() {
+                "udp" | "udp6" => Transport::Udp,
+                "unix_stream" => Transport::UnixStream,
+                "unix_dgram" => Transport::UnixDgram,
+                _ => Transport::Tcp,
+            },
+            servers: Vec::new(),
+            port: 0,
+            ip_protocol: key.ends_with('6').then_some(6),
+            local: None,
+            octet_counting: false,
+            failback: None,
+            time_reopen: self.globals.time_reopen,
+            so_sndbuf: None,
+            so_keepalive: false,
+            log_fifo_size: self.globals.log_fifo_size,
+        };
+        let unix = matches!(key.as_str(), "unix_stream" | "unix_dgram");
+        let mut port = None;
+        let (mut local_ip, mut local_port) = (None, None);
+        for opt in node.options() {
+            let k = opt.key();
+            if NETWORK_DEST_NOT_YET.contains(&k.as_str()) {
+                return Err(ConfigError::not_supported(
+                    opt.pos,
+                    &format!("{}() in {}()", opt.name, node.name),
+                ));
+            }
+            let network_only = || -> Result<(), ConfigError> {
+                if unix {
+                    return Err(ConfigError::new(
+                        opt.pos,
+                        format!("{}() has no {}() option", node.name, opt.name),
+                    ));
+                }
+                Ok(())
+            };
+            match k.as_str() {
+                "port" | "destport" => {
+                    network_only()?;
+                    port = Some(port_number(opt)?);
+                }
+                "localport" => {
+                    network_only()?;
+                    local_port = Some(port_number(opt)?);
+                }
+                "localip" => {
+                    network_only()?;
+                    let v = opt.value()?;
+                    local_ip = Some(v.text.parse::<IpAddr>().map_err(|_| {
+                        ConfigError::new(v.pos, format!("'{}' is not an IP address", v.text))
+                    })?);
+                }
+                "transport" if matches!(key.as_str(), "network" | "syslog") => {
+                    let v = opt.value()?;
+                    opts.transport = match v.text.to_ascii_lowercase().as_str() {
+                        "tcp" => Transport::Tcp,
+                        "udp" => Transport::Udp,
+                        "tls" | "proxied-tcp" | "proxied-tls" | "proxied-tls-passthrough" => {
+                            return Err(ConfigError::not_supported(
+                                v.pos,
+                                &format!("transport({}) in {}()", v.text, node.name),
+                            ))
+                        }
+                        _ => {
+                            return Err(ConfigError::unknown(
+                                v.pos,
+                                "transport",
+                                &v.text,
+                                "",
+                                &["tcp", "udp", "tls"],
+                            ))
+                        }
+                    };
+                }
+                "ip_protocol" => {
+                    network_only()?;
+                    let v = opt.value()?;
+                    opts.ip_protocol = match v.as_u64()? {
+                        4 => Some(4),
+                        6 => Some(6),
+                        _ => return Err(ConfigError::new(v.pos, "ip-protocol() is 4 or 6")),
+                    };
+                }
+                "failover" => {
+                    network_only()?;
+                    failover(opt, &mut opts)?;
+                }
+                "so_sndbuf" => opts.so_sndbuf = Some(opt.u64()? as usize),
+                "so_keepalive" => opts.so_keepalive = opt.bool()?,
+                "keep_alive" | "close_on_input" => {
+                    opt.bool()?;
+                }
+                "time_reopen" => opts.time_reopen = Duration::from_secs(opt.u64()?.max(1)),
+                "log_fifo_size" => opts.log_fifo_size = opt.u64()?.max(1) as usize,
+                "flush_lines" | "flush_timeout" => {
+                    opt.u64()?;
+                }
+                "persist_name" => {
+                    opt.string()?;
+                }
+                _ if format.apply(opt, &self.templates)? => {}
+                _ => {
+                    let valid: Vec<&str> = NETWORK_DEST_OPTIONS
+                        .iter()
+                        .chain(NETWORK_DEST_NOT_YET)
+                        .copied()
+                        .collect();
+                    return Err(ConfigError::unknown(
+                        opt.pos,
+                        "option",
+                        &opt.name,
+                        &format!(" in {}()", node.name),
+                        &valid,
+                    ));
+                }
+            }
+        }
+        let server = node.first_value().ok_or_else(|| {
+            let example = if unix { "\"/dev/log\"" } else { "\"10.0.0.1\"" };
+            ConfigError::new(
+                node.pos,
+                format!("{}() needs a server: {}({example})", node.name, node.name),
+            )
+        })?;
+        opts.servers.insert(0, server.text.clone());
+        let stream = matches!(opts.transport, Transport::Tcp | Transport::UnixStream);
+        opts.octet_counting = key == "syslog" && stream;
+        opts.port = port.unwrap_or(match (key.as_str(), opts.transport) {
+            ("syslog", Transport::Tcp) => 601,
+            _ => 514,
+        });
+        if local_ip.is_some() || local_port.is_some() {
+            let ip = local_ip.unwrap_or(if opts.ip_protocol == Some(6) {
+                IpAddr::from(std::net::Ipv6Addr::UNSPECIFIED)
+            } else {
+                IpAddr::from(std::net::Ipv4Addr::UNSPECIFIED)
+            });
+            opts.local = Some(SocketAddr::new(ip, local_port.unwrap_or(0)));
+        }
+        if key == "syslog" {
+            format.syslog_protocol = true;
+        }
+        let proto = Format::Proto(format.dates.clone());
+        let formatter = format.formatter(proto);
+        Ok(Arc::new(NetworkDestination::new(label, formatter, opts)))
     }
 
     fn anon(&mut self, kind: &str) -> String {
@@ -912,13 +1081,7 @@ impl NetOptions {
     fn apply(&mut self, opt: &Node) -> Result<bool, ConfigError> {
         match opt.key().as_str() {
             "ip" | "localip" => self.ip = Some((opt.string()?, opt.value()?.pos)),
-            "port" | "localport" => {
-                let v = opt.value()?;
-                let port = v.as_u64()?;
-                self.port = Some(u16::try_from(port).map_err(|_| {
-                    ConfigError::new(v.pos, format!("port {port} is out of range"))
-                })?);
-            }
+            "port" | "localport" => self.port = Some(port_number(opt)?),
             "transport" => {
                 self.transport = Some((opt.string()?.to_ascii_lowercase(), opt.value()?.pos))
             }
@@ -945,6 +1108,130 @@ impl NetOptions {
         }
         Ok(true)
     }
+}
+
+/// The options that say how a destination formats messages: `template()`,
+/// `template-escape()`, the date options and the format flags.
+struct FormatOptions {
+    dates: DateOptions,
+    template: Option<Template>,
+    escape: Option<bool>,
+    syslog_protocol: bool,
+    no_multi_line: bool,
+}
+
+impl FormatOptions {
+    fn new(g: &Globals) -> FormatOptions {
+        FormatOptions {
+            dates: g.dates.clone(),
+            template: None,
+            escape: None,
+            syslog_protocol: false,
+            no_multi_line: false,
+        }
+    }
+
+    fn apply(
+        &mut self,
+        opt: &Node,
+        templates: &HashMap<String, Template>,
+    ) -> Result<bool, ConfigError> {
+        match opt.key().as_str() {
+            "template" => {
+                let v = opt.value()?;
+                self.template = Some(match templates.get(&v.text) {
+                    Some(t) => t.clone(),
+                    None => Template::compile(&v.text).map_err(|e| ConfigError::new(v.pos, e))?,
+                });
+            }
+            "template_escape" => self.escape = Some(opt.bool()?),
+            "flags" => {
+                for f in opt.words()? {
+                    match sluice_config::normalize(&f.text).as_str() {
+                        "no_multi_line" => self.no_multi_line = true,
+                        "syslog_protocol" => self.syslog_protocol = true,
+                        _ => {
+                            return Err(ConfigError::unknown(
+                                f.pos,
+                                "destination flag",
+                                &f.text,
+                                "",
+                                &["no-multi-line", "syslog-protocol"],
+                            ))
+                        }
+                    }
+                }
+            }
+            _ => return Globals::apply_dates(&mut self.dates, opt),
+        }
+        Ok(true)
+    }
+
+    /// The formatter these options make: RFC5424 with `flags(syslog-protocol)` (the template,
+    /// if any, as its message part), else the template, else the driver's `default`.
+    fn formatter(self, default: Format) -> Formatter {
+        let dates = self.dates;
+        let template = self.template.map(|mut t| {
+            if let Some(e) = self.escape {
+                t.escape = e;
+            }
+            t.dates = dates.clone();
+            t
+        });
+        let format = match (template, self.syslog_protocol) {
+            (body, true) => Format::Rfc5424(dates, body),
+            (Some(t), false) => Format::Template(t),
+            (None, false) => default,
+        };
+        Formatter::new(format, self.no_multi_line)
+    }
+}
+
+/// A `port()` value.
+fn port_number(opt: &Node) -> Result<u16, ConfigError> {
+    let v = opt.value()?;
+    let port = v.as_u64()?;
+    u16::try_from(port).map_err(|_| ConfigError::new(v.pos, format!("port {port} is out of range")))
+}
+
+/// `failover(servers("a", "b") failback(tcp-probe-interval(60) successful-probes-required(3)))`.
+fn failover(opt: &Node, opts: &mut NetworkOptions) -> Result<(), ConfigError> {
+    for o in opt.options() {
+        match o.key().as_str() {
+            "servers" => opts.servers.extend(o.values().map(|v| v.text.clone())),
+            "failback" => {
+                let mut fb = Failback {
+                    probe_interval: Duration::from_secs(60),
+                    successful_probes: 3,
+                };
+                for f in o.options() {
+                    match f.key().as_str() {
+                        "tcp_probe_interval" => {
+                            fb.probe_interval = Duration::from_secs(f.u64()?.max(1))
+                        }
+                        "successful_probes_required" => {
+                            fb.successful_probes = f.u64()?.max(1) as u32
+                        }
+                        _ => {
+                            return Err(f.unknown_in(
+                                o,
+                                &["tcp-probe-interval", "successful-probes-required"],
+                            ))
+                        }
+                    }
+                }
+                opts.failback = Some(fb);
+            }
+            _ => return Err(o.unknown_in(opt, &["servers", "failback"])),
+        }
+    }
+    if opts.servers.is_empty() {
+        return Err(ConfigError::new(
+            opt.pos,
+            "failover() needs servers(): failover(servers(\"10.0.0.2\"))",
+        ));
+    }
+    Ok(())
 }
 
 impl PathContext for Builder<'_> {

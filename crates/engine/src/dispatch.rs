@@ -23,6 +23,10 @@ pub struct Dispatcher {
 #[derive(Default)]
 struct Scratch {
     routed: Vec<Vec<u32>>,
+    /// Per destination: some message of the batch reached it on a flow-controlled path (the
+    /// whole share is then delivered flow-controlled: mixed shares are rare, and this way
+    /// nothing a flow-controlled path carries can be dropped).
+    flow_control: Vec<bool>,
     filter: Vec<u8>,
 }
 
@@ -46,20 +50,27 @@ impl Dispatcher {
     /// append their versions of messages to `msgs`.
     pub fn prepare(&self, msgs: &mut Vec<LogMessage>, ack: &Ack, outbox: &mut Outbox) {
         SCRATCH.with_borrow_mut(|scratch| {
-            scratch
-                .routed
-                .resize_with(self.destinations.len(), Vec::new);
+            let n = self.destinations.len();
+            scratch.routed.resize_with(n, Vec::new);
+            scratch.flow_control.resize(n, false);
             for i in 0..msgs.len() {
-                let routed = &mut scratch.routed;
-                self.router
-                    .route(msgs, i, &mut scratch.filter, &mut |dest, version| {
-                        routed[dest as usize].push(version)
-                    });
+                let (routed, flow) = (&mut scratch.routed, &mut scratch.flow_control);
+                self.router.route(
+                    msgs,
+                    i,
+                    &mut scratch.filter,
+                    &mut |dest, version, flow_control| {
+                        routed[dest as usize].push(version);
+                        flow[dest as usize] |= flow_control;
+                    },
+                );
             }
-            for (dest, indices) in self.destinations.iter().zip(scratch.routed.iter_mut()) {
+            for (d, dest) in self.destinations.iter().enumerate() {
+                let indices = &mut scratch.routed[d];
                 if !indices.is_empty() {
-                    dest.deliver(msgs, indices, ack, outbox);
+                    dest.deliver(msgs, indices, ack, scratch.flow_control[d], outbox);
                     indices.clear();
+                    scratch.flow_control[d] = false;
                 }
             }
         });

@@ -35,6 +35,10 @@ pub struct Globals {
     pub min_iw_size_per_reader: u32,
     pub trim_large_messages: bool,
     pub recv_time_zone: Option<Zone>,
+    /// Messages a destination queues from paths without flow control before it drops.
+    pub log_fifo_size: usize,
+    /// How long a destination waits before connecting again after a failure.
+    pub time_reopen: Duration,
     pub dates: DateOptions,
     pub file: FileOptions,
     pub local_zone: Zone,
@@ -59,6 +63,8 @@ impl Globals {
             min_iw_size_per_reader: 100,
             trim_large_messages: false,
             recv_time_zone: None,
+            log_fifo_size: 10_000,
+            time_reopen: Duration::from_secs(60),
             dates: DateOptions::default(),
             file: FileOptions {
                 create_dirs: false,
@@ -70,7 +76,6 @@ impl Globals {
                 dir_group: None,
                 fsync: false,
                 time_reap: Duration::from_secs(60),
-                no_multi_line: false,
             },
             local_zone: Zone::local().clone(),
         }
@@ -166,8 +171,9 @@ impl Globals {
             "local_time_zone" => self.local_zone = zone(opt)?,
             "ts_format" => self.dates.ts_format = ts_format(opt)?,
             "frac_digits" => self.dates.frac_digits = frac_digits(opt)?,
-            "flush_lines" | "flush_timeout" | "log_fifo_size" | "time_sleep" | "time_reopen"
-            | "log_level" => {
+            "log_fifo_size" => self.log_fifo_size = positive(opt)? as usize,
+            "time_reopen" => self.time_reopen = Duration::from_secs(positive(opt)?),
+            "flush_lines" | "flush_timeout" | "time_sleep" | "log_level" => {
                 opt.value()?;
             }
             "threaded" => {

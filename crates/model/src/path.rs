@@ -51,7 +51,9 @@ pub enum Element {
     Rewrite(Arc<Rewrite>),
     /// A parser that fails ends the path for the message, as a filter does.
     Parser(Arc<Parsers>),
-    Destination(DestId),
+    /// A destination, and whether a path on the way to it asked for `flags(flow-control)`
+    /// (worked out once the whole path is built: a parent's flag covers its children).
+    Destination(DestId, bool),
     /// Nested `log {}` statements written next to each other: siblings for final/fallback.
     Nested(Vec<LogPath>),
     Junction(Vec<LogPath>),
@@ -135,11 +137,14 @@ impl LogPath {
                 }
                 ("destination", None) => {
                     let v = node.value()?;
-                    path.elements
-                        .push(Element::Destination(ctx.destination(&v.text, v.pos)?));
+                    path.elements.push(Element::Destination(
+                        ctx.destination(&v.text, v.pos)?,
+                        false,
+                    ));
                 }
                 ("destination", Some(body)) => path.elements.push(Element::Destination(
                     ctx.inline_destination(body, node.pos)?,
+                    false,
                 )),
                 ("log", Some(Body::Nodes(inner))) => {
                     let child = LogPath::build(inner, false, ctx)?;
@@ -240,7 +245,32 @@ impl LogPath {
                 }
             }
         }
+        if top {
+            path.mark_flow_control(false);
+        }
         Ok(path)
+    }
+
+    /// Tells every destination of the path whether `flags(flow-control)` holds for it: set
+    /// on the path that names it or on any path that encloses that one.
+    fn mark_flow_control(&mut self, inherited: bool) {
+        let flow_control = inherited || self.flags.flow_control;
+        for e in &mut self.elements {
+            match e {
+                Element::Destination(_, flag) => *flag = flow_control,
+                Element::Nested(v) | Element::Junction(v) => {
+                    for p in v {
+                        p.mark_flow_control(flow_control);
+                    }
+                }
+                Element::If(arms) => {
+                    for a in arms {
+                        a.body.mark_flow_control(flow_control);
+                    }
+                }
+                _ => {}
+            }
+        }
     }
 
     fn applies_to(&self, source: SourceId) -> bool {
@@ -258,7 +288,7 @@ impl LogPath {
         mut at: usize,
         mut private: bool,
         scratch: &mut Vec<u8>,
-        out: &mut dyn FnMut(DestId, u32),
+        out: &mut dyn FnMut(DestId, u32, bool),
     ) -> Option<usize> {
         for (i, element) in self.elements.iter().enumerate().skip(from) {
             match element {
@@ -305,8 +335,8 @@ impl LogPath {
                         return None;
                     }
                 }
-                Element::Destination(d) => {
-                    out(*d, at as u32);
+                Element::Destination(d, flow_control) => {
+                    out(*d, at as u32, *flow_control);
                     private = false;
                 }
                 Element::Nested(children) => {
@@ -370,18 +400,6 @@ impl LogPath {
         }
         Some(at)
     }
-
-    /// Whether any part of the path asks for flow control.
-    pub fn any_flow_control(&self) -> bool {
-        self.flags.flow_control
-            || self.elements.iter().any(|e| match e {
-                Element::Nested(v) | Element::Junction(v) => {
-                    v.iter().any(LogPath::any_flow_control)
-                }
-                Element::If(arms) => arms.iter().any(|a| a.body.any_flow_control()),
-                _ => false,
-            })
-    }
 }
 
 fn filter_element(f: Arc<Filter>) -> Element {
@@ -403,13 +421,13 @@ fn run_siblings(
     msgs: &mut Vec<LogMessage>,
     at: usize,
     scratch: &mut Vec<u8>,
-    out: &mut dyn FnMut(DestId, u32),
+    out: &mut dyn FnMut(DestId, u32, bool),
 ) -> bool {
     let applies = |p: &LogPath| source.is_none_or(|s| p.applies_to(s));
     let given = std::cell::Cell::new(false);
-    let mut watch = |d: DestId, version: u32| {
+    let mut watch = |d: DestId, version: u32, flow_control: bool| {
         given.set(given.get() || version as usize == at);
-        out(d, version)
+        out(d, version, flow_control)
     };
     let mut matched = false;
     for fallback_pass in [false, true] {
@@ -465,13 +483,13 @@ impl Router {
     /// Calls `out` with each destination `msgs[at]` reaches and the version of the message it
     /// gets there: `at` itself, or a rewritten copy the router appended to `msgs`. Once per
     /// arrival: a message that two paths deliver to one destination is written twice, as in
-    /// syslog-ng.
+    /// syslog-ng. The third argument says whether the path there asked for flow control.
     pub fn route(
         &self,
         msgs: &mut Vec<LogMessage>,
         at: usize,
         scratch: &mut Vec<u8>,
-        out: &mut dyn FnMut(DestId, u32),
+        out: &mut dyn FnMut(DestId, u32, bool),
     ) {
         let source = msgs[at].origin.source_id;
         let last = match self.last_paths.get(usize::from(source)) {

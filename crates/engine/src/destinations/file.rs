@@ -11,7 +11,7 @@
 //! A write that fails (disk full, permissions) is retried with backoff, holding the batch's
 //! acknowledgement: readers stop when their window is spent, nothing is dropped.
 
-use super::format::Format;
+use super::format::Formatter;
 use super::{Destination, Outbox};
 use crate::internal;
 use crate::window::Ack;
@@ -20,7 +20,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
@@ -38,7 +38,6 @@ pub struct FileOptions {
     pub dir_group: Option<u32>,
     pub fsync: bool,
     pub time_reap: Duration,
-    pub no_multi_line: bool,
 }
 
 /// Files one writer keeps open at most; past that the least recently written is closed.
@@ -143,7 +142,7 @@ thread_local! {
 pub struct FileDestination {
     name: Arc<str>,
     path: Option<Template>,
-    format: Format,
+    formatter: Formatter,
     opts: Arc<FileOptions>,
     /// Started on first delivery, so that building a configuration starts no threads.
     writers: OnceLock<Vec<mpsc::Sender<Msg>>>,
@@ -153,13 +152,6 @@ pub struct FileDestination {
     /// on the directory's lock; taking turns here sleeps instead.
     opening: Arc<Mutex<()>>,
     stopped: AtomicBool,
-    /// The sequence number of the next local message (syslog-ng's writer `seq_num`).
-    next_seq: AtomicU32,
-    /// Bytes a formatted message took lately, with some room: a read's output buffer is sized
-    /// from it, so that it is not grown (and copied) while formatting.
-    bytes_per_message: AtomicU32,
-    /// The format shows sequence numbers.
-    counts_seq: bool,
 }
 
 impl FileDestination {
@@ -167,34 +159,31 @@ impl FileDestination {
     pub fn file(
         name: String,
         path: Template,
-        format: Format,
+        formatter: Formatter,
         opts: FileOptions,
     ) -> FileDestination {
-        FileDestination::new(name, Some(path), format, opts)
+        FileDestination::new(name, Some(path), formatter, opts)
     }
 
-    pub fn stdout(name: String, format: Format, opts: FileOptions) -> FileDestination {
-        FileDestination::new(name, None, format, opts)
+    pub fn stdout(name: String, formatter: Formatter, opts: FileOptions) -> FileDestination {
+        FileDestination::new(name, None, formatter, opts)
     }
 
     fn new(
         name: String,
         path: Option<Template>,
-        format: Format,
+        formatter: Formatter,
         opts: FileOptions,
     ) -> FileDestination {
         FileDestination {
             name: name.into(),
             path,
-            counts_seq: format.uses_seq(),
-            format,
+            formatter,
             opts: Arc::new(opts),
             writers: OnceLock::new(),
             threads: Mutex::new(Vec::new()),
             opening: Arc::default(),
             stopped: AtomicBool::new(false),
-            next_seq: AtomicU32::new(1),
-            bytes_per_message: AtomicU32::new(256),
         }
     }
 
@@ -240,42 +229,25 @@ impl FileDestination {
         }
     }
 
-    /// Local messages are numbered per destination; others carry their `meta.sequenceId`.
-    /// Formats that do not show it skip the work.
-    fn seq(&self, msg: &LogMessage) -> u32 {
-        if !self.counts_seq {
-            0
-        } else if msg.is_local() {
-            self.next_seq.fetch_add(1, Ordering::Relaxed)
-        } else {
-            msg.sequence_id()
-        }
-    }
-
-    fn append(&self, msg: &LogMessage, out: &mut Vec<u8>) {
-        self.format
-            .append(msg, self.seq(msg), self.opts.no_multi_line, out);
-    }
-
     /// Formats the messages in one job per writer, each message after the previous one for
     /// its file, and returns the jobs that hold any.
     fn group(&self, msgs: &[LogMessage], which: &[u32], ack: &Ack, writers: usize) -> Vec<Job> {
         let mut jobs: Vec<Job> = (0..writers).map(|_| Job::new(ack)).collect();
-        let per_message = self.bytes_per_message.load(Ordering::Relaxed) as usize;
+        let f = &self.formatter;
         if let Some(name) = self.fixed_name() {
             let job = &mut jobs[0];
-            job.data.reserve(which.len() * per_message);
+            job.data.reserve(f.size_hint(which.len()));
             let at = job.add_name(name, name_hash(name));
             for &i in which {
-                self.append(&msgs[i as usize], &mut job.data);
+                f.append(&msgs[i as usize], &mut job.data);
             }
             job.close_run(at);
-            self.learn_size(job.data.len(), which.len());
+            f.learn_size(job.data.len(), which.len());
             return jobs;
         }
         let template = self.path.as_ref().expect("templated file name");
         for job in &mut jobs {
-            job.data.reserve(which.len() * per_message / writers);
+            job.data.reserve(f.size_hint(which.len()) / writers);
         }
         GROUPING.with_borrow_mut(|g| {
             g.seen.clear();
@@ -323,27 +295,27 @@ impl FileDestination {
             for &(at, i) in &g.order {
                 let (_, w, local) = g.seen[at as usize];
                 let job = &mut jobs[w as usize];
-                self.append(&msgs[i as usize], &mut job.data);
+                f.append(&msgs[i as usize], &mut job.data);
                 job.close_run(local);
             }
         });
         jobs.retain(|j| !j.runs.is_empty());
-        self.learn_size(jobs.iter().map(|j| j.data.len()).sum(), which.len());
+        f.learn_size(jobs.iter().map(|j| j.data.len()).sum(), which.len());
         jobs
-    }
-
-    /// Remembers how long formatted messages were, with an eighth more for variation.
-    fn learn_size(&self, bytes: usize, messages: usize) {
-        if messages >= 16 {
-            let per = bytes / messages;
-            self.bytes_per_message
-                .store((per + per / 8).clamp(64, 1 << 16) as u32, Ordering::Relaxed);
-        }
     }
 }
 
 impl Destination for FileDestination {
-    fn deliver(&self, msgs: &[LogMessage], which: &[u32], ack: &Ack, outbox: &mut Outbox) {
+    /// Files have syslog-ng's *soft* flow control: every message holds its batch's
+    /// acknowledgement until written, whether or not its path asked for flow control.
+    fn deliver(
+        &self,
+        msgs: &[LogMessage],
+        which: &[u32],
+        ack: &Ack,
+        _flow_control: bool,
+        outbox: &mut Outbox,
+    ) {
         let writers = self.writers();
         for job in self.group(msgs, which, ack, writers.len()) {
             let writer = writers[writer_of(job.name_hashes[0], writers.len())].clone();

@@ -1,9 +1,11 @@
-//! How a destination turns a message into bytes when no transport framing is involved: a
-//! template, or syslog-ng's built-in formats when none is given.
+//! How a destination turns a message into bytes (before any transport framing): a template,
+//! or syslog-ng's built-in formats when none is given; and [`Formatter`], which numbers local
+//! messages and sizes output buffers for a destination.
 
 use sluice_model::macros::{format_sdata, msghdr, DateOptions};
 use sluice_model::time::{self, TsFormat};
 use sluice_model::{LogMessage, Template};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 #[derive(Clone, Debug)]
 pub enum Format {
@@ -11,6 +13,9 @@ pub enum Format {
     /// syslog-ng's file format: `$STAMP $HOST $MSGHDR$MSG\n` with the destination's
     /// `ts-format()`, `frac-digits()` and `time-zone()`.
     File(DateOptions),
+    /// syslog-ng's legacy network format (`network()`, `tcp()`, `udp()`): `<$PRI>` and a BSD
+    /// stamp (whatever `ts-format()` says; `frac-digits()` applies), then `$HOST $MSGHDR$MSG\n`.
+    Proto(DateOptions),
     /// `flags(syslog-protocol)`: an RFC5424 line, the message or `template()` as its text.
     Rfc5424(DateOptions, Option<Template>),
 }
@@ -20,7 +25,7 @@ impl Format {
     pub fn uses_seq(&self) -> bool {
         match self {
             Format::Template(t) => t.uses_seq(),
-            Format::File(_) => false,
+            Format::File(_) | Format::Proto(_) => false,
             Format::Rfc5424(..) => true,
         }
     }
@@ -30,8 +35,16 @@ impl Format {
         let start = out.len();
         match self {
             Format::Template(t) => t.append(msg, seq, out),
-            Format::File(dates) => {
-                time::write_stamp(out, shown(msg, dates), dates.ts_format, dates.frac_digits);
+            Format::File(dates) | Format::Proto(dates) => {
+                let ts_format = if let Format::Proto(_) = self {
+                    out.push(b'<');
+                    time::push_num(out, msg.fields.pri);
+                    out.push(b'>');
+                    TsFormat::Bsd
+                } else {
+                    dates.ts_format
+                };
+                time::write_stamp(out, shown(msg, dates), ts_format, dates.frac_digits);
                 out.push(b' ');
                 out.extend_from_slice(msg.host());
                 out.push(b' ');
@@ -87,6 +100,66 @@ impl Format {
     }
 }
 
+/// A destination's [`Format`] with what formatting needs to remember across batches: the
+/// sequence number of the next local message, and how long formatted messages were lately.
+#[derive(Debug)]
+pub struct Formatter {
+    pub format: Format,
+    /// `flags(no-multi-line)`: line breaks inside a message become spaces.
+    pub no_multi_line: bool,
+    /// The sequence number of the next local message (syslog-ng's writer `seq_num`).
+    next_seq: AtomicU32,
+    /// The format shows sequence numbers.
+    counts_seq: bool,
+    /// Bytes a formatted message took lately, with some room: an output buffer is sized from
+    /// it, so that it is not grown (and copied) while formatting.
+    bytes_per_message: AtomicU32,
+}
+
+impl Formatter {
+    pub fn new(format: Format, no_multi_line: bool) -> Formatter {
+        Formatter {
+            counts_seq: format.uses_seq(),
+            format,
+            no_multi_line,
+            next_seq: AtomicU32::new(1),
+            bytes_per_message: AtomicU32::new(256),
+        }
+    }
+
+    /// Appends `msg` formatted.
+    pub fn append(&self, msg: &LogMessage, out: &mut Vec<u8>) {
+        self.format
+            .append(msg, self.seq(msg), self.no_multi_line, out);
+    }
+
+    /// Local messages are numbered per destination; others carry their `meta.sequenceId`.
+    /// Formats that do not show it skip the work.
+    fn seq(&self, msg: &LogMessage) -> u32 {
+        if !self.counts_seq {
+            0
+        } else if msg.is_local() {
+            self.next_seq.fetch_add(1, Ordering::Relaxed)
+        } else {
+            msg.sequence_id()
+        }
+    }
+
+    /// The bytes `messages` formatted messages probably take.
+    pub fn size_hint(&self, messages: usize) -> usize {
+        messages * self.bytes_per_message.load(Ordering::Relaxed) as usize
+    }
+
+    /// Remembers that `messages` took `bytes`, with an eighth more for variation.
+    pub fn learn_size(&self, bytes: usize, messages: usize) {
+        if messages >= 16 {
+            let per = bytes / messages;
+            self.bytes_per_message
+                .store((per + per / 8).clamp(64, 1 << 16) as u32, Ordering::Relaxed);
+        }
+    }
+}
+
 fn shown(msg: &LogMessage, dates: &DateOptions) -> time::UnixTime {
     match &dates.zone {
         Some(zone) => msg.stamp.in_offset(zone.offset_at(msg.stamp.secs)),
@@ -115,6 +188,15 @@ mod tests {
         assert_eq!(
             fmt(&f, "<13>1 2025-01-05T13:56:09Z host prog 1 - - text"),
             "Jan  5 13:56:09 host prog[1]: text\n"
+        );
+    }
+
+    #[test]
+    fn syslog_ng_network_format() {
+        let f = Format::Proto(DateOptions::default());
+        assert_eq!(
+            fmt(&f, "<13>Jan  5 13:56:09 host prog[1]: text"),
+            "<13>Jan  5 13:56:09 host prog[1]: text\n"
         );
     }
 

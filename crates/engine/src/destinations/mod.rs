@@ -4,6 +4,8 @@
 
 pub mod file;
 pub mod format;
+pub mod network;
+pub mod queue;
 
 use crate::window::Ack;
 use sluice_model::LogMessage;
@@ -11,8 +13,18 @@ use std::sync::Arc;
 
 pub trait Destination: Send + Sync {
     /// Formats `msgs[i]` for every `i` in `which`, in that order, and puts in `outbox` what
-    /// queues them. Must not block: queues are bounded by the readers' windows, not here.
-    fn deliver(&self, msgs: &[LogMessage], which: &[u32], ack: &Ack, outbox: &mut Outbox);
+    /// queues them. Must not block. `flow_control` says that a path on the way asked for
+    /// `flags(flow-control)`: the messages must then hold `ack` until written (the reader
+    /// waits for them); otherwise a destination may let the reader go on and drop what does
+    /// not fit its queue (`log-fifo-size()`), counting it.
+    fn deliver(
+        &self,
+        msgs: &[LogMessage],
+        which: &[u32],
+        ack: &Ack,
+        flow_control: bool,
+        outbox: &mut Outbox,
+    );
 
     /// Writes everything queued and stops the writers.
     fn shutdown(&self);
@@ -22,9 +34,16 @@ pub trait Destination: Send + Sync {
 pub struct Group(pub Vec<Arc<dyn Destination>>);
 
 impl Destination for Group {
-    fn deliver(&self, msgs: &[LogMessage], which: &[u32], ack: &Ack, outbox: &mut Outbox) {
+    fn deliver(
+        &self,
+        msgs: &[LogMessage],
+        which: &[u32],
+        ack: &Ack,
+        flow_control: bool,
+        outbox: &mut Outbox,
+    ) {
         for d in &self.0 {
-            d.deliver(msgs, which, ack, outbox);
+            d.deliver(msgs, which, ack, flow_control, outbox);
         }
     }
 

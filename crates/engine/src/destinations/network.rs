@@ -1,0 +1,563 @@
+//! Forwarding destinations: `network()`, `syslog()`, `tcp()`, `tcp6()`, `udp()`, `udp6()`,
+//! `unix-stream()`, `unix-dgram()`.
+//!
+//! Readers format their share of a batch (syslog-ng's network format, RFC5424 or a template;
+//! octet-counted for `syslog()` over a stream) and queue it in the destination's [`Queue`].
+//! One sender thread per destination connects, gathers what is queued, and writes it with one
+//! `writev` on a stream or one datagram per message. A connection that fails is opened again
+//! through the `failover()` servers in turn, waiting `time-reopen()` after each round that
+//! fails; messages wait in the queue meanwhile and are written again from the first one the
+//! failed write did not finish. With `failback()` the sender probes the primary server while
+//! it uses a failover one, and returns to it after `successful-probes-required()` probes in a
+//! row connect.
+//!
+//! Plain TCP cannot say what the peer received: what sat in the kernel's buffers when a
+//! connection died is lost (RELP and disk buffers are the remedies).
+
+use super::format::Formatter;
+use super::queue::{Batch, Queue};
+use super::{Destination, Outbox};
+use crate::internal;
+use crate::window::Ack;
+use sluice_model::LogMessage;
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use std::cell::RefCell;
+use std::io::{ErrorKind, IoSlice};
+use std::mem::MaybeUninit;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    Tcp,
+    Udp,
+    UnixStream,
+    UnixDgram,
+}
+
+impl Transport {
+    fn is_stream(self) -> bool {
+        matches!(self, Transport::Tcp | Transport::UnixStream)
+    }
+}
+
+/// `failback()`: return to the primary server once it answers again.
+#[derive(Clone, Debug)]
+pub struct Failback {
+    pub probe_interval: Duration,
+    pub successful_probes: u32,
+}
+
+#[derive(Clone, Debug)]
+pub struct NetworkOptions {
+    pub transport: Transport,
+    /// The primary server, then the `failover()` ones: host names or addresses, or socket
+    /// paths for the unix transports.
+    pub servers: Vec<String>,
+    pub port: u16,
+    /// `ip-protocol(6)` (and `tcp6()`, `udp6()`): IPv6 addresses only; `4`: IPv4 only.
+    pub ip_protocol: Option<u8>,
+    /// `localip()` / `localport()`: the address to send from.
+    pub local: Option<SocketAddr>,
+    /// RFC6587 octet counting (`syslog()` over a stream): `LEN ` before each message.
+    pub octet_counting: bool,
+    pub failback: Option<Failback>,
+    pub time_reopen: Duration,
+    pub so_sndbuf: Option<usize>,
+    pub so_keepalive: bool,
+    pub log_fifo_size: usize,
+}
+
+/// The most a sender gathers for one write.
+const MAX_GATHER: usize = 4 << 20;
+/// The most buffers one `writev` takes (Linux's `IOV_MAX`).
+const IOV_MAX: usize = 1024;
+/// How often an idle sender looks at its connection, its drop counter and its failback.
+const TICK: Duration = Duration::from_millis(500);
+/// How long a connect may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// While stopping, how long a peer may take no data before the sender gives up on it.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+thread_local! {
+    /// One formatted message before its octet count is known.
+    static SCRATCH: RefCell<Vec<u8>> = RefCell::default();
+}
+
+pub struct NetworkDestination {
+    label: Arc<str>,
+    formatter: Formatter,
+    opts: Arc<NetworkOptions>,
+    queue: Arc<Queue>,
+    /// Started on first delivery, so that building a configuration starts no threads.
+    sender: OnceLock<()>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl NetworkDestination {
+    pub fn new(label: String, formatter: Formatter, opts: NetworkOptions) -> NetworkDestination {
+        NetworkDestination {
+            label: label.into(),
+            formatter,
+            queue: Arc::new(Queue::new(opts.log_fifo_size)),
+            opts: Arc::new(opts),
+            sender: OnceLock::new(),
+            thread: Mutex::new(None),
+        }
+    }
+
+    fn start(&self) {
+        self.sender.get_or_init(|| {
+            let sender = Sender {
+                label: self.label.clone(),
+                opts: self.opts.clone(),
+                queue: self.queue.clone(),
+                conn: None,
+                server: 0,
+                good_probes: 0,
+                last_probe: Instant::now(),
+                reported_drops: 0,
+            };
+            let handle = std::thread::Builder::new()
+                .name("sender".into())
+                .spawn(move || sender.run())
+                .expect("spawning a sender thread");
+            *self.thread.lock().expect("thread lock") = Some(handle);
+        });
+    }
+
+    fn append(&self, msg: &LogMessage, out: &mut Vec<u8>) {
+        if !self.opts.octet_counting {
+            self.formatter.append(msg, out);
+            return;
+        }
+        SCRATCH.with_borrow_mut(|one| {
+            one.clear();
+            self.formatter.append(msg, one);
+            sluice_model::time::push_num(out, one.len() as u32);
+            out.push(b' ');
+            out.extend_from_slice(one);
+        });
+    }
+}
+
+impl Destination for NetworkDestination {
+    fn deliver(
+        &self,
+        msgs: &[LogMessage],
+        which: &[u32],
+        ack: &Ack,
+        flow_control: bool,
+        outbox: &mut Outbox,
+    ) {
+        self.start();
+        let mut batch = Batch::new(flow_control.then(|| ack.clone()));
+        batch.data.reserve(self.formatter.size_hint(which.len()));
+        batch.ends.reserve(which.len());
+        for &i in which {
+            self.append(&msgs[i as usize], &mut batch.data);
+            batch.end_message();
+        }
+        self.formatter.learn_size(batch.data.len(), which.len());
+        let queue = self.queue.clone();
+        outbox.push(move || {
+            queue.push(batch);
+        });
+    }
+
+    fn shutdown(&self) {
+        self.queue.stop();
+        let thread = self.thread.lock().expect("thread lock").take();
+        if let Some(t) = thread {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The thread that owns a destination's connection.
+struct Sender {
+    label: Arc<str>,
+    opts: Arc<NetworkOptions>,
+    queue: Arc<Queue>,
+    conn: Option<Socket>,
+    /// The server in use (or tried next): an index into `opts.servers`.
+    server: usize,
+    /// Probes of the primary server that connected in a row, while on a failover server.
+    good_probes: u32,
+    last_probe: Instant,
+    reported_drops: u64,
+}
+
+/// Where writing has got to: a batch, and a byte in it.
+#[derive(Clone, Copy, Default)]
+struct Position {
+    batch: usize,
+    byte: usize,
+}
+
+impl Sender {
+    fn run(mut self) {
+        let mut batches: Vec<Batch> = Vec::new();
+        loop {
+            let stopping = self.queue.take(TICK, MAX_GATHER, &mut batches);
+            self.report_drops();
+            self.failback();
+            if batches.is_empty() {
+                if stopping {
+                    return;
+                }
+                if self.conn.as_ref().is_some_and(peer_closed) {
+                    self.conn = None;
+                }
+                continue;
+            }
+            let sent = self.send(&batches, stopping);
+            let messages: usize = batches.iter().map(Batch::len).sum();
+            if sent {
+                self.queue
+                    .counters
+                    .written
+                    .fetch_add(messages as u64, Ordering::Relaxed);
+                self.queue.done(&mut batches);
+            } else {
+                // Stopping with the servers unreachable: what is queued cannot be delivered.
+                let waiting = self.queue.waiting();
+                internal::error(format!(
+                    "{}: stopping with {} messages not delivered: no server accepts them",
+                    self.label,
+                    messages + waiting
+                ));
+                self.queue.done(&mut batches);
+                while {
+                    self.queue.take(Duration::ZERO, usize::MAX, &mut batches);
+                    !batches.is_empty()
+                } {
+                    self.queue.done(&mut batches);
+                }
+                return;
+            }
+        }
+    }
+
+    /// Writes `batches` whole, reconnecting as needed. Returns `false` only when stopping and
+    /// no server takes them.
+    fn send(&mut self, batches: &[Batch], stopping: bool) -> bool {
+        let mut pos = Position::default();
+        loop {
+            if self.conn.as_ref().is_some_and(peer_closed) {
+                self.conn = None;
+            }
+            if self.conn.is_none() && !self.connect(stopping) {
+                return false;
+            }
+            let sock = self.conn.as_ref().expect("connected");
+            let result = if self.opts.transport.is_stream() {
+                write_stream(sock, batches, &mut pos, stopping)
+            } else {
+                write_datagrams(sock, batches, &mut pos, self.opts.transport)
+            };
+            match result {
+                Ok(()) => return true,
+                Err(e) => {
+                    internal::error(format!(
+                        "{}: error sending to {}: {e}; reconnecting",
+                        self.label,
+                        self.server_name(self.server)
+                    ));
+                    self.conn = None;
+                    // The message the failed write was in is sent again whole.
+                    if let Some(b) = batches.get(pos.batch) {
+                        let i = b.ends.partition_point(|&e| e as usize <= pos.byte);
+                        pos.byte = b.start(i);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Connects to the current server or, failing that, the next ones in turn; waits
+    /// `time-reopen()` after a round in which none connects. Returns `false` when stopping
+    /// and a whole round failed.
+    fn connect(&mut self, stopping: bool) -> bool {
+        let n = self.opts.servers.len();
+        loop {
+            for _ in 0..n {
+                match self.open(self.server) {
+                    Ok(sock) => {
+                        if self.server != 0 {
+                            internal::warning(format!(
+                                "{}: connected to failover server {}",
+                                self.label,
+                                self.server_name(self.server)
+                            ));
+                        }
+                        self.conn = Some(sock);
+                        self.good_probes = 0;
+                        self.last_probe = Instant::now();
+                        return true;
+                    }
+                    Err(e) => {
+                        internal::error(format!(
+                            "{}: cannot connect to {}: {e}",
+                            self.label,
+                            self.server_name(self.server)
+                        ));
+                        self.server = (self.server + 1) % n;
+                    }
+                }
+            }
+            if stopping {
+                return false;
+            }
+            if self.stop_requested_within(self.opts.time_reopen) {
+                return self.retry_once_more();
+            }
+        }
+    }
+
+    /// Sleeps `wait` in small steps; returns whether the queue was told to stop meanwhile.
+    fn stop_requested_within(&self, wait: Duration) -> bool {
+        internal::notice(format!(
+            "{}: no server accepts connections; trying again in {}s",
+            self.label,
+            wait.as_secs_f32()
+        ));
+        let until = Instant::now() + wait;
+        while let Some(left) = until.checked_duration_since(Instant::now()) {
+            if self.queue.is_stopping() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100).min(left));
+        }
+        self.queue.is_stopping()
+    }
+
+    /// Told to stop while waiting to reconnect: one last round.
+    fn retry_once_more(&mut self) -> bool {
+        let n = self.opts.servers.len();
+        for _ in 0..n {
+            if let Ok(sock) = self.open(self.server) {
+                self.conn = Some(sock);
+                return true;
+            }
+            self.server = (self.server + 1) % n;
+        }
+        false
+    }
+
+    /// Opens a connection to server `i`.
+    fn open(&self, i: usize) -> std::io::Result<Socket> {
+        let o = &self.opts;
+        let name = &o.servers[i];
+        let ty = if o.transport.is_stream() {
+            Type::STREAM
+        } else {
+            Type::DGRAM
+        };
+        if matches!(o.transport, Transport::UnixStream | Transport::UnixDgram) {
+            let sock = Socket::new(Domain::UNIX, ty, None)?;
+            if let Some(size) = o.so_sndbuf {
+                sock.set_send_buffer_size(size)?;
+            }
+            sock.connect(&SockAddr::unix(name)?)?;
+            sock.set_write_timeout(Some(TICK))?;
+            return Ok(sock);
+        }
+        let addrs = (name.as_str(), o.port)
+            .to_socket_addrs()?
+            .filter(|a| o.ip_protocol.is_none_or(|p| (p == 6) == a.is_ipv6()));
+        let mut last = std::io::Error::new(ErrorKind::NotFound, "no address of that family");
+        for addr in addrs {
+            let protocol = if ty == Type::STREAM {
+                Protocol::TCP
+            } else {
+                Protocol::UDP
+            };
+            let sock = Socket::new(Domain::for_address(addr), ty, Some(protocol))?;
+            if let Some(size) = o.so_sndbuf {
+                sock.set_send_buffer_size(size)?;
+            }
+            if o.so_keepalive {
+                sock.set_keepalive(true)?;
+            }
+            if let Some(local) = o.local {
+                sock.bind(&local.into())?;
+            }
+            let connected = if ty == Type::STREAM {
+                sock.connect_timeout(&addr.into(), CONNECT_TIMEOUT)
+            } else {
+                sock.connect(&addr.into())
+            };
+            match connected {
+                Ok(()) => {
+                    sock.set_write_timeout(Some(TICK))?;
+                    return Ok(sock);
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    fn server_name(&self, i: usize) -> String {
+        let name = &self.opts.servers[i];
+        match self.opts.transport {
+            Transport::Tcp => format!("tcp:{name}:{}", self.opts.port),
+            Transport::Udp => format!("udp:{name}:{}", self.opts.port),
+            Transport::UnixStream => format!("unix-stream:{name}"),
+            Transport::UnixDgram => format!("unix-dgram:{name}"),
+        }
+    }
+
+    /// While on a failover server, probes the primary every `tcp-probe-interval()` and
+    /// returns to it after enough probes in a row connect.
+    fn failback(&mut self) {
+        let Some(fb) = &self.opts.failback else {
+            return;
+        };
+        if self.server == 0 || self.conn.is_none() || self.last_probe.elapsed() < fb.probe_interval
+        {
+            return;
+        }
+        self.last_probe = Instant::now();
+        if self.open(0).is_ok() {
+            self.good_probes += 1;
+        } else {
+            self.good_probes = 0;
+        }
+        if self.good_probes >= fb.successful_probes {
+            internal::notice(format!(
+                "{}: the primary server {} answers again; failing back to it",
+                self.label,
+                self.server_name(0)
+            ));
+            self.conn = None;
+            self.server = 0;
+            self.good_probes = 0;
+        }
+    }
+
+    /// Says once a tick how many messages a full queue dropped since it last said so.
+    fn report_drops(&mut self) {
+        let dropped = self.queue.counters.dropped.load(Ordering::Relaxed);
+        if dropped > self.reported_drops {
+            internal::warning(format!(
+                "{}: destination queue full (log-fifo-size({})); dropped {} messages",
+                self.label,
+                self.opts.log_fifo_size,
+                dropped - self.reported_drops
+            ));
+            self.reported_drops = dropped;
+        }
+    }
+}
+
+/// Whether the peer closed a stream connection (or it failed). Anything the peer sent is read
+/// and ignored: syslog receivers send nothing.
+fn peer_closed(sock: &Socket) -> bool {
+    let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
+    loop {
+        match sock.recv_with_flags(&mut buf, libc::MSG_DONTWAIT) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return false,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) => return true,
+        }
+    }
+}
+
+/// Writes the batches from `pos` on a stream, advancing `pos`. A peer that takes nothing
+/// blocks the writer (backpressure) unless stopping, when it is given [`STOP_GRACE`].
+fn write_stream(
+    sock: &Socket,
+    batches: &[Batch],
+    pos: &mut Position,
+    stopping: bool,
+) -> std::io::Result<()> {
+    let mut stalled_since: Option<Instant> = None;
+    let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(batches.len().min(IOV_MAX));
+    while pos.batch < batches.len() {
+        if pos.byte >= batches[pos.batch].data.len() {
+            pos.batch += 1;
+            pos.byte = 0;
+            continue;
+        }
+        slices.clear();
+        slices.push(IoSlice::new(&batches[pos.batch].data[pos.byte..]));
+        for b in batches[pos.batch + 1..].iter().take(IOV_MAX - 1) {
+            slices.push(IoSlice::new(&b.data));
+        }
+        match sock.send_vectored_with_flags(&slices, libc::MSG_NOSIGNAL) {
+            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+            Ok(mut n) => {
+                stalled_since = None;
+                while n > 0 {
+                    let left = batches[pos.batch].data.len() - pos.byte;
+                    if n < left {
+                        pos.byte += n;
+                        n = 0;
+                    } else {
+                        n -= left;
+                        pos.batch += 1;
+                        pos.byte = 0;
+                    }
+                }
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                let since = *stalled_since.get_or_insert_with(Instant::now);
+                if stopping && since.elapsed() > STOP_GRACE {
+                    return Err(std::io::Error::new(
+                        ErrorKind::TimedOut,
+                        "the peer took nothing while stopping",
+                    ));
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Sends one datagram per message from `pos`, advancing `pos`.
+fn write_datagrams(
+    sock: &Socket,
+    batches: &[Batch],
+    pos: &mut Position,
+    transport: Transport,
+) -> std::io::Result<()> {
+    while pos.batch < batches.len() {
+        let b = &batches[pos.batch];
+        let i = b.ends.partition_point(|&e| e as usize <= pos.byte);
+        if i >= b.len() {
+            pos.batch += 1;
+            pos.byte = 0;
+            continue;
+        }
+        let end = b.ends[i] as usize;
+        let datagram = &b.data[b.start(i)..end];
+        let mut refused = false;
+        loop {
+            match sock.send_with_flags(datagram, libc::MSG_NOSIGNAL) {
+                Ok(_) => break,
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {}
+                // A UDP peer's port was closed when an earlier datagram arrived (ICMP): that
+                // one is gone; this one is sent again once.
+                Err(e)
+                    if e.kind() == ErrorKind::ConnectionRefused
+                        && transport == Transport::Udp
+                        && !refused =>
+                {
+                    refused = true
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        pos.byte = end;
+    }
+    Ok(())
+}

@@ -1,0 +1,217 @@
+//! A destination's queue in memory: formatted batches between the readers that queue them and
+//! the destination's sender thread, with syslog-ng's `log-fifo-size()` semantics.
+//!
+//! A batch from a path with `flags(flow-control)` holds its reader's acknowledgement until it
+//! is sent, so the reader stops when its window is spent; such batches do not count against
+//! `log-fifo-size()` (as in syslog-ng 3.38). A batch from any other path lets its reader go on
+//! at once; its messages count against the limit, and what does not fit is dropped (the newest
+//! messages, as syslog-ng drops from the incoming batch) and counted.
+
+use crate::window::Ack;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
+
+/// Formatted messages queued together: `data[ends[i-1]..ends[i]]` is message `i`.
+pub struct Batch {
+    pub data: Vec<u8>,
+    pub ends: Vec<u32>,
+    /// Held until the batch is sent when its path asked for flow control.
+    pub ack: Option<Ack>,
+}
+
+impl Batch {
+    pub fn new(ack: Option<Ack>) -> Batch {
+        Batch {
+            data: Vec::new(),
+            ends: Vec::new(),
+            ack,
+        }
+    }
+
+    /// Marks the end of a message appended to `data`.
+    pub fn end_message(&mut self) {
+        self.ends.push(self.data.len() as u32);
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Where message `i` starts.
+    pub fn start(&self, i: usize) -> usize {
+        if i == 0 {
+            0
+        } else {
+            self.ends[i - 1] as usize
+        }
+    }
+
+    /// Keeps the first `n` messages.
+    fn truncate(&mut self, n: usize) {
+        let end = self.start(n);
+        self.data.truncate(end);
+        self.ends.truncate(n);
+    }
+
+    /// Counts against `log-fifo-size()`: nobody waits for it.
+    fn counted(&self) -> bool {
+        self.ack.is_none()
+    }
+}
+
+/// What a destination counts (syslog-ng's `queued`, `dropped`, `written` for a destination).
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub queued: AtomicU64,
+    pub dropped: AtomicU64,
+    pub written: AtomicU64,
+}
+
+#[derive(Default)]
+struct State {
+    batches: VecDeque<Batch>,
+    /// Messages of queued batches that count against `log-fifo-size()`, including batches
+    /// the sender took and has not finished.
+    counted: usize,
+    stopping: bool,
+}
+
+pub struct Queue {
+    state: Mutex<State>,
+    ready: Condvar,
+    fifo_size: usize,
+    pub counters: Counters,
+}
+
+impl Queue {
+    pub fn new(fifo_size: usize) -> Queue {
+        Queue {
+            state: Mutex::default(),
+            ready: Condvar::new(),
+            fifo_size: fifo_size.max(1),
+            counters: Counters::default(),
+        }
+    }
+
+    /// Queues `batch`; returns how many of its messages did not fit and were dropped.
+    pub fn push(&self, mut batch: Batch) -> usize {
+        let mut dropped = 0;
+        let mut state = self.state.lock().expect("queue lock");
+        if batch.counted() {
+            let room = self.fifo_size.saturating_sub(state.counted);
+            if batch.len() > room {
+                dropped = batch.len() - room;
+                batch.truncate(room);
+            }
+            state.counted += batch.len();
+        }
+        if dropped > 0 {
+            self.counters
+                .dropped
+                .fetch_add(dropped as u64, Ordering::Relaxed);
+        }
+        if !batch.is_empty() {
+            self.counters
+                .queued
+                .fetch_add(batch.len() as u64, Ordering::Relaxed);
+            state.batches.push_back(batch);
+            self.ready.notify_one();
+        }
+        dropped
+    }
+
+    /// Waits up to `timeout` for batches and moves those queued (up to about `max_bytes`)
+    /// to `into`. Returns whether the queue is stopping.
+    pub fn take(&self, timeout: Duration, max_bytes: usize, into: &mut Vec<Batch>) -> bool {
+        let mut state = self.state.lock().expect("queue lock");
+        if state.batches.is_empty() && !state.stopping {
+            state = self
+                .ready
+                .wait_timeout(state, timeout)
+                .expect("queue lock")
+                .0;
+        }
+        let mut bytes = 0;
+        while bytes < max_bytes {
+            let Some(b) = state.batches.pop_front() else {
+                break;
+            };
+            bytes += b.data.len();
+            into.push(b);
+        }
+        state.stopping
+    }
+
+    /// The sender is done with `batches` (sent, or given up on): they leave the queue and
+    /// their acknowledgements are dropped.
+    pub fn done(&self, batches: &mut Vec<Batch>) {
+        let counted: usize = batches.iter().filter(|b| b.counted()).map(Batch::len).sum();
+        let messages: usize = batches.iter().map(Batch::len).sum();
+        self.counters
+            .queued
+            .fetch_sub(messages as u64, Ordering::Relaxed);
+        self.state.lock().expect("queue lock").counted -= counted;
+        batches.clear();
+    }
+
+    /// Messages waiting, not counting what the sender holds.
+    pub fn waiting(&self) -> usize {
+        let state = self.state.lock().expect("queue lock");
+        state.batches.iter().map(Batch::len).sum()
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        self.state.lock().expect("queue lock").stopping
+    }
+
+    /// Wakes the sender to finish what is queued and stop.
+    pub fn stop(&self) {
+        self.state.lock().expect("queue lock").stopping = true;
+        self.ready.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(n: usize, ack: Option<Ack>) -> Batch {
+        let mut b = Batch::new(ack);
+        for i in 0..n {
+            b.data.extend_from_slice(format!("m{i}\n").as_bytes());
+            b.end_message();
+        }
+        b
+    }
+
+    #[test]
+    fn paths_without_flow_control_drop_what_exceeds_the_fifo() {
+        let q = Queue::new(5);
+        assert_eq!(q.push(batch(3, None)), 0);
+        assert_eq!(q.push(batch(4, None)), 2);
+        assert_eq!(q.counters.dropped.load(Ordering::Relaxed), 2);
+        let mut taken = Vec::new();
+        q.take(Duration::ZERO, usize::MAX, &mut taken);
+        assert_eq!(taken[1].data, b"m0\nm1\n");
+        // Still counted until done.
+        assert_eq!(q.push(batch(1, None)), 1);
+        q.done(&mut taken);
+        assert_eq!(q.push(batch(1, None)), 0);
+    }
+
+    #[tokio::test]
+    async fn flow_controlled_batches_are_never_dropped() {
+        let w = crate::window::Window::new(100);
+        let q = Queue::new(1);
+        let ack = w.take(10).await;
+        assert_eq!(q.push(batch(10, Some(ack.clone()))), 0);
+        assert_eq!(q.push(batch(1, None)), 0);
+        assert_eq!(q.waiting(), 11);
+    }
+}
