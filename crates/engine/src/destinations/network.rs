@@ -319,7 +319,7 @@ impl Sender {
     }
 
     /// Sleeps `wait` in small steps; returns whether the queue was told to stop meanwhile.
-    fn stop_requested_within(&self, wait: Duration) -> bool {
+    fn stop_requested_within(&mut self, wait: Duration) -> bool {
         internal::notice(format!(
             "{}: no server accepts connections; trying again in {}s",
             self.label,
@@ -327,6 +327,7 @@ impl Sender {
         ));
         let until = Instant::now() + wait;
         while let Some(left) = until.checked_duration_since(Instant::now()) {
+            self.report_drops();
             if self.queue.is_stopping() {
                 return true;
             }
