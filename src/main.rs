@@ -29,7 +29,8 @@ struct Cli {
     /// Configuration file (default: /etc/sluice/sluice.conf, else the embedded default).
     #[arg(short = 'f', long = "cfgfile", value_name = "FILE")]
     cfgfile: Option<PathBuf>,
-    /// Persistent state file (accepted for syslog-ng compatibility; sluice keeps no state in it yet).
+    /// Persistent state file: its directory holds disk buffers whose dir() is not given
+    /// (default: /var/lib/sluice).
     #[arg(short = 'R', long = "persist-file", value_name = "FILE")]
     persist_file: Option<PathBuf>,
     /// Write the process id to this file.
@@ -108,8 +109,16 @@ fn main() -> ExitCode {
     if loaded.embedded {
         eprintln!("sluice: no configuration file given and /etc/sluice/sluice.conf does not exist: running the embedded default ({})", defaults.summary);
     }
+    // State kept across restarts (disk buffers) lives beside the persist file, as syslog-ng's.
+    let state_dir = cli
+        .persist_file
+        .as_deref()
+        .and_then(Path::parent)
+        .filter(|d| !d.as_os_str().is_empty())
+        .map_or_else(|| PathBuf::from("/var/lib/sluice"), Path::to_path_buf);
     let opts = sluice_engine::RunOptions {
         worker_threads: cli.worker_threads,
+        state_dir,
     };
     let result = if cli.foreground {
         sluice_engine::run(pipeline, &opts, || write_pidfile(cli.pidfile.as_deref()))

@@ -5,6 +5,7 @@
 //! checked here against the names each driver knows: an unknown name is an error listing the
 //! valid ones, a name syslog-ng knows that sluice does not implement yet is refused as such.
 
+use crate::destinations::diskq::DiskBufferOptions;
 use crate::destinations::file::{FileDestination, FileOptions};
 use crate::destinations::format::{Format, Formatter};
 use crate::destinations::network::{Failback, NetworkDestination, NetworkOptions, Transport};
@@ -146,6 +147,7 @@ const NETWORK_DEST_OPTIONS: &[&str] = &[
     "flush_lines",
     "flush_timeout",
     "persist_name",
+    "disk_buffer",
     "template",
     "template_escape",
     "ts_format",
@@ -156,7 +158,6 @@ const NETWORK_DEST_OPTIONS: &[&str] = &[
 ];
 const NETWORK_DEST_NOT_YET: &[&str] = &[
     "tls",
-    "disk_buffer",
     "so_broadcast",
     "so_rcvbuf",
     "ip_ttl",
@@ -913,8 +914,11 @@ impl Builder<'_> {
             so_sndbuf: None,
             so_keepalive: false,
             log_fifo_size: self.globals.log_fifo_size,
+            disk_buffer: None,
         };
         let unix = matches!(key.as_str(), "unix_stream" | "unix_dgram");
+        let mut persist_name: Option<String> = None;
+        let mut disk_buffer: Option<DiskBufferOptions> = None;
         let mut port = None;
         let (mut local_ip, mut local_port) = (None, None);
         for opt in node.options() {
@@ -995,9 +999,8 @@ impl Builder<'_> {
                 "flush_lines" | "flush_timeout" => {
                     opt.u64()?;
                 }
-                "persist_name" => {
-                    opt.string()?;
-                }
+                "persist_name" => persist_name = Some(opt.string()?),
+                "disk_buffer" => disk_buffer = Some(disk_buffer_options(opt)?),
                 _ if format.apply(opt, &self.templates)? => {}
                 _ => {
                     let valid: Vec<&str> = NETWORK_DEST_OPTIONS
@@ -1036,6 +1039,30 @@ impl Builder<'_> {
                 IpAddr::from(std::net::Ipv4Addr::UNSPECIFIED)
             });
             opts.local = Some(SocketAddr::new(ip, local_port.unwrap_or(0)));
+        }
+        if let Some(d) = disk_buffer {
+            // The buffer's directory is named after what it feeds, so that a restart with the
+            // same configuration finds it: persist-name(), or destination, driver and server.
+            let name = persist_name.unwrap_or_else(|| {
+                format!(
+                    "{}-{key}-{}-{}",
+                    label.trim_start_matches("destination "),
+                    server.text,
+                    opts.port
+                )
+            });
+            let safe: String = name
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            let suffix = if d.reliable { "rdq" } else { "dq" };
+            opts.disk_buffer = Some((d, format!("sluice-{safe}.{suffix}")));
         }
         if key == "syslog" {
             format.syslog_protocol = true;
@@ -1185,6 +1212,66 @@ impl FormatOptions {
         };
         Formatter::new(format, self.no_multi_line)
     }
+}
+
+/// `disk-buffer(…)` with syslog-ng 3.38's and 4.x's option names.
+fn disk_buffer_options(opt: &Node) -> Result<DiskBufferOptions, ConfigError> {
+    let mut d = DiskBufferOptions {
+        reliable: false,
+        dir: None,
+        capacity: 1 << 30,
+        cache_messages: 10_000,
+        prealloc: false,
+    };
+    for o in opt.options() {
+        match o.key().as_str() {
+            "reliable" => d.reliable = o.bool()?,
+            "dir" => d.dir = Some(o.string()?.into()),
+            "disk_buf_size" | "capacity_bytes" => {
+                let v = o.value()?;
+                let size = v.as_u64()?;
+                if size < 1 << 20 {
+                    return Err(ConfigError::new(
+                        v.pos,
+                        format!("{}() is at least 1048576 bytes (1 MiB)", o.name),
+                    ));
+                }
+                d.capacity = size;
+            }
+            "mem_buf_length" | "qout_size" | "front_cache_size" => {
+                d.cache_messages = o.u64()? as usize
+            }
+            "mem_buf_size" => {
+                // Bytes of memory (3.38, reliable buffers): kept as a message count at the
+                // size of a typical message.
+                d.cache_messages = (o.u64()? / 512).max(1) as usize;
+            }
+            "prealloc" => d.prealloc = o.bool()?,
+            "flow_control_window_size" | "flow_control_window_bytes" | "truncate_size_ratio" => {
+                o.value()?;
+            }
+            _ => {
+                return Err(o.unknown_in(
+                    opt,
+                    &[
+                        "reliable",
+                        "dir",
+                        "disk-buf-size",
+                        "capacity-bytes",
+                        "mem-buf-length",
+                        "mem-buf-size",
+                        "qout-size",
+                        "front-cache-size",
+                        "flow-control-window-size",
+                        "flow-control-window-bytes",
+                        "truncate-size-ratio",
+                        "prealloc",
+                    ],
+                ))
+            }
+        }
+    }
+    Ok(d)
 }
 
 /// A `port()` value.

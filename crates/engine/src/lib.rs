@@ -24,11 +24,14 @@ use std::sync::Arc;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{mpsc, watch};
 
-/// How to run: threads and whether standard input may end the process.
+/// How to run: threads, and where state kept across restarts lives.
 #[derive(Clone, Debug, Default)]
 pub struct RunOptions {
     /// `--worker-threads`: threads that read and format; `None` uses one per core.
     pub worker_threads: Option<usize>,
+    /// Where disk buffers go unless their `dir()` says otherwise: the directory of the
+    /// persist file (`-R`), else `/var/lib/sluice`.
+    pub state_dir: std::path::PathBuf,
 }
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -42,10 +45,10 @@ pub fn run(pipeline: Pipeline, opts: &RunOptions, started: impl FnOnce()) -> any
         runtime.worker_threads(n.max(1));
     }
     let runtime = runtime.build().context("starting the runtime")?;
-    runtime.block_on(serve(pipeline, started))
+    runtime.block_on(serve(pipeline, opts, started))
 }
 
-async fn serve(p: Pipeline, started: impl FnOnce()) -> anyhow::Result<()> {
+async fn serve(p: Pipeline, opts: &RunOptions, started: impl FnOnce()) -> anyhow::Result<()> {
     for note in &p.notes {
         internal::warning(note.clone());
     }
@@ -56,7 +59,11 @@ async fn serve(p: Pipeline, started: impl FnOnce()) -> anyhow::Result<()> {
         counters: Arc::new(Counters::default()),
     };
 
-    // Bind before reporting the start, so that a port in use fails the start.
+    // Open disk buffers (replaying what they hold) and bind before reporting the start, so
+    // that an unusable buffer or a port in use fails the start.
+    for d in &p.dispatcher.destinations {
+        d.start(&opts.state_dir).context("starting a destination")?;
+    }
     let mut streams = Vec::new();
     for s in &p.streams {
         let bound = s.bind().with_context(|| {

@@ -2,6 +2,7 @@
 //! caller's (the reader's) thread and leaves in an [`Outbox`] the operations that queue the
 //! bytes with a writer of its own; the writer holds the batch's [`Ack`] until they are written.
 
+pub mod diskq;
 pub mod file;
 pub mod format;
 pub mod network;
@@ -9,9 +10,16 @@ pub mod queue;
 
 use crate::window::Ack;
 use sluice_model::LogMessage;
+use std::path::Path;
 use std::sync::Arc;
 
 pub trait Destination: Send + Sync {
+    /// Called once when the server starts, before any delivery: opens what the destination
+    /// keeps across restarts (disk buffers, under `state_dir` unless configured elsewhere).
+    fn start(&self, _state_dir: &Path) -> std::io::Result<()> {
+        Ok(())
+    }
+
     /// Formats `msgs[i]` for every `i` in `which`, in that order, and puts in `outbox` what
     /// queues them. Must not block. `flow_control` says that a path on the way asked for
     /// `flags(flow-control)`: the messages must then hold `ack` until written (the reader
@@ -34,6 +42,13 @@ pub trait Destination: Send + Sync {
 pub struct Group(pub Vec<Arc<dyn Destination>>);
 
 impl Destination for Group {
+    fn start(&self, state_dir: &Path) -> std::io::Result<()> {
+        for d in &self.0 {
+            d.start(state_dir)?;
+        }
+        Ok(())
+    }
+
     fn deliver(
         &self,
         msgs: &[LogMessage],

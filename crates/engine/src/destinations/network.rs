@@ -14,8 +14,9 @@
 //! Plain TCP cannot say what the peer received: what sat in the kernel's buffers when a
 //! connection died is lost (RELP and disk buffers are the remedies).
 
+use super::diskq::{DiskBufferOptions, DiskQueue};
 use super::format::Formatter;
-use super::queue::{Batch, Queue};
+use super::queue::{Batch, BatchQueue, Queue};
 use super::{Destination, Outbox};
 use crate::internal;
 use crate::window::Ack;
@@ -25,6 +26,7 @@ use std::cell::RefCell;
 use std::io::{ErrorKind, IoSlice};
 use std::mem::MaybeUninit;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
@@ -69,6 +71,9 @@ pub struct NetworkOptions {
     pub so_sndbuf: Option<usize>,
     pub so_keepalive: bool,
     pub log_fifo_size: usize,
+    /// `disk-buffer()`, and the name of the buffer's directory (from the destination's name
+    /// and server, or `persist-name()`).
+    pub disk_buffer: Option<(DiskBufferOptions, String)>,
 }
 
 /// The most a sender gathers for one write.
@@ -91,8 +96,9 @@ pub struct NetworkDestination {
     label: Arc<str>,
     formatter: Formatter,
     opts: Arc<NetworkOptions>,
-    queue: Arc<Queue>,
-    /// Started on first delivery, so that building a configuration starts no threads.
+    /// Made when the server starts ([`Destination::start`]): a disk buffer is opened then.
+    queue: OnceLock<Arc<dyn BatchQueue>>,
+    /// Started on first delivery, or at once when a disk buffer has messages from before.
     sender: OnceLock<()>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -102,19 +108,25 @@ impl NetworkDestination {
         NetworkDestination {
             label: label.into(),
             formatter,
-            queue: Arc::new(Queue::new(opts.log_fifo_size)),
+            queue: OnceLock::new(),
             opts: Arc::new(opts),
             sender: OnceLock::new(),
             thread: Mutex::new(None),
         }
     }
 
-    fn start(&self) {
+    fn queue(&self) -> &Arc<dyn BatchQueue> {
+        self.queue
+            .get()
+            .expect("a destination is started before it is given messages")
+    }
+
+    fn start_sender(&self) {
         self.sender.get_or_init(|| {
             let sender = Sender {
                 label: self.label.clone(),
                 opts: self.opts.clone(),
-                queue: self.queue.clone(),
+                queue: self.queue().clone(),
                 conn: None,
                 server: 0,
                 good_probes: 0,
@@ -145,6 +157,26 @@ impl NetworkDestination {
 }
 
 impl Destination for NetworkDestination {
+    fn start(&self, state_dir: &Path) -> std::io::Result<()> {
+        let queue: Arc<dyn BatchQueue> = match &self.opts.disk_buffer {
+            None => Arc::new(Queue::new(self.opts.log_fifo_size)),
+            Some((opts, name)) => {
+                let dir = opts.dir.as_deref().unwrap_or(state_dir).join(name);
+                DiskQueue::open(self.label.clone(), dir.clone(), opts.clone()).map_err(|e| {
+                    std::io::Error::new(e.kind(), format!("disk buffer {}: {e}", dir.display()))
+                })?
+            }
+        };
+        let backlog = queue.has_backlog();
+        if self.queue.set(queue).is_err() {
+            return Ok(()); // started already
+        }
+        if backlog {
+            self.start_sender();
+        }
+        Ok(())
+    }
+
     fn deliver(
         &self,
         msgs: &[LogMessage],
@@ -153,7 +185,7 @@ impl Destination for NetworkDestination {
         flow_control: bool,
         outbox: &mut Outbox,
     ) {
-        self.start();
+        self.start_sender();
         let mut batch = Batch::new(flow_control.then(|| ack.clone()));
         batch.data.reserve(self.formatter.size_hint(which.len()));
         batch.ends.reserve(which.len());
@@ -162,14 +194,14 @@ impl Destination for NetworkDestination {
             batch.end_message();
         }
         self.formatter.learn_size(batch.data.len(), which.len());
-        let queue = self.queue.clone();
-        outbox.push(move || {
-            queue.push(batch);
-        });
+        let queue = self.queue().clone();
+        outbox.push(move || queue.push(batch));
     }
 
     fn shutdown(&self) {
-        self.queue.stop();
+        if let Some(q) = self.queue.get() {
+            q.stop();
+        }
         let thread = self.thread.lock().expect("thread lock").take();
         if let Some(t) = thread {
             let _ = t.join();
@@ -181,7 +213,7 @@ impl Destination for NetworkDestination {
 struct Sender {
     label: Arc<str>,
     opts: Arc<NetworkOptions>,
-    queue: Arc<Queue>,
+    queue: Arc<dyn BatchQueue>,
     conn: Option<Socket>,
     /// The server in use (or tried next): an index into `opts.servers`.
     server: usize,
@@ -218,25 +250,14 @@ impl Sender {
             let messages: usize = batches.iter().map(Batch::len).sum();
             if sent {
                 self.queue
-                    .counters
+                    .counters()
                     .written
                     .fetch_add(messages as u64, Ordering::Relaxed);
                 self.queue.done(&mut batches);
             } else {
-                // Stopping with the servers unreachable: what is queued cannot be delivered.
-                let waiting = self.queue.waiting();
-                internal::error(format!(
-                    "{}: stopping with {} messages not delivered: no server accepts them",
-                    self.label,
-                    messages + waiting
-                ));
-                self.queue.done(&mut batches);
-                while {
-                    self.queue.take(Duration::ZERO, usize::MAX, &mut batches);
-                    !batches.is_empty()
-                } {
-                    self.queue.done(&mut batches);
-                }
+                // Stopping with the servers unreachable.
+                let what = self.queue.abandon(&mut batches);
+                internal::error(format!("{}: stopping with {what}", self.label));
                 return;
             }
         }
@@ -443,7 +464,7 @@ impl Sender {
 
     /// Says once a tick how many messages a full queue dropped since it last said so.
     fn report_drops(&mut self) {
-        let dropped = self.queue.counters.dropped.load(Ordering::Relaxed);
+        let dropped = self.queue.counters().dropped.load(Ordering::Relaxed);
         if dropped > self.reported_drops {
             internal::warning(format!(
                 "{}: destination queue full (log-fifo-size({})); dropped {} messages",

@@ -1,5 +1,7 @@
-//! A destination's queue in memory: formatted batches between the readers that queue them and
-//! the destination's sender thread, with syslog-ng's `log-fifo-size()` semantics.
+//! A destination's queue: formatted batches between the readers that queue them and the
+//! destination's sender thread. [`BatchQueue`] is what both sides see; [`Queue`] keeps the
+//! batches in memory with syslog-ng's `log-fifo-size()` semantics, and
+//! [`super::diskq::DiskQueue`] keeps them in a disk buffer.
 //!
 //! A batch from a path with `flags(flow-control)` holds its reader's acknowledgement until it
 //! is sent, so the reader stops when its window is spent; such batches do not count against
@@ -53,14 +55,14 @@ impl Batch {
     }
 
     /// Keeps the first `n` messages.
-    fn truncate(&mut self, n: usize) {
+    pub fn truncate(&mut self, n: usize) {
         let end = self.start(n);
         self.data.truncate(end);
         self.ends.truncate(n);
     }
 
     /// Counts against `log-fifo-size()`: nobody waits for it.
-    fn counted(&self) -> bool {
+    pub fn counted(&self) -> bool {
         self.ack.is_none()
     }
 }
@@ -71,6 +73,31 @@ pub struct Counters {
     pub queued: AtomicU64,
     pub dropped: AtomicU64,
     pub written: AtomicU64,
+}
+
+/// What readers and a sender do with a destination's queue.
+pub trait BatchQueue: Send + Sync {
+    /// Queues `batch` (from a reader, in commit order). Never blocks.
+    fn push(&self, batch: Batch);
+    /// Waits up to `timeout` for batches and moves those queued (up to about `max_bytes`) to
+    /// `into`, in order. Returns whether the queue is stopping and nothing more will come
+    /// once what is queued is taken.
+    fn take(&self, timeout: Duration, max_bytes: usize, into: &mut Vec<Batch>) -> bool;
+    /// The sender has sent `batches` (the oldest it took): they leave the queue and their
+    /// acknowledgements are dropped.
+    fn done(&self, batches: &mut Vec<Batch>);
+    /// Stopping with no server to send to: gives up `batches` (taken, not sent) and what is
+    /// still queued, and says what became of them.
+    fn abandon(&self, batches: &mut Vec<Batch>) -> String;
+    fn is_stopping(&self) -> bool;
+    /// Tells the queue to finish: the sender takes what is left, then stops.
+    fn stop(&self);
+    fn counters(&self) -> &Counters;
+    /// Whether anything written before this start waits to be sent (a disk buffer that is
+    /// replayed): the sender starts at once instead of at the first message.
+    fn has_backlog(&self) -> bool {
+        false
+    }
 }
 
 #[derive(Default)]
@@ -100,7 +127,7 @@ impl Queue {
     }
 
     /// Queues `batch`; returns how many of its messages did not fit and were dropped.
-    pub fn push(&self, mut batch: Batch) -> usize {
+    fn push_counting(&self, mut batch: Batch) -> usize {
         let mut dropped = 0;
         let mut state = self.state.lock().expect("queue lock");
         if batch.counted() {
@@ -126,9 +153,19 @@ impl Queue {
         dropped
     }
 
-    /// Waits up to `timeout` for batches and moves those queued (up to about `max_bytes`)
-    /// to `into`. Returns whether the queue is stopping.
-    pub fn take(&self, timeout: Duration, max_bytes: usize, into: &mut Vec<Batch>) -> bool {
+    /// Messages waiting, not counting what the sender holds.
+    fn waiting(&self) -> usize {
+        let state = self.state.lock().expect("queue lock");
+        state.batches.iter().map(Batch::len).sum()
+    }
+}
+
+impl BatchQueue for Queue {
+    fn push(&self, batch: Batch) {
+        self.push_counting(batch);
+    }
+
+    fn take(&self, timeout: Duration, max_bytes: usize, into: &mut Vec<Batch>) -> bool {
         let mut state = self.state.lock().expect("queue lock");
         if state.batches.is_empty() && !state.stopping {
             state = self
@@ -148,9 +185,7 @@ impl Queue {
         state.stopping
     }
 
-    /// The sender is done with `batches` (sent, or given up on): they leave the queue and
-    /// their acknowledgements are dropped.
-    pub fn done(&self, batches: &mut Vec<Batch>) {
+    fn done(&self, batches: &mut Vec<Batch>) {
         let counted: usize = batches.iter().filter(|b| b.counted()).map(Batch::len).sum();
         let messages: usize = batches.iter().map(Batch::len).sum();
         self.counters
@@ -160,20 +195,30 @@ impl Queue {
         batches.clear();
     }
 
-    /// Messages waiting, not counting what the sender holds.
-    pub fn waiting(&self) -> usize {
-        let state = self.state.lock().expect("queue lock");
-        state.batches.iter().map(Batch::len).sum()
+    fn abandon(&self, batches: &mut Vec<Batch>) -> String {
+        let lost = batches.iter().map(Batch::len).sum::<usize>() + self.waiting();
+        self.done(batches);
+        loop {
+            self.take(Duration::ZERO, usize::MAX, batches);
+            if batches.is_empty() {
+                break;
+            }
+            self.done(batches);
+        }
+        format!("{lost} messages not delivered: no server accepts them")
     }
 
-    pub fn is_stopping(&self) -> bool {
+    fn is_stopping(&self) -> bool {
         self.state.lock().expect("queue lock").stopping
     }
 
-    /// Wakes the sender to finish what is queued and stop.
-    pub fn stop(&self) {
+    fn stop(&self) {
         self.state.lock().expect("queue lock").stopping = true;
         self.ready.notify_all();
+    }
+
+    fn counters(&self) -> &Counters {
+        &self.counters
     }
 }
 
@@ -193,16 +238,16 @@ mod tests {
     #[test]
     fn paths_without_flow_control_drop_what_exceeds_the_fifo() {
         let q = Queue::new(5);
-        assert_eq!(q.push(batch(3, None)), 0);
-        assert_eq!(q.push(batch(4, None)), 2);
+        assert_eq!(q.push_counting(batch(3, None)), 0);
+        assert_eq!(q.push_counting(batch(4, None)), 2);
         assert_eq!(q.counters.dropped.load(Ordering::Relaxed), 2);
         let mut taken = Vec::new();
         q.take(Duration::ZERO, usize::MAX, &mut taken);
         assert_eq!(taken[1].data, b"m0\nm1\n");
         // Still counted until done.
-        assert_eq!(q.push(batch(1, None)), 1);
+        assert_eq!(q.push_counting(batch(1, None)), 1);
         q.done(&mut taken);
-        assert_eq!(q.push(batch(1, None)), 0);
+        assert_eq!(q.push_counting(batch(1, None)), 0);
     }
 
     #[tokio::test]
@@ -210,8 +255,8 @@ mod tests {
         let w = crate::window::Window::new(100);
         let q = Queue::new(1);
         let ack = w.take(10).await;
-        assert_eq!(q.push(batch(10, Some(ack.clone()))), 0);
-        assert_eq!(q.push(batch(1, None)), 0);
+        assert_eq!(q.push_counting(batch(10, Some(ack.clone()))), 0);
+        assert_eq!(q.push_counting(batch(1, None)), 0);
         assert_eq!(q.waiting(), 11);
     }
 }
