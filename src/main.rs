@@ -7,6 +7,7 @@
 
 mod daemon;
 mod default_config;
+mod diskq;
 mod loggen;
 
 /// Readers allocate batch buffers that writer threads free. glibc's allocator serialises
@@ -77,6 +78,9 @@ enum Command {
     },
     /// Generate load as syslog-ng's loggen does, or check what a destination received.
     Loggen(loggen::LoggenArgs),
+    /// Inspect disk buffers (syslog-ng's dqtool).
+    #[command(subcommand)]
+    Diskq(diskq::DiskqCommand),
 }
 
 fn main() -> ExitCode {
@@ -97,6 +101,7 @@ fn main() -> ExitCode {
     match &cli.command {
         Some(Command::CheckConfig { file }) => return check(&load(Some(file), &defaults)),
         Some(Command::Loggen(args)) => return ExitCode::from(loggen::run(args) as u8),
+        Some(Command::Diskq(cmd)) => return ExitCode::from(diskq::run(cmd) as u8),
         None => {}
     }
     let loaded = load(cli.cfgfile.as_deref(), &defaults);

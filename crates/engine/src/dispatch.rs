@@ -8,7 +8,7 @@
 //! formatted on different cores and still reach each file in order.
 
 use crate::destinations::{Destination, Outbox};
-use crate::window::{Ack, Window};
+use crate::window::Ack;
 use sluice_model::{LogMessage, Router};
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -35,13 +35,11 @@ thread_local! {
 }
 
 impl Dispatcher {
-    /// Routes `msgs` and queues them with their destinations at once, taking credits from
-    /// `window` first (waiting for them when the destinations are behind). For readers with
-    /// one batch in flight at a time.
-    pub async fn dispatch(&self, msgs: &mut Vec<LogMessage>, window: &Window) {
-        let ack = window.take(msgs.len() as u32).await;
+    /// Routes `msgs` and queues them with their destinations at once, under credits the
+    /// caller took. For readers with one batch in flight at a time.
+    pub fn dispatch(&self, msgs: &mut Vec<LogMessage>, ack: &Ack) {
         let mut outbox = Outbox::default();
-        self.prepare(msgs, &ack, &mut outbox);
+        self.prepare(msgs, ack, &mut outbox);
         outbox.commit();
     }
 

@@ -250,7 +250,7 @@ fn recover(label: &str, dir: &Path) -> std::io::Result<Recovered> {
     let position = match read_position(dir)? {
         Some(p) => p,
         None => {
-            if dir.join(POSITION_FILE).exists() {
+            if std::fs::metadata(dir.join(POSITION_FILE)).is_ok_and(|m| m.len() > 0) {
                 internal::warning(format!(
                     "{label}: the position file of disk buffer {} is damaged; sending every record in it again",
                     dir.display()
@@ -448,11 +448,13 @@ impl DiskQueue {
                 continue;
             }
             // One record per batch, all in one write into one segment; a new segment when
-            // this one has grown past its size.
+            // this one has grown past its size, or past 1 MiB with all of it sent.
             let mut placed = Vec::with_capacity(batch.len());
             let result = (|| -> std::io::Result<()> {
                 if writer.at.offset >= self.segment_size {
                     writer.next_segment(&self.dir, self.opts.reliable)?;
+                } else if writer.at.offset >= 1 << 20 {
+                    self.drop_sent_segment(&mut writer)?;
                 }
                 encoded.clear();
                 for b in &batch {
@@ -502,6 +504,11 @@ impl DiskQueue {
                     state.unwritten.push_front(b);
                 }
                 drop(state);
+                // A full disk whose only segment is all sent frees itself by starting anew;
+                // otherwise the sender has to make room first.
+                if matches!(self.drop_sent_segment(&mut writer), Ok(true)) {
+                    continue;
+                }
                 std::thread::sleep(Duration::from_secs(1));
                 continue;
             }
@@ -537,6 +544,34 @@ impl DiskQueue {
             // The batches are durable (reliable) or written: their readers go on.
             drop(acks);
         }
+    }
+
+    /// When everything written has been sent, moves the writer to a new segment and deletes
+    /// the one it leaves, so that a buffer kept busy does not keep one segment growing.
+    /// Returns whether it did.
+    fn drop_sent_segment(&self, writer: &mut SegmentWriter) -> std::io::Result<bool> {
+        let state = self.lock();
+        if writer.at.offset == 0 || !state.records.is_empty() || !state.taken.is_empty() {
+            return Ok(false);
+        }
+        let old = writer.at.segment;
+        let next = Location {
+            segment: old + 1,
+            offset: 0,
+        };
+        // The new segment first, then the position, then the old segment goes: a failure or a
+        // crash at any point leaves a buffer that reads right (an old segment left behind is
+        // deleted at the next start).
+        *writer = SegmentWriter::open(&self.dir, next)?;
+        let mut position = self.position.lock().expect("position lock");
+        let (file, first_live) = &mut *position;
+        file.write_all_at(&encode_position(next), 0)?;
+        while *first_live <= old {
+            let _ = std::fs::remove_file(segment_path(&self.dir, *first_live));
+            *first_live += 1;
+        }
+        drop(state);
+        Ok(true)
     }
 
     /// Records `to` as the position and deletes the segments before it.

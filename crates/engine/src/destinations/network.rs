@@ -132,6 +132,7 @@ impl NetworkDestination {
                 good_probes: 0,
                 last_probe: Instant::now(),
                 reported_drops: 0,
+                failing: None,
             };
             let handle = std::thread::Builder::new()
                 .name("sender".into())
@@ -221,7 +222,12 @@ struct Sender {
     good_probes: u32,
     last_probe: Instant,
     reported_drops: u64,
+    /// Since when no server accepts connections, and when that was last reported.
+    failing: Option<(Instant, Instant)>,
 }
+
+/// How often a server that stays unreachable is reported again.
+const REPORT_AGAIN: Duration = Duration::from_secs(60);
 
 /// Where writing has got to: a batch, and a byte in it.
 #[derive(Clone, Copy, Default)]
@@ -315,17 +321,41 @@ impl Sender {
                                 self.server_name(self.server)
                             ));
                         }
+                        if let Some((since, _)) = self.failing.take() {
+                            internal::notice(format!(
+                                "{}: connected to {} after {:.0}s without a server",
+                                self.label,
+                                self.server_name(self.server),
+                                since.elapsed().as_secs_f64()
+                            ));
+                        }
                         self.conn = Some(sock);
                         self.good_probes = 0;
                         self.last_probe = Instant::now();
                         return true;
                     }
                     Err(e) => {
-                        internal::error(format!(
-                            "{}: cannot connect to {}: {e}",
-                            self.label,
-                            self.server_name(self.server)
-                        ));
+                        // The first failure of a streak is reported, then once a minute.
+                        let now = Instant::now();
+                        let report = match &mut self.failing {
+                            None => {
+                                self.failing = Some((now, now));
+                                true
+                            }
+                            Some((_, last)) if last.elapsed() >= REPORT_AGAIN => {
+                                *last = now;
+                                true
+                            }
+                            Some(_) => false,
+                        };
+                        if report {
+                            internal::error(format!(
+                                "{}: cannot connect to {}: {e}; trying every {}s",
+                                self.label,
+                                self.server_name(self.server),
+                                self.opts.time_reopen.as_secs()
+                            ));
+                        }
                         self.server = (self.server + 1) % n;
                     }
                 }
@@ -341,11 +371,6 @@ impl Sender {
 
     /// Sleeps `wait` in small steps; returns whether the queue was told to stop meanwhile.
     fn stop_requested_within(&mut self, wait: Duration) -> bool {
-        internal::notice(format!(
-            "{}: no server accepts connections; trying again in {}s",
-            self.label,
-            wait.as_secs_f32()
-        ));
         let until = Instant::now() + wait;
         while let Some(left) = until.checked_duration_since(Instant::now()) {
             self.report_drops();

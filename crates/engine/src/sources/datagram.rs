@@ -136,7 +136,13 @@ impl DatagramSource {
             ctx.counters
                 .received
                 .fetch_add(msgs.len() as u64, Ordering::Relaxed);
-            ctx.dispatcher.dispatch(&mut msgs, &window).await;
+            let Some(ack) = ctx
+                .credits(&window, msgs.len() as u32, &self.source_name)
+                .await
+            else {
+                break;
+            };
+            ctx.dispatcher.dispatch(&mut msgs, &ack);
             msgs.clear();
         }
         if let Bind::Unix(unix) = &self.bind {

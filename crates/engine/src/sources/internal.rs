@@ -79,7 +79,10 @@ impl InternalSource {
                     }
                 })
                 .collect();
-            ctx.dispatcher.dispatch(&mut msgs, &window).await;
+            let Some(ack) = ctx.credits(&window, msgs.len() as u32, "internal()").await else {
+                break;
+            };
+            ctx.dispatcher.dispatch(&mut msgs, &ack);
             let stopping = *shutdown.borrow();
             if stopping && events.is_closed() && events.is_empty() {
                 break;

@@ -22,6 +22,7 @@ use sluice_protocol::framing::{Frame, FrameDecoder, Framing};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::{oneshot, watch};
 
@@ -80,6 +81,47 @@ pub struct Context {
     /// Becomes `true` when sluice is stopping: readers stop reading and return.
     pub shutdown: watch::Receiver<bool>,
     pub counters: Arc<Counters>,
+}
+
+/// How long a reader of a stopping server waits for a destination to take what it read (a
+/// flow-controlled path to a server that is down, a full disk) before giving it up.
+pub const STOP_GRACE: Duration = Duration::from_secs(10);
+
+impl Context {
+    /// Takes `n` credits of `window`, waiting while destinations are behind. Once the server
+    /// is stopping it waits at most [`STOP_GRACE`]; `None` then: what was read cannot be
+    /// queued, and `peer`'s `n` messages are reported as lost.
+    pub async fn credits(&self, window: &Window, n: u32, peer: &str) -> Option<Ack> {
+        let mut stop = self.shutdown.clone();
+        tokio::select! {
+            biased;
+            ack = window.take(n) => Some(ack),
+            _ = async {
+                let _ = stop.wait_for(|s| *s).await;
+                tokio::time::sleep(STOP_GRACE).await;
+            } => {
+                log::error(format!(
+                    "stopping: {n} messages read from {peer} were not queued: a destination with flow control took nothing for {}s",
+                    STOP_GRACE.as_secs()
+                ));
+                None
+            }
+        }
+    }
+
+    /// Waits until `window` has every credit back (all its messages written), or, once the
+    /// server is stopping, at most [`STOP_GRACE`].
+    pub async fn drained(&self, window: &Window) {
+        let mut stop = self.shutdown.clone();
+        tokio::select! {
+            biased;
+            _ = window.drained() => {}
+            _ = async {
+                let _ = stop.wait_for(|s| *s).await;
+                tokio::time::sleep(STOP_GRACE).await;
+            } => {}
+        }
+    }
 }
 
 /// What readers count (the statistics of a later version will show these).
@@ -163,7 +205,9 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
                 dispatcher: ctx.dispatcher.clone(),
                 counters: ctx.counters.clone(),
             };
-            let ack = window.take(read.frames.len() as u32).await;
+            let Some(ack) = ctx.credits(window, read.frames.len() as u32, peer).await else {
+                break;
+            };
             // A read before this one may still be on its way.
             let in_flight = queued
                 .as_mut()

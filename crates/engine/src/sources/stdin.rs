@@ -36,7 +36,7 @@ impl StdinSource {
             "stdin",
         )
         .await;
-        window.drained().await;
+        ctx.drained(&window).await;
         if !*ctx.shutdown.borrow() {
             let _ = done.send(()).await;
         }
