@@ -19,6 +19,12 @@ the message, `set` sets a name-value pair from a template and writes it, `classi
 message with ten `if`/`elif` rules. `--format-json` writes
 each message as `$(format-json --scope rfc5424 --scope nv-pairs)` (sluice and syslog-ng only).
 
+`--forward none|normal|reliable` benchmarks a relay instead (sluice and syslog-ng only): the
+server under test forwards over TCP (`network()`, syslog-ng's wire format) on a flow-controlled
+path, with no disk buffer or with a normal or reliable `disk-buffer()`, to a sluice that writes
+the file; the rate is what reaches the file. The receiving sluice runs on the same two cores
+for every server measured.
+
 `--corpus FILE` sends the lines of a file of syslog messages (such as
 `../shared/corpus/loghub-rfc3164.log`), over and over, instead of `sluice loggen`'s synthetic
 messages: servers run very differently on real lines of varied shape than on loggen's short,
@@ -80,6 +86,44 @@ REWRITES = {
 }
 
 
+DISK_BUFFERS = {
+    "none": "",
+    "normal": " disk-buffer(reliable(no) dir(\"{work}\") disk-buf-size(4000000000) mem-buf-length(100000))",
+    "reliable": " disk-buffer(reliable(yes) dir(\"{work}\") disk-buf-size(4000000000) mem-buf-size(163840000))",
+}
+
+
+def relay_config(args, port, sink_port, work):
+    buffer = DISK_BUFFERS[args.forward].format(work=work)
+    return f"""@version: 3.38
+options {{ threaded(yes); log-fifo-size(1000000); use-dns(no); keep-hostname(yes); stats-freq(0); flush-lines(1000); }};
+source s {{ network(ip(127.0.0.1) port({port}) transport(tcp) max-connections(20000) log-iw-size(1000000) log-fetch-limit(1000)); }};
+destination d {{ network("127.0.0.1" port({sink_port}){buffer}); }};
+log {{ source(s); destination(d); flags(flow-control); }};
+"""
+
+
+def start_sink(work, port, out):
+    """The receiving end of a relay benchmark: a sluice writing what it receives to `out`."""
+    conf = os.path.join(work, "sink.conf")
+    open(conf, "w").write(f"""options {{ keep-hostname(yes); use-dns(no); }};
+source s {{ network(ip(127.0.0.1) port({port}) max-connections(100) log-iw-size(1000000)); }};
+destination d {{ file("{out}"); }};
+log {{ source(s); destination(d); }};
+""")
+    cmd = [SLUICE, "-F", "-f", conf, "-p", f"{work}/sink.pid"]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "sink.stderr"), "w"))
+
+
+def wait_port(port):
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+
+
 def syslog_ng_config(args, port, out):
     driver = "network" if args.proto == "3164" else "syslog"
     rewrite, element, template = REWRITES.get(args.rewrite, ("", "", ""))
@@ -116,11 +160,12 @@ def installed(server):
     raise SystemExit(f"unknown server {server}")
 
 
-def start(server, args, work, port, out):
+def start(server, args, work, port, out, sink_port=None):
     err = open(os.path.join(work, "stderr"), "w")
     if server in ("sluice", "syslog-ng"):
         conf = os.path.join(work, "server.conf")
-        open(conf, "w").write(syslog_ng_config(args, port, out))
+        text = relay_config(args, port, sink_port, work) if args.forward else syslog_ng_config(args, port, out)
+        open(conf, "w").write(text)
         binary = SLUICE if server == "sluice" else "syslog-ng"
         extra = ["--no-caps"] if server == "syslog-ng" else []
         cmd = [binary, "-F", *extra, "-f", conf, "-R", f"{work}/persist", "-p", f"{work}/pid", "-c", f"{work}/ctl"]
@@ -148,14 +193,16 @@ def run_once(server, args):
     work = tempfile.mkdtemp(prefix=f"sluice-bench-{server}-")
     out = os.path.join(work, "all.log")
     port = free_port()
-    proc = start(server, args, work, port, out)
+    sink = None
+    if args.forward:
+        sink_port = free_port()
+        sink = start_sink(work, sink_port, out)
+        wait_port(sink_port)
+        proc = start(server, args, work, port, out, sink_port)
+    else:
+        proc = start(server, args, work, port, out)
     try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_port(port)
         time.sleep(0.3)
         total = args.conns * (args.count // args.conns)
         cpu0, t0 = cpu_seconds(proc.pid), time.time()
@@ -179,11 +226,14 @@ def run_once(server, args):
             time.sleep(0.02)
         cpu1, rss = cpu_seconds(proc.pid), peak_rss_mib(proc.pid)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        for p in (proc, sink):
+            if p is None:
+                continue
+            p.terminate()
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
     # Count again once the server has stopped: rsyslog keeps its last partial buffer until then.
     got = count_lines(out, seen)
     shutil.rmtree(work, ignore_errors=True)
@@ -193,7 +243,8 @@ def run_once(server, args):
         note += "  loggen: " + sent.stderr.strip()[-200:]
     rate = total / wall if not note else 0.0
     cpu = 1e6 * (cpu1 - cpu0) / total
-    print(f"{server:10s} proto={args.proto} conns={args.conns} count={total} stored={got} wall={wall:.2f}s "
+    mode = f" forward={args.forward}" if args.forward else ""
+    print(f"{server:10s}{mode} proto={args.proto} conns={args.conns} count={total} stored={got} wall={wall:.2f}s "
           f"rate={rate:,.0f} msg/s cpu={cpu:.2f} us/msg peak-rss={rss:.0f} MiB{note}", flush=True)
     return rate, cpu, rss
 
@@ -210,6 +261,8 @@ def main():
                     help="a rewrite rule (or, classify: ten if/elif rules) in the path")
     ap.add_argument("--format-json", action="store_true", help="write messages with $(format-json)")
     ap.add_argument("--corpus", help="send the lines of this file instead of synthetic messages")
+    ap.add_argument("--forward", choices=["none", "normal", "reliable"],
+                    help="benchmark a relay: forward over TCP with no disk buffer, a normal or a reliable one")
     ap.add_argument("--servers", default="sluice,syslog-ng,rsyslog")
     ap.add_argument("--no-build", action="store_true", help="use the release binary as it is")
     args = ap.parse_args()
@@ -217,7 +270,7 @@ def main():
         subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
     servers = []
     for s in args.servers.split(","):
-        if s == "rsyslog" and (args.rewrite or args.format_json):
+        if s == "rsyslog" and (args.rewrite or args.format_json or args.forward):
             print("note: rsyslog has no equivalent configuration to compare, left out", file=sys.stderr)
         elif installed(s):
             servers.append(s)
