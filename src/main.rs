@@ -5,6 +5,7 @@
 //! configuration (`--print-default-config`). Without `-F` it detaches once its sockets are
 //! bound, so that a port in use still fails the command.
 
+mod ctl;
 mod daemon;
 mod default_config;
 mod diskq;
@@ -37,7 +38,8 @@ struct Cli {
     /// Write the process id to this file.
     #[arg(short = 'p', long = "pidfile", value_name = "FILE")]
     pidfile: Option<PathBuf>,
-    /// Control socket path (accepted for syslog-ng compatibility; `sluice ctl` comes later).
+    /// Control socket that `sluice ctl` talks to (default: sluice.ctl beside the persist file,
+    /// else /var/lib/sluice/sluice.ctl).
     #[arg(short = 'c', long = "control", value_name = "PATH")]
     control: Option<PathBuf>,
     /// Check the configuration and exit.
@@ -81,6 +83,8 @@ enum Command {
     /// Inspect disk buffers (syslog-ng's dqtool).
     #[command(subcommand)]
     Diskq(diskq::DiskqCommand),
+    /// Talk to a running sluice: statistics, reopen, stop … (syslog-ng-ctl).
+    Ctl(ctl::CtlArgs),
 }
 
 fn main() -> ExitCode {
@@ -102,6 +106,7 @@ fn main() -> ExitCode {
         Some(Command::CheckConfig { file }) => return check(&load(Some(file), &defaults)),
         Some(Command::Loggen(args)) => return ExitCode::from(loggen::run(args) as u8),
         Some(Command::Diskq(cmd)) => return ExitCode::from(diskq::run(cmd) as u8),
+        Some(Command::Ctl(args)) => return ExitCode::from(ctl::run(args) as u8),
         None => {}
     }
     let loaded = load(cli.cfgfile.as_deref(), &defaults);
@@ -124,6 +129,7 @@ fn main() -> ExitCode {
     let opts = sluice_engine::RunOptions {
         worker_threads: cli.worker_threads,
         state_dir,
+        control: cli.control.clone(),
     };
     let result = if cli.foreground {
         sluice_engine::run(pipeline, &opts, || write_pidfile(cli.pidfile.as_deref()))

@@ -10,14 +10,15 @@ use crate::destinations::file::{FileDestination, FileOptions};
 use crate::destinations::format::{Format, Formatter};
 use crate::destinations::network::{Failback, NetworkDestination, NetworkOptions, Transport};
 use crate::destinations::{Destination, Group};
-use crate::dispatch::Dispatcher;
+use crate::dispatch::{DispatchCounters, Dispatcher};
 use crate::dns::NameOptions;
 use crate::options::{self, Globals, SourceOptions};
 use crate::sources::datagram::{Bind, DatagramSource};
 use crate::sources::internal::InternalSource;
 use crate::sources::stdin::StdinSource;
 use crate::sources::stream::{Listen, StreamSource};
-use crate::sources::{ReaderSpec, UnixSocket};
+use crate::sources::{ReaderSpec, SourceCounters, UnixSocket};
+use crate::stats::Registry;
 use sluice_config::{Body, Config, ConfigError, Node, Pos, Statement};
 use sluice_model::filter::{self, Filter};
 use sluice_model::parsers::Parsers;
@@ -39,6 +40,10 @@ pub struct Pipeline {
     pub stdin: Option<Arc<StdinSource>>,
     pub internal: Option<Arc<InternalSource>>,
     pub dispatcher: Arc<Dispatcher>,
+    /// The counters `sluice ctl stats` shows.
+    pub stats: Arc<Registry>,
+    /// The configuration as read (`sluice ctl config`).
+    pub config_text: Arc<str>,
     /// Warnings about the configuration (unused objects, skipped includes).
     pub notes: Vec<String>,
 }
@@ -277,6 +282,9 @@ struct Builder<'a> {
     source_ids: HashMap<String, SourceId>,
     dest_ids: HashMap<String, DestId>,
     destinations: Vec<Arc<dyn Destination>>,
+    /// `destination;NAME;;a;processed` of each destination, indexed like `destinations`.
+    dest_counted: Vec<Arc<std::sync::atomic::AtomicU64>>,
+    stats: Arc<Registry>,
     streams: Vec<(SourceId, Arc<StreamSource>)>,
     datagrams: Vec<(SourceId, Arc<DatagramSource>)>,
     stdin: Option<(SourceId, Arc<StdinSource>)>,
@@ -296,6 +304,8 @@ pub fn build(config: &Config) -> Result<Pipeline, ConfigError> {
         source_ids: HashMap::new(),
         dest_ids: HashMap::new(),
         destinations: Vec::new(),
+        dest_counted: Vec::new(),
+        stats: Arc::default(),
         streams: Vec::new(),
         datagrams: Vec::new(),
         stdin: None,
@@ -420,7 +430,14 @@ pub fn build(config: &Config) -> Result<Pipeline, ConfigError> {
         dispatcher: Arc::new(Dispatcher {
             router,
             destinations: b.destinations,
+            counted: DispatchCounters {
+                received: b.stats.counter("center", "", "received", "processed"),
+                queued: b.stats.counter("center", "", "queued", "processed"),
+                destinations: b.dest_counted,
+            },
         }),
+        stats: b.stats,
+        config_text: Arc::from(config.map.text.as_str()),
         notes,
     })
 }
@@ -514,8 +531,8 @@ impl Builder<'_> {
         let id = self.source_ids.len() as SourceId;
         let source_name: Arc<str> = Arc::from(name);
         self.source_ids.insert(name.to_string(), id);
-        for node in nodes {
-            self.source_driver(node, id, &source_name)?;
+        for (n, node) in nodes.iter().enumerate() {
+            self.source_driver(node, id, &source_name, n)?;
         }
         Ok(id)
     }
@@ -525,6 +542,7 @@ impl Builder<'_> {
         node: &Node,
         id: SourceId,
         name: &Arc<str>,
+        n: usize,
     ) -> Result<(), ConfigError> {
         let key = node.key();
         let g = &self.globals;
@@ -594,12 +612,36 @@ impl Builder<'_> {
             opts.flags.syslog_protocol = true;
         }
         let ingest = Arc::new(opts.ingest(name, g));
+        // syslog-ng's names: `src.network;s_net#0;tcp,127.0.0.1` and `source;s_net`.
+        let instance = match key.as_str() {
+            "stdin" | "internal" => String::new(),
+            "unix_stream" | "unix_dgram" => path.clone().unwrap_or_default(),
+            _ => format!(
+                "{},{}",
+                net.transport
+                    .as_ref()
+                    .map_or(if key.starts_with("udp") { "udp" } else { "tcp" }, |t| t
+                        .0
+                        .as_str()),
+                net.ip.as_ref().map_or("0.0.0.0", |ip| ip.0.as_str())
+            ),
+        };
+        let counted = SourceCounters {
+            driver: self.stats.counter(
+                &format!("src.{}", key.replace('_', "-")),
+                &format!("{name}#{n}"),
+                &instance,
+                "processed",
+            ),
+            source: self.stats.counter("source", name, "", "processed"),
+        };
         let reader = |framing: Framing, window: u32| ReaderSpec {
             framing,
             log_msg_size: opts.log_msg_size,
             trim_large_messages: opts.trim_large_messages,
             window,
             ingest: ingest.clone(),
+            counted: counted.clone(),
         };
         let per_reader = |max_conn: usize| {
             (opts.log_iw_size / max_conn.max(1) as u32).max(g.min_iw_size_per_reader)
@@ -633,6 +675,7 @@ impl Builder<'_> {
                     source_name: name.clone(),
                     source_id: id,
                     use_fqdn: opts.use_fqdn,
+                    counted: counted.clone(),
                 };
                 self.internal = Some((id, Arc::new(s)));
             }
@@ -786,10 +829,12 @@ impl Builder<'_> {
             ));
         };
         let mut drivers: Vec<Arc<dyn Destination>> = Vec::new();
-        for node in nodes {
-            drivers.push(self.destination_driver(node, name)?);
+        for (n, node) in nodes.iter().enumerate() {
+            drivers.push(self.destination_driver(node, name, n)?);
         }
         let id = self.destinations.len() as DestId;
+        self.dest_counted
+            .push(self.stats.counter("destination", name, "", "processed"));
         let dest: Arc<dyn Destination> = if drivers.len() == 1 {
             drivers.pop().expect("one driver")
         } else {
@@ -804,12 +849,18 @@ impl Builder<'_> {
         &mut self,
         node: &Node,
         name: &str,
+        n: usize,
     ) -> Result<Arc<dyn Destination>, ConfigError> {
         let label = format!("destination {name}");
+        // Counted as syslog-ng counts: `dst.file;d_file#0;/var/log/messages`.
+        let driver = DriverName {
+            component: format!("dst.{}", node.key().replace('_', "-")),
+            id: format!("{name}#{n}"),
+        };
         match node.key().as_str() {
-            "file" | "stdout" => self.file_destination(node, label),
+            "file" | "stdout" => self.file_destination(node, label, driver),
             "network" | "syslog" | "tcp" | "tcp6" | "udp" | "udp6" | "unix_stream"
-            | "unix_dgram" => self.network_destination(node, label),
+            | "unix_dgram" => self.network_destination(node, label, driver),
             _ => Err(driver_error(
                 node,
                 "destination",
@@ -823,6 +874,7 @@ impl Builder<'_> {
         &mut self,
         node: &Node,
         label: String,
+        driver: DriverName,
     ) -> Result<Arc<dyn Destination>, ConfigError> {
         let mut file: FileOptions = self.globals.file.clone();
         let mut format = FormatOptions::new(&self.globals);
@@ -865,7 +917,10 @@ impl Builder<'_> {
                     "stdout() takes no positional value",
                 ));
             }
-            return Ok(Arc::new(FileDestination::stdout(label, formatter, file)));
+            let counters = self.stats.destination(&driver.component, &driver.id, "");
+            return Ok(Arc::new(FileDestination::stdout(
+                label, formatter, file, counters,
+            )));
         }
         let path = node.first_value().ok_or_else(|| {
             ConfigError::new(
@@ -880,11 +935,15 @@ impl Builder<'_> {
             frac_digits: 0,
             zone: dates.zone.clone(),
         };
+        let counters = self
+            .stats
+            .destination(&driver.component, &driver.id, &path.text);
         Ok(Arc::new(FileDestination::file(
             label,
             path_template,
             formatter,
             file,
+            counters,
         )))
     }
 
@@ -894,6 +953,7 @@ impl Builder<'_> {
         &mut self,
         node: &Node,
         label: String,
+        driver: DriverName,
     ) -> Result<Arc<dyn Destination>, ConfigError> {
         let key = node.key();
         let mut format = FormatOptions::new(&self.globals);
@@ -1069,7 +1129,17 @@ impl Builder<'_> {
         }
         let proto = Format::Proto(format.dates.clone());
         let formatter = format.formatter(proto);
-        Ok(Arc::new(NetworkDestination::new(label, formatter, opts)))
+        let instance = match opts.transport {
+            Transport::Tcp => format!("tcp,{}:{}", server.text, opts.port),
+            Transport::Udp => format!("udp,{}:{}", server.text, opts.port),
+            Transport::UnixStream | Transport::UnixDgram => server.text.clone(),
+        };
+        let counters = self
+            .stats
+            .destination(&driver.component, &driver.id, &instance);
+        Ok(Arc::new(NetworkDestination::new(
+            label, formatter, opts, counters,
+        )))
     }
 
     fn anon(&mut self, kind: &str) -> String {
@@ -1212,6 +1282,12 @@ impl FormatOptions {
         };
         Formatter::new(format, self.no_multi_line)
     }
+}
+
+/// How statistics name a destination driver: `dst.file` and `d_file#0`.
+struct DriverName {
+    component: String,
+    id: String,
 }
 
 /// `disk-buffer(…)` with syslog-ng 3.38's and 4.x's option names.

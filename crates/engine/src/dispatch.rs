@@ -11,12 +11,23 @@ use crate::destinations::{Destination, Outbox};
 use crate::window::Ack;
 use sluice_model::{LogMessage, Router};
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// What all readers share: the routing graph and the destinations it names.
 pub struct Dispatcher {
     pub router: Router,
     pub destinations: Vec<Arc<dyn Destination>>,
+    pub counted: DispatchCounters,
+}
+
+/// syslog-ng's `center` counters, and each destination statement's `processed`.
+#[derive(Default)]
+pub struct DispatchCounters {
+    pub received: Arc<AtomicU64>,
+    pub queued: Arc<AtomicU64>,
+    /// Indexed like `destinations`.
+    pub destinations: Vec<Arc<AtomicU64>>,
 }
 
 /// Per-thread buffers reused from batch to batch.
@@ -49,6 +60,9 @@ impl Dispatcher {
     pub fn prepare(&self, msgs: &mut Vec<LogMessage>, ack: &Ack, outbox: &mut Outbox) {
         SCRATCH.with_borrow_mut(|scratch| {
             let n = self.destinations.len();
+            self.counted
+                .received
+                .fetch_add(msgs.len() as u64, Ordering::Relaxed);
             scratch.routed.resize_with(n, Vec::new);
             scratch.flow_control.resize(n, false);
             for i in 0..msgs.len() {
@@ -66,6 +80,11 @@ impl Dispatcher {
             for (d, dest) in self.destinations.iter().enumerate() {
                 let indices = &mut scratch.routed[d];
                 if !indices.is_empty() {
+                    let routed = indices.len() as u64;
+                    self.counted.queued.fetch_add(routed, Ordering::Relaxed);
+                    if let Some(c) = self.counted.destinations.get(d) {
+                        c.fetch_add(routed, Ordering::Relaxed);
+                    }
                     dest.deliver(msgs, indices, ack, scratch.flow_control[d], outbox);
                     indices.clear();
                     scratch.flow_control[d] = false;

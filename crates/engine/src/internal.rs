@@ -40,6 +40,27 @@ pub fn configure(stderr: bool, verbose: bool, debug: bool) {
     DEBUG_ON.store(debug, Ordering::Relaxed);
 }
 
+/// `sluice ctl verbose --set on|off`: informational messages on standard error or not.
+pub fn set_verbose(on: bool) {
+    VERBOSE.store(on, Ordering::Relaxed);
+}
+
+pub fn verbose() -> bool {
+    VERBOSE.load(Ordering::Relaxed)
+}
+
+/// `sluice ctl debug --set on|off`.
+pub fn set_debug(on: bool) {
+    DEBUG_ON.store(on, Ordering::Relaxed);
+    if on {
+        VERBOSE.store(true, Ordering::Relaxed);
+    }
+}
+
+pub fn debug() -> bool {
+    DEBUG_ON.load(Ordering::Relaxed)
+}
+
 /// Connects the `internal()` source: returns the receiving end of the queue.
 pub fn subscribe(capacity: usize) -> mpsc::Receiver<Event> {
     let (tx, rx) = mpsc::channel(capacity.max(16));

@@ -42,6 +42,12 @@ pub struct Globals {
     pub dates: DateOptions,
     pub file: FileOptions,
     pub local_zone: Zone,
+    /// `stats-level()`, `stats(level())`: 0 to 3.
+    pub stats_level: u8,
+    /// `stats-freq()`, `stats(freq())`: seconds between `Log statistics;` messages; 0: none.
+    pub stats_freq: u64,
+    /// `stats(prometheus-listen("ADDR:PORT"))`: serve the counters to Prometheus there.
+    pub prometheus_listen: Option<std::net::SocketAddr>,
 }
 
 impl Globals {
@@ -78,6 +84,9 @@ impl Globals {
                 time_reap: Duration::from_secs(60),
             },
             local_zone: Zone::local().clone(),
+            stats_level: 0,
+            stats_freq: 600,
+            prometheus_listen: None,
         }
     }
 
@@ -123,6 +132,7 @@ impl Globals {
         "threaded",
         "stats_freq",
         "stats_level",
+        "stats",
         "mark_freq",
         "mark_mode",
         "time_reopen",
@@ -179,7 +189,46 @@ impl Globals {
             "threaded" => {
                 opt.bool()?;
             }
-            "stats_freq" | "mark_freq" => {
+            "stats_freq" => self.stats_freq = opt.u64()?,
+            "stats_level" => self.stats_level = stats_level(opt)?,
+            "stats" => {
+                for o in opt.options() {
+                    match o.key().as_str() {
+                        "level" => self.stats_level = stats_level(o)?,
+                        "freq" => self.stats_freq = o.u64()?,
+                        "prometheus_listen" => {
+                            let v = o.value()?;
+                            self.prometheus_listen = Some(v.text.parse().map_err(|_| {
+                                ConfigError::new(
+                                    v.pos,
+                                    format!(
+                                        "'{}' is not an address and port such as 127.0.0.1:9577",
+                                        v.text
+                                    ),
+                                )
+                            })?);
+                        }
+                        "lifetime" | "max_dynamics" | "syslog_stats" | "healthcheck_freq" => {
+                            o.value()?;
+                        }
+                        _ => {
+                            return Err(o.unknown_in(
+                                opt,
+                                &[
+                                    "level",
+                                    "freq",
+                                    "prometheus-listen",
+                                    "lifetime",
+                                    "max-dynamics",
+                                    "syslog-stats",
+                                    "healthcheck-freq",
+                                ],
+                            ))
+                        }
+                    }
+                }
+            }
+            "mark_freq" => {
                 if opt.u64()? != 0 {
                     return Err(ConfigError::not_supported(
                         opt.pos,
@@ -192,8 +241,8 @@ impl Globals {
                     return Err(ConfigError::not_supported(opt.pos, "use-time-recvd(yes)"));
                 }
             }
-            "stats_level" | "mark_mode" | "file_template" | "proto_template" | "suppress"
-            | "use_uniqid" | "on_error" | "persist_only" => {
+            "mark_mode" | "file_template" | "proto_template" | "suppress" | "use_uniqid"
+            | "on_error" | "persist_only" => {
                 return Err(ConfigError::not_supported(
                     opt.pos,
                     &format!("the global option {}()", opt.name),
@@ -236,6 +285,14 @@ pub fn apply_file_option(f: &mut FileOptions, opt: &Node) -> Result<bool, Config
 impl Default for Globals {
     fn default() -> Globals {
         Globals::new()
+    }
+}
+
+fn stats_level(opt: &Node) -> Result<u8, ConfigError> {
+    let v = opt.value()?;
+    match v.as_u64()? {
+        n @ 0..=3 => Ok(n as u8),
+        _ => Err(ConfigError::new(v.pos, "stats level is 0, 1, 2 or 3")),
     }
 }
 

@@ -26,8 +26,9 @@
 //! opened is a torn tail (repaired by truncation, reported) at the end of the last segment, or
 //! else damage: the bytes from there on are moved to a `.damaged` file named in the error.
 
-use super::queue::{Batch, BatchQueue, Counters};
+use super::queue::{Batch, BatchQueue};
 use crate::internal;
+use crate::stats::DestCounters;
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
@@ -104,7 +105,7 @@ pub struct DiskQueue {
     ready: Condvar,
     /// The disk thread waits here for batches (and for room for held ones).
     work: Condvar,
-    counters: Counters,
+    counters: DestCounters,
     /// The position file, and the first segment not yet deleted.
     position: Mutex<(File, u64)>,
     disk_thread: Mutex<Option<JoinHandle<()>>>,
@@ -349,6 +350,7 @@ impl DiskQueue {
         label: Arc<str>,
         dir: PathBuf,
         opts: DiskBufferOptions,
+        counters: DestCounters,
     ) -> std::io::Result<Arc<DiskQueue>> {
         std::fs::create_dir_all(&dir)?;
         let recovered = recover(&label, &dir)?;
@@ -382,7 +384,7 @@ impl DiskQueue {
             }),
             ready: Condvar::new(),
             work: Condvar::new(),
-            counters: Counters::default(),
+            counters,
             position: Mutex::new((position, first_live)),
             disk_thread: Mutex::new(None),
         });
@@ -530,6 +532,9 @@ impl DiskQueue {
                     state.cached += b.len();
                     Some(b)
                 } else {
+                    self.counters
+                        .memory_usage
+                        .fetch_sub(b.data.len() as u64, Ordering::Relaxed);
                     None
                 };
                 state.records.push_back(Record {
@@ -607,6 +612,11 @@ impl BatchQueue for DiskQueue {
         self.counters
             .queued
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        if fits || batch.ack.is_some() {
+            self.counters
+                .memory_usage
+                .fetch_add(batch.data.len() as u64, Ordering::Relaxed);
+        }
         if fits {
             state.unwritten.push_back(batch);
         } else if batch.ack.is_some() {
@@ -643,6 +653,9 @@ impl BatchQueue for DiskQueue {
             match r.cached.take() {
                 Some(b) => {
                     state.cached -= b.len();
+                    self.counters
+                        .memory_usage
+                        .fetch_sub(b.data.len() as u64, Ordering::Relaxed);
                     into.push(b);
                 }
                 None => {
@@ -725,7 +738,7 @@ impl BatchQueue for DiskQueue {
         self.ready.notify_all();
     }
 
-    fn counters(&self) -> &Counters {
+    fn counters(&self) -> &DestCounters {
         &self.counters
     }
 
@@ -843,7 +856,8 @@ mod tests {
     fn a_restart_replays_what_was_not_sent_and_nothing_else() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("q.rdq");
-        let q = DiskQueue::open(label(), path.clone(), opts(true)).unwrap();
+        let q =
+            DiskQueue::open(label(), path.clone(), opts(true), DestCounters::default()).unwrap();
         q.push(batch(0, 3));
         q.push(batch(3, 3));
         assert_eq!(
@@ -854,7 +868,8 @@ mod tests {
         q.push(batch(8, 2)); // beyond the cache of 4 messages: read back from the file
         q.stop();
         drop(q);
-        let q = DiskQueue::open(label(), path.clone(), opts(true)).unwrap();
+        let q =
+            DiskQueue::open(label(), path.clone(), opts(true), DestCounters::default()).unwrap();
         assert!(q.has_backlog());
         let text = drain(&q, false);
         assert_eq!(
@@ -866,11 +881,12 @@ mod tests {
         // Taken but not done: sent again after another restart.
         q.stop();
         drop(q);
-        let q = DiskQueue::open(label(), path.clone(), opts(true)).unwrap();
+        let q =
+            DiskQueue::open(label(), path.clone(), opts(true), DestCounters::default()).unwrap();
         assert_eq!(drain(&q, true), text);
         q.stop();
         drop(q);
-        let q = DiskQueue::open(label(), path, opts(true)).unwrap();
+        let q = DiskQueue::open(label(), path, opts(true), DestCounters::default()).unwrap();
         assert!(!q.has_backlog());
         q.stop();
     }
@@ -879,7 +895,8 @@ mod tests {
     fn a_torn_tail_is_cut_off_and_damage_is_set_aside() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("q.dq");
-        let q = DiskQueue::open(label(), path.clone(), opts(false)).unwrap();
+        let q =
+            DiskQueue::open(label(), path.clone(), opts(false), DestCounters::default()).unwrap();
         for i in 0..3 {
             q.push(batch(i * 2, 2));
             // One record per write round.
@@ -893,7 +910,8 @@ mod tests {
         let mut f = OpenOptions::new().append(true).open(&seg).unwrap();
         f.write_all(&MAGIC.to_le_bytes()).unwrap();
         drop(f);
-        let q = DiskQueue::open(label(), path.clone(), opts(false)).unwrap();
+        let q =
+            DiskQueue::open(label(), path.clone(), opts(false), DestCounters::default()).unwrap();
         assert_eq!(std::fs::metadata(&seg).unwrap().len(), len);
         assert_eq!(drain(&q, false).lines().count(), 6);
         q.stop();
@@ -903,7 +921,8 @@ mod tests {
         let f = OpenOptions::new().write(true).open(&seg).unwrap();
         f.write_all_at(b"X", record + HEADER as u64 + 9).unwrap();
         drop(f);
-        let q = DiskQueue::open(label(), path.clone(), opts(false)).unwrap();
+        let q =
+            DiskQueue::open(label(), path.clone(), opts(false), DestCounters::default()).unwrap();
         assert_eq!(drain(&q, false), "message 0\nmessage 1\n");
         let aside = path.join(format!(
             "{:020}.seg.damaged-at-{record}",
@@ -916,7 +935,13 @@ mod tests {
     #[tokio::test]
     async fn a_full_buffer_holds_flow_controlled_batches_and_drops_others() {
         let dir = tempfile::tempdir().unwrap();
-        let q = DiskQueue::open(label(), dir.path().join("q.rdq"), opts(true)).unwrap();
+        let q = DiskQueue::open(
+            label(),
+            dir.path().join("q.rdq"),
+            opts(true),
+            DestCounters::default(),
+        )
+        .unwrap();
         let big = |from| {
             let mut b = Batch::new(None);
             b.data = vec![b'x'; 600 << 10];

@@ -14,6 +14,7 @@
 use super::format::Formatter;
 use super::{Destination, Outbox};
 use crate::internal;
+use crate::stats::DestCounters;
 use crate::window::Ack;
 use sluice_model::{LogMessage, Template};
 use std::fs::{File, OpenOptions};
@@ -77,6 +78,8 @@ struct Job {
     /// Consecutive runs of `data`: (index of the file name, end offset). A run starts where
     /// the previous one ended.
     runs: Vec<(u32, u32)>,
+    /// Messages in `data`.
+    messages: u32,
     _ack: Ack,
 }
 
@@ -88,6 +91,7 @@ impl Job {
             name_ends: Vec::new(),
             name_hashes: Vec::new(),
             runs: Vec::new(),
+            messages: 0,
             _ack: ack.clone(),
         }
     }
@@ -118,9 +122,11 @@ impl Job {
     }
 }
 
-/// What a writer receives: work, or the order to finish what is queued before it and exit.
+/// What a writer receives: work, the order to close its files (they are opened again on the
+/// next write), or the order to finish what is queued before it and exit.
 enum Msg {
     Job(Job),
+    Reopen,
     Stop,
 }
 
@@ -144,6 +150,7 @@ pub struct FileDestination {
     path: Option<Template>,
     formatter: Formatter,
     opts: Arc<FileOptions>,
+    counters: DestCounters,
     /// Started on first delivery, so that building a configuration starts no threads.
     writers: OnceLock<Vec<mpsc::Sender<Msg>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -161,12 +168,18 @@ impl FileDestination {
         path: Template,
         formatter: Formatter,
         opts: FileOptions,
+        counters: DestCounters,
     ) -> FileDestination {
-        FileDestination::new(name, Some(path), formatter, opts)
+        FileDestination::new(name, Some(path), formatter, opts, counters)
     }
 
-    pub fn stdout(name: String, formatter: Formatter, opts: FileOptions) -> FileDestination {
-        FileDestination::new(name, None, formatter, opts)
+    pub fn stdout(
+        name: String,
+        formatter: Formatter,
+        opts: FileOptions,
+        counters: DestCounters,
+    ) -> FileDestination {
+        FileDestination::new(name, None, formatter, opts, counters)
     }
 
     fn new(
@@ -174,11 +187,13 @@ impl FileDestination {
         path: Option<Template>,
         formatter: Formatter,
         opts: FileOptions,
+        counters: DestCounters,
     ) -> FileDestination {
         FileDestination {
             name: name.into(),
             path,
             formatter,
+            counters,
             opts: Arc::new(opts),
             writers: OnceLock::new(),
             threads: Mutex::new(Vec::new()),
@@ -209,6 +224,7 @@ impl FileDestination {
                         self.opts.clone(),
                         self.opening.clone(),
                         self.name.clone(),
+                        self.counters.clone(),
                     );
                     let handle = std::thread::Builder::new()
                         .name(format!("writer-{i}"))
@@ -241,6 +257,7 @@ impl FileDestination {
             for &i in which {
                 f.append(&msgs[i as usize], &mut job.data);
             }
+            job.messages = which.len() as u32;
             job.close_run(at);
             f.learn_size(job.data.len(), which.len());
             return jobs;
@@ -296,6 +313,7 @@ impl FileDestination {
                 let (_, w, local) = g.seen[at as usize];
                 let job = &mut jobs[w as usize];
                 f.append(&msgs[i as usize], &mut job.data);
+                job.messages += 1;
                 job.close_run(local);
             }
         });
@@ -317,10 +335,20 @@ impl Destination for FileDestination {
         outbox: &mut Outbox,
     ) {
         let writers = self.writers();
+        self.counters
+            .processed
+            .fetch_add(which.len() as u64, Ordering::Relaxed);
         for job in self.group(msgs, which, ack, writers.len()) {
             let writer = writers[writer_of(job.name_hashes[0], writers.len())].clone();
             let label = self.name.clone();
+            let counters = self.counters.clone();
             outbox.push(move || {
+                counters
+                    .queued
+                    .fetch_add(u64::from(job.messages), Ordering::Relaxed);
+                counters
+                    .memory_usage
+                    .fetch_add(job.data.len() as u64, Ordering::Relaxed);
                 if writer.send(Msg::Job(job)).is_err() {
                     internal::error(format!(
                         "{label}: a writer has stopped; a batch could not be queued"
@@ -343,6 +371,12 @@ impl Destination for FileDestination {
             let _ = t.join();
         }
     }
+
+    fn reopen(&self) {
+        for w in self.writers.get().into_iter().flatten() {
+            let _ = w.send(Msg::Reopen);
+        }
+    }
 }
 
 /// A file a writer knows: its name, its descriptor while open, and what waits to be written
@@ -363,6 +397,7 @@ struct Writer {
     opts: Arc<FileOptions>,
     opening: Arc<Mutex<()>>,
     label: Arc<str>,
+    counters: DestCounters,
     slots: Vec<Slot>,
     free: Vec<usize>,
     by_name: hashbrown::HashTable<usize>,
@@ -375,12 +410,14 @@ impl Writer {
         opts: Arc<FileOptions>,
         opening: Arc<Mutex<()>>,
         label: Arc<str>,
+        counters: DestCounters,
     ) -> Writer {
         Writer {
             target,
             opts,
             opening,
             label,
+            counters,
             slots: Vec::new(),
             free: Vec::new(),
             by_name: hashbrown::HashTable::new(),
@@ -394,6 +431,7 @@ impl Writer {
         let mut dirty: Vec<usize> = Vec::new();
         let mut job_slots: Vec<usize> = Vec::new();
         let mut stop = false;
+        let mut reopen = false;
         let mut last_reap = Instant::now();
         while !stop {
             if last_reap.elapsed() >= tick {
@@ -402,6 +440,10 @@ impl Writer {
             }
             let mut next = match rx.recv_timeout(tick) {
                 Ok(Msg::Job(job)) => Some(job),
+                Ok(Msg::Reopen) => {
+                    self.close_all();
+                    continue;
+                }
                 Ok(Msg::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
                 Err(mpsc::RecvTimeoutError::Timeout) => continue,
             };
@@ -426,6 +468,8 @@ impl Writer {
                 if bytes < MAX_GATHER {
                     match rx.try_recv() {
                         Ok(Msg::Job(job)) => next = Some(job),
+                        // Files are closed once what was gathered before is written.
+                        Ok(Msg::Reopen) => reopen = true,
                         Ok(Msg::Stop) => stop = true,
                         Err(_) => {}
                     }
@@ -435,7 +479,22 @@ impl Writer {
                 self.write_with_retry(slot, &jobs);
             }
             dirty.clear();
+            let messages: u64 = jobs.iter().map(|j| u64::from(j.messages)).sum();
+            self.counters.written.fetch_add(messages, Ordering::Relaxed);
+            self.counters.queued.fetch_sub(messages, Ordering::Relaxed);
+            self.counters
+                .memory_usage
+                .fetch_sub(bytes as u64, Ordering::Relaxed);
             jobs.clear(); // acknowledges
+            if std::mem::take(&mut reopen) {
+                self.close_all();
+            }
+        }
+    }
+
+    fn close_all(&mut self) {
+        for at in 0..self.slots.len() {
+            self.close(at);
         }
     }
 

@@ -36,6 +36,10 @@ pub trait Destination: Send + Sync {
 
     /// Writes everything queued and stops the writers.
     fn shutdown(&self);
+
+    /// `sluice ctl reopen`, SIGUSR1: closes files so that the next write opens them again
+    /// (after logrotate moved them away).
+    fn reopen(&self) {}
 }
 
 /// A `destination` statement with several drivers: every message goes to each of them.
@@ -65,6 +69,12 @@ impl Destination for Group {
     fn shutdown(&self) {
         for d in &self.0 {
             d.shutdown();
+        }
+    }
+
+    fn reopen(&self) {
+        for d in &self.0 {
+            d.reopen();
         }
     }
 }

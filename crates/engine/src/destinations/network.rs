@@ -19,6 +19,7 @@ use super::format::Formatter;
 use super::queue::{Batch, BatchQueue, Queue};
 use super::{Destination, Outbox};
 use crate::internal;
+use crate::stats::DestCounters;
 use crate::window::Ack;
 use sluice_model::LogMessage;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
@@ -96,6 +97,7 @@ pub struct NetworkDestination {
     label: Arc<str>,
     formatter: Formatter,
     opts: Arc<NetworkOptions>,
+    counters: DestCounters,
     /// Made when the server starts ([`Destination::start`]): a disk buffer is opened then.
     queue: OnceLock<Arc<dyn BatchQueue>>,
     /// Started on first delivery, or at once when a disk buffer has messages from before.
@@ -104,10 +106,16 @@ pub struct NetworkDestination {
 }
 
 impl NetworkDestination {
-    pub fn new(label: String, formatter: Formatter, opts: NetworkOptions) -> NetworkDestination {
+    pub fn new(
+        label: String,
+        formatter: Formatter,
+        opts: NetworkOptions,
+        counters: DestCounters,
+    ) -> NetworkDestination {
         NetworkDestination {
             label: label.into(),
             formatter,
+            counters,
             queue: OnceLock::new(),
             opts: Arc::new(opts),
             sender: OnceLock::new(),
@@ -160,10 +168,16 @@ impl NetworkDestination {
 impl Destination for NetworkDestination {
     fn start(&self, state_dir: &Path) -> std::io::Result<()> {
         let queue: Arc<dyn BatchQueue> = match &self.opts.disk_buffer {
-            None => Arc::new(Queue::new(self.opts.log_fifo_size)),
+            None => Arc::new(Queue::new(self.opts.log_fifo_size, self.counters.clone())),
             Some((opts, name)) => {
                 let dir = opts.dir.as_deref().unwrap_or(state_dir).join(name);
-                DiskQueue::open(self.label.clone(), dir.clone(), opts.clone()).map_err(|e| {
+                DiskQueue::open(
+                    self.label.clone(),
+                    dir.clone(),
+                    opts.clone(),
+                    self.counters.clone(),
+                )
+                .map_err(|e| {
                     std::io::Error::new(e.kind(), format!("disk buffer {}: {e}", dir.display()))
                 })?
             }
@@ -187,6 +201,9 @@ impl Destination for NetworkDestination {
         outbox: &mut Outbox,
     ) {
         self.start_sender();
+        self.counters
+            .processed
+            .fetch_add(which.len() as u64, Ordering::Relaxed);
         let mut batch = Batch::new(flow_control.then(|| ack.clone()));
         batch.data.reserve(self.formatter.size_hint(which.len()));
         batch.ends.reserve(which.len());

@@ -9,9 +9,10 @@
 //! at once; its messages count against the limit, and what does not fit is dropped (the newest
 //! messages, as syslog-ng drops from the incoming batch) and counted.
 
+use crate::stats::DestCounters;
 use crate::window::Ack;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
@@ -67,14 +68,6 @@ impl Batch {
     }
 }
 
-/// What a destination counts (syslog-ng's `queued`, `dropped`, `written` for a destination).
-#[derive(Debug, Default)]
-pub struct Counters {
-    pub queued: AtomicU64,
-    pub dropped: AtomicU64,
-    pub written: AtomicU64,
-}
-
 /// What readers and a sender do with a destination's queue.
 pub trait BatchQueue: Send + Sync {
     /// Queues `batch` (from a reader, in commit order). Never blocks.
@@ -92,7 +85,7 @@ pub trait BatchQueue: Send + Sync {
     fn is_stopping(&self) -> bool;
     /// Tells the queue to finish: the sender takes what is left, then stops.
     fn stop(&self);
-    fn counters(&self) -> &Counters;
+    fn counters(&self) -> &DestCounters;
     /// Whether anything written before this start waits to be sent (a disk buffer that is
     /// replayed): the sender starts at once instead of at the first message.
     fn has_backlog(&self) -> bool {
@@ -113,16 +106,16 @@ pub struct Queue {
     state: Mutex<State>,
     ready: Condvar,
     fifo_size: usize,
-    pub counters: Counters,
+    counters: DestCounters,
 }
 
 impl Queue {
-    pub fn new(fifo_size: usize) -> Queue {
+    pub fn new(fifo_size: usize, counters: DestCounters) -> Queue {
         Queue {
             state: Mutex::default(),
             ready: Condvar::new(),
             fifo_size: fifo_size.max(1),
-            counters: Counters::default(),
+            counters,
         }
     }
 
@@ -147,6 +140,9 @@ impl Queue {
             self.counters
                 .queued
                 .fetch_add(batch.len() as u64, Ordering::Relaxed);
+            self.counters
+                .memory_usage
+                .fetch_add(batch.data.len() as u64, Ordering::Relaxed);
             state.batches.push_back(batch);
             self.ready.notify_one();
         }
@@ -188,9 +184,13 @@ impl BatchQueue for Queue {
     fn done(&self, batches: &mut Vec<Batch>) {
         let counted: usize = batches.iter().filter(|b| b.counted()).map(Batch::len).sum();
         let messages: usize = batches.iter().map(Batch::len).sum();
+        let bytes: usize = batches.iter().map(|b| b.data.len()).sum();
         self.counters
             .queued
             .fetch_sub(messages as u64, Ordering::Relaxed);
+        self.counters
+            .memory_usage
+            .fetch_sub(bytes as u64, Ordering::Relaxed);
         self.state.lock().expect("queue lock").counted -= counted;
         batches.clear();
     }
@@ -217,7 +217,7 @@ impl BatchQueue for Queue {
         self.ready.notify_all();
     }
 
-    fn counters(&self) -> &Counters {
+    fn counters(&self) -> &DestCounters {
         &self.counters
     }
 }
@@ -237,7 +237,7 @@ mod tests {
 
     #[test]
     fn paths_without_flow_control_drop_what_exceeds_the_fifo() {
-        let q = Queue::new(5);
+        let q = Queue::new(5, DestCounters::default());
         assert_eq!(q.push_counting(batch(3, None)), 0);
         assert_eq!(q.push_counting(batch(4, None)), 2);
         assert_eq!(q.counters.dropped.load(Ordering::Relaxed), 2);
@@ -253,7 +253,7 @@ mod tests {
     #[tokio::test]
     async fn flow_controlled_batches_are_never_dropped() {
         let w = crate::window::Window::new(100);
-        let q = Queue::new(1);
+        let q = Queue::new(1, DestCounters::default());
         let ack = w.take(10).await;
         assert_eq!(q.push_counting(batch(10, Some(ack.clone()))), 0);
         assert_eq!(q.push_counting(batch(1, None)), 0);

@@ -133,9 +133,7 @@ impl DatagramSource {
                     .ingest
                     .push_message(raw, &origin, recvd, today, &mut msgs);
             }
-            ctx.counters
-                .received
-                .fetch_add(msgs.len() as u64, Ordering::Relaxed);
+            self.reader.counted.add(msgs.len());
             let Some(ack) = ctx
                 .credits(&window, msgs.len() as u32, &self.source_name)
                 .await

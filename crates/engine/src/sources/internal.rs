@@ -17,6 +17,7 @@ pub struct InternalSource {
     pub source_name: Arc<str>,
     pub source_id: u16,
     pub use_fqdn: bool,
+    pub counted: super::SourceCounters,
 }
 
 const BATCH: usize = 64;
@@ -79,6 +80,7 @@ impl InternalSource {
                     }
                 })
                 .collect();
+            self.counted.add(msgs.len());
             let Some(ack) = ctx.credits(&window, msgs.len() as u32, "internal()").await else {
                 break;
             };

@@ -72,6 +72,21 @@ pub struct ReaderSpec {
     /// Credits of one reader (`log-iw-size()` shared among `max-connections()`).
     pub window: u32,
     pub ingest: Arc<Ingest>,
+    pub counted: SourceCounters,
+}
+
+/// What a source driver counts: its own `processed` and its source statement's.
+#[derive(Clone, Debug, Default)]
+pub struct SourceCounters {
+    pub driver: Arc<AtomicU64>,
+    pub source: Arc<AtomicU64>,
+}
+
+impl SourceCounters {
+    pub fn add(&self, n: usize) {
+        self.driver.fetch_add(n as u64, Ordering::Relaxed);
+        self.source.fetch_add(n as u64, Ordering::Relaxed);
+    }
 }
 
 /// What every reader needs from the running engine.
@@ -124,10 +139,9 @@ impl Context {
     }
 }
 
-/// What readers count (the statistics of a later version will show these).
+/// What readers count besides the statistics of their sources.
 #[derive(Debug, Default)]
 pub struct Counters {
-    pub received: AtomicU64,
     pub oversized: AtomicU64,
     pub refused_connections: AtomicU64,
     pub framing_errors: AtomicU64,
@@ -202,6 +216,7 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
                 recvd: UnixTime::now(&spec.ingest.local_zone),
                 origin: origin.clone(),
                 ingest: spec.ingest.clone(),
+                counted: spec.counted.clone(),
                 dispatcher: ctx.dispatcher.clone(),
                 counters: ctx.counters.clone(),
             };
@@ -243,6 +258,7 @@ struct Read {
     recvd: UnixTime,
     origin: Arc<Origin>,
     ingest: Arc<Ingest>,
+    counted: SourceCounters,
     dispatcher: Arc<Dispatcher>,
     counters: Arc<Counters>,
 }
@@ -282,9 +298,7 @@ impl Read {
                 self.ingest
                     .push_message(raw, &self.origin, self.recvd, today, msgs);
             }
-            self.counters
-                .received
-                .fetch_add(msgs.len() as u64, Ordering::Relaxed);
+            self.counted.add(msgs.len());
             self.dispatcher.prepare(msgs, ack, &mut outbox);
             msgs.clear();
         });

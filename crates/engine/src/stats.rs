@@ -1,0 +1,287 @@
+//! Statistics: counters named as syslog-ng names them, read by `sluice ctl stats|query`, the
+//! Prometheus endpoint and the periodic `Log statistics;` internal message.
+//!
+//! A counter is an `Arc<AtomicU64>` that the code counting holds directly; the [`Registry`]
+//! only lists them with their names (component, id, instance, type — syslog-ng's
+//! `SourceName;SourceId;SourceInstance;…;Type`). Counting costs one relaxed atomic add per
+//! read or per batch, never a lookup.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// One counter and its name.
+#[derive(Clone, Debug)]
+pub struct Counter {
+    /// `src.network`, `dst.file`, `center`, `source`, `destination`.
+    pub component: String,
+    /// `s_net#0`, or the statement's name for `source`/`destination`.
+    pub id: String,
+    /// `tcp,127.0.0.1`, a file name, `received`…
+    pub instance: String,
+    /// `processed`, `written`, `dropped`, `queued`, `memory_usage`.
+    pub kind: &'static str,
+    pub value: Arc<AtomicU64>,
+}
+
+impl Counter {
+    /// The name `query` lists: the non-empty parts joined with dots.
+    pub fn query_name(&self) -> String {
+        [self.component.as_str(), &self.id, &self.instance, self.kind]
+            .iter()
+            .filter(|p| !p.is_empty())
+            .copied()
+            .collect::<Vec<_>>()
+            .join(".")
+    }
+
+    /// Gauges show a state (how much is queued now); counters only grow until reset.
+    fn is_gauge(&self) -> bool {
+        matches!(self.kind, "queued" | "memory_usage")
+    }
+}
+
+/// The counters of a running configuration.
+#[derive(Debug, Default)]
+pub struct Registry {
+    counters: Mutex<Vec<Counter>>,
+}
+
+/// What a destination driver counts.
+#[derive(Clone, Debug, Default)]
+pub struct DestCounters {
+    /// Messages routed to it.
+    pub processed: Arc<AtomicU64>,
+    /// Messages it delivered (written to a file, sent to a server).
+    pub written: Arc<AtomicU64>,
+    /// Messages it dropped (a full queue on a path without flow control).
+    pub dropped: Arc<AtomicU64>,
+    /// Messages waiting in its queue.
+    pub queued: Arc<AtomicU64>,
+    /// Bytes waiting in its queue.
+    pub memory_usage: Arc<AtomicU64>,
+}
+
+impl Registry {
+    /// The counter named so, made on first use.
+    pub fn counter(
+        &self,
+        component: &str,
+        id: &str,
+        instance: &str,
+        kind: &'static str,
+    ) -> Arc<AtomicU64> {
+        let mut all = self.counters.lock().expect("stats lock");
+        if let Some(c) = all.iter().find(|c| {
+            c.kind == kind && c.component == component && c.id == id && c.instance == instance
+        }) {
+            return c.value.clone();
+        }
+        let value = Arc::new(AtomicU64::new(0));
+        all.push(Counter {
+            component: component.to_string(),
+            id: id.to_string(),
+            instance: instance.to_string(),
+            kind,
+            value: value.clone(),
+        });
+        value
+    }
+
+    /// The counters of destination driver `id` (`d_file#0`) of kind `component` (`dst.file`).
+    pub fn destination(&self, component: &str, id: &str, instance: &str) -> DestCounters {
+        DestCounters {
+            processed: self.counter(component, id, instance, "processed"),
+            written: self.counter(component, id, instance, "written"),
+            dropped: self.counter(component, id, instance, "dropped"),
+            queued: self.counter(component, id, instance, "queued"),
+            memory_usage: self.counter(component, id, instance, "memory_usage"),
+        }
+    }
+
+    fn snapshot(&self) -> Vec<(Counter, u64)> {
+        let all = self.counters.lock().expect("stats lock");
+        all.iter()
+            .map(|c| (c.clone(), c.value.load(Ordering::Relaxed)))
+            .collect()
+    }
+
+    /// Sets every counter that only grows back to zero (gauges keep their state).
+    pub fn reset(&self) {
+        for c in self.counters.lock().expect("stats lock").iter() {
+            if !c.is_gauge() {
+                c.value.store(0, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// `syslog-ng-ctl stats`: `SourceName;SourceId;SourceInstance;State;Type;Number`.
+    pub fn csv(&self) -> String {
+        let mut out = String::from("SourceName;SourceId;SourceInstance;State;Type;Number\n");
+        for (c, v) in self.snapshot() {
+            let _ = writeln!(
+                out,
+                "{};{};{};a;{};{v}",
+                c.component, c.id, c.instance, c.kind
+            );
+        }
+        out
+    }
+
+    /// One `name=value` line per counter, the names `query` lists.
+    pub fn kv(&self) -> String {
+        let mut out = String::new();
+        for (c, v) in self.snapshot() {
+            let _ = writeln!(out, "{}={v}", c.query_name());
+        }
+        out
+    }
+
+    /// The Prometheus text format: `sluice_<type>[_total]{component,id,instance}`.
+    pub fn prometheus(&self) -> String {
+        let mut rows = self.snapshot();
+        rows.sort_by(|a, b| a.0.kind.cmp(b.0.kind));
+        let mut out = String::new();
+        let mut last = "";
+        for (c, v) in &rows {
+            let (name, kind) = if c.is_gauge() {
+                let unit = if c.kind == "memory_usage" {
+                    "_bytes"
+                } else {
+                    ""
+                };
+                (format!("sluice_{}{unit}", c.kind), "gauge")
+            } else {
+                (format!("sluice_{}_total", c.kind), "counter")
+            };
+            if c.kind != last {
+                let _ = writeln!(out, "# TYPE {name} {kind}");
+                last = c.kind;
+            }
+            let _ = writeln!(
+                out,
+                "{name}{{component=\"{}\",id=\"{}\",instance=\"{}\"}} {v}",
+                label(&c.component),
+                label(&c.id),
+                label(&c.instance)
+            );
+        }
+        out
+    }
+
+    /// `query list PATTERN`: the names that match a glob (`*`, `?`).
+    pub fn list(&self, pattern: &str) -> String {
+        let mut out = String::new();
+        for (c, _) in self.snapshot() {
+            let name = c.query_name();
+            if glob_match(pattern, &name) {
+                out.push_str(&name);
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    /// `query get [--sum] PATTERN`.
+    pub fn get(&self, pattern: &str, sum: bool) -> String {
+        let matching = self
+            .snapshot()
+            .into_iter()
+            .filter(|(c, _)| glob_match(pattern, &c.query_name()));
+        if sum {
+            return format!("{}\n", matching.map(|(_, v)| v).sum::<u64>());
+        }
+        let mut out = String::new();
+        for (c, v) in matching {
+            let _ = writeln!(out, "{}={v}", c.query_name());
+        }
+        out
+    }
+
+    /// The periodic internal message (`stats-freq()`), as syslog-ng words it.
+    pub fn log_line(&self) -> String {
+        let parts: Vec<String> = self
+            .snapshot()
+            .into_iter()
+            .map(|(c, v)| {
+                let what = [c.id.as_str(), &c.instance]
+                    .iter()
+                    .filter(|p| !p.is_empty())
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join(",");
+                format!("{}='{}({what})={v}'", c.kind, c.component)
+            })
+            .collect();
+        format!("Log statistics; {}", parts.join(", "))
+    }
+}
+
+/// A Prometheus label value, escaped.
+fn label(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// GLib's simple pattern match, as `syslog-ng-ctl query` uses: `*` any run, `?` one character.
+pub fn glob_match(pattern: &str, name: &str) -> bool {
+    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
+    let (mut pi, mut ni) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
+            pi += 1;
+            ni += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ni));
+            pi += 1;
+        } else if let Some((sp, sn)) = star {
+            pi = sp + 1;
+            ni = sn + 1;
+            star = Some((sp, sn + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_formats_are_syslog_ngs() {
+        let r = Registry::default();
+        r.counter("center", "", "received", "processed")
+            .fetch_add(2, Ordering::Relaxed);
+        let d = r.destination("dst.network", "d_fwd#0", "tcp,127.0.0.1:7302");
+        d.processed.fetch_add(2, Ordering::Relaxed);
+        d.queued.fetch_add(2, Ordering::Relaxed);
+        assert!(r
+            .csv()
+            .contains("dst.network;d_fwd#0;tcp,127.0.0.1:7302;a;processed;2\n"));
+        assert!(r.csv().contains("center;;received;a;processed;2\n"));
+        assert_eq!(
+            r.get("dst.*.processed", false),
+            "dst.network.d_fwd#0.tcp,127.0.0.1:7302.processed=2\n"
+        );
+        assert_eq!(r.get("*.processed", true), "4\n");
+        assert!(r.list("center*").contains("center.received.processed\n"));
+        assert!(r.prometheus().contains(
+            "sluice_processed_total{component=\"dst.network\",id=\"d_fwd#0\",instance=\"tcp,127.0.0.1:7302\"} 2"
+        ));
+        r.reset();
+        assert_eq!(r.get("*.processed", true), "0\n");
+        assert_eq!(r.get("*.queued", true), "2\n");
+    }
+
+    #[test]
+    fn glob_patterns() {
+        assert!(glob_match("*", ""));
+        assert!(glob_match("dst.*.written", "dst.file.d#0./x.written"));
+        assert!(!glob_match("dst.*.written", "dst.file.d#0./x.dropped"));
+        assert!(glob_match("s?c*", "src.network"));
+    }
+}

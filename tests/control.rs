@@ -1,0 +1,211 @@
+//! `sluice ctl` against a running sluice: statistics named and counted as syslog-ng counts
+//! them (compared with `syslog-ng-ctl stats` over the same configuration and input), queries,
+//! the Prometheus endpoint, `Log statistics;` messages, reopen after logrotate (`ctl reopen`
+//! and SIGUSR1), verbose, config and stop.
+
+mod common;
+
+use common::{free_port, send_tcp, sluice_bin, syslog_ng, wait_lines, Framing, Running, Server};
+use std::io::{Read, Write};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn ctl(server: &Running, args: &[&str]) -> (bool, String) {
+    let out = Command::new(sluice_bin())
+        .arg("ctl")
+        .arg("-c")
+        .arg(server.dir.path().join("ctl"))
+        .args(args)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+fn config(port: u16, fwd: u16, extra: &str) -> String {
+    format!(
+        r#"@version: 3.38
+        options {{ keep-hostname(yes); stats-level(1); {extra} }};
+        source s_net {{ network(ip(127.0.0.1) port({port})); }};
+        destination d_file {{ file("@OUT@/all.log"); }};
+        destination d_fwd {{ network("127.0.0.1" port({fwd}) log-fifo-size(5) time-reopen(60)); }};
+        log {{ source(s_net); destination(d_file); destination(d_fwd); }};"#
+    )
+}
+
+fn input(n: usize) -> Vec<u8> {
+    (0..n)
+        .map(|i| format!("<13>Jan  5 13:56:09 host prog[1]: message {i}\n"))
+        .collect::<String>()
+        .into_bytes()
+}
+
+/// The CSV lines of the counters both servers keep, from `sluice ctl stats` or
+/// `syslog-ng-ctl stats`.
+fn shared_counters(csv: &str) -> Vec<String> {
+    let mut lines: Vec<String> = csv
+        .lines()
+        .filter(|l| {
+            let kind = l.rsplit(';').nth(1).unwrap_or("");
+            (l.starts_with("src.") || l.starts_with("dst.") || l.starts_with("center;"))
+                && matches!(kind, "processed" | "written" | "dropped" | "queued")
+        })
+        .map(str::to_string)
+        .collect();
+    lines.sort();
+    lines
+}
+
+#[test]
+fn counters_match_syslog_ngs() {
+    let Some(_) = syslog_ng() else { return };
+    let mut csvs = Vec::new();
+    for kind in [Server::Sluice, Server::SyslogNg] {
+        let (port, fwd) = (free_port(), free_port());
+        let mut s = Running::start(kind, &config(port, fwd, ""));
+        s.wait_tcp(port);
+        send_tcp(port, &input(10), Framing::Newline);
+        assert_eq!(wait_lines(&s.out, 10, Duration::from_secs(10)), 10);
+        std::thread::sleep(Duration::from_millis(500));
+        let csv = match kind {
+            Server::Sluice => ctl(&s, &["stats"]).1,
+            Server::SyslogNg => {
+                let out = Command::new("syslog-ng-ctl")
+                    .arg("stats")
+                    .arg("-c")
+                    .arg(s.dir.path().join("ctl"))
+                    .output()
+                    .unwrap();
+                String::from_utf8_lossy(&out.stdout).into_owned()
+            }
+        };
+        // The forwarding destination's port and the output directory differ between runs.
+        let csv = csv
+            .replace(&fwd.to_string(), "FWD")
+            .replace(&s.out.to_string_lossy().into_owned(), "OUT");
+        csvs.push(shared_counters(&csv));
+    }
+    assert!(
+        csvs[0].contains(&"center;;received;a;processed;10".to_string()),
+        "{:?}",
+        csvs[0]
+    );
+    assert_eq!(csvs[0], csvs[1], "sluice (left) and syslog-ng (right)");
+}
+
+#[test]
+fn queries_prometheus_and_log_statistics() {
+    let (port, fwd, prom) = (free_port(), free_port(), free_port());
+    let mut s = Running::start(
+        Server::Sluice,
+        &format!(
+            "{}\nsource s_int {{ internal(); }};\ndestination d_int {{ file(\"@OUT@/internal.log\"); }};\nlog {{ source(s_int); destination(d_int); }};",
+            config(
+                port,
+                fwd,
+                &format!("stats(freq(1) prometheus-listen(\"127.0.0.1:{prom}\"));")
+            )
+        ),
+    );
+    s.wait_tcp(port);
+    send_tcp(port, &input(10), Framing::Newline);
+    wait_lines(&s.out, 10, Duration::from_secs(10));
+    std::thread::sleep(Duration::from_millis(300));
+
+    let (ok, sum) = ctl(&s, &["query", "get", "--sum", "*.dropped"]);
+    assert!(ok && sum == "5\n", "{sum}");
+    let (_, list) = ctl(&s, &["query", "list", "dst.file*"]);
+    assert!(list.contains("dst.file.d_file#0."), "{list}");
+    assert!(
+        list.ends_with(".written\n") || list.contains(".written\n"),
+        "{list}"
+    );
+    let (_, kv) = ctl(&s, &["stats", "--format", "kv", "--reset"]);
+    assert!(
+        kv.contains("src.network.s_net#0.tcp,127.0.0.1.processed=10\n"),
+        "{kv}"
+    );
+    let (_, after) = ctl(&s, &["query", "get", "src.network.*.processed"]);
+    assert_eq!(after, "src.network.s_net#0.tcp,127.0.0.1.processed=0\n");
+
+    // Prometheus reads the counters over HTTP.
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", prom)).unwrap();
+    conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut reply = String::new();
+    conn.read_to_string(&mut reply).unwrap();
+    assert!(reply.starts_with("HTTP/1.1 200 OK\r\n"), "{reply}");
+    assert!(reply.contains(
+        "sluice_dropped_total{component=\"dst.network\",id=\"d_fwd#0\",instance=\"tcp,127.0.0.1:"
+    ), "{reply}");
+    assert!(reply.contains("# TYPE sluice_queued gauge"), "{reply}");
+
+    // stats(freq(1)): a `Log statistics;` message every second through internal().
+    let start = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(s.out.join("internal.log")).unwrap_or_default();
+        if text.contains("Log statistics; processed='src.network(s_net#0,tcp,127.0.0.1)=") {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "{text}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let (ok, health) = ctl(&s, &["healthcheck"]);
+    assert!(ok && health.starts_with("OK\n"), "{health}");
+    let (ok, text) = ctl(&s, &["config", "--preprocessed"]);
+    assert!(ok && text.contains("destination d_fwd"), "{text}");
+    let (ok, text) = ctl(&s, &["verbose", "--set", "on"]);
+    assert!(ok && text == "OK verbose is on\n", "{text}");
+    let (ok, text) = ctl(&s, &["reload"]);
+    assert!(!ok && text.contains("not supported yet"), "{text}");
+    let (ok, _) = ctl(&s, &["stop"]);
+    assert!(ok);
+    let start = Instant::now();
+    while s.child.try_wait().unwrap().is_none() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "ctl stop did not stop sluice"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn reopen_after_logrotate() {
+    let port = free_port();
+    let mut s = Running::start(
+        Server::Sluice,
+        &format!(
+            r#"source s {{ network(ip(127.0.0.1) port({port})); }};
+            destination d {{ file("@OUT@/all.log"); }};
+            log {{ source(s); destination(d); }};"#
+        ),
+    );
+    s.wait_tcp(port);
+    let log = s.out.join("all.log");
+    let rotated = s.out.join("all.log.1");
+    send_tcp(port, &input(3), Framing::Newline);
+    wait_lines(&s.out, 3, Duration::from_secs(10));
+    for (round, reopen) in [("ctl", true), ("SIGUSR1", false)] {
+        std::fs::rename(&log, &rotated).unwrap();
+        if reopen {
+            assert!(ctl(&s, &["reopen"]).0);
+        } else {
+            // SAFETY: kill(2) on the pid of a child we spawned.
+            unsafe { libc::kill(s.child.id() as i32, libc::SIGUSR1) };
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        send_tcp(port, &input(2), Framing::Newline);
+        let start = Instant::now();
+        while std::fs::read_to_string(&log).map_or(0, |t| t.lines().count()) < 2 {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "{round}: no new file"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::fs::remove_file(&rotated).unwrap();
+    }
+}
