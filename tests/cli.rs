@@ -67,8 +67,8 @@ fn undefined_references_are_errors() {
 fn later_features_are_refused_by_name() {
     for (text, what) in [
         (
-            "destination d { tcp(\"10.0.0.1\" port(514)); };",
-            "the tcp() destination is not supported yet",
+            "destination d { kafka(topic(\"logs\")); };",
+            "the kafka() destination is not supported yet",
         ),
         (
             "source s { network(transport(tls)); };",
