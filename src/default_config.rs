@@ -3,6 +3,7 @@
 //! file per sending host and day. Unprivileged, it uses ports above 1024 and a folder in the
 //! working directory.
 
+#[derive(Clone)]
 pub struct Default {
     pub text: String,
     /// One line saying where it listens and writes.

@@ -131,14 +131,35 @@ fn main() -> ExitCode {
         state_dir,
         control: cli.control.clone(),
     };
+    // SIGHUP and `sluice ctl reload` read the file again; the embedded default has none.
+    let reloader: Option<sluice_engine::Reloader> = (!loaded.embedded).then(|| {
+        let file = cli.cfgfile.clone();
+        let defaults = defaults.clone();
+        Box::new(move |stats, generation| {
+            let config = load(file.as_deref(), &defaults)
+                .result
+                .map_err(|failed| failed.render())?;
+            sluice_engine::build_with(&config, stats, generation).map_err(|e| e.render(&config.map))
+        }) as sluice_engine::Reloader
+    });
     let result = if cli.foreground {
-        sluice_engine::run(pipeline, &opts, || write_pidfile(cli.pidfile.as_deref()))
+        sluice_engine::run(
+            pipeline,
+            &opts,
+            || write_pidfile(cli.pidfile.as_deref()),
+            reloader,
+        )
     } else {
         daemon::detach(|started| {
-            sluice_engine::run(pipeline, &opts, || {
-                write_pidfile(cli.pidfile.as_deref());
-                started();
-            })
+            sluice_engine::run(
+                pipeline,
+                &opts,
+                || {
+                    write_pidfile(cli.pidfile.as_deref());
+                    started();
+                },
+                reloader,
+            )
         })
     };
     if let Some(p) = &cli.pidfile {

@@ -105,6 +105,54 @@ pub enum Expr {
     },
 }
 
+impl Statement {
+    /// The statement as text without positions: two statements with the same fingerprint
+    /// mean the same, wherever they stand in the file. A reload keeps what did not change.
+    pub fn fingerprint(&self) -> String {
+        let mut out = format!("{} ", self.kind);
+        if let Some((name, _)) = &self.name {
+            out.push_str(name);
+        }
+        body_fingerprint(&self.body, &mut out);
+        out
+    }
+}
+
+fn body_fingerprint(body: &Body, out: &mut String) {
+    match body {
+        Body::Nodes(nodes) => {
+            out.push('{');
+            for n in nodes {
+                node_fingerprint(n, out);
+            }
+            out.push('}');
+        }
+        Body::Text(v) => value_fingerprint(v, out),
+        // Filters and if-chains: their debug text (positions included, which only makes a
+        // reload rebuild a little more than it must).
+        other => out.push_str(&format!("{other:?}")),
+    }
+}
+
+fn node_fingerprint(n: &Node, out: &mut String) {
+    out.push_str(&n.key());
+    out.push('(');
+    for a in &n.args {
+        match a {
+            Arg::Value(v) => value_fingerprint(v, out),
+            Arg::Option(o) => node_fingerprint(o, out),
+        }
+    }
+    if let Some(b) = &n.block {
+        body_fingerprint(b, out);
+    }
+    out.push(')');
+}
+
+fn value_fingerprint(v: &Value, out: &mut String) {
+    out.push_str(&format!("{:?}{:?} ", v.kind, v.text));
+}
+
 impl Node {
     /// The name with `-` read as `_`.
     pub fn key(&self) -> String {

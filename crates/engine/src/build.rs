@@ -44,8 +44,23 @@ pub struct Pipeline {
     pub stats: Arc<Registry>,
     /// The configuration as read (`sluice ctl config`).
     pub config_text: Arc<str>,
+    /// What a reload compares to keep what did not change: each named source's and
+    /// destination's statement, and everything they depend on (`options {}`, templates).
+    pub fingerprints: Fingerprints,
     /// Warnings about the configuration (unused objects, skipped includes).
     pub notes: Vec<String>,
+}
+
+/// What a reload compares (see [`Pipeline::fingerprints`]).
+#[derive(Clone, Debug, Default)]
+pub struct Fingerprints {
+    /// `options {}` and template statements, in order.
+    pub shared: Vec<String>,
+    /// Named sources: name → statement fingerprint.
+    pub sources: HashMap<String, String>,
+    /// Every destination by id: its name and, for named statements, its fingerprint (inline
+    /// destinations have none and are never kept).
+    pub destinations: Vec<(String, Option<String>)>,
 }
 
 /// Source drivers of syslog-ng that sluice does not have yet.
@@ -293,6 +308,16 @@ struct Builder<'a> {
 }
 
 pub fn build(config: &Config) -> Result<Pipeline, ConfigError> {
+    build_with(config, Arc::default(), 0)
+}
+
+/// Builds configuration number `generation` (a reload's), counting into `stats` (the running
+/// one's, so that counters of what the reload keeps go on).
+pub fn build_with(
+    config: &Config,
+    stats: Arc<Registry>,
+    generation: u64,
+) -> Result<Pipeline, ConfigError> {
     let mut b = Builder {
         globals: Globals::new(),
         statements: HashMap::new(),
@@ -305,7 +330,7 @@ pub fn build(config: &Config) -> Result<Pipeline, ConfigError> {
         dest_ids: HashMap::new(),
         destinations: Vec::new(),
         dest_counted: Vec::new(),
-        stats: Arc::default(),
+        stats,
         streams: Vec::new(),
         datagrams: Vec::new(),
         stdin: None,
@@ -427,8 +452,46 @@ pub fn build(config: &Config) -> Result<Pipeline, ConfigError> {
         datagrams,
         stdin,
         internal,
+        fingerprints: Fingerprints {
+            shared: config
+                .statements
+                .iter()
+                .filter(|s| matches!(s.kind.as_str(), "options" | "template"))
+                .map(|s| s.fingerprint())
+                .collect(),
+            sources: config
+                .statements
+                .iter()
+                .filter(|s| s.kind == "source")
+                .filter_map(|s| Some((s.name.clone()?.0, s.fingerprint())))
+                .collect(),
+            destinations: (0..b.destinations.len())
+                .map(|id| {
+                    let name = b
+                        .dest_ids
+                        .iter()
+                        .find(|(_, &d)| d as usize == id)
+                        .map_or("", |(n, _)| n.as_str());
+                    let print = config
+                        .statements
+                        .iter()
+                        .find(|s| {
+                            s.kind == "destination"
+                                && s.name.as_ref().is_some_and(|(n, _)| n == name)
+                        })
+                        .map(Statement::fingerprint);
+                    (name.to_string(), print)
+                })
+                .collect(),
+        },
         dispatcher: Arc::new(Dispatcher {
             router,
+            generation,
+            source_ids: b
+                .source_ids
+                .iter()
+                .map(|(n, &id)| (Arc::from(n.as_str()), id))
+                .collect(),
             destinations: b.destinations,
             counted: DispatchCounters {
                 received: b.stats.counter("center", "", "received", "processed"),

@@ -5,24 +5,26 @@
 //! `error: ` is a failure. The Prometheus endpoint (`stats(prometheus-listen("ADDR"))`) answers
 //! any HTTP GET with the counters in Prometheus's text format.
 
-use crate::dispatch::Dispatcher;
+use crate::dispatch::Current;
 use crate::internal;
 use crate::stats::Registry;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, UnixListener};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 /// What the control socket can reach in the running server.
 pub struct Control {
     pub stats: Arc<Registry>,
-    pub dispatcher: Arc<Dispatcher>,
+    pub dispatcher: Arc<Current>,
     /// The configuration as sluice read it (includes and `@define`s resolved).
-    pub config_text: Arc<str>,
+    pub config_text: Mutex<Arc<str>>,
     /// Asks the main loop to stop.
     pub stop: mpsc::Sender<()>,
+    /// Asks the main loop to reload; it answers whether that worked.
+    pub reload: mpsc::Sender<oneshot::Sender<Result<(), String>>>,
     pub started: Instant,
 }
 
@@ -50,14 +52,31 @@ impl Control {
                 if reader.read_line(&mut line).await.is_err() {
                     return;
                 }
-                let answer = me.answer(line.trim());
+                let answer = match line.trim() {
+                    "reload" => me.reload().await,
+                    command => me.answer(command),
+                };
                 let _ = write.write_all(answer.as_bytes()).await;
                 let _ = write.shutdown().await;
             });
         }
     }
 
-    /// The answer to one command.
+    async fn reload(&self) -> String {
+        let (tx, rx) = oneshot::channel();
+        if self.reload.send(tx).await.is_err() {
+            return "error: the server is stopping\n".into();
+        }
+        match rx.await {
+            Ok(Ok(())) => "OK configuration reloaded\n".into(),
+            Ok(Err(e)) => {
+                format!("error: reloading failed; the running configuration stays:\n{e}\n")
+            }
+            Err(_) => "error: the server is stopping\n".into(),
+        }
+    }
+
+    /// The answer to one command (all but `reload`).
     pub fn answer(&self, command: &str) -> String {
         let words: Vec<&str> = command.split_whitespace().collect();
         match words.as_slice() {
@@ -78,7 +97,7 @@ impl Control {
             ["query", "get", pattern] => self.stats.get(pattern, false),
             ["query", "get-sum", pattern] => self.stats.get(pattern, true),
             ["reopen"] => {
-                for d in &self.dispatcher.destinations {
+                for d in &self.dispatcher.get().destinations {
                     d.reopen();
                 }
                 internal::notice("reopening files (ctl reopen)");
@@ -88,7 +107,6 @@ impl Control {
                 let _ = self.stop.try_send(());
                 "OK stopping\n".into()
             }
-            ["reload"] => "error: reloading the configuration is not supported yet; the running configuration stays\n".into(),
             ["healthcheck"] => {
                 let queued = self.stats.get("dst.*.queued", true);
                 format!(
@@ -97,7 +115,9 @@ impl Control {
                     queued
                 )
             }
-            ["config"] | ["config", "preprocessed"] => format!("{}\n", self.config_text),
+            ["config"] | ["config", "preprocessed"] => {
+                format!("{}\n", self.config_text.lock().expect("config lock"))
+            }
             ["verbose"] => format!("verbose is {}\n", on_off(internal::verbose())),
             ["verbose", v @ ("on" | "off")] => {
                 internal::set_verbose(*v == "on");

@@ -9,16 +9,40 @@
 
 use crate::destinations::{Destination, Outbox};
 use crate::window::Ack;
+use sluice_model::path::SourceId;
 use sluice_model::{LogMessage, Router};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 /// What all readers share: the routing graph and the destinations it names.
 pub struct Dispatcher {
     pub router: Router,
     pub destinations: Vec<Arc<dyn Destination>>,
     pub counted: DispatchCounters,
+    /// Which configuration this is: 0 at start, one more with each reload.
+    pub generation: u64,
+    /// The id this configuration gives each source name (readers that outlive a reload look
+    /// theirs up again).
+    pub source_ids: Vec<(Arc<str>, SourceId)>,
+}
+
+/// The dispatcher readers use now. A reload replaces it; a reader takes it once per read.
+pub struct Current(RwLock<Arc<Dispatcher>>);
+
+impl Current {
+    pub fn new(d: Arc<Dispatcher>) -> Current {
+        Current(RwLock::new(d))
+    }
+
+    pub fn get(&self) -> Arc<Dispatcher> {
+        self.0.read().expect("dispatcher lock").clone()
+    }
+
+    /// Puts `d` in place and returns the one it replaces.
+    pub fn replace(&self, d: Arc<Dispatcher>) -> Arc<Dispatcher> {
+        std::mem::replace(&mut *self.0.write().expect("dispatcher lock"), d)
+    }
 }
 
 /// syslog-ng's `center` counters, and each destination statement's `processed`.
@@ -46,6 +70,13 @@ thread_local! {
 }
 
 impl Dispatcher {
+    pub fn source_id(&self, name: &str) -> Option<SourceId> {
+        self.source_ids
+            .iter()
+            .find(|(n, _)| &**n == name)
+            .map(|(_, id)| *id)
+    }
+
     /// Routes `msgs` and queues them with their destinations at once, under credits the
     /// caller took. For readers with one batch in flight at a time.
     pub fn dispatch(&self, msgs: &mut Vec<LogMessage>, ack: &Ack) {

@@ -18,9 +18,12 @@ pub mod sources;
 pub mod stats;
 pub mod window;
 
-pub use build::{build, Pipeline};
+pub use build::{build, build_with, Fingerprints, Pipeline};
 
 use anyhow::Context as _;
+use dispatch::Current;
+use sources::datagram::DatagramSource;
+use sources::stream::StreamSource;
 use sources::{Context, Counters};
 use std::sync::Arc;
 use tokio::signal::unix::{signal, SignalKind};
@@ -41,50 +44,253 @@ pub struct RunOptions {
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// Builds the configuration again for a reload: given the running statistics (so counters go
+/// on) and the new configuration's number; an error is the text to report.
+pub type Reloader = Box<dyn Fn(Arc<stats::Registry>, u64) -> Result<Pipeline, String> + Send>;
+
 /// Runs `pipeline` until SIGTERM/SIGINT or, with `stdin()`, the end of input. `started` is
 /// called once every listener is bound (to write a pid file, to let a parent process go).
-pub fn run(pipeline: Pipeline, opts: &RunOptions, started: impl FnOnce()) -> anyhow::Result<()> {
+/// `reload` rebuilds the configuration on SIGHUP or `sluice ctl reload`.
+pub fn run(
+    pipeline: Pipeline,
+    opts: &RunOptions,
+    started: impl FnOnce(),
+    reload: Option<Reloader>,
+) -> anyhow::Result<()> {
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     runtime.enable_all().thread_name("sluice-worker");
     if let Some(n) = opts.worker_threads {
         runtime.worker_threads(n.max(1));
     }
     let runtime = runtime.build().context("starting the runtime")?;
-    runtime.block_on(serve(pipeline, opts, started))
+    runtime.block_on(serve(pipeline, opts, started, reload))
 }
 
-async fn serve(p: Pipeline, opts: &RunOptions, started: impl FnOnce()) -> anyhow::Result<()> {
+/// A running network or unix source: what a reload compares, and how to stop it alone.
+struct Listening {
+    name: Arc<str>,
+    fingerprint: Option<String>,
+    stop: watch::Sender<bool>,
+}
+
+/// What the main loop keeps of the running configuration.
+struct Running {
+    ctx: Context,
+    fingerprints: Fingerprints,
+    listening: Vec<Listening>,
+    tasks: tokio::task::JoinSet<()>,
+    globals_stop: watch::Sender<bool>,
+    generation: u64,
+    state_dir: std::path::PathBuf,
+}
+
+impl Running {
+    /// Binds `streams` and `datagrams` and starts serving them, each with a stop of its own.
+    /// A port still held by a source being stopped is tried again for a few seconds.
+    async fn listen(
+        &mut self,
+        streams: Vec<Arc<StreamSource>>,
+        datagrams: Vec<Arc<DatagramSource>>,
+        fingerprints: &Fingerprints,
+        retry: bool,
+    ) -> anyhow::Result<()> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        for s in streams {
+            let bound = loop {
+                match s.bind() {
+                    Ok(b) => break b,
+                    Err(e) if retry && std::time::Instant::now() < deadline => {
+                        let _ = e;
+                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    }
+                    Err(e) => {
+                        return Err(e).with_context(|| {
+                            format!("source {}: cannot listen on {:?}", s.source_name, s.listen)
+                        })
+                    }
+                }
+            };
+            let ctx = self.own_stop(&s.source_name, fingerprints);
+            self.tasks.spawn(s.serve(bound, ctx));
+        }
+        for s in datagrams {
+            let bound = loop {
+                match s.bind() {
+                    Ok(b) => break b,
+                    Err(_) if retry && std::time::Instant::now() < deadline => {
+                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    }
+                    Err(e) => {
+                        return Err(e).with_context(|| {
+                            format!("source {}: cannot bind {:?}", s.source_name, s.bind)
+                        })
+                    }
+                }
+            };
+            let ctx = self.own_stop(&s.source_name, fingerprints);
+            self.tasks.spawn(s.serve(bound, ctx));
+        }
+        Ok(())
+    }
+
+    /// A context whose shutdown stops only this source (and everything at the end).
+    fn own_stop(&mut self, name: &Arc<str>, fingerprints: &Fingerprints) -> Context {
+        let (stop, rx) = watch::channel(false);
+        self.listening.push(Listening {
+            name: name.clone(),
+            fingerprint: fingerprints.sources.get(&**name).cloned(),
+            stop,
+        });
+        Context {
+            shutdown: rx,
+            ..self.ctx.clone()
+        }
+    }
+
+    /// Puts `new` in place of the running configuration, keeping what did not change: sources
+    /// (their listeners and connections) and destinations (their queues and connections). A
+    /// changed forwarding destination takes over its predecessor's queue.
+    async fn reload(&mut self, mut new: Pipeline) -> anyhow::Result<()> {
+        for note in &new.notes {
+            internal::warning(note.clone());
+        }
+        let old = self.ctx.dispatcher.get();
+        let same_shared = new.fingerprints.shared == self.fingerprints.shared;
+        // Destinations: keep the unchanged, start the others (taking over queues).
+        let old_names = &self.fingerprints.destinations;
+        let mut kept = vec![false; old.destinations.len()];
+        let mut starts = Vec::new();
+        {
+            let d = Arc::get_mut(&mut new.dispatcher).expect("a new dispatcher is not shared");
+            for (i, (name, print)) in new.fingerprints.destinations.iter().enumerate() {
+                let before = old_names
+                    .iter()
+                    .position(|(n, p)| n == name && p.is_some() && print.is_some())
+                    .filter(|&j| !kept[j]);
+                match before {
+                    Some(j) if same_shared && old_names[j].1 == *print => {
+                        d.destinations[i] = old.destinations[j].clone();
+                        kept[j] = true;
+                    }
+                    other => starts.push((
+                        d.destinations[i].clone(),
+                        other.map(|j| old.destinations[j].clone()),
+                    )),
+                }
+            }
+        }
+        let state_dir = self.state_dir.clone();
+        tokio::task::spawn_blocking(move || {
+            for (dest, previous) in starts {
+                dest.start(&state_dir, previous.as_ref())?;
+            }
+            Ok::<_, std::io::Error>(())
+        })
+        .await
+        .context("starting destinations")?
+        .context("starting a destination")?;
+
+        // Sources: stop the changed and removed ones, keep the rest, start the new.
+        let mut streams = std::mem::take(&mut new.streams);
+        let mut datagrams = std::mem::take(&mut new.datagrams);
+        let mut listening = Vec::new();
+        for l in std::mem::take(&mut self.listening) {
+            let print = new.fingerprints.sources.get(&*l.name);
+            let unchanged =
+                same_shared && l.fingerprint.is_some() && print == l.fingerprint.as_ref();
+            let still_used = streams.iter().any(|s| s.source_name == l.name)
+                || datagrams.iter().any(|s| s.source_name == l.name);
+            if unchanged && still_used {
+                streams.retain(|s| s.source_name != l.name);
+                datagrams.retain(|s| s.source_name != l.name);
+                listening.push(l);
+            } else {
+                let _ = l.stop.send(true);
+            }
+        }
+        self.listening = listening;
+        self.generation = new.dispatcher.generation;
+        // The new routing takes over before new listeners accept.
+        drop(old);
+        let old = self.ctx.dispatcher.replace(new.dispatcher.clone());
+        let listened = self
+            .listen(streams, datagrams, &new.fingerprints, true)
+            .await;
+        self.fingerprints = new.fingerprints;
+        // Reads prepared with the old routing hold it until they are queued: then the
+        // destinations no one uses any more finish what they hold and stop.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while Arc::strong_count(&old) > 1 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let retired: Vec<_> = old
+            .destinations
+            .iter()
+            .zip(&kept)
+            .filter(|(_, &k)| !k)
+            .map(|(d, _)| d.clone())
+            .collect();
+        tokio::task::spawn_blocking(move || {
+            for d in retired {
+                d.shutdown();
+            }
+        })
+        .await
+        .context("stopping the destinations the new configuration dropped")?;
+        listened
+    }
+}
+
+async fn serve(
+    p: Pipeline,
+    opts: &RunOptions,
+    started: impl FnOnce(),
+    reloader: Option<Reloader>,
+) -> anyhow::Result<()> {
     for note in &p.notes {
         internal::warning(note.clone());
     }
+    // From here on the routing lives in `ctx.dispatcher` only, so that a reload can tell when
+    // no reader uses the one it replaced.
+    let Pipeline {
+        globals,
+        streams,
+        datagrams,
+        stdin,
+        internal: internal_source,
+        dispatcher,
+        stats,
+        config_text,
+        fingerprints,
+        notes: _,
+    } = p;
+    // Open disk buffers (replaying what they hold) and bind before reporting the start, so
+    // that an unusable buffer or a port in use fails the start.
+    for d in &dispatcher.destinations {
+        d.start(&opts.state_dir, None)
+            .context("starting a destination")?;
+    }
     let (stop_tx, stop_rx) = watch::channel(false);
     let ctx = Context {
-        dispatcher: p.dispatcher.clone(),
+        dispatcher: Arc::new(Current::new(dispatcher)),
         shutdown: stop_rx,
         counters: Arc::new(Counters::default()),
     };
-
-    // Open disk buffers (replaying what they hold) and bind before reporting the start, so
-    // that an unusable buffer or a port in use fails the start.
-    for d in &p.dispatcher.destinations {
-        d.start(&opts.state_dir).context("starting a destination")?;
-    }
-    let mut streams = Vec::new();
-    for s in &p.streams {
-        let bound = s.bind().with_context(|| {
-            format!("source {}: cannot listen on {:?}", s.source_name, s.listen)
-        })?;
-        streams.push((s.clone(), bound));
-    }
-    let mut datagrams = Vec::new();
-    for s in &p.datagrams {
-        let bound = s
-            .bind()
-            .with_context(|| format!("source {}: cannot bind {:?}", s.source_name, s.bind))?;
-        datagrams.push((s.clone(), bound));
-    }
+    let mut running = Running {
+        ctx: ctx.clone(),
+        fingerprints: fingerprints.clone(),
+        listening: Vec::new(),
+        tasks: tokio::task::JoinSet::new(),
+        globals_stop: stop_tx,
+        generation: ctx.dispatcher.get().generation,
+        state_dir: opts.state_dir.clone(),
+    };
+    running
+        .listen(streams, datagrams, &fingerprints, false)
+        .await?;
     // The control socket: asked for with -c, it must work; by default it is tried.
     let (ctl_stop_tx, mut ctl_stop) = mpsc::channel(1);
+    let (reload_tx, mut reload_requests) = mpsc::channel(1);
     let ctl_path = opts
         .control
         .clone()
@@ -107,7 +313,7 @@ async fn serve(p: Pipeline, opts: &RunOptions, started: impl FnOnce()) -> anyhow
             None
         }
     };
-    let prometheus = match p.globals.prometheus_listen {
+    let prometheus = match globals.prometheus_listen {
         Some(addr) => Some(
             tokio::net::TcpListener::bind(addr)
                 .await
@@ -115,39 +321,36 @@ async fn serve(p: Pipeline, opts: &RunOptions, started: impl FnOnce()) -> anyhow
         ),
         None => None,
     };
-    let internal_events = p.internal.as_ref().map(|_| internal::subscribe(1024));
-    let mut tasks = tokio::task::JoinSet::new();
-    for (s, bound) in streams {
-        tasks.spawn(s.serve(bound, ctx.clone()));
-    }
-    for (s, bound) in datagrams {
-        tasks.spawn(s.serve(bound, ctx.clone()));
-    }
+    let internal_events = internal_source.as_ref().map(|_| internal::subscribe(1024));
     let (stdin_done_tx, mut stdin_done) = mpsc::channel(1);
-    if let Some(s) = &p.stdin {
-        tasks.spawn(s.clone().serve(ctx.clone(), stdin_done_tx.clone()));
+    if let Some(s) = &stdin {
+        running
+            .tasks
+            .spawn(s.clone().serve(ctx.clone(), stdin_done_tx.clone()));
     }
-    let internal_task = match (&p.internal, internal_events) {
+    let internal_task = match (&internal_source, internal_events) {
         (Some(s), Some(events)) => Some(tokio::spawn(s.clone().serve(events, ctx.clone()))),
         _ => None,
     };
     let mut services = tokio::task::JoinSet::new();
-    if let Some(listener) = control {
+    let control = control.map(|listener| {
         let c = Arc::new(control::Control {
-            stats: p.stats.clone(),
-            dispatcher: p.dispatcher.clone(),
-            config_text: p.config_text.clone(),
+            stats: stats.clone(),
+            dispatcher: ctx.dispatcher.clone(),
+            config_text: std::sync::Mutex::new(config_text),
             stop: ctl_stop_tx,
+            reload: reload_tx,
             started: std::time::Instant::now(),
         });
-        services.spawn(c.serve(listener));
-    }
+        services.spawn(c.clone().serve(listener));
+        c
+    });
     if let Some(listener) = prometheus {
-        services.spawn(control::serve_prometheus(listener, p.stats.clone()));
+        services.spawn(control::serve_prometheus(listener, stats.clone()));
     }
-    if p.globals.stats_freq > 0 {
-        let stats = p.stats.clone();
-        let every = std::time::Duration::from_secs(p.globals.stats_freq);
+    if globals.stats_freq > 0 {
+        let stats = stats.clone();
+        let every = std::time::Duration::from_secs(globals.stats_freq);
         services.spawn(async move {
             let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
             loop {
@@ -164,30 +367,66 @@ async fn serve(p: Pipeline, opts: &RunOptions, started: impl FnOnce()) -> anyhow
     let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
     let mut usr1 = signal(SignalKind::user_defined1()).context("installing the SIGUSR1 handler")?;
     loop {
-        tokio::select! {
+        let answer: Option<tokio::sync::oneshot::Sender<Result<(), String>>> = tokio::select! {
             _ = term.recv() => break,
             _ = int.recv() => break,
             Some(()) = stdin_done.recv() => break,
             Some(()) = ctl_stop.recv() => break,
             _ = usr1.recv() => {
                 internal::notice("SIGUSR1 received: reopening files");
-                for d in &p.dispatcher.destinations {
+                for d in &ctx.dispatcher.get().destinations {
                     d.reopen();
                 }
+                continue;
             }
-            _ = hup.recv() => internal::warning("SIGHUP received: reloading the configuration is not supported yet; keeping the running one"),
+            _ = hup.recv() => None,
+            Some(answer) = reload_requests.recv() => Some(answer),
+        };
+        // A reload: SIGHUP or `sluice ctl reload`.
+        let result = match &reloader {
+            None => Err("this server cannot reload (no configuration file)".to_string()),
+            Some(build) => match build(stats.clone(), running.generation + 1) {
+                Err(e) => Err(e),
+                Ok(new) => {
+                    let text = new.config_text.clone();
+                    match running.reload(new).await {
+                        Ok(()) => {
+                            if let Some(c) = &control {
+                                *c.config_text.lock().expect("config lock") = text;
+                            }
+                            Ok(())
+                        }
+                        Err(e) => Err(format!("{e:#}")),
+                    }
+                }
+            },
+        };
+        match &result {
+            Ok(()) => internal::notice(format!(
+                "configuration reloaded; generation={}",
+                running.generation
+            )),
+            Err(e) => internal::error(format!(
+                "reloading the configuration failed; the running configuration stays:\n{e}"
+            )),
+        }
+        if let Some(answer) = answer {
+            let _ = answer.send(result);
         }
     }
     internal::notice(format!("sluice shutting down; version='{VERSION}'"));
     services.abort_all();
     let _ = std::fs::remove_file(&ctl_path);
-    let _ = stop_tx.send(true);
-    while tasks.join_next().await.is_some() {}
+    let _ = running.globals_stop.send(true);
+    for l in &running.listening {
+        let _ = l.stop.send(true);
+    }
+    while running.tasks.join_next().await.is_some() {}
     internal::unsubscribe();
     if let Some(t) = internal_task {
         let _ = t.await;
     }
-    let dispatcher = p.dispatcher.clone();
+    let dispatcher = ctx.dispatcher.get();
     tokio::task::spawn_blocking(move || {
         for d in &dispatcher.destinations {
             d.shutdown();

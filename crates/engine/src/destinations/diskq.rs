@@ -723,6 +723,21 @@ impl BatchQueue for DiskQueue {
         )
     }
 
+    fn put_back(&self, batches: &mut Vec<Batch>) {
+        let mut state = self.lock();
+        for b in batches.drain(..).rev() {
+            let mut r = state.taken.pop_back().expect("put back what was taken");
+            state.cached += b.len();
+            self.counters
+                .memory_usage
+                .fetch_add(b.data.len() as u64, Ordering::Relaxed);
+            r.cached = Some(b);
+            state.records.push_front(r);
+        }
+        drop(state);
+        self.ready.notify_one();
+    }
+
     fn is_stopping(&self) -> bool {
         self.lock().stopping
     }

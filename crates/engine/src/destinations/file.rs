@@ -28,7 +28,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Options of `file()` that govern files and directories.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FileOptions {
     pub create_dirs: bool,
     pub perm: Option<u32>,
@@ -358,6 +358,31 @@ impl Destination for FileDestination {
         }
     }
 
+    /// A reload's `file()` of the same name takes over the writers of the one before it when
+    /// they would work alike (same file options, same number of writers): what the old one
+    /// queued and what the new one queues then reach each file in order.
+    fn start(
+        &self,
+        _state_dir: &std::path::Path,
+        previous: Option<&Arc<dyn Destination>>,
+    ) -> std::io::Result<()> {
+        let Some(old) = previous.and_then(|p| p.as_any().downcast_ref::<FileDestination>()) else {
+            return Ok(());
+        };
+        let Some(writers) = old.writers.get() else {
+            return Ok(());
+        };
+        let alike = old.opts == self.opts
+            && old.fixed_name().is_some() == self.fixed_name().is_some()
+            && old.path.is_some() == self.path.is_some();
+        if alike && !old.stopped.swap(true, Ordering::SeqCst) {
+            let _ = self.writers.set(writers.clone());
+            let threads = std::mem::take(&mut *old.threads.lock().expect("threads lock"));
+            *self.threads.lock().expect("threads lock") = threads;
+        }
+        Ok(())
+    }
+
     fn shutdown(&self) {
         if self.stopped.swap(true, Ordering::SeqCst) {
             return;
@@ -376,6 +401,10 @@ impl Destination for FileDestination {
         for w in self.writers.get().into_iter().flatten() {
             let _ = w.send(Msg::Reopen);
         }
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }
 

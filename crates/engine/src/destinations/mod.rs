@@ -16,9 +16,18 @@ use std::sync::Arc;
 pub trait Destination: Send + Sync {
     /// Called once when the server starts, before any delivery: opens what the destination
     /// keeps across restarts (disk buffers, under `state_dir` unless configured elsewhere).
-    fn start(&self, _state_dir: &Path) -> std::io::Result<()> {
+    /// After a reload, `previous` is the destination of the same name in the configuration
+    /// before, when its definition changed: the new one may take over its queue.
+    fn start(
+        &self,
+        _state_dir: &Path,
+        _previous: Option<&Arc<dyn Destination>>,
+    ) -> std::io::Result<()> {
         Ok(())
     }
+
+    /// For taking over a previous destination of the same kind.
+    fn as_any(&self) -> &dyn std::any::Any;
 
     /// Formats `msgs[i]` for every `i` in `which`, in that order, and puts in `outbox` what
     /// queues them. Must not block. `flow_control` says that a path on the way asked for
@@ -46,11 +55,21 @@ pub trait Destination: Send + Sync {
 pub struct Group(pub Vec<Arc<dyn Destination>>);
 
 impl Destination for Group {
-    fn start(&self, state_dir: &Path) -> std::io::Result<()> {
-        for d in &self.0 {
-            d.start(state_dir)?;
+    fn start(
+        &self,
+        state_dir: &Path,
+        previous: Option<&Arc<dyn Destination>>,
+    ) -> std::io::Result<()> {
+        // Drivers take over the drivers in the same place of a previous group.
+        let before = previous.and_then(|p| p.as_any().downcast_ref::<Group>());
+        for (i, d) in self.0.iter().enumerate() {
+            d.start(state_dir, before.and_then(|g| g.0.get(i)))?;
         }
         Ok(())
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 
     fn deliver(

@@ -27,8 +27,8 @@ use std::cell::RefCell;
 use std::io::{ErrorKind, IoSlice};
 use std::mem::MaybeUninit;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::Path;
-use std::sync::atomic::Ordering;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -102,7 +102,15 @@ pub struct NetworkDestination {
     queue: OnceLock<Arc<dyn BatchQueue>>,
     /// Started on first delivery, or at once when a disk buffer has messages from before.
     sender: OnceLock<()>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    thread: Mutex<Option<JoinHandle<Option<Connection>>>>,
+    /// The connection of the destination this one took over, for its sender to go on with.
+    inherited_conn: Mutex<Option<Connection>>,
+    /// The disk buffer's directory (`None`: the queue is in memory), known once started.
+    buffer_dir: OnceLock<Option<PathBuf>>,
+    /// Tells the sender to give its batches back and stop: a reload's new destination of
+    /// the same name takes over the queue.
+    retire: Arc<AtomicBool>,
+    handed_over: AtomicBool,
 }
 
 impl NetworkDestination {
@@ -120,7 +128,26 @@ impl NetworkDestination {
             opts: Arc::new(opts),
             sender: OnceLock::new(),
             thread: Mutex::new(None),
+            inherited_conn: Mutex::new(None),
+            buffer_dir: OnceLock::new(),
+            retire: Arc::default(),
+            handed_over: AtomicBool::new(false),
         }
+    }
+
+    /// Gives the queue to a reload's destination of the same name when both keep it in the
+    /// same place (memory, or one disk buffer directory): the sender puts back what it holds
+    /// and stops; what readers still deliver here goes on into the same queue.
+    fn hand_over(&self, dir: &Option<PathBuf>) -> Option<Handover> {
+        if self.buffer_dir.get()? != dir {
+            return None;
+        }
+        let queue = self.queue.get()?.clone();
+        self.retire.store(true, Ordering::SeqCst);
+        let thread = self.thread.lock().expect("thread lock").take();
+        let conn = thread.and_then(|t| t.join().ok().flatten());
+        self.handed_over.store(true, Ordering::SeqCst);
+        Some((queue, conn))
     }
 
     fn queue(&self) -> &Arc<dyn BatchQueue> {
@@ -131,16 +158,26 @@ impl NetworkDestination {
 
     fn start_sender(&self) {
         self.sender.get_or_init(|| {
+            // A connection taken over goes on if it reaches one of this destination's servers.
+            let inherited = self.inherited_conn.lock().expect("conn lock").take();
+            let (conn, server) = inherited
+                .and_then(|c| {
+                    let i = (0..self.opts.servers.len())
+                        .find(|&i| server_name(&self.opts, i) == c.to)?;
+                    Some((Some(c.sock), i))
+                })
+                .unwrap_or((None, 0));
             let sender = Sender {
                 label: self.label.clone(),
                 opts: self.opts.clone(),
                 queue: self.queue().clone(),
-                conn: None,
-                server: 0,
+                conn,
+                server,
                 good_probes: 0,
                 last_probe: Instant::now(),
                 reported_drops: 0,
                 failing: None,
+                retire: self.retire.clone(),
             };
             let handle = std::thread::Builder::new()
                 .name("sender".into())
@@ -166,30 +203,49 @@ impl NetworkDestination {
 }
 
 impl Destination for NetworkDestination {
-    fn start(&self, state_dir: &Path) -> std::io::Result<()> {
-        let queue: Arc<dyn BatchQueue> = match &self.opts.disk_buffer {
-            None => Arc::new(Queue::new(self.opts.log_fifo_size, self.counters.clone())),
-            Some((opts, name)) => {
-                let dir = opts.dir.as_deref().unwrap_or(state_dir).join(name);
-                DiskQueue::open(
-                    self.label.clone(),
-                    dir.clone(),
-                    opts.clone(),
-                    self.counters.clone(),
-                )
-                .map_err(|e| {
-                    std::io::Error::new(e.kind(), format!("disk buffer {}: {e}", dir.display()))
-                })?
+    fn start(
+        &self,
+        state_dir: &Path,
+        previous: Option<&Arc<dyn Destination>>,
+    ) -> std::io::Result<()> {
+        let dir = self
+            .opts
+            .disk_buffer
+            .as_ref()
+            .map(|(opts, name)| opts.dir.as_deref().unwrap_or(state_dir).join(name));
+        let inherited = previous
+            .and_then(|p| p.as_any().downcast_ref::<NetworkDestination>())
+            .and_then(|old| old.hand_over(&dir));
+        let taken_over = inherited.is_some();
+        let queue: Arc<dyn BatchQueue> = match (inherited, &dir) {
+            (Some((q, conn)), _) => {
+                *self.inherited_conn.lock().expect("conn lock") = conn;
+                q
             }
+            (None, None) => Arc::new(Queue::new(self.opts.log_fifo_size, self.counters.clone())),
+            (None, Some(dir)) => DiskQueue::open(
+                self.label.clone(),
+                dir.clone(),
+                self.opts.disk_buffer.as_ref().expect("a buffer").0.clone(),
+                self.counters.clone(),
+            )
+            .map_err(|e| {
+                std::io::Error::new(e.kind(), format!("disk buffer {}: {e}", dir.display()))
+            })?,
         };
         let backlog = queue.has_backlog();
         if self.queue.set(queue).is_err() {
             return Ok(()); // started already
         }
-        if backlog {
+        let _ = self.buffer_dir.set(dir);
+        if backlog || taken_over {
             self.start_sender();
         }
         Ok(())
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 
     fn deliver(
@@ -217,6 +273,9 @@ impl Destination for NetworkDestination {
     }
 
     fn shutdown(&self) {
+        if self.handed_over.load(Ordering::SeqCst) {
+            return; // the queue lives on with the destination that took it over
+        }
         if let Some(q) = self.queue.get() {
             q.stop();
         }
@@ -241,6 +300,7 @@ struct Sender {
     reported_drops: u64,
     /// Since when no server accepts connections, and when that was last reported.
     failing: Option<(Instant, Instant)>,
+    retire: Arc<AtomicBool>,
 }
 
 /// How often a server that stays unreachable is reported again.
@@ -254,15 +314,21 @@ struct Position {
 }
 
 impl Sender {
-    fn run(mut self) {
+    /// Sends until the queue stops; when retired for a reload's destination, returns the
+    /// connection (and the server it goes to) for that one to go on with.
+    fn run(mut self) -> Option<Connection> {
         let mut batches: Vec<Batch> = Vec::new();
         loop {
             let stopping = self.queue.take(TICK, MAX_GATHER, &mut batches);
+            if self.retire.load(Ordering::SeqCst) {
+                self.queue.put_back(&mut batches);
+                return self.give_connection();
+            }
             self.report_drops();
             self.failback();
             if batches.is_empty() {
                 if stopping {
-                    return;
+                    return None;
                 }
                 if self.conn.as_ref().is_some_and(peer_closed) {
                     self.conn = None;
@@ -277,13 +343,27 @@ impl Sender {
                     .written
                     .fetch_add(messages as u64, Ordering::Relaxed);
                 self.queue.done(&mut batches);
+            } else if self.retire.load(Ordering::SeqCst) {
+                // A reload's destination takes over, and sends these.
+                self.queue.put_back(&mut batches);
+                return self.give_connection();
             } else {
                 // Stopping with the servers unreachable.
                 let what = self.queue.abandon(&mut batches);
                 internal::error(format!("{}: stopping with {what}", self.label));
-                return;
+                return None;
             }
         }
+    }
+
+    /// The connection in use, for the sender that takes over: going on with it keeps the
+    /// messages in order at the server (a second connection would be read beside the first).
+    fn give_connection(&mut self) -> Option<Connection> {
+        let sock = self.conn.take()?;
+        Some(Connection {
+            sock,
+            to: server_name(&self.opts, self.server),
+        })
     }
 
     /// Writes `batches` whole, reconnecting as needed. Returns `false` only when stopping and
@@ -298,8 +378,9 @@ impl Sender {
                 return false;
             }
             let sock = self.conn.as_ref().expect("connected");
+            let giving_up = stopping || self.retire.load(Ordering::SeqCst);
             let result = if self.opts.transport.is_stream() {
-                write_stream(sock, batches, &mut pos, stopping)
+                write_stream(sock, batches, &mut pos, giving_up)
             } else {
                 write_datagrams(sock, batches, &mut pos, self.opts.transport)
             };
@@ -391,12 +472,12 @@ impl Sender {
         let until = Instant::now() + wait;
         while let Some(left) = until.checked_duration_since(Instant::now()) {
             self.report_drops();
-            if self.queue.is_stopping() {
+            if self.queue.is_stopping() || self.retire.load(Ordering::SeqCst) {
                 return true;
             }
             std::thread::sleep(Duration::from_millis(100).min(left));
         }
-        self.queue.is_stopping()
+        self.queue.is_stopping() || self.retire.load(Ordering::SeqCst)
     }
 
     /// Told to stop while waiting to reconnect: one last round.
@@ -467,13 +548,7 @@ impl Sender {
     }
 
     fn server_name(&self, i: usize) -> String {
-        let name = &self.opts.servers[i];
-        match self.opts.transport {
-            Transport::Tcp => format!("tcp:{name}:{}", self.opts.port),
-            Transport::Udp => format!("udp:{name}:{}", self.opts.port),
-            Transport::UnixStream => format!("unix-stream:{name}"),
-            Transport::UnixDgram => format!("unix-dgram:{name}"),
-        }
+        server_name(&self.opts, i)
     }
 
     /// While on a failover server, probes the primary every `tcp-probe-interval()` and
@@ -516,6 +591,27 @@ impl Sender {
             ));
             self.reported_drops = dropped;
         }
+    }
+}
+
+/// A sender's open connection, handed to the sender of a reload's destination: `to` is the
+/// server it reaches ([`server_name`]).
+pub struct Connection {
+    sock: Socket,
+    to: String,
+}
+
+/// What a destination hands over on a reload: its queue and its connection.
+type Handover = (Arc<dyn BatchQueue>, Option<Connection>);
+
+/// How messages name server `i`: `tcp:10.0.0.1:514`.
+fn server_name(opts: &NetworkOptions, i: usize) -> String {
+    let name = &opts.servers[i];
+    match opts.transport {
+        Transport::Tcp => format!("tcp:{name}:{}", opts.port),
+        Transport::Udp => format!("udp:{name}:{}", opts.port),
+        Transport::UnixStream => format!("unix-stream:{name}"),
+        Transport::UnixDgram => format!("unix-dgram:{name}"),
     }
 }
 

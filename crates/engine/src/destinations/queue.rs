@@ -82,6 +82,9 @@ pub trait BatchQueue: Send + Sync {
     /// Stopping with no server to send to: gives up `batches` (taken, not sent) and what is
     /// still queued, and says what became of them.
     fn abandon(&self, batches: &mut Vec<Batch>) -> String;
+    /// A sender that stops for another to take over gives back `batches` (the last it took,
+    /// not sent): they go to the front of the queue, in order.
+    fn put_back(&self, batches: &mut Vec<Batch>);
     fn is_stopping(&self) -> bool;
     /// Tells the queue to finish: the sender takes what is left, then stops.
     fn stop(&self);
@@ -206,6 +209,14 @@ impl BatchQueue for Queue {
             self.done(batches);
         }
         format!("{lost} messages not delivered: no server accepts them")
+    }
+
+    fn put_back(&self, batches: &mut Vec<Batch>) {
+        let mut state = self.state.lock().expect("queue lock");
+        for b in batches.drain(..).rev() {
+            state.batches.push_front(b);
+        }
+        self.ready.notify_one();
     }
 
     fn is_stopping(&self) -> bool {

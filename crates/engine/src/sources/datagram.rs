@@ -80,6 +80,8 @@ impl DatagramSource {
         let mut buf = BytesMut::new();
         let mut datagrams: Vec<(bytes::Bytes, Option<SocketAddr>)> = Vec::with_capacity(BATCH);
         let mut msgs: Vec<LogMessage> = Vec::with_capacity(BATCH);
+        let mut generation = u64::MAX;
+        let mut source_id = self.source_id;
         loop {
             let ready = tokio::select! {
                 biased;
@@ -115,13 +117,22 @@ impl DatagramSource {
             if datagrams.is_empty() {
                 continue;
             }
+            let dispatcher = ctx.dispatcher.get();
+            if dispatcher.generation != generation {
+                // A reload: the source's id in the new configuration, or stop.
+                let Some(id) = dispatcher.source_id(&self.source_name) else {
+                    break;
+                };
+                (generation, source_id) = (dispatcher.generation, id);
+                origins.clear();
+            }
             let recvd = UnixTime::now(&self.reader.ingest.local_zone);
             let today = Today::of(recvd);
             for (raw, peer) in datagrams.drain(..) {
                 let origin = match origins.get(&peer) {
                     Some(o) => o.clone(),
                     None => {
-                        let o = self.origin(peer).await;
+                        let o = self.origin(peer, source_id).await;
                         if origins.len() >= PEER_CACHE {
                             origins.clear();
                         }
@@ -140,7 +151,7 @@ impl DatagramSource {
             else {
                 break;
             };
-            ctx.dispatcher.dispatch(&mut msgs, &ack);
+            dispatcher.dispatch(&mut msgs, &ack);
             msgs.clear();
         }
         if let Bind::Unix(unix) = &self.bind {
@@ -148,11 +159,11 @@ impl DatagramSource {
         }
     }
 
-    async fn origin(&self, peer: Option<SocketAddr>) -> Arc<Origin> {
+    async fn origin(&self, peer: Option<SocketAddr>, source_id: u16) -> Arc<Origin> {
         let host_from = dns::name_of(peer.map(|p| p.ip()), &self.names).await;
         Arc::new(Origin {
             source_name: self.source_name.clone(),
-            source_id: self.source_id,
+            source_id,
             peer,
             host_from,
             local: peer.is_none(),

@@ -25,13 +25,13 @@ const BATCH: usize = 64;
 impl InternalSource {
     pub async fn serve(self: Arc<Self>, mut events: mpsc::Receiver<Event>, ctx: Context) {
         let host = dns::local_name(self.use_fqdn);
-        let origin = Arc::new(Origin {
+        let mut routed = super::Routed::new(Arc::new(Origin {
             source_name: self.source_name.clone(),
             source_id: self.source_id,
             peer: None,
             host_from: host.clone(),
             local: true,
-        });
+        }));
         let pid: Arc<[u8]> = Arc::from(std::process::id().to_string().as_bytes());
         let window = Window::new(self.window);
         let mut batch = Vec::with_capacity(BATCH);
@@ -53,6 +53,10 @@ impl InternalSource {
             if n == 0 {
                 break;
             }
+            let dispatcher = ctx.dispatcher.get();
+            let Some(origin) = routed.origin(&dispatcher).cloned() else {
+                break;
+            };
             let now = UnixTime::now(&self.ingest.local_zone);
             let mut msgs: Vec<LogMessage> = batch
                 .drain(..)
@@ -84,7 +88,7 @@ impl InternalSource {
             let Some(ack) = ctx.credits(&window, msgs.len() as u32, "internal()").await else {
                 break;
             };
-            ctx.dispatcher.dispatch(&mut msgs, &ack);
+            dispatcher.dispatch(&mut msgs, &ack);
             let stopping = *shutdown.borrow();
             if stopping && events.is_closed() && events.is_empty() {
                 break;

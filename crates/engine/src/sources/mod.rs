@@ -13,7 +13,7 @@ pub mod stdin;
 pub mod stream;
 
 use crate::destinations::Outbox;
-use crate::dispatch::Dispatcher;
+use crate::dispatch::{Current, Dispatcher};
 use crate::internal as log;
 use crate::window::{Ack, Window};
 use bytes::{Bytes, BytesMut};
@@ -92,10 +92,43 @@ impl SourceCounters {
 /// What every reader needs from the running engine.
 #[derive(Clone)]
 pub struct Context {
-    pub dispatcher: Arc<Dispatcher>,
+    /// The configuration's routing now: a reader takes it once per read.
+    pub dispatcher: Arc<Current>,
     /// Becomes `true` when sluice is stopping: readers stop reading and return.
     pub shutdown: watch::Receiver<bool>,
     pub counters: Arc<Counters>,
+}
+
+/// A reader's origin kept in step with reloads: a source keeps its name across configurations,
+/// not necessarily its id.
+pub struct Routed {
+    origin: Arc<Origin>,
+    generation: u64,
+}
+
+impl Routed {
+    pub fn new(origin: Arc<Origin>) -> Routed {
+        Routed {
+            origin,
+            generation: u64::MAX,
+        }
+    }
+
+    /// The origin to dispatch with under `d`; `None` when `d`'s configuration has no source of
+    /// this name any more (the reader should stop).
+    pub fn origin(&mut self, d: &Dispatcher) -> Option<&Arc<Origin>> {
+        if d.generation != self.generation {
+            let id = d.source_id(&self.origin.source_name)?;
+            if id != self.origin.source_id {
+                self.origin = Arc::new(Origin {
+                    source_id: id,
+                    ..(*self.origin).clone()
+                });
+            }
+            self.generation = d.generation;
+        }
+        Some(&self.origin)
+    }
 }
 
 /// How long a reader of a stopping server waits for a destination to take what it read (a
@@ -173,6 +206,7 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
     peer: &str,
 ) {
     let mut shutdown = ctx.shutdown.clone();
+    let mut routed = Routed::new(origin);
     let mut decoder = FrameDecoder::new(spec.framing, spec.log_msg_size, spec.trim_large_messages);
     let mut buf = BytesMut::new();
     let mut read_size = MIN_READ;
@@ -210,14 +244,21 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
         };
         if !frames.is_empty() {
             let big = consumed >= PARALLEL_READ;
+            let dispatcher = ctx.dispatcher.get();
+            let Some(origin) = routed.origin(&dispatcher).cloned() else {
+                log::warning(format!(
+                    "closing connection from {peer}: its source is gone from the configuration"
+                ));
+                break;
+            };
             let read = Read {
                 chunk: buf.split_to(consumed).freeze(),
                 frames: std::mem::take(&mut frames),
                 recvd: UnixTime::now(&spec.ingest.local_zone),
-                origin: origin.clone(),
+                origin,
                 ingest: spec.ingest.clone(),
                 counted: spec.counted.clone(),
-                dispatcher: ctx.dispatcher.clone(),
+                dispatcher,
                 counters: ctx.counters.clone(),
             };
             let Some(ack) = ctx.credits(window, read.frames.len() as u32, peer).await else {

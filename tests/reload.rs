@@ -1,0 +1,218 @@
+//! Reloading the configuration (`sluice ctl reload`, SIGHUP) under load: nothing lost, no
+//! connection reset, unchanged sources and destinations kept, a changed forwarding
+//! destination takes over its queue, a bad configuration leaves the running one in place.
+
+mod common;
+
+use common::{free_port, send_tcp, sluice_bin, wait_lines, Framing, Running, Server};
+use std::io::Read;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn ctl(server: &Running, args: &[&str]) -> (bool, String) {
+    let out = Command::new(sluice_bin())
+        .arg("ctl")
+        .arg("-c")
+        .arg(server.dir.path().join("ctl"))
+        .args(args)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+/// Rewrites the running server's configuration file (what a reload reads).
+fn rewrite_config(server: &Running, text: &str) {
+    let text = text
+        .replace("@OUT@", &server.out.to_string_lossy())
+        .replace("@DIR@", &server.dir.path().to_string_lossy());
+    std::fs::write(server.dir.path().join("server.conf"), text).unwrap();
+}
+
+fn loggen(port: u16, conns: u32, count: u64, rate: u64) -> Child {
+    Command::new(sluice_bin())
+        .args(["loggen", "-I", "600", "-r", &rate.to_string()])
+        .args(["--active-connections", &conns.to_string()])
+        .args([
+            "-n",
+            &count.to_string(),
+            "-Q",
+            "127.0.0.1",
+            &port.to_string(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start sluice loggen")
+}
+
+fn finish(mut child: Child) -> String {
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(
+        status.success(),
+        "loggen failed (a connection reset?): {err}"
+    );
+    err
+}
+
+fn check(file: &Path) -> String {
+    let out = Command::new(sluice_bin())
+        .arg("loggen")
+        .arg("--check")
+        .arg(file)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The receiving end: a syslog() source writing everything to `all.log`.
+fn server(port: u16) -> Running {
+    let mut s = Running::start(
+        Server::Sluice,
+        &format!(
+            r#"source s {{ syslog(ip(127.0.0.1) port({port})); }};
+            destination d {{ file("@OUT@/all.log"); }};
+            log {{ source(s); destination(d); }};"#
+        ),
+    );
+    s.wait_tcp(port);
+    s
+}
+
+/// A relay writing a file and forwarding to `core`; `variant` changes both destinations'
+/// definitions (so that each reload replaces them).
+fn relay_config(edge: u16, core: u16, variant: u32) -> String {
+    format!(
+        r#"options {{ keep-hostname(yes); }};
+        source s {{ network(ip(127.0.0.1) port({edge}) log-iw-size(20000)); }};
+        destination local {{ file("@OUT@/local.log" flush-lines({})); }};
+        destination fwd {{ syslog("127.0.0.1" port({core}) time-reopen({})); }};
+        log {{ source(s); destination(local); destination(fwd); flags(flow-control); }};"#,
+        10 + variant,
+        1 + variant
+    )
+}
+
+#[test]
+fn reloading_twenty_times_under_load_loses_nothing() {
+    let (edge, core) = (free_port(), free_port());
+    let srv = server(core);
+    let mut r = Running::start(Server::Sluice, &relay_config(edge, core, 0));
+    r.wait_tcp(edge);
+    // Two connections, 150,000 messages, for about eight seconds.
+    let load = loggen(edge, 2, 75_000, 10_000);
+    for i in 1..=20 {
+        std::thread::sleep(Duration::from_millis(300));
+        rewrite_config(&r, &relay_config(edge, core, i % 2));
+        let (ok, text) = ctl(&r, &["reload"]);
+        assert!(ok, "reload {i}: {text}");
+    }
+    finish(load);
+    assert_eq!(
+        wait_lines(&r.out, 150_000, Duration::from_secs(60)),
+        150_000
+    );
+    assert_eq!(
+        wait_lines(&srv.out, 150_000, Duration::from_secs(60)),
+        150_000
+    );
+    for file in [r.out.join("local.log"), srv.out.join("all.log")] {
+        let report = check(&file);
+        assert!(
+            report.contains("received=150000, lost=0, duplicated=0, out-of-order=0"),
+            "{}: {report}",
+            file.display()
+        );
+    }
+    r.terminate();
+    let err = r.stderr();
+    assert!(!err.contains("error"), "{err}");
+}
+
+#[test]
+fn a_changed_forwarding_destination_takes_over_its_queue() {
+    let (edge, core) = (free_port(), free_port());
+    let mut r = Running::start(Server::Sluice, &relay_config(edge, core, 0));
+    r.wait_tcp(edge);
+    // The server is down: the messages wait in the forwarding destination's queue.
+    let input: String = (0..1000)
+        .map(|i| format!("<13>Jan  5 13:56:09 h p: message {i}\n"))
+        .collect();
+    send_tcp(edge, input.as_bytes(), Framing::Newline);
+    assert_eq!(wait_lines(&r.out, 1000, Duration::from_secs(10)), 1000);
+    rewrite_config(&r, &relay_config(edge, core, 1));
+    let (ok, text) = ctl(&r, &["reload"]);
+    assert!(ok, "{text}");
+    let srv = server(core);
+    // time-reopen(2) now: the new destination connects and sends what the old one held.
+    assert_eq!(wait_lines(&srv.out, 1000, Duration::from_secs(20)), 1000);
+    let out = srv.settle_and_stop();
+    let lines = out.lines("all.log");
+    for (i, l) in lines.iter().enumerate() {
+        assert!(l.ends_with(&format!("message {i}")), "line {i}: {l}");
+    }
+}
+
+#[test]
+fn a_bad_configuration_keeps_the_running_one_and_a_good_one_moves_a_source() {
+    let (edge, other) = (free_port(), free_port());
+    let config = |port: u16| {
+        format!(
+            r#"source s {{ network(ip(127.0.0.1) port({port})); }};
+            destination d {{ file("@OUT@/all.log"); }};
+            log {{ source(s); destination(d); }};"#
+        )
+    };
+    let mut r = Running::start(Server::Sluice, &config(edge));
+    r.wait_tcp(edge);
+    rewrite_config(&r, "source s { network(port(1) prot(2)); };");
+    let (ok, text) = ctl(&r, &["reload"]);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("the running configuration stays") && text.contains("unknown option 'prot'"),
+        "{text}"
+    );
+    // SIGHUP with the same bad file: reported, still running.
+    // SAFETY: kill(2) on the pid of a child we spawned.
+    unsafe { libc::kill(r.child.id() as i32, libc::SIGHUP) };
+    let start = Instant::now();
+    while r
+        .stderr()
+        .matches("the running configuration stays")
+        .count()
+        < 2
+    {
+        assert!(start.elapsed() < Duration::from_secs(10), "{}", r.stderr());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    send_tcp(
+        edge,
+        b"<13>Jan  5 13:56:09 h p: still here\n",
+        Framing::Newline,
+    );
+    assert_eq!(wait_lines(&r.out, 1, Duration::from_secs(10)), 1);
+
+    // A good configuration moves the source to another port by SIGHUP.
+    rewrite_config(&r, &config(other));
+    unsafe { libc::kill(r.child.id() as i32, libc::SIGHUP) };
+    r.wait_tcp(other);
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", edge)).is_ok() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the old port still listens"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    send_tcp(other, b"<13>Jan  5 13:56:09 h p: moved\n", Framing::Newline);
+    assert_eq!(wait_lines(&r.out, 2, Duration::from_secs(10)), 2);
+}
