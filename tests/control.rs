@@ -173,6 +173,36 @@ fn queries_prometheus_and_log_statistics() {
 }
 
 #[test]
+fn level_three_counts_hosts_senders_programs_facilities_and_severities() {
+    let (port, fwd) = (free_port(), free_port());
+    let mut s = Running::start(
+        Server::Sluice,
+        &config(port, fwd, "").replace("stats-level(1)", "stats-level(3)"),
+    );
+    s.wait_tcp(port);
+    send_tcp(
+        port,
+        b"<13>Jan  5 13:56:09 web1 nginx[1]: a\n<13>Jan  5 13:56:09 web1 nginx[1]: b\n<165>Jan  5 13:56:09 db2 postgres: c\n",
+        Framing::Newline,
+    );
+    wait_lines(&s.out, 3, Duration::from_secs(10));
+    let (_, csv) = ctl(&s, &["stats"]);
+    for line in [
+        "src.host;;web1;d;processed;2",
+        "src.host;;db2;d;processed;1",
+        "src.program;;nginx;d;processed;2",
+        "src.program;;postgres;d;processed;1",
+        "src.facility;;1;a;processed;2",
+        "src.facility;;20;a;processed;1",
+        "src.facility;;0;a;processed;0",
+        "src.severity;;5;a;processed;3",
+    ] {
+        assert!(csv.contains(&format!("{line}\n")), "{line} not in:\n{csv}");
+    }
+    assert!(csv.contains("src.sender;;"), "{csv}");
+}
+
+#[test]
 fn reopen_after_logrotate() {
     let port = free_port();
     let mut s = Running::start(

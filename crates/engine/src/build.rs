@@ -414,6 +414,17 @@ pub fn build_with(
         paths.push(LogPath::build(nodes, true, &mut b)?);
     }
     let router = Router::new(paths);
+    if b.globals.stats_level >= 3 {
+        // Level 3 shows every facility and severity, counted or not, as syslog-ng does.
+        let facilities = (0..24).map(|f| f.to_string()).chain(["other".to_string()]);
+        for f in facilities {
+            b.stats.counter("src.facility", "", &f, "processed");
+        }
+        for s in 0..8 {
+            b.stats
+                .counter("src.severity", "", &s.to_string(), "processed");
+        }
+    }
     let mut notes = config.map.notes.clone();
     let used = |id: SourceId, name: &str, notes: &mut Vec<String>| {
         let used = router.is_used(id);
@@ -494,6 +505,8 @@ pub fn build_with(
                 .collect(),
             destinations: b.destinations,
             counted: DispatchCounters {
+                level: b.globals.stats_level,
+                registry: b.stats.clone(),
                 received: b.stats.counter("center", "", "received", "processed"),
                 queued: b.stats.counter("center", "", "queued", "processed"),
                 destinations: b.dest_counted,

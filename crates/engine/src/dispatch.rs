@@ -48,6 +48,9 @@ impl Current {
 /// syslog-ng's `center` counters, and each destination statement's `processed`.
 #[derive(Default)]
 pub struct DispatchCounters {
+    /// `stats-level()`: from 2 on, messages are also counted by host, sender and program.
+    pub level: u8,
+    pub registry: Arc<crate::stats::Registry>,
     pub received: Arc<AtomicU64>,
     pub queued: Arc<AtomicU64>,
     /// Indexed like `destinations`.
@@ -94,6 +97,9 @@ impl Dispatcher {
             self.counted
                 .received
                 .fetch_add(msgs.len() as u64, Ordering::Relaxed);
+            self.counted
+                .registry
+                .count_messages(self.counted.level, msgs);
             scratch.routed.resize_with(n, Vec::new);
             scratch.flow_control.resize(n, false);
             for i in 0..msgs.len() {

@@ -6,6 +6,8 @@
 //! `SourceName;SourceId;SourceInstance;…;Type`). Counting costs one relaxed atomic add per
 //! read or per batch, never a lookup.
 
+use sluice_model::LogMessage;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -22,6 +24,9 @@ pub struct Counter {
     /// `processed`, `written`, `dropped`, `queued`, `memory_usage`.
     pub kind: &'static str,
     pub value: Arc<AtomicU64>,
+    /// Made for what the messages carry (a host, a program: `stats-level(2)` and up) rather
+    /// than for a part of the configuration; syslog-ng shows these with the state `d`.
+    pub dynamic: bool,
 }
 
 impl Counter {
@@ -41,10 +46,55 @@ impl Counter {
     }
 }
 
-/// The counters of a running configuration.
+/// The counters of a running configuration (and of those it was reloaded from).
 #[derive(Debug, Default)]
 pub struct Registry {
-    counters: Mutex<Vec<Counter>>,
+    counters: Mutex<Counters>,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    list: Vec<Counter>,
+    /// (component, id, instance, type) → place in `list`.
+    index: HashMap<(String, String, String, &'static str), usize>,
+}
+
+impl Counters {
+    fn get(
+        &mut self,
+        component: &str,
+        id: &str,
+        instance: &str,
+        kind: &'static str,
+        dynamic: bool,
+    ) -> Arc<AtomicU64> {
+        let key = (
+            component.to_string(),
+            id.to_string(),
+            instance.to_string(),
+            kind,
+        );
+        if let Some(&at) = self.index.get(&key) {
+            return self.list[at].value.clone();
+        }
+        let value = Arc::new(AtomicU64::new(0));
+        self.index.insert(key, self.list.len());
+        self.list.push(Counter {
+            component: component.to_string(),
+            id: id.to_string(),
+            instance: instance.to_string(),
+            kind,
+            value: value.clone(),
+            dynamic,
+        });
+        value
+    }
+}
+
+thread_local! {
+    /// A batch's dynamic counts before they are added to the registry under one lock.
+    static DYNAMIC: std::cell::RefCell<HashMap<(&'static str, Vec<u8>), u64>> =
+        std::cell::RefCell::default();
 }
 
 /// What a destination driver counts.
@@ -71,21 +121,57 @@ impl Registry {
         instance: &str,
         kind: &'static str,
     ) -> Arc<AtomicU64> {
-        let mut all = self.counters.lock().expect("stats lock");
-        if let Some(c) = all.iter().find(|c| {
-            c.kind == kind && c.component == component && c.id == id && c.instance == instance
-        }) {
-            return c.value.clone();
+        self.counters
+            .lock()
+            .expect("stats lock")
+            .get(component, id, instance, kind, false)
+    }
+
+    /// syslog-ng's counters by what messages carry: `src.host` and `src.sender` (`$HOST`,
+    /// `$HOST_FROM`) from `stats-level(2)`, `src.program`, `src.facility`, `src.severity` from
+    /// level 3. Counted per batch, then added under one lock.
+    pub fn count_messages(&self, level: u8, msgs: &[LogMessage]) {
+        if level < 2 || msgs.is_empty() {
+            return;
         }
-        let value = Arc::new(AtomicU64::new(0));
-        all.push(Counter {
-            component: component.to_string(),
-            id: id.to_string(),
-            instance: instance.to_string(),
-            kind,
-            value: value.clone(),
+        DYNAMIC.with_borrow_mut(|counts| {
+            counts.clear();
+            for m in msgs {
+                *counts.entry(("src.host", m.host().to_vec())).or_default() += 1;
+                *counts
+                    .entry(("src.sender", m.origin.host_from.to_vec()))
+                    .or_default() += 1;
+                if level >= 3 {
+                    *counts
+                        .entry(("src.program", m.program().to_vec()))
+                        .or_default() += 1;
+                    let facility = m.facility();
+                    let facility = if facility < 24 {
+                        facility.to_string()
+                    } else {
+                        "other".to_string()
+                    };
+                    *counts
+                        .entry(("src.facility", facility.into_bytes()))
+                        .or_default() += 1;
+                    *counts
+                        .entry(("src.severity", m.severity().to_string().into_bytes()))
+                        .or_default() += 1;
+                }
+            }
+            let mut all = self.counters.lock().expect("stats lock");
+            for ((component, instance), n) in counts.iter() {
+                let dynamic = matches!(*component, "src.host" | "src.sender" | "src.program");
+                all.get(
+                    component,
+                    "",
+                    &String::from_utf8_lossy(instance),
+                    "processed",
+                    dynamic,
+                )
+                .fetch_add(*n, Ordering::Relaxed);
+            }
         });
-        value
     }
 
     /// The counters of destination driver `id` (`d_file#0`) of kind `component` (`dst.file`).
@@ -101,14 +187,15 @@ impl Registry {
 
     fn snapshot(&self) -> Vec<(Counter, u64)> {
         let all = self.counters.lock().expect("stats lock");
-        all.iter()
+        all.list
+            .iter()
             .map(|c| (c.clone(), c.value.load(Ordering::Relaxed)))
             .collect()
     }
 
     /// Sets every counter that only grows back to zero (gauges keep their state).
     pub fn reset(&self) {
-        for c in self.counters.lock().expect("stats lock").iter() {
+        for c in self.counters.lock().expect("stats lock").list.iter() {
             if !c.is_gauge() {
                 c.value.store(0, Ordering::Relaxed);
             }
@@ -119,9 +206,10 @@ impl Registry {
     pub fn csv(&self) -> String {
         let mut out = String::from("SourceName;SourceId;SourceInstance;State;Type;Number\n");
         for (c, v) in self.snapshot() {
+            let state = if c.dynamic { 'd' } else { 'a' };
             let _ = writeln!(
                 out,
-                "{};{};{};a;{};{v}",
+                "{};{};{};{state};{};{v}",
                 c.component, c.id, c.instance, c.kind
             );
         }
