@@ -5,23 +5,10 @@
 
 mod common;
 
-use common::{free_port, send_tcp, sluice_bin, syslog_ng, wait_lines, Framing, Running, Server};
+use common::{ctl, free_port, send_tcp, syslog_ng, wait_lines, Framing, Running, Server};
 use std::io::{Read, Write};
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn ctl(server: &Running, args: &[&str]) -> (bool, String) {
-    let out = Command::new(sluice_bin())
-        .arg("ctl")
-        .arg("-c")
-        .arg(server.dir.path().join("ctl"))
-        .args(args)
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.success(), text)
-}
 
 fn config(port: u16, fwd: u16, extra: &str) -> String {
     format!(
@@ -152,6 +139,9 @@ fn queries_prometheus_and_log_statistics() {
         std::thread::sleep(Duration::from_millis(100));
     }
 
+    // Open connections of a listener: none now.
+    let (_, conns) = ctl(&s, &["query", "get", "src.network.s_net.*.connections"]);
+    assert_eq!(conns, "src.network.s_net.tcp,127.0.0.1.connections=0\n");
     let (ok, health) = ctl(&s, &["healthcheck"]);
     assert!(ok && health.starts_with("OK\n"), "{health}");
     let (ok, text) = ctl(&s, &["config", "--preprocessed"]);

@@ -5,91 +5,12 @@
 
 mod common;
 
-use common::{free_port, sluice_bin, wait_lines, Running, Server};
-use std::io::Read;
+use common::{
+    check, free_port, loggen_start, loggen_wait, receiver, sluice_bin, wait_lines, Running, Server,
+};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// `sluice loggen` sending `count` sequence-numbered messages to `port`, in the background.
-fn loggen(port: u16, count: u64, rate: u64) -> Child {
-    Command::new(sluice_bin())
-        .args(["loggen", "-I", "600", "-r", &rate.to_string()])
-        .args([
-            "-n",
-            &count.to_string(),
-            "-Q",
-            "127.0.0.1",
-            &port.to_string(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start sluice loggen")
-}
-
-/// Waits for loggen and returns how many messages it says it sent.
-fn sent(mut child: Child) -> u64 {
-    child.wait().unwrap();
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    err.split("count=")
-        .last()
-        .and_then(|t| t.split(',').next())
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no count in loggen's report: {err}"))
-}
-
-/// `sluice loggen --check` over a file: (received, lost, duplicated, out of order).
-fn check(file: &Path) -> (u64, u64, u64, u64, String) {
-    let out = Command::new(sluice_bin())
-        .arg("loggen")
-        .arg("--check")
-        .arg(file)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let total = text
-        .lines()
-        .find(|l| l.starts_with("total:"))
-        .unwrap_or_else(|| panic!("no total in: {text}"))
-        .to_string();
-    let field = |name: &str| -> u64 {
-        total
-            .split(&format!("{name}="))
-            .nth(1)
-            .and_then(|t| t.split(',').next())
-            .and_then(|n| n.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no {name} in: {total}"))
-    };
-    (
-        field("received"),
-        field("lost"),
-        field("duplicated"),
-        field("out-of-order"),
-        text,
-    )
-}
-
-/// The receiving server: a syslog() source writing every message to `all.log`.
-fn server(port: u16) -> Running {
-    let mut s = Running::start(
-        Server::Sluice,
-        &format!(
-            r#"options {{ keep-hostname(yes); }};
-            source s {{ syslog(ip(127.0.0.1) port({port}) log-iw-size(100000)); }};
-            destination d {{ file("@OUT@/all.log"); }};
-            log {{ source(s); destination(d); }};"#
-        ),
-    );
-    s.wait_tcp(port);
-    s
-}
 
 /// A relay from `edge` to a server on `core` through a disk buffer under `buffers`.
 fn relay(edge: u16, core: u16, buffers: &Path, disk_buffer: &str) -> Running {
@@ -164,8 +85,10 @@ fn a_reliable_buffer_survives_kill_9_with_the_server_down() {
         buffers.path(),
         "reliable(yes) disk-buf-size(2000000000)",
     );
-    let load = loggen(edge, 1_000_000, 0);
-    assert_eq!(sent(load), 1_000_000);
+    assert_eq!(
+        loggen_wait(loggen_start(edge, 1, 1_000_000, 0)).sent,
+        1_000_000
+    );
     // Everything accepted is in the buffer: then the relay dies without a word.
     wait_for(
         "1,000,000 messages in the buffer",
@@ -175,7 +98,7 @@ fn a_reliable_buffer_survives_kill_9_with_the_server_down() {
     r.child.kill().unwrap();
     r.child.wait().unwrap();
 
-    let srv = server(core);
+    let srv = receiver(core, None);
     let r = relay(
         edge,
         core,
@@ -183,12 +106,9 @@ fn a_reliable_buffer_survives_kill_9_with_the_server_down() {
         "reliable(yes) disk-buf-size(2000000000)",
     );
     let delivered = wait_lines(&srv.out, 1_000_000, Duration::from_secs(120));
-    let (received, lost, duplicated, reordered, text) = check(&srv.out.join("all.log"));
-    eprintln!("sent 1000000, delivered {delivered}: {text}");
-    assert_eq!(
-        (received, lost, duplicated, reordered),
-        (1_000_000, 0, 0, 0)
-    );
+    let c = check(&srv.out.join("all.log"));
+    eprintln!("sent 1000000, delivered {delivered}: {}", c.text);
+    assert!(c.clean(1_000_000), "{}", c.text);
     wait_for("an empty buffer", Duration::from_secs(20), || {
         waiting(buffers.path()) == 0
     });
@@ -199,16 +119,18 @@ fn a_reliable_buffer_survives_kill_9_with_the_server_down() {
 fn kill_9_under_load_loses_no_more_than_the_sockets_held() {
     let buffers = tempfile::tempdir().unwrap();
     let (edge, core) = (free_port(), free_port());
-    let srv = server(core);
+    let srv = receiver(core, None);
     let mut r = relay(edge, core, buffers.path(), "reliable(yes)");
-    let load = loggen(edge, 1_000_000, 200_000);
+    let load = loggen_start(edge, 1, 1_000_000, 200_000);
     std::thread::sleep(Duration::from_secs(2));
     r.child.kill().unwrap();
     r.child.wait().unwrap();
-    let sent = sent(load);
+    let sent = loggen_wait(load).sent;
     let _r = relay(edge, core, buffers.path(), "reliable(yes)");
     common::wait_stable(&srv.out, Duration::from_secs(2), Duration::from_secs(60));
-    let (received, _, duplicated, reordered, text) = check(&srv.out.join("all.log"));
+    let c = check(&srv.out.join("all.log"));
+    let (received, duplicated, reordered, text) =
+        (c.received, c.duplicated, c.out_of_order, c.text);
     let unique = received - duplicated;
     let lost = sent - unique;
     eprintln!(
@@ -229,7 +151,7 @@ fn a_normal_buffer_survives_a_restart() {
     let buffers = tempfile::tempdir().unwrap();
     let (edge, core) = (free_port(), free_port());
     let r = relay(edge, core, buffers.path(), "reliable(no)");
-    assert_eq!(sent(loggen(edge, 50_000, 0)), 50_000);
+    assert_eq!(loggen_wait(loggen_start(edge, 1, 50_000, 0)).sent, 50_000);
     wait_for(
         "50,000 messages in the buffer",
         Duration::from_secs(60),
@@ -241,14 +163,14 @@ fn a_normal_buffer_survives_a_restart() {
         "{}",
         out.stderr
     );
-    let srv = server(core);
+    let srv = receiver(core, None);
     let _r = relay(edge, core, buffers.path(), "reliable(no)");
     assert_eq!(
         wait_lines(&srv.out, 50_000, Duration::from_secs(60)),
         50_000
     );
-    let (received, lost, duplicated, _, text) = check(&srv.out.join("all.log"));
-    assert_eq!((received, lost, duplicated), (50_000, 0, 0), "{text}");
+    let c = check(&srv.out.join("all.log"));
+    assert!(c.clean(50_000), "{}", c.text);
 }
 
 #[test]
@@ -258,7 +180,7 @@ fn a_damaged_buffer_is_repaired_and_the_damage_reported() {
     // 8 MiB of capacity makes 1 MiB segments.
     let opts = "reliable(yes) disk-buf-size(8388608)";
     let mut r = relay(edge, core, buffers.path(), opts);
-    assert_eq!(sent(loggen(edge, 20_000, 0)), 20_000);
+    assert_eq!(loggen_wait(loggen_start(edge, 1, 20_000, 0)).sent, 20_000);
     wait_for(
         "20,000 messages in the buffer",
         Duration::from_secs(60),
@@ -285,10 +207,11 @@ fn a_damaged_buffer_is_repaired_and_the_damage_reported() {
     std::os::unix::fs::FileExt::write_all_at(&f, &[0xAA; 64], len / 2).unwrap();
     drop(f);
 
-    let srv = server(core);
+    let srv = receiver(core, None);
     let r = relay(edge, core, buffers.path(), opts);
     common::wait_stable(&srv.out, Duration::from_secs(2), Duration::from_secs(60));
-    let (received, lost, duplicated, _, text) = check(&srv.out.join("all.log"));
+    let c = check(&srv.out.join("all.log"));
+    let (received, lost, duplicated, text) = (c.received, c.lost, c.duplicated, c.text);
     eprintln!("{text}");
     let err = r.stderr();
     assert!(
@@ -345,24 +268,20 @@ fn a_full_disk_holds_the_sources_back_and_recovers() {
         buffers.path(),
         "reliable(yes) disk-buf-size(100000000)",
     );
-    let load = loggen(edge, 50_000, 0);
+    let load = loggen_start(edge, 1, 50_000, 0);
     wait_for("the disk to fill", Duration::from_secs(60), || {
         r.stderr().contains("No space left on device")
     });
     // The sender is held back: loggen cannot finish while the disk is full.
     std::thread::sleep(Duration::from_secs(2));
-    let srv = server(core);
-    assert_eq!(sent(load), 50_000);
+    let srv = receiver(core, None);
+    assert_eq!(loggen_wait(load).sent, 50_000);
     assert_eq!(
         wait_lines(&srv.out, 50_000, Duration::from_secs(60)),
         50_000
     );
-    let (received, lost, duplicated, reordered, text) = check(&srv.out.join("all.log"));
-    assert_eq!(
-        (received, lost, duplicated, reordered),
-        (50_000, 0, 0, 0),
-        "{text}"
-    );
+    let c = check(&srv.out.join("all.log"));
+    assert!(c.clean(50_000), "{}", c.text);
     let report = info(buffers.path());
     assert!(!report.contains("trouble"), "{report}");
     drop(r);

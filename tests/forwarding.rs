@@ -7,13 +7,13 @@
 mod common;
 
 use common::{
-    free_port, free_udp_port, send_tcp, sluice_bin, syslog_ng, wait_lines, Framing, Running, Server,
+    check, free_port, free_udp_port, loggen_start, loggen_wait, receiver, send_tcp, syslog_ng,
+    wait_lines, Framing, Running, Server,
 };
 use std::io::Read;
 use std::net::{TcpListener, UdpSocket};
 use std::os::unix::net::{UnixDatagram, UnixListener};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -197,57 +197,6 @@ fn the_wire_format_is_syslog_ngs() {
     }
 }
 
-/// Runs `sluice loggen` with `args` in the background, with time enough to send them all.
-fn loggen(args: &[String]) -> std::process::Child {
-    Command::new(sluice_bin())
-        .arg("loggen")
-        .args(["-I", "600"])
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start sluice loggen")
-}
-
-fn finish(mut child: std::process::Child) -> String {
-    let status = child.wait().unwrap();
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    assert!(status.success(), "loggen failed: {err}");
-    err
-}
-
-/// `sluice loggen --check` over what a destination wrote.
-fn check(file: &Path) -> String {
-    let out = Command::new(sluice_bin())
-        .arg("loggen")
-        .arg("--check")
-        .arg(file)
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// The server end of a relay: a syslog() source on `port` that writes what it receives.
-fn server(port: u16) -> Running {
-    let mut s = Running::start(
-        Server::Sluice,
-        &format!(
-            r#"options {{ keep-hostname(yes); }};
-            source s {{ syslog(ip(127.0.0.1) port({port}) log-iw-size(100000)); }};
-            destination d {{ file("@OUT@/all.log" template("$ISODATE $HOST $PROGRAM $MSG\n")); }};
-            log {{ source(s); destination(d); }};"#
-        ),
-    );
-    s.wait_tcp(port);
-    s
-}
-
 /// A relay from a network() source on `port` to a syslog() destination at `to` with
 /// `dest_options`, and a file destination `local`; `path` is the log path.
 fn relay(port: u16, to: u16, dest_options: &str, path: &str) -> Running {
@@ -268,7 +217,7 @@ fn relay(port: u16, to: u16, dest_options: &str, path: &str) -> Running {
 #[test]
 fn a_relay_keeps_the_original_host_and_time() {
     let (edge, core) = (free_port(), free_port());
-    let srv = server(core);
+    let srv = receiver(core, Some("$ISODATE $HOST $PROGRAM $MSG\\n"));
     let r = relay(
         edge,
         core,
@@ -304,27 +253,17 @@ fn a_server_that_is_down_then_up_loses_nothing_on_a_flow_controlled_path() {
     );
     // The server is down while 100,000 messages are sent: the relay's window fills, it stops
     // reading, and the sender waits.
-    let load = loggen(&[
-        "-r".into(),
-        "0".into(),
-        "-n".into(),
-        "100000".into(),
-        "-Q".into(),
-        "127.0.0.1".into(),
-        edge.to_string(),
-    ]);
+    let load = loggen_start(edge, 1, 100_000, 0);
     std::thread::sleep(Duration::from_secs(2));
-    let srv = server(core);
-    finish(load);
+    let srv = receiver(core, Some("$ISODATE $HOST $PROGRAM $MSG\\n"));
+    let sent = loggen_wait(load);
+    assert!(sent.ok, "{}", sent.text);
     assert_eq!(
         wait_lines(&srv.out, 100_000, Duration::from_secs(60)),
         100_000
     );
     let report = check(&srv.out.join("all.log"));
-    assert!(
-        report.contains("received=100000, lost=0, duplicated=0, out-of-order=0"),
-        "{report}"
-    );
+    assert!(report.clean(100_000), "{}", report.text);
 }
 
 #[test]
@@ -336,16 +275,8 @@ fn a_paused_server_loses_nothing() {
         "",
         "log { source(s); destination(fwd); flags(flow-control); };",
     );
-    let srv = server(core);
-    let load = loggen(&[
-        "-r".into(),
-        "20000".into(),
-        "-n".into(),
-        "300000".into(),
-        "-Q".into(),
-        "127.0.0.1".into(),
-        edge.to_string(),
-    ]);
+    let srv = receiver(core, Some("$ISODATE $HOST $PROGRAM $MSG\\n"));
+    let load = loggen_start(edge, 1, 300_000, 20_000);
     std::thread::sleep(Duration::from_secs(2));
     // Stopped for 30 s in the middle of the load, then running again.
     let pid = srv.child.id() as i32;
@@ -353,16 +284,14 @@ fn a_paused_server_loses_nothing() {
     unsafe { libc::kill(pid, libc::SIGSTOP) };
     std::thread::sleep(Duration::from_secs(30));
     unsafe { libc::kill(pid, libc::SIGCONT) };
-    finish(load);
+    let sent = loggen_wait(load);
+    assert!(sent.ok, "{}", sent.text);
     assert_eq!(
         wait_lines(&srv.out, 300_000, Duration::from_secs(60)),
         300_000
     );
     let report = check(&srv.out.join("all.log"));
-    assert!(
-        report.contains("received=300000, lost=0, duplicated=0, out-of-order=0"),
-        "{report}"
-    );
+    assert!(report.clean(300_000), "{}", report.text);
 }
 
 #[test]
@@ -374,19 +303,11 @@ fn without_flow_control_a_full_queue_drops_and_counts_and_holds_nothing_back() {
         "log-fifo-size(1000)",
         "log { source(s); destination(local); destination(fwd); };",
     );
-    finish(loggen(&[
-        "-r".into(),
-        "0".into(),
-        "-n".into(),
-        "20000".into(),
-        "-Q".into(),
-        "127.0.0.1".into(),
-        edge.to_string(),
-    ]));
+    assert!(loggen_wait(loggen_start(edge, 1, 20_000, 0)).ok);
     // The file destination got everything although the server is down.
     assert_eq!(wait_lines(&r.out, 20_000, Duration::from_secs(30)), 20_000);
     std::thread::sleep(Duration::from_millis(1500));
-    let srv = server(core);
+    let srv = receiver(core, Some("$ISODATE $HOST $PROGRAM $MSG\\n"));
     // What the queue held (log-fifo-size) arrives; the rest was dropped and counted.
     assert_eq!(wait_lines(&srv.out, 1000, Duration::from_secs(20)), 1000);
     std::thread::sleep(Duration::from_millis(500));

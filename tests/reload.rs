@@ -4,24 +4,11 @@
 
 mod common;
 
-use common::{free_port, send_tcp, sluice_bin, wait_lines, Framing, Running, Server};
-use std::io::Read;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use common::{
+    check, ctl, free_port, loggen_start, loggen_wait, receiver, send_tcp, wait_lines, Framing,
+    Running, Server,
+};
 use std::time::{Duration, Instant};
-
-fn ctl(server: &Running, args: &[&str]) -> (bool, String) {
-    let out = Command::new(sluice_bin())
-        .arg("ctl")
-        .arg("-c")
-        .arg(server.dir.path().join("ctl"))
-        .args(args)
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.success(), text)
-}
 
 /// Rewrites the running server's configuration file (what a reload reads).
 fn rewrite_config(server: &Running, text: &str) {
@@ -29,63 +16,6 @@ fn rewrite_config(server: &Running, text: &str) {
         .replace("@OUT@", &server.out.to_string_lossy())
         .replace("@DIR@", &server.dir.path().to_string_lossy());
     std::fs::write(server.dir.path().join("server.conf"), text).unwrap();
-}
-
-fn loggen(port: u16, conns: u32, count: u64, rate: u64) -> Child {
-    Command::new(sluice_bin())
-        .args(["loggen", "-I", "600", "-r", &rate.to_string()])
-        .args(["--active-connections", &conns.to_string()])
-        .args([
-            "-n",
-            &count.to_string(),
-            "-Q",
-            "127.0.0.1",
-            &port.to_string(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start sluice loggen")
-}
-
-fn finish(mut child: Child) -> String {
-    let status = child.wait().unwrap();
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    assert!(
-        status.success(),
-        "loggen failed (a connection reset?): {err}"
-    );
-    err
-}
-
-fn check(file: &Path) -> String {
-    let out = Command::new(sluice_bin())
-        .arg("loggen")
-        .arg("--check")
-        .arg(file)
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// The receiving end: a syslog() source writing everything to `all.log`.
-fn server(port: u16) -> Running {
-    let mut s = Running::start(
-        Server::Sluice,
-        &format!(
-            r#"source s {{ syslog(ip(127.0.0.1) port({port})); }};
-            destination d {{ file("@OUT@/all.log"); }};
-            log {{ source(s); destination(d); }};"#
-        ),
-    );
-    s.wait_tcp(port);
-    s
 }
 
 /// A relay writing a file and forwarding to `core`; `variant` changes both destinations'
@@ -105,18 +35,23 @@ fn relay_config(edge: u16, core: u16, variant: u32) -> String {
 #[test]
 fn reloading_twenty_times_under_load_loses_nothing() {
     let (edge, core) = (free_port(), free_port());
-    let srv = server(core);
+    let srv = receiver(core, None);
     let mut r = Running::start(Server::Sluice, &relay_config(edge, core, 0));
     r.wait_tcp(edge);
     // Two connections, 150,000 messages, for about eight seconds.
-    let load = loggen(edge, 2, 75_000, 10_000);
+    let load = loggen_start(edge, 2, 75_000, 10_000);
     for i in 1..=20 {
         std::thread::sleep(Duration::from_millis(300));
         rewrite_config(&r, &relay_config(edge, core, i % 2));
         let (ok, text) = ctl(&r, &["reload"]);
         assert!(ok, "reload {i}: {text}");
     }
-    finish(load);
+    let sent = loggen_wait(load);
+    assert!(
+        sent.ok,
+        "loggen failed (a connection reset?): {}",
+        sent.text
+    );
     assert_eq!(
         wait_lines(&r.out, 150_000, Duration::from_secs(60)),
         150_000
@@ -127,11 +62,7 @@ fn reloading_twenty_times_under_load_loses_nothing() {
     );
     for file in [r.out.join("local.log"), srv.out.join("all.log")] {
         let report = check(&file);
-        assert!(
-            report.contains("received=150000, lost=0, duplicated=0, out-of-order=0"),
-            "{}: {report}",
-            file.display()
-        );
+        assert!(report.clean(150_000), "{}: {}", file.display(), report.text);
     }
     r.terminate();
     let err = r.stderr();
@@ -152,7 +83,7 @@ fn a_changed_forwarding_destination_takes_over_its_queue() {
     rewrite_config(&r, &relay_config(edge, core, 1));
     let (ok, text) = ctl(&r, &["reload"]);
     assert!(ok, "{text}");
-    let srv = server(core);
+    let srv = receiver(core, None);
     // time-reopen(2) now: the new destination connects and sends what the old one held.
     assert_eq!(wait_lines(&srv.out, 1000, Duration::from_secs(20)), 1000);
     let out = srv.settle_and_stop();

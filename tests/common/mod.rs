@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -406,4 +406,134 @@ pub fn diff_trees(
         }
     }
     report
+}
+
+/// `sluice loggen` in the background: `count` sequence-numbered messages on each of `conns`
+/// connections to 127.0.0.1:`port`, `rate` a second per connection (0: as fast as it can),
+/// with time enough to send them all.
+pub fn loggen_start(port: u16, conns: u32, count: u64, rate: u64) -> Child {
+    Command::new(sluice_bin())
+        .args(["loggen", "-I", "600", "-r", &rate.to_string()])
+        .args(["--active-connections", &conns.to_string()])
+        .args([
+            "-n",
+            &count.to_string(),
+            "-Q",
+            "127.0.0.1",
+            &port.to_string(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start sluice loggen")
+}
+
+/// What a loggen run reported.
+pub struct LoggenReport {
+    /// It exited successfully (no connection was reset).
+    pub ok: bool,
+    /// Messages it wrote to its sockets.
+    pub sent: u64,
+    pub text: String,
+}
+
+/// Waits for a loggen started by [`loggen_start`].
+pub fn loggen_wait(mut child: Child) -> LoggenReport {
+    let status = child.wait().expect("wait for loggen");
+    let mut text = String::new();
+    child
+        .stderr
+        .take()
+        .expect("piped")
+        .read_to_string(&mut text)
+        .expect("loggen's report");
+    let sent = text
+        .split("count=")
+        .last()
+        .and_then(|t| t.split(',').next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no count in loggen's report: {text}"));
+    LoggenReport {
+        ok: status.success(),
+        sent,
+        text,
+    }
+}
+
+/// What `sluice loggen --check FILE` found, over all connections.
+#[derive(Debug)]
+pub struct Check {
+    pub received: u64,
+    pub lost: u64,
+    pub duplicated: u64,
+    pub out_of_order: u64,
+    pub text: String,
+}
+
+impl Check {
+    /// Received `n`, nothing lost, duplicated or out of order.
+    pub fn clean(&self, n: u64) -> bool {
+        (self.received, self.lost, self.duplicated, self.out_of_order) == (n, 0, 0, 0)
+    }
+}
+
+pub fn check(file: &Path) -> Check {
+    let out = Command::new(sluice_bin())
+        .arg("loggen")
+        .arg("--check")
+        .arg(file)
+        .output()
+        .expect("run sluice loggen --check");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let total = text
+        .lines()
+        .find(|l| l.starts_with("total:"))
+        .unwrap_or_else(|| panic!("no total in: {text}"))
+        .to_string();
+    let field = |name: &str| -> u64 {
+        total
+            .split(&format!("{name}="))
+            .nth(1)
+            .and_then(|t| t.split(',').next())
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in: {total}"))
+    };
+    Check {
+        received: field("received"),
+        lost: field("lost"),
+        duplicated: field("duplicated"),
+        out_of_order: field("out-of-order"),
+        text,
+    }
+}
+
+/// `sluice ctl -c <the server's socket> ARGS`: whether it succeeded, and what it printed.
+pub fn ctl(server: &Running, args: &[&str]) -> (bool, String) {
+    let out = Command::new(sluice_bin())
+        .arg("ctl")
+        .arg("-c")
+        .arg(server.dir.path().join("ctl"))
+        .args(args)
+        .output()
+        .expect("run sluice ctl");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+/// The receiving end of a relay: a sluice with a syslog() source on `port` writing every
+/// message to `all.log`, with `template` when given.
+pub fn receiver(port: u16, template: Option<&str>) -> Running {
+    let template = template.map_or(String::new(), |t| format!(" template(\"{t}\")"));
+    let mut s = Running::start(
+        Server::Sluice,
+        &format!(
+            r#"options {{ keep-hostname(yes); }};
+            source s {{ syslog(ip(127.0.0.1) port({port}) log-iw-size(100000)); }};
+            destination d {{ file("@OUT@/all.log"{template}); }};
+            log {{ source(s); destination(d); }};"#
+        ),
+    );
+    s.wait_tcp(port);
+    s
 }

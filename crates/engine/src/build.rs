@@ -711,6 +711,15 @@ impl Builder<'_> {
             ),
             source: self.stats.counter("source", name, "", "processed"),
         };
+        // `src.network;s_net;tcp,127.0.0.1;a;connections`: open connections of a listener.
+        let connections = || {
+            self.stats.counter(
+                &format!("src.{}", key.replace('_', "-")),
+                name,
+                &instance,
+                "connections",
+            )
+        };
         let reader = |framing: Framing, window: u32| ReaderSpec {
             framing,
             log_msg_size: opts.log_msg_size,
@@ -785,6 +794,7 @@ impl Builder<'_> {
                         so_reuseport: false,
                         keep_alive: false,
                         listen_backlog: net.listen_backlog.unwrap_or(DEFAULT_LISTEN_BACKLOG),
+                        connections: connections(),
                     };
                     self.streams.push((id, Arc::new(s)));
                 } else {
@@ -884,6 +894,7 @@ impl Builder<'_> {
                         so_reuseport: net.so_reuseport,
                         keep_alive: net.keep_alive,
                         listen_backlog: net.listen_backlog.unwrap_or(DEFAULT_LISTEN_BACKLOG),
+                        connections: connections(),
                     };
                     self.streams.push((id, Arc::new(s)));
                 }

@@ -21,7 +21,7 @@ pub struct Counter {
     pub id: String,
     /// `tcp,127.0.0.1`, a file name, `received`…
     pub instance: String,
-    /// `processed`, `written`, `dropped`, `queued`, `memory_usage`.
+    /// `processed`, `written`, `dropped`, `queued`, `memory_usage`, `connections`.
     pub kind: &'static str,
     pub value: Arc<AtomicU64>,
     /// Made for what the messages carry (a host, a program: `stats-level(2)` and up) rather
@@ -42,7 +42,7 @@ impl Counter {
 
     /// Gauges show a state (how much is queued now); counters only grow until reset.
     fn is_gauge(&self) -> bool {
-        matches!(self.kind, "queued" | "memory_usage")
+        matches!(self.kind, "queued" | "memory_usage" | "connections")
     }
 }
 

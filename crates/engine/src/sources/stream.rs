@@ -10,7 +10,7 @@ use sluice_model::Origin;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::AtomicBool;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -34,6 +34,8 @@ pub struct StreamSource {
     pub keep_alive: bool,
     /// `listen-backlog()`: connections waiting to be accepted.
     pub listen_backlog: u32,
+    /// Open connections (syslog-ng's `connections` counter of the source).
+    pub connections: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// A bound listener, ready to serve. Binding happens before sluice reports it started, so
@@ -84,7 +86,7 @@ impl StreamSource {
                 .spawn(move || me.accept_loop(&listener, &tx, &stopping))
                 .expect("spawning an acceptor thread")
         };
-        let active = Arc::new(AtomicUsize::new(0));
+        let active = self.connections.clone();
         let mut connections = JoinSet::new();
         let mut shutdown = ctx.shutdown.clone();
         loop {
@@ -96,7 +98,7 @@ impl StreamSource {
                     None => break,
                 },
             };
-            if active.load(Ordering::Relaxed) >= self.max_connections {
+            if active.load(Ordering::Relaxed) as usize >= self.max_connections {
                 ctx.counters
                     .refused_connections
                     .fetch_add(1, Ordering::Relaxed);
