@@ -66,6 +66,22 @@ pub fn run(
     runtime.block_on(serve(pipeline, opts, started, reload))
 }
 
+/// Binds, trying again every 100 ms until `deadline` (when given): after a reload the source
+/// being replaced may still hold the port for a moment.
+async fn bind_until<B>(
+    deadline: Option<std::time::Instant>,
+    bind: impl Fn() -> std::io::Result<B>,
+) -> std::io::Result<B> {
+    loop {
+        match bind() {
+            Err(_) if deadline.is_some_and(|d| std::time::Instant::now() < d) => {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            result => return result,
+        }
+    }
+}
+
 /// A running network or unix source: what a reload compares, and how to stop it alone.
 struct Listening {
     name: Arc<str>,
@@ -96,37 +112,18 @@ impl Running {
     ) -> anyhow::Result<()> {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         for s in streams {
-            let bound = loop {
-                match s.bind() {
-                    Ok(b) => break b,
-                    Err(e) if retry && std::time::Instant::now() < deadline => {
-                        let _ = e;
-                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                    }
-                    Err(e) => {
-                        return Err(e).with_context(|| {
-                            format!("source {}: cannot listen on {:?}", s.source_name, s.listen)
-                        })
-                    }
-                }
-            };
+            let bound = bind_until(retry.then_some(deadline), || s.bind())
+                .await
+                .with_context(|| {
+                    format!("source {}: cannot listen on {:?}", s.source_name, s.listen)
+                })?;
             let ctx = self.own_stop(&s.source_name, fingerprints);
             self.tasks.spawn(s.serve(bound, ctx));
         }
         for s in datagrams {
-            let bound = loop {
-                match s.bind() {
-                    Ok(b) => break b,
-                    Err(_) if retry && std::time::Instant::now() < deadline => {
-                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                    }
-                    Err(e) => {
-                        return Err(e).with_context(|| {
-                            format!("source {}: cannot bind {:?}", s.source_name, s.bind)
-                        })
-                    }
-                }
-            };
+            let bound = bind_until(retry.then_some(deadline), || s.bind())
+                .await
+                .with_context(|| format!("source {}: cannot bind {:?}", s.source_name, s.bind))?;
             let ctx = self.own_stop(&s.source_name, fingerprints);
             self.tasks.spawn(s.serve(bound, ctx));
         }
