@@ -87,8 +87,8 @@ fn later_features_are_refused_by_name() {
             "the template function $(format-gelf) is not supported yet",
         ),
         (
-            "destination d { file(\"/x\" disk-buffer(reliable(yes))); };",
-            "disk-buffer() in file() is not supported yet",
+            "destination d { stdout(disk-buffer(reliable(yes))); };",
+            "disk-buffer() in stdout() is not supported yet",
         ),
         (
             "template_function t \"x\";",

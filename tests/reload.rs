@@ -147,3 +147,32 @@ fn a_bad_configuration_keeps_the_running_one_and_a_good_one_moves_a_source() {
     send_tcp(other, b"<13>Jan  5 13:56:09 h p: moved\n", Framing::Newline);
     assert_eq!(wait_lines(&r.out, 2, Duration::from_secs(10)), 2);
 }
+
+#[test]
+fn a_file_behind_a_disk_buffer_is_handed_over_on_reload() {
+    let edge = free_port();
+    let buffers = tempfile::tempdir().unwrap();
+    let config = |variant: u32| {
+        format!(
+            r#"source s {{ network(ip(127.0.0.1) port({edge})); }};
+            destination d {{ file("@OUT@/all.log" flush-lines({}) disk-buffer(reliable(yes) dir("{}"))); }};
+            log {{ source(s); destination(d); flags(flow-control); }};"#,
+            10 + variant,
+            buffers.path().display()
+        )
+    };
+    let mut r = Running::start(Server::Sluice, &config(0));
+    r.wait_tcp(edge);
+    let load = loggen_start(edge, 1, 60_000, 20_000);
+    for i in 1..=5 {
+        std::thread::sleep(Duration::from_millis(400));
+        rewrite_config(&r, &config(i % 2));
+        let (ok, text) = ctl(&r, &["reload"]);
+        assert!(ok, "reload {i}: {text}");
+    }
+    let sent = loggen_wait(load);
+    assert!(sent.ok, "{}", sent.text);
+    assert_eq!(wait_lines(&r.out, 60_000, Duration::from_secs(60)), 60_000);
+    let report = check(&r.out.join("all.log"));
+    assert!(report.clean(60_000), "{}", report.text);
+}

@@ -248,6 +248,7 @@ const UNIX_OPTIONS: &[&str] = &[
 ];
 
 const FILE_OPTIONS: &[&str] = &[
+    "disk_buffer",
     "template",
     "template_escape",
     "ts_format",
@@ -276,7 +277,6 @@ const FILE_NOT_YET: &[&str] = &[
     "suppress",
     "pad_size",
     "overwrite_if_older",
-    "disk_buffer",
     "throttle",
     "logrotate",
     "local_time_zone",
@@ -965,6 +965,8 @@ impl Builder<'_> {
     ) -> Result<Arc<dyn Destination>, ConfigError> {
         let mut file: FileOptions = self.globals.file.clone();
         let mut format = FormatOptions::new(&self.globals);
+        let mut persist_name: Option<String> = None;
+        let mut disk_buffer: Option<DiskBufferOptions> = None;
         for opt in node.options() {
             let k = opt.key();
             if FILE_NOT_YET.contains(&k.as_str()) {
@@ -977,9 +979,8 @@ impl Builder<'_> {
                 "flush_lines" | "flush_timeout" | "log_fifo_size" | "time_reopen" => {
                     opt.u64()?;
                 }
-                "persist_name" => {
-                    opt.string()?;
-                }
+                "persist_name" => persist_name = Some(opt.string()?),
+                "disk_buffer" => disk_buffer = Some(disk_buffer_options(opt)?),
                 _ if format.apply(opt, &self.templates)? => {}
                 _ if options::apply_file_option(&mut file, opt)? => {}
                 _ => {
@@ -998,6 +999,12 @@ impl Builder<'_> {
         let dates = format.dates.clone();
         let formatter = format.formatter(Format::File(dates.clone()));
         if node.key() == "stdout" {
+            if disk_buffer.is_some() {
+                return Err(ConfigError::not_supported(
+                    node.pos,
+                    "disk-buffer() in stdout()",
+                ));
+            }
             if let Some(v) = node.first_value() {
                 return Err(ConfigError::new(
                     v.pos,
@@ -1025,13 +1032,21 @@ impl Builder<'_> {
         let counters = self
             .stats
             .destination(&driver.component, &driver.id, &path.text);
-        Ok(Arc::new(FileDestination::file(
-            label,
-            path_template,
-            formatter,
-            file,
-            counters,
-        )))
+        let mut dest =
+            FileDestination::file(label.clone(), path_template, formatter, file, counters);
+        if let Some(d) = disk_buffer {
+            // Named after the destination and its file name (hashed: a template can be long).
+            let name = persist_name.unwrap_or_else(|| {
+                format!(
+                    "{}-file-{:08x}",
+                    label.trim_start_matches("destination "),
+                    crc32fast::hash(path.text.as_bytes())
+                )
+            });
+            let dir = buffer_dir_name(&name, d.reliable);
+            dest = dest.with_disk_buffer(d, dir);
+        }
+        Ok(Arc::new(dest))
     }
 
     /// `network()`, `syslog()`, `tcp()`, `tcp6()`, `udp()`, `udp6()`, `unix-stream()`,
@@ -1198,18 +1213,8 @@ impl Builder<'_> {
                     opts.port
                 )
             });
-            let safe: String = name
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || "-_.".contains(c) {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .collect();
-            let suffix = if d.reliable { "rdq" } else { "dq" };
-            opts.disk_buffer = Some((d, format!("sluice-{safe}.{suffix}")));
+            let dir = buffer_dir_name(&name, d.reliable);
+            opts.disk_buffer = Some((d, dir));
         }
         if key == "syslog" {
             format.syslog_protocol = true;
@@ -1369,6 +1374,23 @@ impl FormatOptions {
         };
         Formatter::new(format, self.no_multi_line)
     }
+}
+
+/// The directory of a disk buffer named `name`: `sluice-<name>.rdq` (reliable) or `.dq`, with
+/// anything but letters, digits and `-_.` replaced.
+fn buffer_dir_name(name: &str, reliable: bool) -> String {
+    let safe: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let suffix = if reliable { "rdq" } else { "dq" };
+    format!("sluice-{safe}.{suffix}")
 }
 
 /// How statistics name a destination driver: `dst.file` and `d_file#0`.

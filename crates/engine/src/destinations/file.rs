@@ -10,8 +10,14 @@
 //!
 //! A write that fails (disk full, permissions) is retried with backoff, holding the batch's
 //! acknowledgement: readers stop when their window is spent, nothing is dropped.
+//!
+//! With `disk-buffer()`, readers queue each formatted message with its file name in the
+//! buffer instead ([`super::diskq`]), and a feeder thread hands what the buffer holds to the
+//! writers in order, recording it as sent once the writers have written it.
 
+use super::diskq::{DiskBufferOptions, DiskQueue};
 use super::format::Formatter;
+use super::queue::{Batch, BatchQueue};
 use super::{Destination, Outbox};
 use crate::internal;
 use crate::stats::DestCounters;
@@ -21,9 +27,10 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -80,11 +87,13 @@ struct Job {
     runs: Vec<(u32, u32)>,
     /// Messages in `data`.
     messages: u32,
-    _ack: Ack,
+    /// Dropped once written: the readers' credits, or the disk buffer feeder's count.
+    _ack: Option<Ack>,
+    _written: Option<Written>,
 }
 
 impl Job {
-    fn new(ack: &Ack) -> Job {
+    fn new(ack: Option<&Ack>, written: Option<Written>) -> Job {
         Job {
             data: Vec::new(),
             names: Vec::new(),
@@ -92,7 +101,18 @@ impl Job {
             name_hashes: Vec::new(),
             runs: Vec::new(),
             messages: 0,
-            _ack: ack.clone(),
+            _ack: ack.cloned(),
+            _written: written,
+        }
+    }
+
+    /// The index of file `name` in this job, added when new.
+    fn name_index(&mut self, name: &[u8], hash: u64) -> u32 {
+        match (0..self.name_ends.len())
+            .find(|&i| self.name_hashes[i] == hash && self.name(i) == name)
+        {
+            Some(i) => i as u32,
+            None => self.add_name(name, hash),
         }
     }
 
@@ -159,6 +179,90 @@ pub struct FileDestination {
     /// on the directory's lock; taking turns here sleeps instead.
     opening: Arc<Mutex<()>>,
     stopped: AtomicBool,
+    /// `disk-buffer()`, and the name of its directory.
+    disk_buffer: Option<(DiskBufferOptions, String)>,
+    /// The disk buffer, once started, and the thread that feeds the writers from it.
+    buffer: OnceLock<Arc<dyn BatchQueue>>,
+    feeder: Mutex<Option<JoinHandle<()>>>,
+    buffer_dir: OnceLock<PathBuf>,
+    /// Tells the feeder to give back what it holds and stop: a reload's destination of the
+    /// same name takes over the buffer.
+    retire: Arc<AtomicBool>,
+}
+
+/// Dropped by a writer with a job it wrote: counts down what a disk buffer's feeder waits for.
+struct Written(Arc<(Mutex<usize>, Condvar)>);
+
+impl Drop for Written {
+    fn drop(&mut self) {
+        let (left, done) = &*self.0;
+        *left.lock().expect("feeder count lock") -= 1;
+        done.notify_all();
+    }
+}
+
+/// Hands what a disk buffer holds to the writers in order; records it as sent once written.
+fn feed(
+    buffer: Arc<dyn BatchQueue>,
+    writers: Vec<mpsc::Sender<Msg>>,
+    counters: DestCounters,
+    retire: Arc<AtomicBool>,
+) {
+    let mut batches: Vec<Batch> = Vec::new();
+    loop {
+        let finished = buffer.take(Duration::from_millis(500), 4 << 20, &mut batches);
+        if retire.load(Ordering::SeqCst) {
+            buffer.put_back(&mut batches);
+            return;
+        }
+        if batches.is_empty() {
+            if finished {
+                return;
+            }
+            continue;
+        }
+        let pending = Arc::new((Mutex::new(0usize), Condvar::new()));
+        let mut jobs: Vec<Job> = (0..writers.len()).map(|_| Job::new(None, None)).collect();
+        for b in &batches {
+            for i in 0..b.len() {
+                // Each message is its file name, a NUL, and the formatted line.
+                let m = &b.data[b.start(i)..b.ends[i] as usize];
+                let Some(nul) = memchr::memchr(0, m) else {
+                    continue;
+                };
+                let (name, line) = (&m[..nul], &m[nul + 1..]);
+                let hash = name_hash(name);
+                let job = &mut jobs[writer_of(hash, writers.len())];
+                let at = job.name_index(name, hash);
+                job.data.extend_from_slice(line);
+                job.messages += 1;
+                job.close_run(at);
+            }
+        }
+        for (w, mut job) in jobs.into_iter().enumerate() {
+            if job.runs.is_empty() {
+                continue;
+            }
+            // The writer takes these off `queued` when written, as it does for readers' jobs.
+            counters
+                .queued
+                .fetch_add(u64::from(job.messages), Ordering::Relaxed);
+            counters
+                .memory_usage
+                .fetch_add(job.data.len() as u64, Ordering::Relaxed);
+            job._written = Some(Written(pending.clone()));
+            *pending.0.lock().expect("feeder count lock") += 1;
+            // A writer that stopped drops the job, which counts it down all the same.
+            let _ = writers[w].send(Msg::Job(job));
+        }
+        let (left, done) = &*pending;
+        let mut left = left.lock().expect("feeder count lock");
+        while *left > 0 {
+            left = done.wait(left).expect("feeder count lock");
+        }
+        drop(left);
+        buffer.done(&mut batches);
+    }
 }
 
 impl FileDestination {
@@ -199,7 +303,42 @@ impl FileDestination {
             threads: Mutex::new(Vec::new()),
             opening: Arc::default(),
             stopped: AtomicBool::new(false),
+            disk_buffer: None,
+            buffer: OnceLock::new(),
+            feeder: Mutex::new(None),
+            buffer_dir: OnceLock::new(),
+            retire: Arc::default(),
         }
+    }
+
+    /// Puts a `disk-buffer()` in front of the writers; `name` names its directory.
+    pub fn with_disk_buffer(mut self, opts: DiskBufferOptions, name: String) -> FileDestination {
+        self.disk_buffer = Some((opts, name));
+        self
+    }
+
+    /// Formats the messages into one batch for the disk buffer: each is its file name, a NUL
+    /// and the formatted line.
+    fn buffer_batch(&self, msgs: &[LogMessage], which: &[u32], ack: Option<&Ack>) -> Batch {
+        let f = &self.formatter;
+        let mut batch = Batch::new(ack.cloned());
+        batch
+            .data
+            .reserve(f.size_hint(which.len()) + which.len() * 32);
+        batch.ends.reserve(which.len());
+        for &i in which {
+            let msg = &msgs[i as usize];
+            match (self.fixed_name(), &self.path) {
+                (Some(name), _) => batch.data.extend_from_slice(name),
+                (None, Some(t)) => t.append(msg, 0, &mut batch.data),
+                (None, None) => unreachable!("standard output has a fixed name"),
+            }
+            batch.data.push(0);
+            f.append(msg, &mut batch.data);
+            batch.end_message();
+        }
+        f.learn_size(batch.data.len(), which.len());
+        batch
     }
 
     fn writers(&self) -> &[mpsc::Sender<Msg>] {
@@ -248,7 +387,7 @@ impl FileDestination {
     /// Formats the messages in one job per writer, each message after the previous one for
     /// its file, and returns the jobs that hold any.
     fn group(&self, msgs: &[LogMessage], which: &[u32], ack: &Ack, writers: usize) -> Vec<Job> {
-        let mut jobs: Vec<Job> = (0..writers).map(|_| Job::new(ack)).collect();
+        let mut jobs: Vec<Job> = (0..writers).map(|_| Job::new(Some(ack), None)).collect();
         let f = &self.formatter;
         if let Some(name) = self.fixed_name() {
             let job = &mut jobs[0];
@@ -325,19 +464,27 @@ impl FileDestination {
 
 impl Destination for FileDestination {
     /// Files have syslog-ng's *soft* flow control: every message holds its batch's
-    /// acknowledgement until written, whether or not its path asked for flow control.
+    /// acknowledgement until written, whether or not its path asked for flow control. With a
+    /// disk buffer, as for forwarding destinations: flow-controlled messages hold it until
+    /// the buffer has them, the others are dropped when the buffer is full.
     fn deliver(
         &self,
         msgs: &[LogMessage],
         which: &[u32],
         ack: &Ack,
-        _flow_control: bool,
+        flow_control: bool,
         outbox: &mut Outbox,
     ) {
-        let writers = self.writers();
         self.counters
             .processed
             .fetch_add(which.len() as u64, Ordering::Relaxed);
+        if let Some(buffer) = self.buffer.get() {
+            let batch = self.buffer_batch(msgs, which, flow_control.then_some(ack));
+            let buffer = buffer.clone();
+            outbox.push(move || buffer.push(batch));
+            return;
+        }
+        let writers = self.writers();
         for job in self.group(msgs, which, ack, writers.len()) {
             let writer = writers[writer_of(job.name_hashes[0], writers.len())].clone();
             let label = self.name.clone();
@@ -363,10 +510,50 @@ impl Destination for FileDestination {
     /// queued and what the new one queues then reach each file in order.
     fn start(
         &self,
-        _state_dir: &std::path::Path,
+        state_dir: &std::path::Path,
         previous: Option<&Arc<dyn Destination>>,
     ) -> std::io::Result<()> {
-        let Some(old) = previous.and_then(|p| p.as_any().downcast_ref::<FileDestination>()) else {
+        let old = previous.and_then(|p| p.as_any().downcast_ref::<FileDestination>());
+        if let Some((opts, name)) = &self.disk_buffer {
+            let dir = opts.dir.as_deref().unwrap_or(state_dir).join(name);
+            // A reload's destination of the same name and buffer takes the buffer over.
+            let inherited = old
+                .filter(|o| o.buffer_dir.get() == Some(&dir))
+                .and_then(|o| {
+                    o.retire.store(true, Ordering::SeqCst);
+                    let feeder = o.feeder.lock().expect("feeder lock").take();
+                    if let Some(t) = feeder {
+                        let _ = t.join();
+                    }
+                    o.stopped.store(true, Ordering::SeqCst);
+                    o.buffer.get().cloned()
+                });
+            let buffer: Arc<dyn BatchQueue> = match inherited {
+                Some(b) => b,
+                None => DiskQueue::open(
+                    self.name.clone(),
+                    dir.clone(),
+                    opts.clone(),
+                    self.counters.clone(),
+                )
+                .map_err(|e| {
+                    std::io::Error::new(e.kind(), format!("disk buffer {}: {e}", dir.display()))
+                })?,
+            };
+            let _ = self.buffer_dir.set(dir);
+            let _ = self.buffer.set(buffer.clone());
+            let (writers, counters, retire) = (
+                self.writers().to_vec(),
+                self.counters.clone(),
+                self.retire.clone(),
+            );
+            let handle = std::thread::Builder::new()
+                .name("disk-feeder".into())
+                .spawn(move || feed(buffer, writers, counters, retire))?;
+            *self.feeder.lock().expect("feeder lock") = Some(handle);
+            return Ok(());
+        }
+        let Some(old) = old else {
             return Ok(());
         };
         let Some(writers) = old.writers.get() else {
@@ -386,6 +573,14 @@ impl Destination for FileDestination {
     fn shutdown(&self) {
         if self.stopped.swap(true, Ordering::SeqCst) {
             return;
+        }
+        // A disk buffer first hands everything it holds to the writers.
+        if let Some(buffer) = self.buffer.get() {
+            buffer.stop();
+            let feeder = self.feeder.lock().expect("feeder lock").take();
+            if let Some(t) = feeder {
+                let _ = t.join();
+            }
         }
         // Readers have stopped: each writer finishes its queue up to Stop, then exits.
         for w in self.writers.get().into_iter().flatten() {
