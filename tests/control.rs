@@ -15,15 +15,22 @@ fn config(port: u16, fwd: u16, extra: &str) -> String {
         r#"@version: 3.38
         options {{ keep-hostname(yes); stats-level(1); {extra} }};
         source s_net {{ network(ip(127.0.0.1) port({port})); }};
+        filter f_prog {{ program("prog"); }};
+        parser p_kv {{ kv-parser(); }};
         destination d_file {{ file("@OUT@/all.log"); }};
         destination d_fwd {{ network("127.0.0.1" port({fwd}) log-fifo-size(5) time-reopen(60)); }};
-        log {{ source(s_net); destination(d_file); destination(d_fwd); }};"#
+        destination d_kv {{ file("@OUT@/kv.log"); }};
+        log {{ source(s_net); destination(d_file); destination(d_fwd); }};
+        log {{ source(s_net); filter(f_prog); parser(p_kv); destination(d_kv); }};"#
     )
 }
 
 fn input(n: usize) -> Vec<u8> {
     (0..n)
-        .map(|i| format!("<13>Jan  5 13:56:09 host prog[1]: message {i}\n"))
+        .map(|i| {
+            let prog = if i % 3 == 0 { "other" } else { "prog" };
+            format!("<13>Jan  5 13:56:09 host {prog}[1]: message={i}\n")
+        })
         .collect::<String>()
         .into_bytes()
 }
@@ -35,8 +42,21 @@ fn shared_counters(csv: &str) -> Vec<String> {
         .lines()
         .filter(|l| {
             let kind = l.rsplit(';').nth(1).unwrap_or("");
-            (l.starts_with("src.") || l.starts_with("dst.") || l.starts_with("center;"))
-                && matches!(kind, "processed" | "written" | "dropped" | "queued")
+            (l.starts_with("src.")
+                || l.starts_with("dst.")
+                || l.starts_with("center;")
+                || l.starts_with("filter;")
+                || l.starts_with("parser;"))
+                && matches!(
+                    kind,
+                    "processed"
+                        | "written"
+                        | "dropped"
+                        | "queued"
+                        | "matched"
+                        | "not_matched"
+                        | "discarded"
+                )
         })
         .map(str::to_string)
         .collect();
@@ -53,7 +73,8 @@ fn counters_match_syslog_ngs() {
         let mut s = Running::start(kind, &config(port, fwd, ""));
         s.wait_tcp(port);
         send_tcp(port, &input(10), Framing::Newline);
-        assert_eq!(wait_lines(&s.out, 10, Duration::from_secs(10)), 10);
+        // Ten in all.log, the six from `prog` in kv.log.
+        assert_eq!(wait_lines(&s.out, 16, Duration::from_secs(10)), 16);
         std::thread::sleep(Duration::from_millis(500));
         let csv = match kind {
             Server::Sluice => ctl(&s, &["stats"]).1,

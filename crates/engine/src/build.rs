@@ -22,7 +22,7 @@ use crate::stats::Registry;
 use sluice_config::{Body, Config, ConfigError, Node, Pos, Statement};
 use sluice_model::filter::{self, Filter};
 use sluice_model::parsers::Parsers;
-use sluice_model::path::{DestId, LogPath, PathContext, SourceId};
+use sluice_model::path::{DestId, LogPath, PathContext, SourceId, Tally};
 use sluice_model::rewrite::Rewrite;
 use sluice_model::template::functions;
 use sluice_model::{Router, Template};
@@ -1567,6 +1567,24 @@ impl PathContext for Builder<'_> {
         let r = Arc::new(Rewrite::compile(&body, pos, &mut |n, p| self.filter(n, p))?);
         self.rewrites.insert(name.to_string(), r.clone());
         Ok(r)
+    }
+
+    /// From `stats-level(1)` on, named filters count `matched`/`not_matched` and named parsers
+    /// `discarded`, under syslog-ng's names.
+    fn tally(&mut self, kind: &str, name: &str) -> Option<Arc<Tally>> {
+        if self.globals.stats_level < 1 {
+            return None;
+        }
+        Some(Arc::new(match kind {
+            "filter" => Tally {
+                passed: Some(self.stats.counter("filter", name, "", "matched")),
+                stopped: self.stats.counter("filter", name, "", "not_matched"),
+            },
+            _ => Tally {
+                passed: None,
+                stopped: self.stats.counter("parser", name, "", "discarded"),
+            },
+        }))
     }
 
     fn parser(&mut self, name: &str, pos: Pos) -> Result<Arc<Parsers>, ConfigError> {

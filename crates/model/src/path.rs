@@ -19,6 +19,7 @@ use crate::message::LogMessage;
 use crate::parsers::Parsers;
 use crate::rewrite::Rewrite;
 use sluice_config::{Body, Condition, ConfigError, Node, Pos};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub type SourceId = u16;
@@ -42,15 +43,37 @@ pub struct LogPath {
     pub elements: Vec<Element>,
 }
 
+/// What a named filter or parser counts for the statistics (`filter;f_x;;a;matched`,
+/// `parser;p_x;;a;discarded`), when `stats-level()` asks for it.
+#[derive(Debug, Default)]
+pub struct Tally {
+    /// Messages a filter passed (`matched`); parsers do not count these.
+    pub passed: Option<Arc<AtomicU64>>,
+    /// Messages a filter rejected (`not_matched`) or a parser failed on (`discarded`).
+    pub stopped: Arc<AtomicU64>,
+}
+
+impl Tally {
+    fn count(&self, passed: bool) {
+        if passed {
+            if let Some(p) = &self.passed {
+                p.fetch_add(1, Ordering::Relaxed);
+            }
+        } else {
+            self.stopped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub enum Element {
-    Filter(Arc<Filter>),
+    Filter(Arc<Filter>, Option<Arc<Tally>>),
     /// A filter with `flags(store-matches)` somewhere in it: it sets `$0`… on the router's copy.
     /// Told apart when the path is built, not per message.
-    StoringFilter(Arc<Filter>),
+    StoringFilter(Arc<Filter>, Option<Arc<Tally>>),
     Rewrite(Arc<Rewrite>),
     /// A parser that fails ends the path for the message, as a filter does.
-    Parser(Arc<Parsers>),
+    Parser(Arc<Parsers>, Option<Arc<Tally>>),
     /// A destination, and whether a path on the way to it asked for `flags(flow-control)`
     /// (worked out once the whole path is built: a parent's flag covers its children).
     Destination(DestId, bool),
@@ -89,6 +112,11 @@ pub trait PathContext {
     fn filter(&mut self, name: &str, pos: Pos) -> Result<Arc<Filter>, ConfigError>;
     fn rewrite(&mut self, name: &str, pos: Pos) -> Result<Arc<Rewrite>, ConfigError>;
     fn parser(&mut self, name: &str, pos: Pos) -> Result<Arc<Parsers>, ConfigError>;
+    /// The statistics a named filter or parser (`kind` is `filter` or `parser`) counts into,
+    /// if any.
+    fn tally(&mut self, _kind: &str, _name: &str) -> Option<Arc<Tally>> {
+        None
+    }
 }
 
 /// The element names a log path may hold.
@@ -128,12 +156,13 @@ impl LogPath {
                 }
                 ("filter", None) => {
                     let v = node.value()?;
+                    let f = ctx.filter(&v.text, v.pos)?;
                     path.elements
-                        .push(filter_element(ctx.filter(&v.text, v.pos)?));
+                        .push(filter_element(f, ctx.tally("filter", &v.text)));
                 }
                 ("filter", Some(Body::Filter(expr))) => {
                     let compiled = filter::compile(expr, &mut |name, pos| ctx.filter(name, pos))?;
-                    path.elements.push(filter_element(Arc::new(compiled)));
+                    path.elements.push(filter_element(Arc::new(compiled), None));
                 }
                 ("destination", None) => {
                     let v = node.value()?;
@@ -228,12 +257,15 @@ impl LogPath {
                 }
                 ("parser", None) => {
                     let v = node.value()?;
-                    path.elements
-                        .push(Element::Parser(ctx.parser(&v.text, v.pos)?));
+                    path.elements.push(Element::Parser(
+                        ctx.parser(&v.text, v.pos)?,
+                        ctx.tally("parser", &v.text),
+                    ));
                 }
-                ("parser", Some(body)) => path
-                    .elements
-                    .push(Element::Parser(Arc::new(Parsers::compile(body, node.pos)?))),
+                ("parser", Some(body)) => path.elements.push(Element::Parser(
+                    Arc::new(Parsers::compile(body, node.pos)?),
+                    None,
+                )),
                 _ => {
                     return Err(ConfigError::unknown(
                         node.pos,
@@ -292,9 +324,13 @@ impl LogPath {
     ) -> Option<usize> {
         for (i, element) in self.elements.iter().enumerate().skip(from) {
             match element {
-                Element::StoringFilter(f) => {
+                Element::StoringFilter(f, tally) => {
                     let mut captured = None;
-                    if !f.matches_storing(&msgs[at], scratch, &mut captured) {
+                    let passed = f.matches_storing(&msgs[at], scratch, &mut captured);
+                    if let Some(t) = tally {
+                        t.count(passed);
+                    }
+                    if !passed {
                         return None;
                     }
                     if let Some(groups) = captured {
@@ -307,8 +343,12 @@ impl LogPath {
                         msgs[at].values.set_matches(groups);
                     }
                 }
-                Element::Filter(f) => {
-                    if !f.matches(&msgs[at], scratch) {
+                Element::Filter(f, tally) => {
+                    let passed = f.matches(&msgs[at], scratch);
+                    if let Some(t) = tally {
+                        t.count(passed);
+                    }
+                    if !passed {
                         return None;
                     }
                 }
@@ -324,14 +364,18 @@ impl LogPath {
                     }
                     r.apply(&mut msgs[at], scratch);
                 }
-                Element::Parser(p) => {
+                Element::Parser(p, tally) => {
                     if !private {
                         let copy = msgs[at].clone();
                         msgs.push(copy);
                         at = msgs.len() - 1;
                         private = true;
                     }
-                    if !p.apply(&mut msgs[at]) {
+                    let parsed = p.apply(&mut msgs[at]);
+                    if let Some(t) = tally {
+                        t.count(parsed);
+                    }
+                    if !parsed {
                         return None;
                     }
                 }
@@ -402,11 +446,11 @@ impl LogPath {
     }
 }
 
-fn filter_element(f: Arc<Filter>) -> Element {
+fn filter_element(f: Arc<Filter>, tally: Option<Arc<Tally>>) -> Element {
     if f.stores_matches() {
-        Element::StoringFilter(f)
+        Element::StoringFilter(f, tally)
     } else {
-        Element::Filter(f)
+        Element::Filter(f, tally)
     }
 }
 

@@ -849,10 +849,17 @@ mod tests {
         b
     }
 
-    /// Takes everything the queue gives within a second, as text.
+    /// Takes everything the queue gives until it gives nothing for half a second, as text.
+    /// (The disk thread may hand over a push's records in more than one round.)
     fn drain(q: &DiskQueue, done: bool) -> String {
         let mut taken = Vec::new();
-        q.take(Duration::from_secs(1), usize::MAX, &mut taken);
+        loop {
+            let before = taken.len();
+            q.take(Duration::from_millis(500), usize::MAX, &mut taken);
+            if taken.len() == before {
+                break;
+            }
+        }
         let text: String = taken
             .iter()
             .map(|b| String::from_utf8_lossy(&b.data).into_owned())
