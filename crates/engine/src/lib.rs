@@ -176,6 +176,9 @@ impl Running {
                 }
             }
         }
+        // New destinations first: if one cannot start (an unusable disk buffer), the reload
+        // fails before any running destination has handed its queue over.
+        starts.sort_by_key(|(_, previous)| previous.is_some());
         let state_dir = self.state_dir.clone();
         tokio::task::spawn_blocking(move || {
             for (dest, previous) in starts {
@@ -303,10 +306,20 @@ async fn serve(
             })
         }
         Err(e) => {
-            internal::warning(format!(
-                "no control socket: cannot create {}: {e}; `sluice ctl` will not reach this server (-c PATH sets another)",
-                ctl_path.display()
-            ));
+            // Unprivileged runs (a first try of the embedded default) say so only with -v.
+            // SAFETY: geteuid(2) has no preconditions.
+            let severity = if unsafe { libc::geteuid() } == 0 {
+                internal::WARNING
+            } else {
+                internal::NOTICE
+            };
+            internal::emit(
+                severity,
+                format!(
+                    "no control socket: cannot create {}: {e}; `sluice ctl` will not reach this server (-c PATH sets another)",
+                    ctl_path.display()
+                ),
+            );
             None
         }
     };
