@@ -48,20 +48,39 @@ pub fn data(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// A port no other test of this process was given: the kernel may hand the same free port to
+/// two tests that ask at nearly the same time, and one test's messages then reach another's
+/// server.
+fn unused_port(pick: impl Fn() -> u16) -> u16 {
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let port = pick();
+        let mut given = GIVEN.lock().expect("ports lock");
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
+}
+
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind an ephemeral port")
-        .local_addr()
-        .expect("local address")
-        .port()
+    unused_port(|| {
+        TcpListener::bind("127.0.0.1:0")
+            .expect("bind an ephemeral port")
+            .local_addr()
+            .expect("local address")
+            .port()
+    })
 }
 
 pub fn free_udp_port() -> u16 {
-    std::net::UdpSocket::bind("127.0.0.1:0")
-        .expect("bind an ephemeral port")
-        .local_addr()
-        .expect("local address")
-        .port()
+    unused_port(|| {
+        std::net::UdpSocket::bind("127.0.0.1:0")
+            .expect("bind an ephemeral port")
+            .local_addr()
+            .expect("local address")
+            .port()
+    })
 }
 
 /// Raises this process's open-file limit to the hard limit; servers started from here inherit
