@@ -7,8 +7,8 @@
 mod common;
 
 use common::{
-    check, free_port, free_udp_port, loggen_start, loggen_wait, receiver, send_tcp, syslog_ng,
-    wait_lines, Framing, Running, Server,
+    assert_delivered, free_port, free_udp_port, loggen_start, loggen_wait, receiver, send_tcp,
+    syslog_ng, wait_lines, Framing, Running, Server,
 };
 use std::io::Read;
 use std::net::{TcpListener, UdpSocket};
@@ -258,12 +258,7 @@ fn a_server_that_is_down_then_up_loses_nothing_on_a_flow_controlled_path() {
     let srv = receiver(core, Some("$ISODATE $HOST $PROGRAM $MSG\\n"));
     let sent = loggen_wait(load);
     assert!(sent.ok, "{}", sent.text);
-    assert_eq!(
-        wait_lines(&srv.out, 100_000, Duration::from_secs(60)),
-        100_000
-    );
-    let report = check(&srv.out.join("all.log"));
-    assert!(report.clean(100_000), "{}", report.text);
+    assert_delivered(&srv.out, "all.log", 100_000);
 }
 
 #[test]
@@ -286,12 +281,7 @@ fn a_paused_server_loses_nothing() {
     unsafe { libc::kill(pid, libc::SIGCONT) };
     let sent = loggen_wait(load);
     assert!(sent.ok, "{}", sent.text);
-    assert_eq!(
-        wait_lines(&srv.out, 300_000, Duration::from_secs(60)),
-        300_000
-    );
-    let report = check(&srv.out.join("all.log"));
-    assert!(report.clean(300_000), "{}", report.text);
+    assert_delivered(&srv.out, "all.log", 300_000);
 }
 
 #[test]

@@ -556,3 +556,16 @@ pub fn receiver(port: u16, template: Option<&str>) -> Running {
     s.wait_tcp(port);
     s
 }
+
+/// Waits until `file` under `out` holds `n` lines, then checks that they are loggen's `n`
+/// messages, none lost, duplicated or out of order.
+pub fn assert_delivered(out: &Path, file: &str, n: u64) {
+    assert_eq!(
+        wait_lines(out, n as usize, Duration::from_secs(60)),
+        n as usize,
+        "lines under {}",
+        out.display()
+    );
+    let report = check(&out.join(file));
+    assert!(report.clean(n), "{}", report.text);
+}

@@ -106,6 +106,16 @@ impl Job {
         }
     }
 
+    /// Counts the job as queued with its writer (the writer counts it written).
+    fn count_queued(&self, counters: &DestCounters) {
+        counters
+            .queued
+            .fetch_add(u64::from(self.messages), Ordering::Relaxed);
+        counters
+            .memory_usage
+            .fetch_add(self.data.len() as u64, Ordering::Relaxed);
+    }
+
     /// The index of file `name` in this job, added when new.
     fn name_index(&mut self, name: &[u8], hash: u64) -> u32 {
         match (0..self.name_ends.len())
@@ -244,12 +254,7 @@ fn feed(
                 continue;
             }
             // The writer takes these off `queued` when written, as it does for readers' jobs.
-            counters
-                .queued
-                .fetch_add(u64::from(job.messages), Ordering::Relaxed);
-            counters
-                .memory_usage
-                .fetch_add(job.data.len() as u64, Ordering::Relaxed);
+            job.count_queued(&counters);
             job._written = Some(Written(pending.clone()));
             *pending.0.lock().expect("feeder count lock") += 1;
             // A writer that stopped drops the job, which counts it down all the same.
@@ -490,12 +495,7 @@ impl Destination for FileDestination {
             let label = self.name.clone();
             let counters = self.counters.clone();
             outbox.push(move || {
-                counters
-                    .queued
-                    .fetch_add(u64::from(job.messages), Ordering::Relaxed);
-                counters
-                    .memory_usage
-                    .fetch_add(job.data.len() as u64, Ordering::Relaxed);
+                job.count_queued(&counters);
                 if writer.send(Msg::Job(job)).is_err() {
                     internal::error(format!(
                         "{label}: a writer has stopped; a batch could not be queued"
