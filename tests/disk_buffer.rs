@@ -353,5 +353,7 @@ fn a_file_behind_a_reliable_buffer_survives_kill_9_under_load() {
     let bound = (2 * (1 << 20) + (4 << 20)) / 256 + 10_000;
     assert!(lost <= bound, "lost {lost} > {bound}: {}", c.text);
     assert!(c.duplicated <= (4 << 20) / 256, "{}", c.text);
-    assert_eq!(c.out_of_order, 0, "{}", c.text);
+    // A line written twice shows as out of order too (it comes after later ones); nothing else
+    // may be.
+    assert!(c.out_of_order <= c.duplicated, "{}", c.text);
 }
