@@ -262,3 +262,80 @@ for name, sock in (("pyudp", socket.SOCK_DGRAM), ("pytcp", socket.SOCK_STREAM)):
         assert_eq!(mine[99], &format!("{name}|42|||python message 99"));
     }
 }
+
+/// `transport(proxied-tcp)`: the PROXY header of syslog-ng's `loggen -H` (version 1) and of a
+/// version 2 sender announce the client, which becomes `$SOURCEIP`; a connection without a
+/// header is refused with an error, and the others go on.
+#[test]
+fn proxied_tcp_takes_the_announced_client() {
+    let port = free_port();
+    let mut s = Running::start(
+        Server::Sluice,
+        &format!(
+            r#"options {{ use-dns(no); }};
+            source s {{ network(ip(127.0.0.1) port({port}) transport("proxied-tcp")); }};
+            destination d {{ file("@OUT@/all.log" template("$SOURCEIP|$HOST_FROM|$MSG\n")); }};
+            log {{ source(s); destination(d); }};"#
+        ),
+    );
+    s.wait_tcp(port);
+    let loggen = common::sluice_bin();
+    let out = Command::new(loggen)
+        .args([
+            "loggen",
+            "-H",
+            "--proxy-src-ip",
+            "203.0.113.7",
+            "-n",
+            "3",
+            "-r",
+            "100",
+        ])
+        .args(["-Q", "127.0.0.1", &port.to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Version 2, IPv6, then data in the same packet.
+    let mut v2 = b"\r\n\r\n\0\r\nQUIT\n".to_vec();
+    v2.extend_from_slice(&[0x21, 0x21, 0, 36]);
+    v2.extend_from_slice(
+        &"2001:db8::7"
+            .parse::<std::net::Ipv6Addr>()
+            .unwrap()
+            .octets(),
+    );
+    v2.extend_from_slice(
+        &"2001:db8::1"
+            .parse::<std::net::Ipv6Addr>()
+            .unwrap()
+            .octets(),
+    );
+    v2.extend_from_slice(&[0x0d, 0x05, 0x02, 0x02]);
+    v2.extend_from_slice(b"<13>Jan  5 13:56:09 h p: over version 2\n");
+    common::send_raw_tcp(port, &v2);
+    common::send_raw_tcp(port, b"<13>Jan  5 13:56:09 h p: no header\n");
+    assert_eq!(wait_lines(&s.out, 4, Duration::from_secs(10)), 4);
+    let out = s.settle_and_stop();
+    let lines = out.lines("all.log");
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.starts_with("203.0.113.7|203.0.113.7|seq: "))
+            .count(),
+        3,
+        "{lines:?}"
+    );
+    assert!(
+        lines.contains(&"2001:db8::7|2001:db8::7|over version 2".to_string()),
+        "{lines:?}"
+    );
+    assert!(
+        out.stderr.contains("bad PROXY protocol header"),
+        "{}",
+        out.stderr
+    );
+}

@@ -350,7 +350,6 @@ pub fn send_unix(path: &Path, input: &[u8]) {
 
 /// Sends every line of `input` over one TCP connection and closes it.
 pub fn send_tcp(port: u16, input: &[u8], framing: Framing) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     let mut buf = Vec::with_capacity(input.len() + input.len() / 8);
     for line in input.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
         match framing {
@@ -364,8 +363,15 @@ pub fn send_tcp(port: u16, input: &[u8], framing: Framing) {
             }
         }
     }
-    s.write_all(&buf).expect("send");
-    s.shutdown(std::net::Shutdown::Write).expect("shutdown");
+    send_raw_tcp(port, &buf);
+}
+
+/// Sends `bytes` as they are over one TCP connection, closes it and waits until the server
+/// closes its side (it has read everything, or refused the connection).
+pub fn send_raw_tcp(port: u16, bytes: &[u8]) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.write_all(bytes).expect("send");
+    let _ = s.shutdown(std::net::Shutdown::Write);
     // Wait for the server to close its side: it has read everything.
     let mut sink = [0u8; 64];
     let _ = s.set_read_timeout(Some(Duration::from_secs(30)));

@@ -795,6 +795,7 @@ impl Builder<'_> {
                         keep_alive: false,
                         listen_backlog: net.listen_backlog.unwrap_or(DEFAULT_LISTEN_BACKLOG),
                         connections: connections(),
+                        proxied: false,
                     };
                     self.streams.push((id, Arc::new(s)));
                 } else {
@@ -827,16 +828,11 @@ impl Builder<'_> {
                     None if ipv6 => "::".parse().expect("valid"),
                     None => "0.0.0.0".parse().expect("valid"),
                 };
+                let proxied = matches!(transport.as_str(), "proxied-tcp" | "proxied_tcp");
                 let udp = match transport.as_str() {
                     "udp" => true,
-                    "tcp" | "framed" | "text" => false,
-                    "tls"
-                    | "proxied-tcp"
-                    | "proxied_tcp"
-                    | "proxied-tls"
-                    | "proxied_tls"
-                    | "proxied-tls-passthrough"
-                    | "auto" => {
+                    "tcp" | "framed" | "text" | "proxied-tcp" | "proxied_tcp" => false,
+                    "tls" | "proxied-tls" | "proxied_tls" | "proxied-tls-passthrough" | "auto" => {
                         return Err(ConfigError::not_supported(
                             tpos,
                             &format!("transport({transport})"),
@@ -895,6 +891,7 @@ impl Builder<'_> {
                         keep_alive: net.keep_alive,
                         listen_backlog: net.listen_backlog.unwrap_or(DEFAULT_LISTEN_BACKLOG),
                         connections: connections(),
+                        proxied,
                     };
                     self.streams.push((id, Arc::new(s)));
                 }

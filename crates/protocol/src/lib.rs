@@ -10,6 +10,7 @@
 //! for values that had to change (an unescaped SD-PARAM, a sanitized message).
 
 pub mod framing;
+pub mod proxy;
 pub mod syslog;
 mod text;
 pub mod timestamp;

@@ -7,11 +7,13 @@ use crate::dns::{self, NameOptions};
 use crate::internal as log;
 use crate::window::Window;
 use sluice_model::Origin;
+use sluice_protocol::proxy::{self, ProxyHeader};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
@@ -36,6 +38,9 @@ pub struct StreamSource {
     pub listen_backlog: u32,
     /// Open connections (syslog-ng's `connections` counter of the source).
     pub connections: Arc<std::sync::atomic::AtomicU64>,
+    /// `transport(proxied-tcp)`: every connection starts with a PROXY protocol header; the
+    /// client it announces is the messages' `$SOURCEIP`.
+    pub proxied: bool,
 }
 
 /// A bound listener, ready to serve. Binding happens before sluice reports it started, so
@@ -171,6 +176,20 @@ impl StreamSource {
     }
 
     async fn connection(&self, stream: Stream, peer: Option<SocketAddr>, ctx: &Context) {
+        let (stream, leftover, peer) = match (stream, self.proxied) {
+            (Stream::Tcp(mut s), true) => match read_proxy_header(&mut s).await {
+                Ok((header, leftover)) => (Stream::Tcp(s), leftover, header.source.or(peer)),
+                Err(e) => {
+                    ctx.counters.framing_errors.fetch_add(1, Ordering::Relaxed);
+                    log::error(format!(
+                        "closing connection from {}: {e}",
+                        peer.map_or("a local client".into(), |p| p.to_string())
+                    ));
+                    return;
+                }
+            },
+            (stream, _) => (stream, Vec::new(), peer),
+        };
         let host_from = dns::name_of(peer.map(|p| p.ip()), &self.names).await;
         let origin = Arc::new(Origin {
             source_name: self.source_name.clone(),
@@ -193,11 +212,31 @@ impl StreamSource {
                 if self.keep_alive {
                     let _ = socket2::SockRef::from(&s).set_keepalive(true);
                 }
+                // What came after the PROXY header in its read is read first.
+                let s = std::io::Cursor::new(leftover).chain(s);
                 read_stream(s, origin, &self.reader, &window, ctx, &label).await
             }
             Stream::Unix(s) => read_stream(s, origin, &self.reader, &window, ctx, &label).await,
         }
         log::emit(log::DEBUG, format!("connection from {label} closed"));
+    }
+}
+
+/// Reads a connection's PROXY protocol header; returns it and the bytes read after it.
+async fn read_proxy_header(
+    s: &mut tokio::net::TcpStream,
+) -> Result<(ProxyHeader, Vec<u8>), String> {
+    let mut buf = Vec::with_capacity(256);
+    loop {
+        let mut chunk = [0u8; 512];
+        let n = s.read(&mut chunk).await.map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("the connection closed before its PROXY header ended".into());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some((header, used)) = proxy::parse(&buf).map_err(|e| e.to_string())? {
+            return Ok((header, buf.split_off(used)));
+        }
     }
 }
 
