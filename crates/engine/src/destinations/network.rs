@@ -366,10 +366,12 @@ impl Sender {
         })
     }
 
-    /// Writes `batches` whole, reconnecting as needed. Returns `false` only when stopping and
-    /// no server takes them.
+    /// Writes `batches` whole, reconnecting as needed. Returns `false` when stopping (or
+    /// handing over to a reload's destination) and no server takes them: a server that
+    /// stalls then gets two grace periods, not one per reconnection.
     fn send(&mut self, batches: &[Batch], stopping: bool) -> bool {
         let mut pos = Position::default();
+        let mut failed_while_giving_up = false;
         loop {
             if self.conn.as_ref().is_some_and(peer_closed) {
                 self.conn = None;
@@ -393,6 +395,10 @@ impl Sender {
                         self.server_name(self.server)
                     ));
                     self.conn = None;
+                    // Stopping or handing over: one more connection, not one per failure.
+                    if giving_up && std::mem::replace(&mut failed_while_giving_up, true) {
+                        return false;
+                    }
                     // The message the failed write was in is sent again whole.
                     if let Some(b) = batches.get(pos.batch) {
                         let i = b.ends.partition_point(|&e| e as usize <= pos.byte);
