@@ -668,8 +668,10 @@ impl BatchQueue for DiskQueue {
         let finished = state.flushed && state.records.is_empty();
         drop(state);
         // Records not in memory are read back outside the lock.
+        // One open per segment: a backlog is read back record after record.
+        let mut open: Option<(u64, File)> = None;
         for (i, at, size) in to_read {
-            match self.read_back(at, size) {
+            match self.read_back(&mut open, at, size) {
                 Ok(b) => into[i] = b,
                 Err(e) => {
                     internal::error(format!(
@@ -763,9 +765,21 @@ impl BatchQueue for DiskQueue {
 }
 
 impl DiskQueue {
-    fn read_back(&self, at: Location, size: u64) -> std::io::Result<Batch> {
-        let file = File::open(segment_path(&self.dir, at.segment))?;
-        match read_record(&file, at.offset, at.offset + size)? {
+    /// Reads the record at `at`, keeping its segment in `open` for the next one.
+    fn read_back(
+        &self,
+        open: &mut Option<(u64, File)>,
+        at: Location,
+        size: u64,
+    ) -> std::io::Result<Batch> {
+        if open
+            .as_ref()
+            .is_none_or(|(segment, _)| *segment != at.segment)
+        {
+            *open = Some((at.segment, File::open(segment_path(&self.dir, at.segment))?));
+        }
+        let (_, file) = open.as_ref().expect("opened above");
+        match read_record(file, at.offset, at.offset + size)? {
             RecordRead::Record { batch, .. } => Ok(batch),
             RecordRead::Short => Err(std::io::Error::new(ErrorKind::UnexpectedEof, "cut short")),
             RecordRead::Bad(why) => Err(std::io::Error::new(ErrorKind::InvalidData, why)),

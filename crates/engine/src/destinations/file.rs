@@ -198,6 +198,9 @@ pub struct FileDestination {
     /// Tells the feeder to give back what it holds and stop: a reload's destination of the
     /// same name takes over the buffer.
     retire: Arc<AtomicBool>,
+    /// A reload's destination took over the writers, or the buffer: stopping leaves them be.
+    writers_taken: AtomicBool,
+    buffer_taken: AtomicBool,
 }
 
 /// Dropped by a writer with a job it wrote: counts down what a disk buffer's feeder waits for.
@@ -313,6 +316,8 @@ impl FileDestination {
             feeder: Mutex::new(None),
             buffer_dir: OnceLock::new(),
             retire: Arc::default(),
+            writers_taken: AtomicBool::new(false),
+            buffer_taken: AtomicBool::new(false),
         }
     }
 
@@ -514,59 +519,58 @@ impl Destination for FileDestination {
         previous: Option<&Arc<dyn Destination>>,
     ) -> std::io::Result<()> {
         let old = previous.and_then(|p| p.as_any().downcast_ref::<FileDestination>());
-        if let Some((opts, name)) = &self.disk_buffer {
-            let dir = opts.dir.as_deref().unwrap_or(state_dir).join(name);
-            // A reload's destination of the same name and buffer takes the buffer over.
-            let inherited = old
-                .filter(|o| o.buffer_dir.get() == Some(&dir))
-                .and_then(|o| {
-                    o.retire.store(true, Ordering::SeqCst);
-                    let feeder = o.feeder.lock().expect("feeder lock").take();
-                    if let Some(t) = feeder {
-                        let _ = t.join();
-                    }
-                    o.stopped.store(true, Ordering::SeqCst);
-                    o.buffer.get().cloned()
-                });
-            let buffer: Arc<dyn BatchQueue> = match inherited {
-                Some(b) => b,
-                None => DiskQueue::open(
-                    self.name.clone(),
-                    dir.clone(),
-                    opts.clone(),
-                    self.counters.clone(),
-                )
-                .map_err(|e| {
-                    std::io::Error::new(e.kind(), format!("disk buffer {}: {e}", dir.display()))
-                })?,
-            };
-            let _ = self.buffer_dir.set(dir);
-            let _ = self.buffer.set(buffer.clone());
-            let (writers, counters, retire) = (
-                self.writers().to_vec(),
+        // Writers first: taken over when they would work alike.
+        if let Some(old) = old {
+            let alike = old.opts == self.opts
+                && old.fixed_name().is_some() == self.fixed_name().is_some()
+                && old.path.is_some() == self.path.is_some();
+            if let Some(writers) = old.writers.get().filter(|_| alike) {
+                if !old.writers_taken.swap(true, Ordering::SeqCst) {
+                    let _ = self.writers.set(writers.clone());
+                    let threads = std::mem::take(&mut *old.threads.lock().expect("threads lock"));
+                    *self.threads.lock().expect("threads lock") = threads;
+                }
+            }
+        }
+        let Some((opts, name)) = &self.disk_buffer else {
+            return Ok(());
+        };
+        let dir = opts.dir.as_deref().unwrap_or(state_dir).join(name);
+        // Then the buffer: taken over from a predecessor that kept it in the same place.
+        let inherited = old
+            .filter(|o| o.buffer_dir.get() == Some(&dir))
+            .and_then(|o| {
+                o.retire.store(true, Ordering::SeqCst);
+                let feeder = o.feeder.lock().expect("feeder lock").take();
+                if let Some(t) = feeder {
+                    let _ = t.join();
+                }
+                o.buffer_taken.store(true, Ordering::SeqCst);
+                o.buffer.get().cloned()
+            });
+        let buffer: Arc<dyn BatchQueue> = match inherited {
+            Some(b) => b,
+            None => DiskQueue::open(
+                self.name.clone(),
+                dir.clone(),
+                opts.clone(),
                 self.counters.clone(),
-                self.retire.clone(),
-            );
-            let handle = std::thread::Builder::new()
-                .name("disk-feeder".into())
-                .spawn(move || feed(buffer, writers, counters, retire))?;
-            *self.feeder.lock().expect("feeder lock") = Some(handle);
-            return Ok(());
-        }
-        let Some(old) = old else {
-            return Ok(());
+            )
+            .map_err(|e| {
+                std::io::Error::new(e.kind(), format!("disk buffer {}: {e}", dir.display()))
+            })?,
         };
-        let Some(writers) = old.writers.get() else {
-            return Ok(());
-        };
-        let alike = old.opts == self.opts
-            && old.fixed_name().is_some() == self.fixed_name().is_some()
-            && old.path.is_some() == self.path.is_some();
-        if alike && !old.stopped.swap(true, Ordering::SeqCst) {
-            let _ = self.writers.set(writers.clone());
-            let threads = std::mem::take(&mut *old.threads.lock().expect("threads lock"));
-            *self.threads.lock().expect("threads lock") = threads;
-        }
+        let _ = self.buffer_dir.set(dir);
+        let _ = self.buffer.set(buffer.clone());
+        let (writers, counters, retire) = (
+            self.writers().to_vec(),
+            self.counters.clone(),
+            self.retire.clone(),
+        );
+        let handle = std::thread::Builder::new()
+            .name("disk-feeder".into())
+            .spawn(move || feed(buffer, writers, counters, retire))?;
+        *self.feeder.lock().expect("feeder lock") = Some(handle);
         Ok(())
     }
 
@@ -574,13 +578,21 @@ impl Destination for FileDestination {
         if self.stopped.swap(true, Ordering::SeqCst) {
             return;
         }
-        // A disk buffer first hands everything it holds to the writers.
-        if let Some(buffer) = self.buffer.get() {
+        // A disk buffer first hands everything it holds to the writers (unless a reload's
+        // destination took it, and the writers, over).
+        if let Some(buffer) = self
+            .buffer
+            .get()
+            .filter(|_| !self.buffer_taken.load(Ordering::SeqCst))
+        {
             buffer.stop();
             let feeder = self.feeder.lock().expect("feeder lock").take();
             if let Some(t) = feeder {
                 let _ = t.join();
             }
+        }
+        if self.writers_taken.load(Ordering::SeqCst) {
+            return;
         }
         // Readers have stopped: each writer finishes its queue up to Stop, then exits.
         for w in self.writers.get().into_iter().flatten() {

@@ -412,7 +412,7 @@ impl Sender {
     /// Connects to the current server or, failing that, the next ones in turn; waits
     /// `time-reopen()` after a round in which none connects. Returns `false` when stopping
     /// and a whole round failed.
-    fn connect(&mut self, stopping: bool) -> bool {
+    fn connect(&mut self, mut stopping: bool) -> bool {
         let n = self.opts.servers.len();
         loop {
             for _ in 0..n {
@@ -467,9 +467,8 @@ impl Sender {
             if stopping {
                 return false;
             }
-            if self.stop_requested_within(self.opts.time_reopen) {
-                return self.retry_once_more();
-            }
+            // Told to stop while waiting: one last round.
+            stopping = self.stop_requested_within(self.opts.time_reopen);
         }
     }
 
@@ -484,19 +483,6 @@ impl Sender {
             std::thread::sleep(Duration::from_millis(100).min(left));
         }
         self.queue.is_stopping() || self.retire.load(Ordering::SeqCst)
-    }
-
-    /// Told to stop while waiting to reconnect: one last round.
-    fn retry_once_more(&mut self) -> bool {
-        let n = self.opts.servers.len();
-        for _ in 0..n {
-            if let Ok(sock) = self.open(self.server) {
-                self.conn = Some(sock);
-                return true;
-            }
-            self.server = (self.server + 1) % n;
-        }
-        false
     }
 
     /// Opens a connection to server `i`.
