@@ -226,3 +226,69 @@ fn idle_files_are_closed_after_time_reap() {
         .unwrap()
         .ends_with("message 00000003\n"));
 }
+
+/// A file per host: 300 hosts share every batch, so the writers hold small shares back to
+/// write more per call. Every file still gets all its lines in order, and a message that
+/// arrives alone is written at once (within the writer's linger, not at some later flush).
+#[test]
+fn a_file_per_host_gets_every_line_in_order_and_a_lone_message_promptly() {
+    let port = free_port();
+    let mut s = Running::start(
+        Server::Sluice,
+        &format!(
+            r#"source s {{ tcp(ip(127.0.0.1) port({port}) keep-hostname(yes) log-iw-size(100000)); }};
+            destination d {{ file("@OUT@/${{HOST}}.log"); }};
+            log {{ source(s); destination(d); }};"#
+        ),
+    );
+    s.wait_tcp(port);
+    const HOSTS: usize = 300;
+    const PER_HOST: usize = 400;
+    let senders: Vec<_> = (0..2)
+        .map(|c| {
+            std::thread::spawn(move || {
+                let mut text = String::new();
+                for i in 0..PER_HOST / 2 {
+                    for h in 0..HOSTS {
+                        let seq = i * 2 + c;
+                        text.push_str(&format!("<13>Jan  5 13:56:09 h{h}-c{c} prog: n {seq:06}\n"));
+                    }
+                }
+                let mut conn = TcpStream::connect(("127.0.0.1", port)).unwrap();
+                conn.write_all(text.as_bytes()).unwrap();
+            })
+        })
+        .collect();
+    for t in senders {
+        t.join().unwrap();
+    }
+    assert_eq!(
+        wait_lines(&s.out, HOSTS * PER_HOST, Duration::from_secs(60)),
+        HOSTS * PER_HOST
+    );
+    let started = Instant::now();
+    let mut conn = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    conn.write_all(b"<13>Jan  5 13:56:09 lone prog: alone\n")
+        .unwrap();
+    let lone = s.out.join("lone.log");
+    while !lone.exists() && started.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "a lone message took {:?} to be written",
+        started.elapsed()
+    );
+    s.terminate();
+    for h in 0..HOSTS {
+        for c in 0..2 {
+            let text = std::fs::read_to_string(s.out.join(format!("h{h}-c{c}.log"))).unwrap();
+            let seqs: Vec<usize> = text
+                .lines()
+                .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
+                .collect();
+            let want: Vec<usize> = (0..PER_HOST / 2).map(|i| i * 2 + c).collect();
+            assert_eq!(seqs, want, "h{h}-c{c}.log");
+        }
+    }
+}

@@ -52,6 +52,16 @@ pub struct FileOptions {
 pub const MAX_OPEN_PER_WRITER: usize = 512;
 /// The most a writer gathers before writing, when much has queued.
 const MAX_GATHER: usize = 4 << 20;
+/// A file's share of what a writer gathered that is written at once, however many files wait.
+const FILE_CHUNK: usize = 16 << 10;
+/// Up to this many files with small shares are written at once (one `writev` each); past it,
+/// small shares wait for more (see `Writer::run`).
+const FEW_FILES: usize = 8;
+/// How long a writer waits for more before it writes the small shares it holds.
+const LINGER: Duration = Duration::from_millis(1);
+/// The most a writer holds in small shares, and the longest it holds one.
+const MAX_HELD: usize = 4 << 20;
+const MAX_AGE: Duration = Duration::from_millis(50);
 /// The most buffers one `writev` takes (Linux's `IOV_MAX`).
 const IOV_MAX: usize = 1024;
 
@@ -616,7 +626,7 @@ impl Destination for FileDestination {
 }
 
 /// A file a writer knows: its name, its descriptor while open, and what waits to be written
-/// to it as (job, start, end) pieces of the gathered jobs.
+/// to it as (held job, start, end) pieces.
 struct Slot {
     /// The slot is free for reuse (its file was reaped).
     free: bool,
@@ -625,6 +635,14 @@ struct Slot {
     file: Option<File>,
     last_write: Instant,
     pending: Vec<(u32, u32, u32)>,
+    pending_bytes: usize,
+}
+
+/// A job a writer holds until every piece of it is written: dropping it acknowledges.
+struct Held {
+    job: Job,
+    /// Pieces of the job not yet written.
+    left: u32,
 }
 
 /// One writer thread: the files whose names hash to it.
@@ -638,6 +656,14 @@ struct Writer {
     free: Vec<usize>,
     by_name: hashbrown::HashTable<usize>,
     open: usize,
+    /// Jobs with pieces still to write, by the index their pieces name; `None` is free.
+    held: Vec<Option<Held>>,
+    free_held: Vec<usize>,
+    /// Slots with pending pieces, and how much those pieces hold.
+    dirty: Vec<usize>,
+    held_bytes: usize,
+    /// When the oldest piece still held arrived.
+    held_since: Option<Instant>,
 }
 
 impl Writer {
@@ -658,49 +684,50 @@ impl Writer {
             free: Vec::new(),
             by_name: hashbrown::HashTable::new(),
             open: 0,
+            held: Vec::new(),
+            free_held: Vec::new(),
+            dirty: Vec::new(),
+            held_bytes: 0,
+            held_since: None,
         }
     }
 
+    /// Writes what arrives, file by file. A round gathers what has queued (up to
+    /// `MAX_GATHER`) and writes each file's share with one `writev`. When one round spreads
+    /// over many files (a file per host) the shares are small and the writes cost more than
+    /// the copying: then small shares wait for more, until the writer has had nothing new for
+    /// `LINGER`, holds `MAX_HELD`, or has held a share for `MAX_AGE`.
     fn run(mut self, rx: mpsc::Receiver<Msg>) {
         let tick = self.opts.time_reap.min(Duration::from_secs(5));
-        let mut jobs: Vec<Job> = Vec::new();
-        let mut dirty: Vec<usize> = Vec::new();
-        let mut job_slots: Vec<usize> = Vec::new();
-        let mut stop = false;
-        let mut reopen = false;
         let mut last_reap = Instant::now();
-        while !stop {
+        loop {
             if last_reap.elapsed() >= tick {
                 self.reap();
                 last_reap = Instant::now();
             }
-            let mut next = match rx.recv_timeout(tick) {
+            let wait = if self.dirty.is_empty() { tick } else { LINGER };
+            let mut next = match rx.recv_timeout(wait) {
                 Ok(Msg::Job(job)) => Some(job),
                 Ok(Msg::Reopen) => {
+                    self.write_all();
                     self.close_all();
                     continue;
                 }
-                Ok(Msg::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
-                Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                Ok(Msg::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    self.write_all();
+                    return;
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    self.write_all();
+                    continue;
+                }
             };
             let mut bytes = 0;
-            // Gather what has queued, file by file, keeping each file's order.
+            let mut stop = false;
+            let mut reopen = false;
             while let Some(job) = next.take() {
                 bytes += job.data.len();
-                job_slots.clear();
-                for n in 0..job.name_ends.len() {
-                    job_slots.push(self.slot(job.name(n), job.name_hashes[n]));
-                }
-                let mut start = 0;
-                for &(name, end) in &job.runs {
-                    let slot = &mut self.slots[job_slots[name as usize]];
-                    if slot.pending.is_empty() {
-                        dirty.push(job_slots[name as usize]);
-                    }
-                    slot.pending.push((jobs.len() as u32, start, end));
-                    start = end;
-                }
-                jobs.push(job);
+                self.hold(job);
                 if bytes < MAX_GATHER {
                     match rx.try_recv() {
                         Ok(Msg::Job(job)) => next = Some(job),
@@ -711,21 +738,98 @@ impl Writer {
                     }
                 }
             }
-            for &slot in &dirty {
-                self.write_with_retry(slot, &jobs);
+            if stop {
+                self.write_all();
+                return;
             }
-            dirty.clear();
-            let messages: u64 = jobs.iter().map(|j| u64::from(j.messages)).sum();
-            self.counters.written.fetch_add(messages, Ordering::Relaxed);
-            self.counters.queued.fetch_sub(messages, Ordering::Relaxed);
-            self.counters
-                .memory_usage
-                .fetch_sub(bytes as u64, Ordering::Relaxed);
-            jobs.clear(); // acknowledges
-            if std::mem::take(&mut reopen) {
+            if reopen {
+                self.write_all();
                 self.close_all();
+                continue;
+            }
+            let small = self
+                .dirty
+                .iter()
+                .filter(|&&at| self.slots[at].pending_bytes < FILE_CHUNK)
+                .count();
+            let old = self.held_since.is_some_and(|t| t.elapsed() >= MAX_AGE);
+            if small <= FEW_FILES || self.held_bytes >= MAX_HELD || old {
+                self.write_all();
+            } else {
+                self.write_where(|s| s.pending_bytes >= FILE_CHUNK);
             }
         }
+    }
+
+    /// Keeps `job` until its pieces are written, noting each piece with its file.
+    fn hold(&mut self, job: Job) {
+        let at = match self.free_held.pop() {
+            Some(at) => at,
+            None => {
+                self.held.push(None);
+                self.held.len() - 1
+            }
+        };
+        let mut start = 0;
+        let mut pieces = 0;
+        let mut names = Vec::with_capacity(job.name_ends.len());
+        for n in 0..job.name_ends.len() {
+            names.push(self.slot(job.name(n), job.name_hashes[n]));
+        }
+        for &(name, end) in &job.runs {
+            let at_slot = names[name as usize];
+            let slot = &mut self.slots[at_slot];
+            if slot.pending.is_empty() {
+                self.dirty.push(at_slot);
+            }
+            slot.pending.push((at as u32, start, end));
+            slot.pending_bytes += (end - start) as usize;
+            pieces += 1;
+            start = end;
+        }
+        self.held_bytes += job.data.len();
+        self.held_since.get_or_insert_with(Instant::now);
+        self.held[at] = Some(Held { job, left: pieces });
+    }
+
+    fn write_all(&mut self) {
+        self.write_where(|_| true);
+    }
+
+    /// Writes the pending pieces of the dirty files that `due` picks, then lets go of the
+    /// jobs whose pieces are all written.
+    fn write_where(&mut self, due: impl Fn(&Slot) -> bool) {
+        let dirty = std::mem::take(&mut self.dirty);
+        let mut still = Vec::with_capacity(dirty.len());
+        for at in dirty {
+            if due(&self.slots[at]) {
+                self.write_with_retry(at);
+            } else {
+                still.push(at);
+            }
+        }
+        self.dirty = still;
+        if self.dirty.is_empty() {
+            self.held_since = None;
+        }
+    }
+
+    /// The job of a piece just written: one piece less; gone (acknowledged) at none.
+    fn piece_written(&mut self, at: u32) {
+        let held = self.held[at as usize].as_mut().expect("held job");
+        held.left -= 1;
+        if held.left > 0 {
+            return;
+        }
+        let Held { job, .. } = self.held[at as usize].take().expect("held job");
+        self.free_held.push(at as usize);
+        let messages = u64::from(job.messages);
+        self.held_bytes -= job.data.len();
+        self.counters.written.fetch_add(messages, Ordering::Relaxed);
+        self.counters.queued.fetch_sub(messages, Ordering::Relaxed);
+        self.counters
+            .memory_usage
+            .fetch_sub(job.data.len() as u64, Ordering::Relaxed);
     }
 
     fn close_all(&mut self) {
@@ -750,6 +854,7 @@ impl Writer {
             file: None,
             last_write: Instant::now(),
             pending: Vec::new(),
+            pending_bytes: 0,
         };
         let at = match self.free.pop() {
             Some(at) => {
@@ -766,12 +871,18 @@ impl Writer {
         at
     }
 
-    fn write_with_retry(&mut self, slot: usize, jobs: &[Job]) {
+    fn write_with_retry(&mut self, slot: usize) {
         let mut backoff = Duration::from_millis(100);
         loop {
-            match self.write(slot, jobs) {
+            match self.write(slot) {
                 Ok(()) => {
-                    self.slots[slot].pending.clear();
+                    let mut pieces = std::mem::take(&mut self.slots[slot].pending);
+                    self.slots[slot].pending_bytes = 0;
+                    for &(job, _, _) in &pieces {
+                        self.piece_written(job);
+                    }
+                    pieces.clear();
+                    self.slots[slot].pending = pieces; // keeps its room
                     return;
                 }
                 Err(e) => {
@@ -788,18 +899,19 @@ impl Writer {
         }
     }
 
-    fn write(&mut self, slot: usize, jobs: &[Job]) -> std::io::Result<()> {
-        let pieces = |s: &Slot| -> Vec<std::io::IoSlice<'_>> {
+    fn write(&mut self, slot: usize) -> std::io::Result<()> {
+        fn pieces<'a>(s: &Slot, held: &'a [Option<Held>]) -> Vec<std::io::IoSlice<'a>> {
             s.pending
                 .iter()
                 .map(|&(job, start, end)| {
-                    std::io::IoSlice::new(&jobs[job as usize].data[start as usize..end as usize])
+                    let job = &held[job as usize].as_ref().expect("held job").job;
+                    std::io::IoSlice::new(&job.data[start as usize..end as usize])
                 })
                 .collect()
-        };
+        }
         if let Target::Stdout = self.target {
             let mut out = std::io::stdout().lock();
-            for piece in pieces(&self.slots[slot]) {
+            for piece in pieces(&self.slots[slot], &self.held) {
                 out.write_all(&piece)?;
             }
             return out.flush();
@@ -820,7 +932,7 @@ impl Writer {
         }
         let s = &mut self.slots[slot];
         s.last_write = Instant::now();
-        let mut slices = pieces(s);
+        let mut slices = pieces(s, &self.held);
         let f = s.file.as_mut().expect("opened above");
         let mut slices = &mut slices[..];
         while !slices.is_empty() {
