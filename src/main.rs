@@ -13,7 +13,10 @@ mod loggen;
 
 /// Readers allocate batch buffers that writer threads free. glibc's allocator serialises
 /// those cross-thread frees on an arena lock (a third of all futex calls with 10,000
-/// connections); mimalloc frees them without one.
+/// connections); mimalloc frees them without one. Without transparent huge pages
+/// (`no_thp`): memory that readers hold while a burst is in flight is faulted in again after
+/// mimalloc returns it, and each fault of a huge page zeroes 2 MiB — with 1,000 connections a
+/// quarter of all CPU went to `clear_page_erms` (BENCHMARKS.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
