@@ -3,12 +3,15 @@
 #   syslog-ng-core  the reference implementation for the differential tests, and `loggen`
 #   bsdutils        `logger` (util-linux) for the real-client tests
 #   python3         the SysLogHandler client test
+#   openssl         the CLI that makes the TLS tests' certificates
+#   rsyslog         unpacked under /opt/rsyslog with its TLS and RELP modules (see below)
 # Idempotent; needs root (or sudo) the first time.
 set -euo pipefail
 need=()
 command -v syslog-ng >/dev/null || need+=(syslog-ng-core)
 command -v logger >/dev/null || need+=(bsdutils)
 command -v python3 >/dev/null || need+=(python3)
+command -v openssl >/dev/null || need+=(openssl)
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -18,3 +21,21 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 syslog-ng --version | head -1
+
+# rsyslog for the TLS and RELP interop tests. Debian's rsyslog conflicts with syslog-ng-core, so
+# its packages are unpacked under /opt/rsyslog (not installed) and run from there, with the
+# TLS drivers (rsyslog-openssl, rsyslog-gnutls) and RELP (rsyslog-relp, librelp0).
+RSYSLOG=/opt/rsyslog
+if [ ! -e "$RSYSLOG/usr/lib/x86_64-linux-gnu/rsyslog/omrelp.so" ] || [ ! -e "$RSYSLOG/usr/lib/x86_64-linux-gnu/rsyslog/lmnsd_ossl.so" ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  tmp=$(mktemp -d)
+  chmod 777 "$tmp"
+  echo "unpacking rsyslog with its TLS and RELP modules under $RSYSLOG"
+  (cd "$tmp" && apt-get download -qq rsyslog libestr0 libfastjson4 liblognorm5 rsyslog-openssl rsyslog-gnutls rsyslog-relp librelp0 2>/dev/null \
+     || { $sudo apt-get update -qq && apt-get download -qq rsyslog libestr0 libfastjson4 liblognorm5 rsyslog-openssl rsyslog-gnutls rsyslog-relp librelp0; })
+  $sudo mkdir -p "$RSYSLOG"
+  for deb in "$tmp"/*.deb; do $sudo dpkg -x "$deb" "$RSYSLOG"; done
+  rm -rf "$tmp"
+fi
+LD_LIBRARY_PATH=$RSYSLOG/usr/lib/x86_64-linux-gnu "$RSYSLOG/usr/sbin/rsyslogd" -v | head -1

@@ -119,6 +119,7 @@ fn main() {
             peer: Some("127.0.0.1:40000".parse().expect("address")),
             host_from: Arc::from(&b"127.0.0.1"[..]),
             local: false,
+            pairs: Vec::new(),
         });
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()

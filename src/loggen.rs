@@ -61,9 +61,16 @@ pub struct LoggenArgs {
     /// With --read-file: send the lines as they are (sluice always does; accepted for loggen's command line).
     #[arg(short = 'd', long = "dont-parse")]
     dont_parse: bool,
-    /// Begin every stream connection with a PROXY protocol v1 header.
+    /// TLS over TCP (the server's certificate is not checked, as loggen's is not).
+    #[arg(short = 'U', long = "use-ssl")]
+    use_ssl: bool,
+    /// Begin every stream connection with a PROXY protocol v1 header (inside TLS with -U).
     #[arg(short = 'H', long = "proxied")]
     proxied: bool,
+    /// With -U -H: the PROXY header before the TLS handshake, as a proxy that passes TLS
+    /// through sends it.
+    #[arg(long = "proxied-tls-passthrough")]
+    proxied_tls_passthrough: bool,
     /// Source address announced in the PROXY header.
     #[arg(long = "proxy-src-ip", default_value = "192.168.1.1")]
     proxy_src_ip: String,
@@ -126,6 +133,7 @@ enum Target {
 
 enum Conn {
     Tcp(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
     Udp(UdpSocket),
     UnixStream(UnixStream),
     UnixDgram(UnixDatagram),
@@ -158,13 +166,30 @@ impl Conn {
     }
 
     fn is_stream(&self) -> bool {
-        matches!(self, Conn::Tcp(_) | Conn::UnixStream(_))
+        matches!(self, Conn::Tcp(_) | Conn::Tls(_) | Conn::UnixStream(_))
+    }
+
+    /// Goes on over TLS (a TCP connection; others stay as they are).
+    fn into_tls(self, host: &str) -> std::io::Result<Conn> {
+        let Conn::Tcp(sock) = self else {
+            return Ok(self);
+        };
+        let name = rustls::pki_types::ServerName::try_from(host.to_string())
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        let mut tls = rustls::ClientConnection::new(sluice_engine::tls::unverified_client(), name)
+            .map_err(std::io::Error::other)?;
+        let mut sock = sock;
+        while tls.is_handshaking() {
+            tls.complete_io(&mut sock)?;
+        }
+        Ok(Conn::Tls(Box::new(rustls::StreamOwned::new(tls, sock))))
     }
 
     /// Writes a run of framed messages (streams) or one message (datagrams).
     fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         match self {
             Conn::Tcp(s) => s.write_all(bytes),
+            Conn::Tls(s) => s.write_all(bytes),
             Conn::UnixStream(s) => s.write_all(bytes),
             Conn::Udp(s) => s.send(bytes).map(|_| ()),
             Conn::UnixDgram(s) => s.send(bytes).map(|_| ()),
@@ -216,8 +241,12 @@ fn generate(args: &LoggenArgs) -> Result<(), String> {
     let runid = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
+    let host = args.target.as_deref().unwrap_or("localhost");
     let idle: Vec<Conn> = (0..args.idle_connections)
-        .map(|_| Conn::open(&target))
+        .map(|_| match Conn::open(&target) {
+            Ok(c) if args.use_ssl => c.into_tls(host),
+            other => other,
+        })
         .collect::<Result<_, _>>()
         .map_err(|e| format!("cannot open an idle connection: {e}"))?;
     let started = Instant::now();
@@ -225,13 +254,23 @@ fn generate(args: &LoggenArgs) -> Result<(), String> {
     for thread in 0..args.active_connections {
         let mut conn =
             Conn::open(&target).map_err(|e| format!("cannot connect to {target:?}: {e}"))?;
-        if args.proxied && conn.is_stream() {
-            let header = format!(
-                "PROXY TCP4 {} {} {} {}\r\n",
-                args.proxy_src_ip, args.proxy_dst_ip, args.proxy_src_port, args.proxy_dst_port
-            );
+        let header = format!(
+            "PROXY TCP4 {} {} {} {}\r\n",
+            args.proxy_src_ip, args.proxy_dst_ip, args.proxy_src_port, args.proxy_dst_port
+        );
+        let proxied = args.proxied && conn.is_stream();
+        if proxied && (!args.use_ssl || args.proxied_tls_passthrough) {
             conn.send(header.as_bytes())
                 .map_err(|e| format!("cannot send the PROXY header: {e}"))?;
+        }
+        if args.use_ssl {
+            conn = conn
+                .into_tls(host)
+                .map_err(|e| format!("TLS handshake with {target:?} failed: {e}"))?;
+            if proxied && !args.proxied_tls_passthrough {
+                conn.send(header.as_bytes())
+                    .map_err(|e| format!("cannot send the PROXY header: {e}"))?;
+            }
         }
         let job = Job {
             thread,

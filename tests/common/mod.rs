@@ -2,6 +2,8 @@
 //! traffic over loopback, wait for their output, compare trees of files.
 #![allow(dead_code)]
 
+pub mod pki;
+
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -16,9 +16,10 @@ use crate::options::{self, Globals, SourceOptions};
 use crate::sources::datagram::{Bind, DatagramSource};
 use crate::sources::internal::InternalSource;
 use crate::sources::stdin::StdinSource;
-use crate::sources::stream::{Listen, StreamSource};
+use crate::sources::stream::{Listen, Proxied, StreamSource};
 use crate::sources::{ReaderSpec, SourceCounters, UnixSocket};
 use crate::stats::Registry;
+use crate::tls::TlsOptions;
 use sluice_config::{Body, Config, ConfigError, Node, Pos, Statement};
 use sluice_model::filter::{self, Filter};
 use sluice_model::parsers::Parsers;
@@ -177,7 +178,6 @@ const NETWORK_DEST_OPTIONS: &[&str] = &[
     "flags",
 ];
 const NETWORK_DEST_NOT_YET: &[&str] = &[
-    "tls",
     "so_broadcast",
     "so_rcvbuf",
     "ip_ttl",
@@ -222,7 +222,6 @@ const NETWORK_OPTIONS: &[&str] = &[
     "idle_timeout",
 ];
 const NETWORK_NOT_YET: &[&str] = &[
-    "tls",
     "so_broadcast",
     "so_sndbuf",
     "ip_ttl",
@@ -712,14 +711,15 @@ impl Builder<'_> {
             source: self.stats.counter("source", name, "", "processed"),
         };
         // `src.network;s_net;tcp,127.0.0.1;a;connections`: open connections of a listener.
-        let connections = || {
+        let counter = |what: &'static str| {
             self.stats.counter(
                 &format!("src.{}", key.replace('_', "-")),
                 name,
                 &instance,
-                "connections",
+                what,
             )
         };
+        let connections = || counter("connections");
         let reader = |framing: Framing, window: u32| ReaderSpec {
             framing,
             log_msg_size: opts.log_msg_size,
@@ -795,7 +795,9 @@ impl Builder<'_> {
                         keep_alive: false,
                         listen_backlog: net.listen_backlog.unwrap_or(DEFAULT_LISTEN_BACKLOG),
                         connections: connections(),
-                        proxied: false,
+                        proxied: Proxied::No,
+                        tls: None,
+                        tls_failures: Arc::default(),
                     };
                     self.streams.push((id, Arc::new(s)));
                 } else {
@@ -828,11 +830,15 @@ impl Builder<'_> {
                     None if ipv6 => "::".parse().expect("valid"),
                     None => "0.0.0.0".parse().expect("valid"),
                 };
-                let proxied = matches!(transport.as_str(), "proxied-tcp" | "proxied_tcp");
-                let udp = match transport.as_str() {
-                    "udp" => true,
-                    "tcp" | "framed" | "text" | "proxied-tcp" | "proxied_tcp" => false,
-                    "tls" | "proxied-tls" | "proxied_tls" | "proxied-tls-passthrough" | "auto" => {
+                // (datagrams, TLS, where the PROXY header is)
+                let (udp, tls, proxied) = match transport.replace('_', "-").as_str() {
+                    "udp" => (true, false, Proxied::No),
+                    "tcp" | "framed" | "text" => (false, false, Proxied::No),
+                    "proxied-tcp" => (false, false, Proxied::First),
+                    "tls" => (false, true, Proxied::No),
+                    "proxied-tls" => (false, true, Proxied::InsideTls),
+                    "proxied-tls-passthrough" => (false, true, Proxied::First),
+                    "auto" => {
                         return Err(ConfigError::not_supported(
                             tpos,
                             &format!("transport({transport})"),
@@ -852,12 +858,32 @@ impl Builder<'_> {
                                 "tls",
                                 "proxied-tcp",
                                 "proxied-tls",
+                                "proxied-tls-passthrough",
                             ],
                         ))
                     }
                 };
-                let default_port = match (key.as_str(), udp) {
-                    ("syslog", false) => 601,
+                // tcp() and tcp6() speak TLS when they have a tls() block.
+                let tls = tls || (matches!(key.as_str(), "tcp" | "tcp6") && net.tls.is_some());
+                let tls = match (tls, &net.tls) {
+                    (true, Some(t)) => Some(t.server_config()?),
+                    (true, None) => {
+                        return Err(ConfigError::new(
+                            tpos,
+                            format!("transport({transport}) needs a tls() block: tls(key-file(\"…\") cert-file(\"…\") ca-file(\"…\"))"),
+                        ))
+                    }
+                    (false, Some(t)) => {
+                        return Err(ConfigError::new(
+                            t.pos,
+                            format!("tls() is for transport(tls), not transport({transport})"),
+                        ))
+                    }
+                    (false, None) => None,
+                };
+                let default_port = match (key.as_str(), udp, &tls, proxied) {
+                    ("syslog", false, Some(_), Proxied::No) => 6514,
+                    ("syslog", false, _, _) => 601,
                     _ => 514,
                 };
                 let addr = SocketAddr::new(ip, net.port.unwrap_or(default_port));
@@ -892,6 +918,8 @@ impl Builder<'_> {
                         listen_backlog: net.listen_backlog.unwrap_or(DEFAULT_LISTEN_BACKLOG),
                         connections: connections(),
                         proxied,
+                        tls,
+                        tls_failures: counter("tls_handshake_failures"),
                     };
                     self.streams.push((id, Arc::new(s)));
                 }
@@ -1074,8 +1102,12 @@ impl Builder<'_> {
             so_keepalive: false,
             log_fifo_size: self.globals.log_fifo_size,
             disk_buffer: None,
+            tls: None,
         };
         let unix = matches!(key.as_str(), "unix_stream" | "unix_dgram");
+        // tcp() and tcp6() speak TLS when they have a tls() block.
+        let mut want_tls: Option<Pos> = None;
+        let mut tls_options: Option<TlsOptions> = None;
         let mut persist_name: Option<String> = None;
         let mut disk_buffer: Option<DiskBufferOptions> = None;
         let mut port = None;
@@ -1118,7 +1150,11 @@ impl Builder<'_> {
                     opts.transport = match v.text.to_ascii_lowercase().as_str() {
                         "tcp" => Transport::Tcp,
                         "udp" => Transport::Udp,
-                        "tls" | "proxied-tcp" | "proxied-tls" | "proxied-tls-passthrough" => {
+                        "tls" => {
+                            want_tls = Some(v.pos);
+                            Transport::Tcp
+                        }
+                        "proxied-tcp" | "proxied-tls" | "proxied-tls-passthrough" => {
                             return Err(ConfigError::not_supported(
                                 v.pos,
                                 &format!("transport({}) in {}()", v.text, node.name),
@@ -1153,6 +1189,13 @@ impl Builder<'_> {
                 "keep_alive" | "close_on_input" => {
                     opt.bool()?;
                 }
+                "tls" => {
+                    network_only()?;
+                    tls_options = Some(TlsOptions::parse(opt)?);
+                    if matches!(key.as_str(), "tcp" | "tcp6") {
+                        want_tls = Some(opt.pos);
+                    }
+                }
                 "time_reopen" => opts.time_reopen = Duration::from_secs(opt.u64()?.max(1)),
                 "log_fifo_size" => opts.log_fifo_size = opt.u64()?.max(1) as usize,
                 "flush_lines" | "flush_timeout" => {
@@ -1185,10 +1228,27 @@ impl Builder<'_> {
             )
         })?;
         opts.servers.insert(0, server.text.clone());
+        opts.tls = match (want_tls, &tls_options) {
+            (Some(_), Some(t)) => Some(t.client_config()?),
+            (Some(pos), None) => {
+                return Err(ConfigError::new(
+                    pos,
+                    "transport(tls) needs a tls() block: tls(ca-file(\"…\")), with key-file() and cert-file() if the server asks for a certificate",
+                ))
+            }
+            (None, Some(t)) => {
+                return Err(ConfigError::new(
+                    t.pos,
+                    format!("tls() is for transport(tls), not this {}() destination's transport", node.name),
+                ))
+            }
+            (None, None) => None,
+        };
         let stream = matches!(opts.transport, Transport::Tcp | Transport::UnixStream);
         opts.octet_counting = key == "syslog" && stream;
-        opts.port = port.unwrap_or(match (key.as_str(), opts.transport) {
-            ("syslog", Transport::Tcp) => 601,
+        opts.port = port.unwrap_or(match (key.as_str(), opts.transport, &opts.tls) {
+            ("syslog", Transport::Tcp, Some(_)) => 6514,
+            ("syslog", Transport::Tcp, None) => 601,
             _ => 514,
         });
         if local_ip.is_some() || local_port.is_some() {
@@ -1261,6 +1321,7 @@ struct NetOptions {
     perm: Option<u32>,
     owner: Option<u32>,
     group: Option<u32>,
+    tls: Option<TlsOptions>,
 }
 
 impl NetOptions {
@@ -1287,6 +1348,7 @@ impl NetOptions {
             "perm" => self.perm = Some(options::mode(opt)?),
             "owner" => self.owner = Some(options::user(opt)?),
             "group" => self.group = Some(options::group(opt)?),
+            "tls" => self.tls = Some(TlsOptions::parse(opt)?),
             "optional" | "create_dirs" => {
                 opt.bool()?;
             }

@@ -16,6 +16,7 @@ pub mod internal;
 pub mod options;
 pub mod sources;
 pub mod stats;
+pub mod tls;
 pub mod window;
 
 pub use build::{build, build_with, Fingerprints, Pipeline};

@@ -68,6 +68,9 @@ impl Ingest {
             values: Values::default(),
         });
         let msg = msgs.last_mut().expect("pushed above");
+        for (name, value) in &origin.pairs {
+            msg.values.set(*name, value.clone());
+        }
         let (raw, fields) = (&msg.raw, &mut msg.fields);
         if self.no_parse {
             let len = raw

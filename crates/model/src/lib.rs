@@ -65,6 +65,7 @@ pub mod testing {
             peer: Some("10.1.2.3:514".parse().expect("valid address")),
             host_from: Arc::from(&b"10.1.2.3"[..]),
             local: false,
+            pairs: Vec::new(),
         })
     }
 

@@ -25,6 +25,9 @@ pub struct Origin {
     pub host_from: Arc<[u8]>,
     /// The message was produced on this machine (`unix-*`, `stdin`, `internal`).
     pub local: bool,
+    /// Name-value pairs every message of the connection starts with: what a TLS peer's
+    /// certificate says (`.tls.x509_cn`, …). Usually empty.
+    pub pairs: Vec<(crate::values::NameId, Text)>,
 }
 
 /// The tags of one message: ids below 64 in a bit set, others in a list that is usually empty.

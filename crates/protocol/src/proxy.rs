@@ -2,7 +2,7 @@
 //! connection's data to say whom it relays: `transport(proxied-tcp)` sources read it first.
 //!
 //! Version 1 is a text line: `PROXY TCP4 192.0.2.1 198.51.100.2 3333 514\r\n` (or `TCP6`, or
-//! `UNKNOWN …`), at most 107 bytes. Version 2 is binary: a 12-byte signature, a version and
+//! `UNKNOWN …`), at most 107 bytes; as syslog-ng, a bare LF ends it too. Version 2 is binary: a 12-byte signature, a version and
 //! command byte, an address family byte, a 16-bit length, the addresses, then TLVs (skipped).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -51,9 +51,10 @@ pub fn parse(buf: &[u8]) -> Result<Option<(ProxyHeader, usize)>, ProxyError> {
 fn v1_line(line: &[u8]) -> Result<ProxyHeader, ProxyError> {
     let text = std::str::from_utf8(line)
         .map_err(|_| ProxyError("a version 1 line that is not text".into()))?;
-    let text = text
-        .strip_suffix("\r\n")
-        .ok_or_else(|| ProxyError("a version 1 line that does not end with CRLF".into()))?;
+    // The specification says CRLF; syslog-ng (and its loggen, which sends a bare LF) take LF
+    // with or without the CR.
+    let text = text.strip_suffix('\n').expect("the line was cut at its LF");
+    let text = text.strip_suffix('\r').unwrap_or(text);
     let fields: Vec<&str> = text.split(' ').collect();
     match fields.as_slice() {
         ["PROXY", "UNKNOWN", ..] => Ok(ProxyHeader {
@@ -152,6 +153,11 @@ mod tests {
             .unwrap();
         assert_eq!(h.source, addr("[::1]:1"));
         assert_eq!(parse(b"PROXY UNKNOWN\r\n").unwrap().unwrap().0.source, None);
+        let (h, used) = parse(b"PROXY TCP4 192.168.1.1 192.168.1.2 3333 514\nrest")
+            .unwrap()
+            .unwrap();
+        assert_eq!(h.source, Some("192.168.1.1:3333".parse().unwrap()));
+        assert_eq!(used, 44);
         assert_eq!(parse(b"PROXY TCP4 1.2.3").unwrap(), None);
         assert_eq!(parse(b"PRO").unwrap(), None);
         assert!(parse(b"<13>Jan  1 00:00:00 h p: x\n").is_err());

@@ -11,6 +11,10 @@
 //! it uses a failover one, and returns to it after `successful-probes-required()` probes in a
 //! row connect.
 //!
+//! With `transport(tls)` (or a `tls()` block in `tcp()`) the connection is TLS: the sender
+//! does the handshake when it connects, hands rustls a chunk of what is queued at a time and
+//! counts it written once every record of it is on the socket.
+//!
 //! Plain TCP cannot say what the peer received: what sat in the kernel's buffers when a
 //! connection died is lost (RELP and disk buffers are the remedies).
 
@@ -75,6 +79,8 @@ pub struct NetworkOptions {
     /// `disk-buffer()`, and the name of the buffer's directory (from the destination's name
     /// and server, or `persist-name()`).
     pub disk_buffer: Option<(DiskBufferOptions, String)>,
+    /// TLS over the stream ([`crate::tls`]).
+    pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 /// The most a sender gathers for one write.
@@ -87,6 +93,10 @@ const TICK: Duration = Duration::from_millis(500);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// While stopping, how long a peer may take no data before the sender gives up on it.
 const STOP_GRACE: Duration = Duration::from_secs(10);
+/// How long a TLS handshake may take.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most plaintext a TLS sender hands rustls before writing the records out.
+const TLS_CHUNK: usize = 256 << 10;
 
 thread_local! {
     /// One formatted message before its octet count is known.
@@ -164,7 +174,7 @@ impl NetworkDestination {
                 .and_then(|c| {
                     let i = (0..self.opts.servers.len())
                         .find(|&i| server_name(&self.opts, i) == c.to)?;
-                    Some((Some(c.sock), i))
+                    Some((Some(c.link), i))
                 })
                 .unwrap_or((None, 0));
             let sender = Sender {
@@ -291,7 +301,7 @@ struct Sender {
     label: Arc<str>,
     opts: Arc<NetworkOptions>,
     queue: Arc<dyn BatchQueue>,
-    conn: Option<Socket>,
+    conn: Option<Link>,
     /// The server in use (or tried next): an index into `opts.servers`.
     server: usize,
     /// Probes of the primary server that connected in a row, while on a failover server.
@@ -330,7 +340,7 @@ impl Sender {
                 if stopping {
                     return None;
                 }
-                if self.conn.as_ref().is_some_and(peer_closed) {
+                if self.conn.as_ref().is_some_and(|l| peer_closed(&l.sock)) {
                     self.conn = None;
                 }
                 continue;
@@ -359,9 +369,9 @@ impl Sender {
     /// The connection in use, for the sender that takes over: going on with it keeps the
     /// messages in order at the server (a second connection would be read beside the first).
     fn give_connection(&mut self) -> Option<Connection> {
-        let sock = self.conn.take()?;
+        let link = self.conn.take()?;
         Some(Connection {
-            sock,
+            link,
             to: server_name(&self.opts, self.server),
         })
     }
@@ -373,18 +383,20 @@ impl Sender {
         let mut pos = Position::default();
         let mut failed_while_giving_up = false;
         loop {
-            if self.conn.as_ref().is_some_and(peer_closed) {
+            if self.conn.as_ref().is_some_and(|l| peer_closed(&l.sock)) {
                 self.conn = None;
             }
             if self.conn.is_none() && !self.connect(stopping) {
                 return false;
             }
-            let sock = self.conn.as_ref().expect("connected");
+            let link = self.conn.as_mut().expect("connected");
             let giving_up = stopping || self.retire.load(Ordering::SeqCst);
-            let result = if self.opts.transport.is_stream() {
-                write_stream(sock, batches, &mut pos, giving_up)
-            } else {
-                write_datagrams(sock, batches, &mut pos, self.opts.transport)
+            let result = match &mut link.tls {
+                Some(tls) => write_tls(&link.sock, tls, batches, &mut pos, giving_up),
+                None if self.opts.transport.is_stream() => {
+                    write_stream(&link.sock, batches, &mut pos, giving_up)
+                }
+                None => write_datagrams(&link.sock, batches, &mut pos, self.opts.transport),
             };
             match result {
                 Ok(()) => return true,
@@ -485,8 +497,33 @@ impl Sender {
         self.queue.is_stopping() || self.retire.load(Ordering::SeqCst)
     }
 
-    /// Opens a connection to server `i`.
-    fn open(&self, i: usize) -> std::io::Result<Socket> {
+    /// Opens a connection to server `i`, with its TLS handshake done if it speaks TLS.
+    fn open(&self, i: usize) -> std::io::Result<Link> {
+        let sock = self.open_socket(i)?;
+        let Some(config) = &self.opts.tls else {
+            return Ok(Link { sock, tls: None });
+        };
+        let name = rustls::pki_types::ServerName::try_from(self.opts.servers[i].clone())
+            .map_err(|e| std::io::Error::new(ErrorKind::InvalidInput, e))?;
+        let mut tls = rustls::ClientConnection::new(config.clone(), name)
+            .map_err(|e| std::io::Error::other(format!("TLS: {e}")))?;
+        sock.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
+        sock.set_write_timeout(Some(HANDSHAKE_TIMEOUT))?;
+        while tls.is_handshaking() {
+            tls.complete_io(&mut &sock)
+                .map_err(|e| std::io::Error::new(e.kind(), format!("TLS handshake failed: {e}")))?;
+        }
+        tls.set_buffer_limit(None);
+        sock.set_read_timeout(None)?;
+        sock.set_write_timeout(Some(TICK))?;
+        Ok(Link {
+            sock,
+            tls: Some(Box::new(tls)),
+        })
+    }
+
+    /// Opens the socket to server `i`.
+    fn open_socket(&self, i: usize) -> std::io::Result<Socket> {
         let o = &self.opts;
         let name = &o.servers[i];
         let ty = if o.transport.is_stream() {
@@ -554,7 +591,7 @@ impl Sender {
             return;
         }
         self.last_probe = Instant::now();
-        if self.open(0).is_ok() {
+        if self.open_socket(0).is_ok() {
             self.good_probes += 1;
         } else {
             self.good_probes = 0;
@@ -589,8 +626,15 @@ impl Sender {
 /// A sender's open connection, handed to the sender of a reload's destination: `to` is the
 /// server it reaches ([`server_name`]).
 pub struct Connection {
-    sock: Socket,
+    link: Link,
     to: String,
+}
+
+/// An open connection: its socket, and the TLS session over it when the destination speaks
+/// TLS.
+struct Link {
+    sock: Socket,
+    tls: Option<Box<rustls::ClientConnection>>,
 }
 
 /// What a destination hands over on a reload: its queue and its connection.
@@ -600,6 +644,7 @@ type Handover = (Arc<dyn BatchQueue>, Option<Connection>);
 fn server_name(opts: &NetworkOptions, i: usize) -> String {
     let name = &opts.servers[i];
     match opts.transport {
+        Transport::Tcp if opts.tls.is_some() => format!("tls:{name}:{}", opts.port),
         Transport::Tcp => format!("tcp:{name}:{}", opts.port),
         Transport::Udp => format!("udp:{name}:{}", opts.port),
         Transport::UnixStream => format!("unix-stream:{name}"),
@@ -608,7 +653,8 @@ fn server_name(opts: &NetworkOptions, i: usize) -> String {
 }
 
 /// Whether the peer closed a stream connection (or it failed). Anything the peer sent is read
-/// and ignored: syslog receivers send nothing.
+/// and ignored: syslog receivers send nothing. Over TLS that is the server's session tickets
+/// and its close_notify; a session that never reads again has no use for them.
 fn peer_closed(sock: &Socket) -> bool {
     let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
     loop {
@@ -671,6 +717,55 @@ fn write_stream(
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
+    }
+    Ok(())
+}
+
+/// Writes the batches from `pos` over TLS, advancing `pos` past what is on the socket: rustls
+/// takes up to [`TLS_CHUNK`] of plaintext, and `pos` moves once all its records are written,
+/// so that after an error the messages of that chunk are sent again. Stalls as
+/// [`write_stream`].
+fn write_tls(
+    sock: &Socket,
+    tls: &mut rustls::ClientConnection,
+    batches: &[Batch],
+    pos: &mut Position,
+    stopping: bool,
+) -> std::io::Result<()> {
+    use std::io::Write;
+    while pos.batch < batches.len() {
+        let mut next = *pos;
+        let mut taken = 0;
+        while next.batch < batches.len() && taken < TLS_CHUNK {
+            let data = &batches[next.batch].data;
+            let n = (data.len() - next.byte).min(TLS_CHUNK - taken);
+            tls.writer().write_all(&data[next.byte..next.byte + n])?;
+            taken += n;
+            next.byte += n;
+            if next.byte >= data.len() {
+                next.batch += 1;
+                next.byte = 0;
+            }
+        }
+        let mut stalled_since: Option<Instant> = None;
+        while tls.wants_write() {
+            match tls.write_tls(&mut &*sock) {
+                Ok(0) => return Err(ErrorKind::WriteZero.into()),
+                Ok(_) => stalled_since = None,
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    let since = *stalled_since.get_or_insert_with(Instant::now);
+                    if stopping && since.elapsed() > STOP_GRACE {
+                        return Err(std::io::Error::new(
+                            ErrorKind::TimedOut,
+                            "the peer took nothing while stopping",
+                        ));
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        *pos = next;
     }
     Ok(())
 }

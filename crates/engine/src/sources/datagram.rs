@@ -167,6 +167,7 @@ impl DatagramSource {
             peer,
             host_from,
             local: peer.is_none(),
+            pairs: Vec::new(),
         })
     }
 }

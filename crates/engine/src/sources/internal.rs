@@ -31,6 +31,7 @@ impl InternalSource {
             peer: None,
             host_from: host.clone(),
             local: true,
+            pairs: Vec::new(),
         }));
         let pid: Arc<[u8]> = Arc::from(std::process::id().to_string().as_bytes());
         let window = Window::new(self.window);

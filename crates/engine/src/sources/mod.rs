@@ -220,6 +220,8 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
             _ = shutdown.wait_for(|stop| *stop) => break,
             read = input.read_buf(&mut buf) => match read {
                 Ok(n) => n,
+                // A TLS peer that closes without close_notify has still closed.
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => 0,
                 Err(e) => {
                     log::info(format!("connection from {peer} closed with an error: {e}"));
                     0

@@ -25,6 +25,7 @@ impl StdinSource {
             peer: None,
             host_from: dns::local_name(self.names.use_fqdn),
             local: true,
+            pairs: Vec::new(),
         });
         let window = Window::new(self.reader.window);
         read_stream(

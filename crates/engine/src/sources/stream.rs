@@ -1,19 +1,24 @@
-//! Stream listeners: `tcp()`, `tcp6()`, `network(transport(tcp))`, `syslog(transport(tcp))`
-//! and `unix-stream()`. Each accepted connection gets its own task, window and origin;
-//! connections past `max-connections()` are refused, logged and counted.
+//! Stream listeners: `tcp()`, `tcp6()`, `network(transport(tcp|tls|proxied-*))`,
+//! `syslog(transport(tcp|tls|proxied-*))` and `unix-stream()`. Each accepted connection gets its
+//! own task, window and origin; connections past `max-connections()` are refused, logged and
+//! counted, as are those whose TLS handshake or PROXY header fails.
 
 use super::{read_stream, Context, ReaderSpec, UnixSocket};
 use crate::dns::{self, NameOptions};
 use crate::internal as log;
 use crate::window::Window;
+use sluice_model::values::{name_id, NameId};
 use sluice_model::Origin;
 use sluice_protocol::proxy::{self, ProxyHeader};
+use sluice_protocol::Text;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
+use std::pin::Pin;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use tokio::io::AsyncReadExt;
+use std::task::{Context as TaskContext, Poll};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
@@ -38,9 +43,25 @@ pub struct StreamSource {
     pub listen_backlog: u32,
     /// Open connections (syslog-ng's `connections` counter of the source).
     pub connections: Arc<std::sync::atomic::AtomicU64>,
-    /// `transport(proxied-tcp)`: every connection starts with a PROXY protocol header; the
-    /// client it announces is the messages' `$SOURCEIP`.
-    pub proxied: bool,
+    /// `transport(proxied-*)`: where each connection has a PROXY protocol header; the client
+    /// it announces is the messages' `$SOURCEIP`.
+    pub proxied: Proxied,
+    /// `transport(tls)`: connections are TLS ([`crate::tls`]).
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Connections closed because their TLS handshake failed (an untrusted peer, no
+    /// certificate where one is required, not TLS at all): `tls_handshake_failures`.
+    pub tls_failures: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// Where a connection's PROXY protocol header is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Proxied {
+    No,
+    /// Before anything else: `proxied-tcp`, and `proxied-tls-passthrough` (a proxy that passes
+    /// TLS through says who connected, then the client's handshake follows).
+    First,
+    /// The first thing inside TLS: `proxied-tls` (the proxy speaks TLS to sluice itself).
+    InsideTls,
 }
 
 /// A bound listener, ready to serve. Binding happens before sluice reports it started, so
@@ -176,20 +197,105 @@ impl StreamSource {
     }
 
     async fn connection(&self, stream: Stream, peer: Option<SocketAddr>, ctx: &Context) {
-        let (stream, leftover, peer) = match (stream, self.proxied) {
-            (Stream::Tcp(mut s), true) => match read_proxy_header(&mut s).await {
-                Ok((header, leftover)) => (Stream::Tcp(s), leftover, header.source.or(peer)),
-                Err(e) => {
-                    ctx.counters.framing_errors.fetch_add(1, Ordering::Relaxed);
-                    log::error(format!(
-                        "closing connection from {}: {e}",
-                        peer.map_or("a local client".into(), |p| p.to_string())
-                    ));
-                    return;
-                }
-            },
-            (stream, _) => (stream, Vec::new(), peer),
+        let mut s = match stream {
+            Stream::Unix(s) => return self.read(s, peer, Vec::new(), ctx).await,
+            Stream::Tcp(s) => s,
         };
+        if self.keep_alive {
+            let _ = socket2::SockRef::from(&s).set_keepalive(true);
+        }
+        let mut peer = peer;
+        let mut leftover = Vec::new();
+        if self.proxied == Proxied::First {
+            match read_proxy_header(&mut s).await {
+                Ok((header, rest)) => {
+                    peer = header.source.or(peer);
+                    leftover = rest;
+                }
+                Err(e) => return self.refuse(ctx, peer, &e, false),
+            }
+        }
+        let Some(config) = &self.tls else {
+            // What came after the PROXY header in its read is read first.
+            let s = std::io::Cursor::new(leftover).chain(s);
+            return self.read(s, peer, Vec::new(), ctx).await;
+        };
+        let acceptor = tokio_rustls::TlsAcceptor::from(config.clone());
+        let handshake = acceptor.accept(Prefixed::new(leftover, s));
+        let mut tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
+            Ok(Ok(tls)) => tls,
+            // Closed before or during the handshake: a port probe (a load balancer's health
+            // check, a monitoring script), not a peer that failed to authenticate.
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                return self.refuse(ctx, peer, "", true)
+            }
+            Ok(Err(e)) => return self.refuse(ctx, peer, &e.to_string(), true),
+            Err(_) => {
+                let e = format!("no handshake within {}s", HANDSHAKE_TIMEOUT.as_secs());
+                return self.refuse(ctx, peer, &e, true);
+            }
+        };
+        let pairs = tls
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|chain| chain.first())
+            .map(peer_pairs)
+            .unwrap_or_default();
+        let mut leftover = Vec::new();
+        if self.proxied == Proxied::InsideTls {
+            match read_proxy_header(&mut tls).await {
+                Ok((header, rest)) => {
+                    peer = header.source.or(peer);
+                    leftover = rest;
+                }
+                Err(e) => return self.refuse(ctx, peer, &e, false),
+            }
+        }
+        let s = std::io::Cursor::new(leftover).chain(tls);
+        self.read(s, peer, pairs, ctx).await
+    }
+
+    /// Closes a connection that failed its PROXY header or TLS handshake: said once, with
+    /// the peer's address and the reason, and counted. A connection closed before it sent
+    /// anything (`why` empty) is a port probe: only said when debugging.
+    fn refuse(&self, ctx: &Context, peer: Option<SocketAddr>, why: &str, tls: bool) {
+        if why.is_empty() {
+            log::emit(
+                log::DEBUG,
+                format!(
+                    "connection from {} closed before it sent anything",
+                    peer.map_or("a local client".into(), |p| p.to_string())
+                ),
+            );
+            return;
+        }
+        let counter = if tls {
+            &self.tls_failures
+        } else {
+            &ctx.counters.framing_errors
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        let what = if tls {
+            "TLS handshake failed"
+        } else {
+            "bad PROXY header"
+        };
+        log::error(format!(
+            "closing connection from {} on source {}: {what}: {why}",
+            peer.map_or("a local client".into(), |p| p.to_string()),
+            self.source_name
+        ));
+    }
+
+    /// Reads a connection's messages until it closes.
+    async fn read<R: AsyncRead + Unpin>(
+        &self,
+        input: R,
+        peer: Option<SocketAddr>,
+        pairs: Vec<(NameId, Text)>,
+        ctx: &Context,
+    ) {
         let host_from = dns::name_of(peer.map(|p| p.ip()), &self.names).await;
         let origin = Arc::new(Origin {
             source_name: self.source_name.clone(),
@@ -197,6 +303,7 @@ impl StreamSource {
             peer,
             host_from,
             local: peer.is_none(),
+            pairs,
         });
         let label = peer.map_or_else(|| format!("{:?}", self.listen), |p| p.to_string());
         log::emit(
@@ -207,29 +314,40 @@ impl StreamSource {
             ),
         );
         let window = Window::new(self.reader.window);
-        match stream {
-            Stream::Tcp(s) => {
-                if self.keep_alive {
-                    let _ = socket2::SockRef::from(&s).set_keepalive(true);
-                }
-                // What came after the PROXY header in its read is read first.
-                let s = std::io::Cursor::new(leftover).chain(s);
-                read_stream(s, origin, &self.reader, &window, ctx, &label).await
-            }
-            Stream::Unix(s) => read_stream(s, origin, &self.reader, &window, ctx, &label).await,
-        }
+        read_stream(input, origin, &self.reader, &window, ctx, &label).await;
         log::emit(log::DEBUG, format!("connection from {label} closed"));
     }
 }
 
-/// Reads a connection's PROXY protocol header; returns it and the bytes read after it.
-async fn read_proxy_header(
-    s: &mut tokio::net::TcpStream,
+/// How long a TLS client may take to finish its handshake.
+const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// What every message of a TLS connection carries of its peer's certificate, as syslog-ng
+/// names it.
+fn peer_pairs(cert: &rustls::pki_types::CertificateDer<'_>) -> Vec<(NameId, Text)> {
+    let Some(info) = crate::tls::PeerInfo::of(cert) else {
+        return Vec::new();
+    };
+    let shared = |s: &str| Text::Shared(Arc::from(s.as_bytes()));
+    vec![
+        (name_id(".tls.x509_cn"), shared(&info.cn)),
+        (name_id(".tls.x509_o"), shared(&info.o)),
+        (name_id(".tls.x509_ou"), shared(&info.ou)),
+    ]
+}
+
+/// Reads a connection's PROXY protocol header; returns it and the bytes read after it. The
+/// error is empty when the connection closed before sending a byte.
+async fn read_proxy_header<R: AsyncRead + Unpin>(
+    s: &mut R,
 ) -> Result<(ProxyHeader, Vec<u8>), String> {
     let mut buf = Vec::with_capacity(256);
     loop {
         let mut chunk = [0u8; 512];
         let n = s.read(&mut chunk).await.map_err(|e| e.to_string())?;
+        if n == 0 && buf.is_empty() {
+            return Err(String::new());
+        }
         if n == 0 {
             return Err("the connection closed before its PROXY header ended".into());
         }
@@ -237,6 +355,61 @@ async fn read_proxy_header(
         if let Some((header, used)) = proxy::parse(&buf).map_err(|e| e.to_string())? {
             return Ok((header, buf.split_off(used)));
         }
+    }
+}
+
+/// A connection whose first bytes were already read (with a PROXY header): they are read
+/// again first, here by the TLS handshake. Writes go to the connection.
+struct Prefixed<S> {
+    first: std::io::Cursor<Vec<u8>>,
+    inner: S,
+}
+
+impl<S> Prefixed<S> {
+    fn new(first: Vec<u8>, inner: S) -> Prefixed<S> {
+        Prefixed {
+            first: std::io::Cursor::new(first),
+            inner,
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Prefixed<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let at = self.first.position() as usize;
+        let first = self.first.get_ref();
+        if at < first.len() {
+            let n = (first.len() - at).min(buf.remaining());
+            buf.put_slice(&first[at..at + n]);
+            self.first.set_position((at + n) as u64);
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Prefixed<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 

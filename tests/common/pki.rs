@@ -1,0 +1,184 @@
+//! Certificates for the TLS tests, made with the `openssl` command (installed by
+//! `.ci/install-test-deps.sh`): a CA, a server certificate for `localhost`/127.0.0.1, two
+//! client certificates it signed, and a client certificate of another CA.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub struct Pki {
+    pub dir: tempfile::TempDir,
+}
+
+/// A certificate and its key.
+pub struct Identity {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+impl Pki {
+    /// Makes every certificate the tests use, in a directory of its own.
+    pub fn new() -> Pki {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let d = dir.path();
+        ca(d, "ca", "/CN=sluice test CA/O=Sluice Tests");
+        ca(d, "rogue-ca", "/CN=rogue CA/O=Elsewhere");
+        leaf(
+            d,
+            "server",
+            "ca",
+            "/CN=localhost/O=Sluice Tests",
+            "serverAuth",
+        );
+        leaf(
+            d,
+            "client",
+            "ca",
+            "/C=HU/O=Example Inc/OU=Logging/CN=client1",
+            "clientAuth",
+        );
+        leaf(
+            d,
+            "other-client",
+            "ca",
+            "/C=DE/O=Other Org/OU=Ops/CN=client2",
+            "clientAuth",
+        );
+        leaf(
+            d,
+            "rogue",
+            "rogue-ca",
+            "/O=Elsewhere/CN=rogue",
+            "clientAuth",
+        );
+        Pki { dir }
+    }
+
+    pub fn ca(&self) -> PathBuf {
+        self.dir.path().join("ca.pem")
+    }
+
+    pub fn identity(&self, name: &str) -> Identity {
+        Identity {
+            cert: self.dir.path().join(format!("{name}.pem")),
+            key: self.dir.path().join(format!("{name}.key")),
+        }
+    }
+
+    /// `trusted-keys()`'s form of a certificate's SHA-1 fingerprint: `SHA1:AB:CD:…`.
+    pub fn fingerprint(&self, name: &str) -> String {
+        let out = openssl(
+            self.dir.path(),
+            &[
+                "x509",
+                "-noout",
+                "-fingerprint",
+                "-sha1",
+                "-in",
+                &format!("{name}.pem"),
+            ],
+        );
+        let text = String::from_utf8(out).expect("utf-8");
+        let hex = text.trim().rsplit('=').next().expect("a fingerprint");
+        format!("SHA1:{hex}")
+    }
+
+    /// A `tls()` block with this CA, and `name`'s certificate and key.
+    pub fn tls(&self, name: &str, extra: &str) -> String {
+        let id = self.identity(name);
+        format!(
+            r#"tls(ca-file("{}") cert-file("{}") key-file("{}") {extra})"#,
+            self.ca().display(),
+            id.cert.display(),
+            id.key.display()
+        )
+    }
+}
+
+fn openssl(dir: &Path, args: &[&str]) -> Vec<u8> {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl (run .ci/install-test-deps.sh)");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+fn ca(dir: &Path, name: &str, subject: &str) {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            &format!("{name}.key"),
+            "-out",
+            &format!("{name}.pem"),
+            "-days",
+            "3650",
+            "-subj",
+            subject,
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        ],
+    );
+}
+
+fn leaf(dir: &Path, name: &str, ca: &str, subject: &str, usage: &str) {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            &format!("{name}.key"),
+            "-out",
+            &format!("{name}.csr"),
+            "-subj",
+            subject,
+        ],
+    );
+    let ext = dir.join(format!("{name}.ext"));
+    std::fs::write(
+        &ext,
+        format!(
+            "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage={usage}\nsubjectAltName=DNS:localhost,IP:127.0.0.1\n"
+        ),
+    )
+    .expect("write the extensions");
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &format!("{name}.csr"),
+            "-CA",
+            &format!("{ca}.pem"),
+            "-CAkey",
+            &format!("{ca}.key"),
+            "-CAcreateserial",
+            "-out",
+            &format!("{name}.pem"),
+            "-days",
+            "3650",
+            "-extfile",
+            &format!("{name}.ext"),
+        ],
+    );
+}

@@ -1,0 +1,505 @@
+//! TLS end to end, with real senders and receivers: syslog-ng's `loggen -U`, syslog-ng and
+//! rsyslog forwarding over TLS, sluice relays with mutual authentication; refused peers; the
+//! peer certificate's names as macros; PROXY headers around TLS.
+
+mod common;
+
+use common::pki::Pki;
+use common::{
+    assert_delivered, free_port, loggen_start, loggen_wait, syslog_ng, wait_lines, Running, Server,
+};
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// A sluice with a TLS source on `port` (with `tls` as its `tls()` block), writing to
+/// `file` with `template`.
+fn tls_receiver(port: u16, driver: &str, tls: &str, file: &str, template: &str) -> Running {
+    let mut s = Running::start(
+        Server::Sluice,
+        &format!(
+            r#"options {{ keep-hostname(yes); use-dns(no); }};
+            source s {{ {driver}(ip(127.0.0.1) port({port}) transport(tls) {tls} log-iw-size(100000)); }};
+            destination d {{ file("@OUT@/{file}" template("{template}")); }};
+            log {{ source(s); destination(d); }};"#
+        ),
+    );
+    s.wait_tcp(port);
+    s
+}
+
+/// A sluice relay: plain TCP in on `port_in`, `destination` out.
+fn relay(port_in: u16, destination: &str) -> Running {
+    let mut s = Running::start(
+        Server::Sluice,
+        &format!(
+            r#"options {{ keep-hostname(yes); }};
+            source s {{ network(ip(127.0.0.1) port({port_in}) log-iw-size(100000)); }};
+            destination d {{ {destination}; }};
+            log {{ source(s); destination(d); flags(flow-control); }};"#
+        ),
+    );
+    s.wait_tcp(port_in);
+    s
+}
+
+fn syslog_loggen(args: &[&str], port: u16) -> String {
+    let out = Command::new("loggen")
+        .args(args)
+        .args(["127.0.0.1", &port.to_string()])
+        .output()
+        .expect("syslog-ng's loggen");
+    let text = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "loggen {args:?}: {text}");
+    text
+}
+
+/// syslog-ng's `loggen -U` (TLS without a client certificate) into `network()` and, RFC5425
+/// framed (`-P`), into `syslog()`.
+#[test]
+fn loggen_over_tls_reaches_the_file() {
+    if syslog_ng().is_none() {
+        return;
+    }
+    let pki = Pki::new();
+    let tls = pki.tls("server", "peer-verify(optional-untrusted)");
+    for (driver, extra) in [("network", vec![]), ("syslog", vec!["-P"])] {
+        let port = free_port();
+        let s = tls_receiver(port, driver, &tls, "all.log", "$MSG\\n");
+        let mut args = vec!["-U", "-n", "5000", "-r", "100000", "-I", "60"];
+        args.extend(extra);
+        syslog_loggen(&args, port);
+        assert_eq!(
+            wait_lines(&s.out, 5000, Duration::from_secs(30)),
+            5000,
+            "{driver}(transport(tls)): {}",
+            s.stderr()
+        );
+    }
+}
+
+/// Client → sluice relay → (syslog() over TLS, both sides authenticated) → sluice server,
+/// which names the file after the client certificate's CN and writes its O and OU: every
+/// message arrives, in order.
+#[test]
+fn mutual_tls_between_sluice_servers_names_the_peer() {
+    let pki = Pki::new();
+    let port = free_port();
+    let server = tls_receiver(
+        port,
+        "syslog",
+        &pki.tls("server", "peer-verify(required-trusted)"),
+        "${.tls.x509_cn}.log",
+        "${.tls.x509_o}|${.tls.x509_ou}|$MSG\\n",
+    );
+    let port_in = free_port();
+    let r = relay(
+        port_in,
+        &format!(
+            r#"syslog("localhost" port({port}) transport(tls) {})"#,
+            pki.tls("client", "")
+        ),
+    );
+    let loggen = loggen_start(port_in, 2, 20_000, 0);
+    let report = loggen_wait(loggen);
+    assert!(report.ok, "{}", report.text);
+    assert_eq!(
+        wait_lines(&server.out, 40_000, Duration::from_secs(60)),
+        40_000,
+        "{}\n{}",
+        server.stderr(),
+        r.stderr()
+    );
+    let text = std::fs::read_to_string(server.out.join("client1.log")).unwrap();
+    assert!(
+        text.lines().all(|l| l.starts_with("Example Inc|Logging|")),
+        "{}",
+        text.lines().next().unwrap_or_default()
+    );
+    // The same messages without the certificate's names, for the sequence check.
+    let stripped: String = text
+        .lines()
+        .map(|l| format!("{}\n", l.splitn(3, '|').nth(2).unwrap()))
+        .collect();
+    let file = server.out.join("stripped.log");
+    std::fs::write(&file, stripped).unwrap();
+    let check = common::check(&file);
+    assert!(check.clean(40_000), "{}", check.text);
+}
+
+/// A client whose certificate another CA signed, and one without a certificate, are refused
+/// during the handshake: said once each with the peer's address and the reason, and counted
+/// in `tls_handshake_failures`; a trusted client sending meanwhile loses nothing.
+#[test]
+fn untrusted_clients_are_refused_and_counted_without_disturbing_others() {
+    let pki = Pki::new();
+    let port = free_port();
+    let server = tls_receiver(port, "syslog", &pki.tls("server", ""), "all.log", "$MSG\\n");
+    let port_in = free_port();
+    let _good = relay(
+        port_in,
+        &format!(
+            r#"syslog("127.0.0.1" port({port}) transport(tls) {})"#,
+            pki.tls("client", "")
+        ),
+    );
+    let loggen = loggen_start(port_in, 1, 20_000, 20_000);
+    let rogue = pki.identity("rogue");
+    for cert in [
+        vec![
+            "-cert".to_string(),
+            rogue.cert.display().to_string(),
+            "-key".to_string(),
+            rogue.key.display().to_string(),
+        ],
+        vec![],
+    ] {
+        let mut child = Command::new("openssl")
+            .args([
+                "s_client",
+                "-connect",
+                &format!("127.0.0.1:{port}"),
+                "-quiet",
+            ])
+            .args(&cert)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let _ = child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"<13>Jan  1 00:00:00 rogue x: must not arrive\n");
+        let _ = child.wait();
+    }
+    let report = loggen_wait(loggen);
+    assert!(report.ok, "{}", report.text);
+    assert_delivered(&server.out, "all.log", 20_000);
+    let log = server.stderr();
+    let refusals: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("TLS handshake failed"))
+        .collect();
+    assert_eq!(refusals.len(), 2, "{log}");
+    assert!(
+        refusals.iter().all(|l| l.contains("from 127.0.0.1:")),
+        "{log}"
+    );
+    assert!(
+        refusals[0].contains("UnknownIssuer") || refusals[0].contains("unknown issuer"),
+        "{log}"
+    );
+    let (ok, stats) = common::ctl(&server, &["stats"]);
+    assert!(ok, "{stats}");
+    assert!(
+        stats
+            .lines()
+            .any(|l| l.ends_with(";tls_handshake_failures;2")),
+        "{stats}"
+    );
+}
+
+/// `trusted-dn()` and `trusted-keys()` narrow the clients the CA vouches for.
+#[test]
+fn trusted_dn_and_trusted_keys_narrow_the_trusted_clients() {
+    let pki = Pki::new();
+    let cases = [
+        (
+            r#"trusted-dn("*, OU=Logging, O=Example Inc, C=HU")"#.to_string(),
+            true,
+        ),
+        (r#"trusted-dn("*, O=Other Org, *")"#.to_string(), false),
+        (
+            format!(r#"trusted-keys("{}")"#, pki.fingerprint("client")),
+            true,
+        ),
+        (
+            format!(r#"trusted-keys("{}")"#, pki.fingerprint("other-client")),
+            false,
+        ),
+    ];
+    for (constraint, accepted) in cases {
+        let port = free_port();
+        let server = tls_receiver(
+            port,
+            "syslog",
+            &pki.tls("server", &constraint),
+            "all.log",
+            "$MSG\\n",
+        );
+        let port_in = free_port();
+        let _r = relay(
+            port_in,
+            &format!(
+                r#"syslog("127.0.0.1" port({port}) transport(tls) time-reopen(60) {})"#,
+                pki.tls("client", "")
+            ),
+        );
+        let loggen = loggen_start(port_in, 1, 10, 0);
+        assert!(loggen_wait(loggen).ok);
+        let lines = wait_lines(
+            &server.out,
+            10,
+            Duration::from_secs(if accepted { 30 } else { 3 }),
+        );
+        assert_eq!(
+            lines,
+            if accepted { 10 } else { 0 },
+            "{constraint}: {}",
+            server.stderr()
+        );
+        if !accepted {
+            assert!(
+                server.stderr().contains("TLS handshake failed"),
+                "{}",
+                server.stderr()
+            );
+        }
+    }
+}
+
+/// syslog-ng forwards to sluice over TLS with its client certificate, and sluice forwards to
+/// syslog-ng over TLS: both ways, everything arrives in order.
+#[test]
+fn tls_with_syslog_ng_both_ways() {
+    if syslog_ng().is_none() {
+        return;
+    }
+    let pki = Pki::new();
+    // syslog-ng → sluice
+    let port = free_port();
+    let sluice = tls_receiver(port, "syslog", &pki.tls("server", ""), "all.log", "$MSG\\n");
+    let port_in = free_port();
+    let mut ng = Running::start(
+        Server::SyslogNg,
+        &format!(
+            r#"@version: 3.38
+            options {{ keep-hostname(yes); }};
+            source s {{ network(ip(127.0.0.1) port({port_in}) log-iw-size(100000)); }};
+            destination d {{ syslog("localhost" port({port}) transport(tls) {}); }};
+            log {{ source(s); destination(d); flags(flow-control); }};"#,
+            pki.tls("client", "")
+        ),
+    );
+    ng.wait_tcp(port_in);
+    assert!(loggen_wait(loggen_start(port_in, 1, 20_000, 0)).ok);
+    assert_delivered(&sluice.out, "all.log", 20_000);
+    drop(ng);
+    // sluice → syslog-ng
+    let port = free_port();
+    let mut ng = Running::start(
+        Server::SyslogNg,
+        &format!(
+            r#"@version: 3.38
+            options {{ keep-hostname(yes); }};
+            source s {{ syslog(ip(127.0.0.1) port({port}) transport(tls) {} log-iw-size(100000)); }};
+            destination d {{ file("@OUT@/all.log" template("$MSG\n")); }};
+            log {{ source(s); destination(d); }};"#,
+            pki.tls("server", "peer-verify(required-trusted)")
+        ),
+    );
+    ng.wait_tcp(port);
+    let port_in = free_port();
+    let _r = relay(
+        port_in,
+        &format!(
+            r#"syslog("localhost" port({port}) transport(tls) {})"#,
+            pki.tls("client", "")
+        ),
+    );
+    assert!(loggen_wait(loggen_start(port_in, 1, 20_000, 0)).ok);
+    assert_delivered(&ng.out, "all.log", 20_000);
+}
+
+/// rsyslog (8.2302, unpacked under /opt/rsyslog by .ci/install-test-deps.sh) forwards over
+/// TLS with its OpenSSL and GnuTLS drivers, authenticating with its certificate, RFC5425
+/// framed.
+#[test]
+fn rsyslog_forwards_over_tls() {
+    let rsyslog = std::path::Path::new("/opt/rsyslog/usr/sbin/rsyslogd");
+    if !rsyslog.exists() {
+        if std::env::var_os("SLUICE_REQUIRE_PEERS").is_some() {
+            panic!("rsyslog is not unpacked: run .ci/install-test-deps.sh");
+        }
+        eprintln!(
+            "SKIPPED: rsyslog is not unpacked under /opt/rsyslog (run .ci/install-test-deps.sh)"
+        );
+        return;
+    }
+    let pki = Pki::new();
+    for driver in ["ossl", "gtls"] {
+        let port = free_port();
+        let sluice = tls_receiver(
+            port,
+            "syslog",
+            &pki.tls("server", ""),
+            "all.log",
+            "${.tls.x509_cn}|$MSG\\n",
+        );
+        let port_in = free_port();
+        let dir = tempfile::tempdir().unwrap();
+        let lib = "/opt/rsyslog/usr/lib/x86_64-linux-gnu";
+        let client = pki.identity("client");
+        let conf = format!(
+            r#"global(workDirectory="{work}" maxMessageSize="64k"
+  DefaultNetstreamDriverCAFile="{ca}" DefaultNetstreamDriverCertFile="{cert}" DefaultNetstreamDriverKeyFile="{key}")
+module(load="{lib}/rsyslog/imtcp.so")
+input(type="imtcp" port="{port_in}" address="127.0.0.1")
+action(type="omfwd" target="127.0.0.1" port="{port}" protocol="tcp" TCP_Framing="octet-counted"
+  StreamDriver="{driver}" StreamDriverMode="1" StreamDriverAuthMode="x509/name" StreamDriverPermittedPeers="localhost"
+  template="RSYSLOG_SyslogProtocol23Format"
+  queue.type="LinkedList" queue.size="100000" action.resumeRetryCount="-1")
+"#,
+            work = dir.path().display(),
+            ca = pki.ca().display(),
+            cert = client.cert.display(),
+            key = client.key.display(),
+        );
+        std::fs::write(dir.path().join("rsyslog.conf"), conf).unwrap();
+        let mut rs = Command::new(rsyslog)
+            .args(["-n", "-f"])
+            .arg(dir.path().join("rsyslog.conf"))
+            .arg("-i")
+            .arg(dir.path().join("pid"))
+            .args(["-M", &format!("{lib}/rsyslog")])
+            .env("LD_LIBRARY_PATH", lib)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("stderr")).unwrap())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port_in)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "rsyslog did not listen"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(loggen_wait(loggen_start(port_in, 1, 10_000, 0)).ok);
+        let lines = wait_lines(&sluice.out, 10_000, Duration::from_secs(60));
+        let _ = rs.kill();
+        let _ = rs.wait();
+        assert_eq!(
+            lines,
+            10_000,
+            "{driver}: {}\nrsyslog: {}",
+            sluice.stderr(),
+            std::fs::read_to_string(dir.path().join("stderr")).unwrap_or_default()
+        );
+        let text = std::fs::read_to_string(sluice.out.join("all.log")).unwrap();
+        assert!(text.lines().all(|l| l.starts_with("client1|")), "{driver}");
+    }
+}
+
+/// `transport(proxied-tls)` reads the PROXY header inside TLS (`loggen -U -H`);
+/// `proxied-tls-passthrough` before the handshake (`loggen -U -H --proxied-tls-passthrough`).
+/// Either way the announced client is `$SOURCEIP`.
+#[test]
+fn proxy_headers_around_tls() {
+    if syslog_ng().is_none() {
+        return;
+    }
+    let pki = Pki::new();
+    for (transport, extra) in [
+        ("proxied-tls", vec![]),
+        ("proxied-tls-passthrough", vec!["--proxied-tls-passthrough"]),
+    ] {
+        let port = free_port();
+        let mut s = Running::start(
+            Server::Sluice,
+            &format!(
+                r#"options {{ use-dns(no); }};
+                source s {{ network(ip(127.0.0.1) port({port}) transport("{transport}") {}); }};
+                destination d {{ file("@OUT@/all.log" template("$SOURCEIP|$MSG\n")); }};
+                log {{ source(s); destination(d); }};"#,
+                pki.tls("server", "peer-verify(optional-untrusted)")
+            ),
+        );
+        s.wait_tcp(port);
+        let mut args = vec![
+            "-U",
+            "-H",
+            "--proxy-src-ip",
+            "203.0.113.9",
+            "-n",
+            "100",
+            "-r",
+            "10000",
+            "-I",
+            "30",
+        ];
+        args.extend(extra);
+        // loggen counts its PROXY header as one of the messages (when it sends it inside TLS,
+        // one fewer message goes out).
+        let report = syslog_loggen(&args, port);
+        let sent: usize = report
+            .rsplit("count=")
+            .next()
+            .and_then(|t| t.split(',').next())
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no count in loggen's report: {report}"));
+        assert!(sent >= 99, "{report}");
+        let got = wait_lines(&s.out, sent, Duration::from_secs(20));
+        common::wait_stable(&s.out, Duration::from_millis(500), Duration::from_secs(10));
+        let got = got.max(wait_lines(&s.out, 0, Duration::ZERO));
+        assert!(
+            got == sent || got == 100,
+            "{transport}: {got} of {sent}: {}",
+            s.stderr()
+        );
+        assert!(!s.stderr().contains("error"), "{transport}: {}", s.stderr());
+        let text = std::fs::read_to_string(s.out.join("all.log")).unwrap();
+        assert!(
+            text.lines().all(|l| l.starts_with("203.0.113.9|")),
+            "{transport}: {text}"
+        );
+    }
+}
+
+/// Configuration mistakes are told at startup, with the place.
+#[test]
+fn tls_configuration_errors_are_clear() {
+    let pki = Pki::new();
+    let cases = [
+        ("source s { network(port(6514) transport(tls)); };", "needs a tls() block"),
+        (
+            "source s { network(port(6514) transport(tls) tls(cert-file(\"/nonexistent.pem\") key-file(\"/nonexistent.key\"))); };",
+            "/nonexistent.pem",
+        ),
+        (
+            "source s { network(port(6514) transport(tcp) tls(peer-verify(optional-untrusted))); };",
+            "tls() is for transport(tls)",
+        ),
+        (
+            &format!(
+                "source s {{ network(port(6514) transport(tls) tls(cert-file(\"{}\") key-file(\"{}\"))); }};",
+                pki.identity("server").cert.display(),
+                pki.identity("server").key.display()
+            ),
+            "ca-file() or ca-dir()",
+        ),
+        (
+            "destination d { network(\"h\" transport(tls) tls(peer-verify(sometimes))); };",
+            "unknown peer-verify() mode 'sometimes'",
+        ),
+        (
+            "destination d { network(\"h\" transport(tls) tls(cipher-suite(\"HIGH:!aNULL\"))); };",
+            "OpenSSL cipher-list keyword",
+        ),
+    ];
+    for (config, expected) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let conf = dir.path().join("s.conf");
+        std::fs::write(&conf, config).unwrap();
+        let out = Command::new(common::sluice_bin())
+            .args(["--syntax-only", "-f"])
+            .arg(&conf)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{config}");
+        assert!(text.contains(expected), "{config}: {text}");
+    }
+}
