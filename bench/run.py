@@ -2,7 +2,7 @@
 """The project's benchmark: sluice side by side with syslog-ng and rsyslog, in one run.
 
 usage: bench/run.py [--conns N] [--count N] [--size BYTES] [--proto 3164|5424] [--rounds N]
-                    [--rewrite subst|set|classify] [--format-json] [--corpus FILE]
+                    [--rewrite subst|set|classify] [--format-json] [--corpus FILE] [--tls]
                     [--servers sluice,syslog-ng,rsyslog] [--no-build]
 
 Builds sluice in release mode, then for each server in turn (rounds alternate servers so that
@@ -24,6 +24,9 @@ server under test forwards over TCP (`network()`, syslog-ng's wire format) on a 
 path, with no disk buffer or with a normal or reliable `disk-buffer()`, to a sluice that writes
 the file; the rate is what reaches the file. The receiving sluice runs on the same two cores
 for every server measured.
+
+`--tls` makes the source TLS (`transport(tls)`, a self-signed certificate made with `openssl`;
+rsyslog: `imtcp` with its OpenSSL driver) and `sluice loggen` connect with `-U`.
 
 `--corpus FILE` sends the lines of a file of syslog messages (such as
 `../shared/corpus/loghub-rfc3164.log`), over and over, instead of `sluice loggen`'s synthetic
@@ -124,14 +127,27 @@ def wait_port(port):
             time.sleep(0.1)
 
 
-def syslog_ng_config(args, port, out):
+def certificate(work):
+    """A self-signed certificate and key for the TLS runs: (cert, key) paths in `work`."""
+    cert, key = os.path.join(work, "server.pem"), os.path.join(work, "server.key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-keyout", key, "-out", cert, "-days", "30", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"], check=True, capture_output=True)
+    return cert, key
+
+
+def syslog_ng_config(args, port, out, work):
     driver = "network" if args.proto == "3164" else "syslog"
     rewrite, element, template = REWRITES.get(args.rewrite, ("", "", ""))
     if args.format_json:
         template = ' template("$(format-json --scope rfc5424 --scope nv-pairs)\\n")'
+    transport = "transport(tcp)"
+    if args.tls:
+        cert, key = certificate(work)
+        transport = f'transport(tls) tls(key-file("{key}") cert-file("{cert}") peer-verify(optional-untrusted))'
     return f"""@version: 3.38
 options {{ threaded(yes); log-fifo-size(1000000); use-dns(no); keep-hostname(yes); stats-freq(0); flush-lines(1000); }};
-source s {{ {driver}(ip(127.0.0.1) port({port}) transport(tcp) max-connections(20000) log-iw-size(1000000) log-fetch-limit(1000)); }};
+source s {{ {driver}(ip(127.0.0.1) port({port}) {transport} max-connections(20000) log-iw-size(1000000) log-fetch-limit(1000)); }};
 destination d {{ file("{out}" flush-lines(1000){template}); }};
 {rewrite}
 log {{ source(s); {element} destination(d); }};
@@ -141,9 +157,16 @@ log {{ source(s); {element} destination(d); }};
 def rsyslog_config(args, port, work, out):
     lib = f"{RSYSLOG}/usr/lib/x86_64-linux-gnu"
     framing = "" if args.proto == "3164" else ' supportOctetCountedFraming="on"'
+    if args.tls:  # imptcp has no TLS: imtcp with the OpenSSL driver
+        cert, key = certificate(work)
+        inputs = f"""global(DefaultNetstreamDriverCertFile="{cert}" DefaultNetstreamDriverKeyFile="{key}")
+module(load="{lib}/rsyslog/imtcp.so" StreamDriver.Name="ossl" StreamDriver.Mode="1" StreamDriver.AuthMode="anon" MaxSessions="20000" MaxListeners="10")
+input(type="imtcp" port="{port}" address="127.0.0.1")"""
+    else:
+        inputs = f"""module(load="{lib}/rsyslog/imptcp.so" threads="2")
+input(type="imptcp" port="{port}" address="127.0.0.1"{framing})"""
     return f"""global(workDirectory="{work}" maxMessageSize="64k")
-module(load="{lib}/rsyslog/imptcp.so" threads="2")
-input(type="imptcp" port="{port}" address="127.0.0.1"{framing})
+{inputs}
 main_queue(queue.type="FixedArray" queue.size="1000000" queue.dequeueBatchSize="1024" queue.workerThreads="1")
 template(name="fwd" type="string" string="%TIMESTAMP% %HOSTNAME% %syslogtag%%msg%\\n")
 action(type="omfile" file="{out}" template="fwd" ioBufferSize="1m" flushOnTXEnd="off")
@@ -164,7 +187,7 @@ def start(server, args, work, port, out, sink_port=None):
     err = open(os.path.join(work, "stderr"), "w")
     if server in ("sluice", "syslog-ng"):
         conf = os.path.join(work, "server.conf")
-        text = relay_config(args, port, sink_port, work) if args.forward else syslog_ng_config(args, port, out)
+        text = relay_config(args, port, sink_port, work) if args.forward else syslog_ng_config(args, port, out, work)
         open(conf, "w").write(text)
         binary = SLUICE if server == "sluice" else "syslog-ng"
         extra = ["--no-caps"] if server == "syslog-ng" else []
@@ -214,6 +237,8 @@ def run_once(server, args):
             loggen += ["-R", args.corpus, "-l", "-d"]
         if args.idle:
             loggen += ["--idle-connections", str(args.idle)]
+        if args.tls:
+            loggen.append("-U")
         sent = subprocess.run([*loggen, "127.0.0.1", str(port)], capture_output=True, text=True)
         seen, last, t1 = [0, 0], -1, time.time()
         while time.time() - t1 < 5:  # give up after 5 s without progress
@@ -243,7 +268,7 @@ def run_once(server, args):
         note += "  loggen: " + sent.stderr.strip()[-200:]
     rate = total / wall if not note else 0.0
     cpu = 1e6 * (cpu1 - cpu0) / total
-    mode = f" forward={args.forward}" if args.forward else ""
+    mode = f" forward={args.forward}" if args.forward else " tls" if args.tls else ""
     print(f"{server:10s}{mode} proto={args.proto} conns={args.conns} count={total} stored={got} wall={wall:.2f}s "
           f"rate={rate:,.0f} msg/s cpu={cpu:.2f} us/msg peak-rss={rss:.0f} MiB{note}", flush=True)
     return rate, cpu, rss
@@ -263,6 +288,7 @@ def main():
     ap.add_argument("--corpus", help="send the lines of this file instead of synthetic messages")
     ap.add_argument("--forward", choices=["none", "normal", "reliable"],
                     help="benchmark a relay: forward over TCP with no disk buffer, a normal or a reliable one")
+    ap.add_argument("--tls", action="store_true", help="TLS sources, loggen -U")
     ap.add_argument("--servers", default="sluice,syslog-ng,rsyslog")
     ap.add_argument("--no-build", action="store_true", help="use the release binary as it is")
     args = ap.parse_args()

@@ -7,7 +7,7 @@
 //! (as syslog-ng's loggen writes it), which is what `--check` counts.
 
 use clap::Args;
-use std::io::{BufRead, Write};
+use std::io::{BufRead, Read, Write};
 use std::net::{TcpStream, UdpSocket};
 use std::os::unix::net::{UnixDatagram, UnixStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -183,6 +183,31 @@ impl Conn {
             tls.complete_io(&mut sock)?;
         }
         Ok(Conn::Tls(Box::new(rustls::StreamOwned::new(tls, sock))))
+    }
+
+    /// Ends a connection so that the server reads everything before it: over TLS, the
+    /// close_notify, then the end of sending, then what the server sent read until it closes
+    /// (closing with unread data would reset the connection).
+    fn finish(self) {
+        let (mut sock, tls) = match self {
+            Conn::Tls(s) => {
+                let rustls::StreamOwned { mut conn, sock } = *s;
+                conn.send_close_notify();
+                (sock, Some(conn))
+            }
+            _ => return,
+        };
+        if let Some(mut conn) = tls {
+            while conn.wants_write() {
+                if conn.write_tls(&mut sock).is_err() {
+                    return;
+                }
+            }
+        }
+        let _ = sock.shutdown(std::net::Shutdown::Write);
+        let _ = sock.set_read_timeout(Some(Duration::from_secs(10)));
+        let mut sink = [0u8; 4096];
+        while matches!(sock.read(&mut sink), Ok(n) if n > 0) {}
     }
 
     /// Writes a run of framed messages (streams) or one message (datagrams).
@@ -437,6 +462,7 @@ impl Job {
                 break;
             }
         }
+        conn.finish();
         Ok(())
     }
 }

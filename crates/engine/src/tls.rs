@@ -401,6 +401,11 @@ impl TlsOptions {
             .with_client_cert_verifier(verifier)
             .with_single_cert(chain, key)
             .map_err(|e| self.error(format!("cert-file() and key-file() do not match: {e}")))?;
+        // No TLS 1.3 session tickets: syslog clients do not resume sessions, and a ticket a
+        // client never reads makes its close a reset, which can discard the end of what it
+        // sent before sluice read it.
+        let mut config = config;
+        config.send_tls13_tickets = 0;
         Ok(Arc::new(config))
     }
 

@@ -637,6 +637,24 @@ struct Link {
     tls: Option<Box<rustls::ClientConnection>>,
 }
 
+impl Drop for Link {
+    /// Closes as TLS asks (close_notify), then says the sender is done (FIN) and reads what
+    /// the peer sent (a TLS server's session tickets): closing a socket with unread data
+    /// resets the connection, and a reset can make the peer drop what it has not read yet.
+    fn drop(&mut self) {
+        if let Some(tls) = &mut self.tls {
+            tls.send_close_notify();
+            while tls.wants_write() {
+                if tls.write_tls(&mut &self.sock).is_err() {
+                    break;
+                }
+            }
+        }
+        let _ = self.sock.shutdown(std::net::Shutdown::Write);
+        peer_closed(&self.sock);
+    }
+}
+
 /// What a destination hands over on a reload: its queue and its connection.
 type Handover = (Arc<dyn BatchQueue>, Option<Connection>);
 
