@@ -318,14 +318,7 @@ fn tls_with_syslog_ng_both_ways() {
 /// framed.
 #[test]
 fn rsyslog_forwards_over_tls() {
-    let rsyslog = std::path::Path::new("/opt/rsyslog/usr/sbin/rsyslogd");
-    if !rsyslog.exists() {
-        if std::env::var_os("SLUICE_REQUIRE_PEERS").is_some() {
-            panic!("rsyslog is not unpacked: run .ci/install-test-deps.sh");
-        }
-        eprintln!(
-            "SKIPPED: rsyslog is not unpacked under /opt/rsyslog (run .ci/install-test-deps.sh)"
-        );
+    if common::rsyslog().is_none() {
         return;
     }
     let pki = Pki::new();
@@ -339,12 +332,10 @@ fn rsyslog_forwards_over_tls() {
             "${.tls.x509_cn}|$MSG\\n",
         );
         let port_in = free_port();
-        let dir = tempfile::tempdir().unwrap();
-        let lib = "/opt/rsyslog/usr/lib/x86_64-linux-gnu";
+        let lib = common::RSYSLOG_LIB;
         let client = pki.identity("client");
         let conf = format!(
-            r#"global(workDirectory="{work}" maxMessageSize="64k"
-  DefaultNetstreamDriverCAFile="{ca}" DefaultNetstreamDriverCertFile="{cert}" DefaultNetstreamDriverKeyFile="{key}")
+            r#"global(DefaultNetstreamDriverCAFile="{ca}" DefaultNetstreamDriverCertFile="{cert}" DefaultNetstreamDriverKeyFile="{key}")
 module(load="{lib}/rsyslog/imtcp.so")
 input(type="imtcp" port="{port_in}" address="127.0.0.1")
 action(type="omfwd" target="127.0.0.1" port="{port}" protocol="tcp" TCP_Framing="octet-counted"
@@ -352,41 +343,20 @@ action(type="omfwd" target="127.0.0.1" port="{port}" protocol="tcp" TCP_Framing=
   template="RSYSLOG_SyslogProtocol23Format"
   queue.type="LinkedList" queue.size="100000" action.resumeRetryCount="-1")
 "#,
-            work = dir.path().display(),
             ca = pki.ca().display(),
             cert = client.cert.display(),
             key = client.key.display(),
         );
-        std::fs::write(dir.path().join("rsyslog.conf"), conf).unwrap();
-        let mut rs = Command::new(rsyslog)
-            .args(["-n", "-f"])
-            .arg(dir.path().join("rsyslog.conf"))
-            .arg("-i")
-            .arg(dir.path().join("pid"))
-            .args(["-M", &format!("{lib}/rsyslog")])
-            .env("LD_LIBRARY_PATH", lib)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.path().join("stderr")).unwrap())
-            .spawn()
-            .unwrap();
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port_in)).is_err() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "rsyslog did not listen"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let mut rs = common::Rsyslog::start(&conf);
+        rs.wait_tcp(port_in);
         assert!(loggen_wait(loggen_start(port_in, 1, 10_000, 0)).ok);
         let lines = wait_lines(&sluice.out, 10_000, Duration::from_secs(60));
-        let _ = rs.kill();
-        let _ = rs.wait();
         assert_eq!(
             lines,
             10_000,
             "{driver}: {}\nrsyslog: {}",
             sluice.stderr(),
-            std::fs::read_to_string(dir.path().join("stderr")).unwrap_or_default()
+            rs.stderr()
         );
         let text = std::fs::read_to_string(sluice.out.join("all.log")).unwrap();
         assert!(text.lines().all(|l| l.starts_with("client1|")), "{driver}");

@@ -577,3 +577,77 @@ pub fn assert_delivered(out: &Path, file: &str, n: u64) {
     let report = check(&out.join(file));
     assert!(report.clean(n), "{}", report.text);
 }
+
+/// rsyslog 8.2302, unpacked under /opt/rsyslog by `.ci/install-test-deps.sh` (Debian's
+/// package conflicts with syslog-ng-core). `None` (and a SKIPPED note) when it is absent,
+/// unless CI requires the peers.
+pub fn rsyslog() -> Option<PathBuf> {
+    let path = PathBuf::from("/opt/rsyslog/usr/sbin/rsyslogd");
+    if path.exists() {
+        return Some(path);
+    }
+    if std::env::var_os("SLUICE_REQUIRE_PEERS").is_some() {
+        panic!("rsyslog is not unpacked under /opt/rsyslog: run .ci/install-test-deps.sh");
+    }
+    eprintln!("SKIPPED: rsyslog is not unpacked under /opt/rsyslog (run .ci/install-test-deps.sh)");
+    None
+}
+
+/// Where rsyslog's libraries and modules are.
+pub const RSYSLOG_LIB: &str = "/opt/rsyslog/usr/lib/x86_64-linux-gnu";
+
+/// A running rsyslogd with a configuration of its own, in a scratch directory (`@DIR@` in
+/// the configuration).
+pub struct Rsyslog {
+    pub child: Child,
+    pub dir: tempfile::TempDir,
+}
+
+impl Rsyslog {
+    pub fn start(config: &str) -> Rsyslog {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let text = format!(
+            "global(workDirectory=\"{d}\" maxMessageSize=\"64k\")\n{}",
+            config.replace("@DIR@", &dir.path().to_string_lossy()),
+            d = dir.path().display()
+        );
+        let conf = dir.path().join("rsyslog.conf");
+        std::fs::write(&conf, text).expect("write rsyslog.conf");
+        let child = Command::new("/opt/rsyslog/usr/sbin/rsyslogd")
+            .args(["-n", "-f"])
+            .arg(&conf)
+            .arg("-i")
+            .arg(dir.path().join("pid"))
+            .args(["-M", &format!("{RSYSLOG_LIB}/rsyslog")])
+            .env("LD_LIBRARY_PATH", RSYSLOG_LIB)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("stderr")).expect("stderr file"))
+            .spawn()
+            .expect("start rsyslogd");
+        Rsyslog { child, dir }
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("stderr")).unwrap_or_default()
+    }
+
+    /// Waits until `port` accepts TCP connections.
+    pub fn wait_tcp(&mut self, port: u16) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("rsyslogd exited with {status}:\n{}", self.stderr());
+            }
+            assert!(Instant::now() < deadline, "rsyslogd did not listen on {port}:\n{}", self.stderr());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Rsyslog {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

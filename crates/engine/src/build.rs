@@ -73,7 +73,6 @@ const SOURCES_NOT_YET: &[&str] = &[
     "systemd_syslog",
     "program",
     "pipe",
-    "relp",
     "udp_balancer",
     "python",
     "python_fetcher",
@@ -97,6 +96,7 @@ const SOURCES: &[&str] = &[
     "tcp6",
     "udp",
     "udp6",
+    "relp",
     "unix_stream",
     "unix_dgram",
     "stdin",
@@ -115,7 +115,6 @@ const DESTINATIONS_NOT_YET: &[&str] = &[
     "opensearch",
     "http",
     "logstore",
-    "relp",
     "usertty",
     "riemann",
     "smtp",
@@ -148,6 +147,7 @@ const DESTINATIONS: &[&str] = &[
     "udp6",
     "unix_stream",
     "unix_dgram",
+    "relp",
 ];
 
 /// Options of forwarding destinations besides the format options.
@@ -624,7 +624,7 @@ impl Builder<'_> {
         let mut opts = SourceOptions::new(g);
         let mut net = NetOptions::default();
         let (extra, not_yet): (&[&str], &[&str]) = match key.as_str() {
-            "network" | "syslog" | "tcp" | "tcp6" | "udp" | "udp6" => {
+            "network" | "syslog" | "tcp" | "tcp6" | "udp" | "udp6" | "relp" => {
                 (NETWORK_OPTIONS, NETWORK_NOT_YET)
             }
             "unix_stream" | "unix_dgram" => (UNIX_OPTIONS, &["pass_unix_credentials"]),
@@ -798,6 +798,7 @@ impl Builder<'_> {
                         proxied: Proxied::No,
                         tls: None,
                         tls_failures: Arc::default(),
+                        relp: false,
                     };
                     self.streams.push((id, Arc::new(s)));
                 } else {
@@ -863,8 +864,15 @@ impl Builder<'_> {
                         ))
                     }
                 };
-                // tcp() and tcp6() speak TLS when they have a tls() block.
-                let tls = tls || (matches!(key.as_str(), "tcp" | "tcp6") && net.tls.is_some());
+                // tcp(), tcp6() and relp() speak TLS when they have a tls() block.
+                let tls = tls
+                    || (matches!(key.as_str(), "tcp" | "tcp6" | "relp") && net.tls.is_some());
+                if key == "relp" && (udp || proxied != Proxied::No) {
+                    return Err(ConfigError::new(
+                        tpos,
+                        "relp() runs over TCP, or TLS with a tls() block",
+                    ));
+                }
                 let tls = match (tls, &net.tls) {
                     (true, Some(t)) => Some(t.server_config()?),
                     (true, None) => {
@@ -882,6 +890,7 @@ impl Builder<'_> {
                     (false, None) => None,
                 };
                 let default_port = match (key.as_str(), udp, &tls, proxied) {
+                    ("relp", ..) => RELP_PORT,
                     ("syslog", false, Some(_), Proxied::No) => 6514,
                     ("syslog", false, _, _) => 601,
                     _ => 514,
@@ -920,6 +929,7 @@ impl Builder<'_> {
                         proxied,
                         tls,
                         tls_failures: counter("tls_handshake_failures"),
+                        relp: key == "relp",
                     };
                     self.streams.push((id, Arc::new(s)));
                 }
@@ -972,7 +982,7 @@ impl Builder<'_> {
         match node.key().as_str() {
             "file" | "stdout" => self.file_destination(node, label, driver),
             "network" | "syslog" | "tcp" | "tcp6" | "udp" | "udp6" | "unix_stream"
-            | "unix_dgram" => self.network_destination(node, label, driver),
+            | "unix_dgram" | "relp" => self.network_destination(node, label, driver),
             _ => Err(driver_error(
                 node,
                 "destination",
@@ -1103,6 +1113,7 @@ impl Builder<'_> {
             log_fifo_size: self.globals.log_fifo_size,
             disk_buffer: None,
             tls: None,
+            relp: key == "relp",
         };
         let unix = matches!(key.as_str(), "unix_stream" | "unix_dgram");
         // tcp() and tcp6() speak TLS when they have a tls() block.
@@ -1192,7 +1203,7 @@ impl Builder<'_> {
                 "tls" => {
                     network_only()?;
                     tls_options = Some(TlsOptions::parse(opt)?);
-                    if matches!(key.as_str(), "tcp" | "tcp6") {
+                    if matches!(key.as_str(), "tcp" | "tcp6" | "relp") {
                         want_tls = Some(opt.pos);
                     }
                 }
@@ -1247,6 +1258,7 @@ impl Builder<'_> {
         let stream = matches!(opts.transport, Transport::Tcp | Transport::UnixStream);
         opts.octet_counting = key == "syslog" && stream;
         opts.port = port.unwrap_or(match (key.as_str(), opts.transport, &opts.tls) {
+            ("relp", ..) => RELP_PORT,
             ("syslog", Transport::Tcp, Some(_)) => 6514,
             ("syslog", Transport::Tcp, None) => 601,
             _ => 514,
@@ -1305,6 +1317,9 @@ use sluice_model::macros::DateOptions;
 /// connection the kernel drops waits a second for its SYN to be sent again. The kernel caps it
 /// at `net.core.somaxconn` (4096 on current kernels).
 const DEFAULT_LISTEN_BACKLOG: u32 = 4096;
+
+/// RELP has no assigned port; rsyslog's examples use 2514.
+const RELP_PORT: u16 = 2514;
 
 /// Options only network and unix sources have.
 #[derive(Default)]

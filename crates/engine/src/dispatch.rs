@@ -122,7 +122,10 @@ impl Dispatcher {
                     if let Some(c) = self.counted.destinations.get(d) {
                         c.fetch_add(routed, Ordering::Relaxed);
                     }
-                    dest.deliver(msgs, indices, ack, scratch.flow_control[d], outbox);
+                    // A source that acknowledges to its sender (RELP) holds every path to
+                    // flow control's guarantee.
+                    let flow_control = scratch.flow_control[d] || ack.acknowledged();
+                    dest.deliver(msgs, indices, ack, flow_control, outbox);
                     indices.clear();
                     scratch.flow_control[d] = false;
                 }

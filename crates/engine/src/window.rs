@@ -8,7 +8,7 @@
 //! after the last write — the batch's credits return to the window.
 
 use std::sync::Arc;
-use tokio::sync::Semaphore;
+use tokio::sync::{oneshot, Semaphore};
 
 /// The credits of one reader (a connection, a datagram socket, stdin).
 #[derive(Clone, Debug)]
@@ -35,6 +35,18 @@ impl Window {
     /// being written while the next is parsed); memory stays bounded by the window or two
     /// batches, whichever is larger.
     pub async fn take(&self, n: u32) -> Ack {
+        self.take_with(n, None).await
+    }
+
+    /// As [`Window::take`], for a source that acknowledges to its sender (RELP): `delivered`
+    /// is told when the last clone of the acknowledgement is dropped, and destinations hold
+    /// it until the messages are written (or in a reliable disk buffer) whatever the path's
+    /// flags say — as if the path had `flags(flow-control)`.
+    pub async fn take_acknowledged(&self, n: u32, delivered: oneshot::Sender<()>) -> Ack {
+        self.take_with(n, Some(delivered)).await
+    }
+
+    async fn take_with(&self, n: u32, delivered: Option<oneshot::Sender<()>>) -> Ack {
         let n = n.clamp(1, (self.size / 2).max(1));
         self.credits
             .acquire_many(n)
@@ -42,9 +54,10 @@ impl Window {
             .expect("window semaphores are never closed")
             .forget();
         Ack {
-            _credits: Arc::new(Credits {
+            credits: Arc::new(Credits {
                 window: self.credits.clone(),
                 n,
+                delivered,
             }),
         }
     }
@@ -64,11 +77,15 @@ impl Window {
 struct Credits {
     window: Arc<Semaphore>,
     n: u32,
+    delivered: Option<oneshot::Sender<()>>,
 }
 
 impl Drop for Credits {
     fn drop(&mut self) {
         self.window.add_permits(self.n as usize);
+        if let Some(delivered) = self.delivered.take() {
+            let _ = delivered.send(());
+        }
     }
 }
 
@@ -76,7 +93,15 @@ impl Drop for Credits {
 /// batch's credits.
 #[derive(Clone, Debug)]
 pub struct Ack {
-    _credits: Arc<Credits>,
+    credits: Arc<Credits>,
+}
+
+impl Ack {
+    /// The sender is told when the batch is delivered ([`Window::take_acknowledged`]):
+    /// destinations must hold this until then, as on a flow-controlled path.
+    pub fn acknowledged(&self) -> bool {
+        self.credits.delivered.is_some()
+    }
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 
 pub mod framing;
 pub mod proxy;
+pub mod relp;
 pub mod syslog;
 mod text;
 pub mod timestamp;

@@ -7,6 +7,7 @@ pub mod file;
 pub mod format;
 pub mod network;
 pub mod queue;
+mod relp;
 
 use crate::window::Ack;
 use sluice_model::LogMessage;

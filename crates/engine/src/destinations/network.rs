@@ -81,6 +81,8 @@ pub struct NetworkOptions {
     pub disk_buffer: Option<(DiskBufferOptions, String)>,
     /// TLS over the stream ([`crate::tls`]).
     pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// `relp()`: RELP over the stream ([`super::relp`]).
+    pub relp: bool,
 }
 
 /// The most a sender gathers for one write.
@@ -318,9 +320,9 @@ const REPORT_AGAIN: Duration = Duration::from_secs(60);
 
 /// Where writing has got to: a batch, and a byte in it.
 #[derive(Clone, Copy, Default)]
-struct Position {
-    batch: usize,
-    byte: usize,
+pub(super) struct Position {
+    pub(super) batch: usize,
+    pub(super) byte: usize,
 }
 
 impl Sender {
@@ -340,7 +342,7 @@ impl Sender {
                 if stopping {
                     return None;
                 }
-                if self.conn.as_ref().is_some_and(|l| peer_closed(&l.sock)) {
+                if self.conn.as_ref().is_some_and(Link::closed) {
                     self.conn = None;
                 }
                 continue;
@@ -383,7 +385,7 @@ impl Sender {
         let mut pos = Position::default();
         let mut failed_while_giving_up = false;
         loop {
-            if self.conn.as_ref().is_some_and(|l| peer_closed(&l.sock)) {
+            if self.conn.as_ref().is_some_and(Link::closed) {
                 self.conn = None;
             }
             if self.conn.is_none() && !self.connect(stopping) {
@@ -392,6 +394,9 @@ impl Sender {
             let link = self.conn.as_mut().expect("connected");
             let giving_up = stopping || self.retire.load(Ordering::SeqCst);
             let result = match &mut link.tls {
+                _ if link.relp.is_some() => {
+                    super::relp::send(link, batches, &mut pos, giving_up, STOP_GRACE)
+                }
                 Some(tls) => write_tls(&link.sock, tls, batches, &mut pos, giving_up),
                 None if self.opts.transport.is_stream() => {
                     write_stream(&link.sock, batches, &mut pos, giving_up)
@@ -499,9 +504,23 @@ impl Sender {
 
     /// Opens a connection to server `i`, with its TLS handshake done if it speaks TLS.
     fn open(&self, i: usize) -> std::io::Result<Link> {
+        let mut link = self.open_tls(i)?;
+        if self.opts.relp {
+            link.sock.set_read_timeout(Some(TICK))?;
+            link.relp = Some(super::relp::open(&mut link, HANDSHAKE_TIMEOUT)?);
+        }
+        Ok(link)
+    }
+
+    /// Opens the connection to server `i`, with its TLS handshake done if it speaks TLS.
+    fn open_tls(&self, i: usize) -> std::io::Result<Link> {
         let sock = self.open_socket(i)?;
         let Some(config) = &self.opts.tls else {
-            return Ok(Link { sock, tls: None });
+            return Ok(Link {
+                sock,
+                tls: None,
+                relp: None,
+            });
         };
         let name = rustls::pki_types::ServerName::try_from(self.opts.servers[i].clone())
             .map_err(|e| std::io::Error::new(ErrorKind::InvalidInput, e))?;
@@ -519,6 +538,7 @@ impl Sender {
         Ok(Link {
             sock,
             tls: Some(Box::new(tls)),
+            relp: None,
         })
     }
 
@@ -632,16 +652,83 @@ pub struct Connection {
 
 /// An open connection: its socket, and the TLS session over it when the destination speaks
 /// TLS.
-struct Link {
+pub(super) struct Link {
     sock: Socket,
     tls: Option<Box<rustls::ClientConnection>>,
+    pub(super) relp: Option<super::relp::Session>,
+}
+
+impl Link {
+    /// Writes all of `data`, through TLS if the link has it; a peer that takes nothing for
+    /// the socket's write timeout is an error (`WouldBlock`/`TimedOut`).
+    pub(super) fn write_all(&mut self, data: &[u8]) -> std::io::Result<()> {
+        use std::io::Write;
+        match &mut self.tls {
+            None => (&self.sock).write_all(data),
+            Some(tls) => {
+                tls.writer().write_all(data)?;
+                while tls.wants_write() {
+                    match tls.write_tls(&mut &self.sock) {
+                        Ok(0) => return Err(ErrorKind::WriteZero.into()),
+                        Ok(_) => {}
+                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Reads what arrived, through TLS if the link has it: 0 at the end of the stream,
+    /// `WouldBlock`/`TimedOut` when nothing came within the socket's read timeout.
+    pub(super) fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::io::Read;
+        let Some(tls) = &mut self.tls else {
+            return (&self.sock).read(buf);
+        };
+        loop {
+            match tls.reader().read(buf) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+            if tls.read_tls(&mut &self.sock)? == 0 {
+                return Ok(0);
+            }
+            tls.process_new_packets()
+                .map_err(|e| std::io::Error::new(ErrorKind::InvalidData, e))?;
+        }
+    }
+
+    /// Whether the peer closed the connection (or it failed). A RELP link only looks (the
+    /// server sends only responses, and `serverclose`, which ends the session too); others
+    /// read and drop what came ([`peer_closed`]).
+    fn closed(&self) -> bool {
+        if self.relp.is_none() {
+            return peer_closed(&self.sock);
+        }
+        let mut buf = [MaybeUninit::<u8>::uninit(); 1];
+        match self
+            .sock
+            .recv_with_flags(&mut buf, libc::MSG_DONTWAIT | libc::MSG_PEEK)
+        {
+            Err(e) => !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted),
+            Ok(_) => true,
+        }
+    }
 }
 
 impl Drop for Link {
-    /// Closes as TLS asks (close_notify), then says the sender is done (FIN) and reads what
-    /// the peer sent (a TLS server's session tickets): closing a socket with unread data
-    /// resets the connection, and a reset can make the peer drop what it has not read yet.
+    /// Ends a RELP session with `close`; closes as TLS asks (close_notify), then says the
+    /// sender is done (FIN) and reads what the peer sent (a TLS server's session tickets):
+    /// closing a socket with unread data resets the connection, and a reset can make the
+    /// peer drop what it has not read yet.
     fn drop(&mut self) {
+        if let Some(mut session) = self.relp.take() {
+            let close = super::relp::close_frame(&mut session);
+            let _ = self.write_all(&close);
+        }
         if let Some(tls) = &mut self.tls {
             tls.send_close_notify();
             while tls.wants_write() {
@@ -662,6 +749,7 @@ type Handover = (Arc<dyn BatchQueue>, Option<Connection>);
 fn server_name(opts: &NetworkOptions, i: usize) -> String {
     let name = &opts.servers[i];
     match opts.transport {
+        Transport::Tcp if opts.relp => format!("relp:{name}:{}", opts.port),
         Transport::Tcp if opts.tls.is_some() => format!("tls:{name}:{}", opts.port),
         Transport::Tcp => format!("tcp:{name}:{}", opts.port),
         Transport::Udp => format!("udp:{name}:{}", opts.port),

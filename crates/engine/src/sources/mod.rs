@@ -9,6 +9,7 @@
 
 pub mod datagram;
 pub mod internal;
+pub mod relp;
 pub mod stdin;
 pub mod stream;
 
@@ -140,10 +141,32 @@ impl Context {
     /// is stopping it waits at most [`STOP_GRACE`]; `None` then: what was read cannot be
     /// queued, and `peer`'s `n` messages are reported as lost.
     pub async fn credits(&self, window: &Window, n: u32, peer: &str) -> Option<Ack> {
+        self.credits_from(window.take(n), n, peer).await
+    }
+
+    /// As [`Context::credits`], for a source that acknowledges to its sender
+    /// ([`Window::take_acknowledged`]).
+    pub async fn credits_acknowledged(
+        &self,
+        window: &Window,
+        n: u32,
+        peer: &str,
+        delivered: oneshot::Sender<()>,
+    ) -> Option<Ack> {
+        self.credits_from(window.take_acknowledged(n, delivered), n, peer)
+            .await
+    }
+
+    async fn credits_from(
+        &self,
+        take: impl std::future::Future<Output = Ack>,
+        n: u32,
+        peer: &str,
+    ) -> Option<Ack> {
         let mut stop = self.shutdown.clone();
         tokio::select! {
             biased;
-            ack = window.take(n) => Some(ack),
+            ack = take => Some(ack),
             _ = async {
                 let _ = stop.wait_for(|s| *s).await;
                 tokio::time::sleep(STOP_GRACE).await;

@@ -51,6 +51,8 @@ pub struct StreamSource {
     /// Connections closed because their TLS handshake failed (an untrusted peer, no
     /// certificate where one is required, not TLS at all): `tls_handshake_failures`.
     pub tls_failures: Arc<std::sync::atomic::AtomicU64>,
+    /// `relp()`: connections speak RELP ([`super::relp`]).
+    pub relp: bool,
 }
 
 /// Where a connection's PROXY protocol header is.
@@ -217,8 +219,9 @@ impl StreamSource {
         }
         let Some(config) = &self.tls else {
             // What came after the PROXY header in its read is read first.
-            let s = std::io::Cursor::new(leftover).chain(s);
-            return self.read(s, peer, Vec::new(), ctx).await;
+            return self
+                .read(Prefixed::new(leftover, s), peer, Vec::new(), ctx)
+                .await;
         };
         let acceptor = tokio_rustls::TlsAcceptor::from(config.clone());
         let handshake = acceptor.accept(Prefixed::new(leftover, s));
@@ -252,8 +255,8 @@ impl StreamSource {
                 Err(e) => return self.refuse(ctx, peer, &e, false),
             }
         }
-        let s = std::io::Cursor::new(leftover).chain(tls);
-        self.read(s, peer, pairs, ctx).await
+        self.read(Prefixed::new(leftover, Filling(tls)), peer, pairs, ctx)
+            .await
     }
 
     /// Closes a connection that failed its PROXY header or TLS handshake: said once, with
@@ -289,9 +292,9 @@ impl StreamSource {
     }
 
     /// Reads a connection's messages until it closes.
-    async fn read<R: AsyncRead + Unpin>(
+    async fn read<S: AsyncRead + AsyncWrite + Unpin>(
         &self,
-        input: R,
+        input: S,
         peer: Option<SocketAddr>,
         pairs: Vec<(NameId, Text)>,
         ctx: &Context,
@@ -314,7 +317,11 @@ impl StreamSource {
             ),
         );
         let window = Window::new(self.reader.window);
-        read_stream(input, origin, &self.reader, &window, ctx, &label).await;
+        if self.relp {
+            super::relp::serve(input, origin, &self.reader, &window, ctx, &label).await;
+        } else {
+            read_stream(input, origin, &self.reader, &window, ctx, &label).await;
+        }
         log::emit(log::DEBUG, format!("connection from {label} closed"));
     }
 }
@@ -355,6 +362,50 @@ async fn read_proxy_header<R: AsyncRead + Unpin>(
         if let Some((header, used)) = proxy::parse(&buf).map_err(|e| e.to_string())? {
             return Ok((header, buf.split_off(used)));
         }
+    }
+}
+
+/// A TLS stream read as far as it goes without waiting: a TLS stream hands out what one
+/// record read decrypted (16 KiB at most), and a reader that took that alone would cut its
+/// input into small reads, with the cost of a dispatch each.
+struct Filling<S>(S);
+
+impl<S: AsyncRead + Unpin> AsyncRead for Filling<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let start = buf.filled().len();
+        loop {
+            let before = buf.filled().len();
+            match Pin::new(&mut self.0).poll_read(cx, buf) {
+                Poll::Ready(Ok(())) if buf.filled().len() > before && buf.remaining() > 0 => {}
+                Poll::Ready(result) if buf.filled().len() == start => return Poll::Ready(result),
+                // Data is in: an error (or the end) shows again on the next read.
+                Poll::Ready(_) => return Poll::Ready(Ok(())),
+                Poll::Pending if buf.filled().len() > start => return Poll::Ready(Ok(())),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Filling<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(cx)
     }
 }
 

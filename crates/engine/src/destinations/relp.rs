@@ -1,0 +1,216 @@
+//! The `relp()` destination's protocol: a forwarding destination ([`super::network`]) whose
+//! connection speaks RELP as rsyslog's `imrelp` expects it.
+//!
+//! On connecting, the sender opens a session (`open` with RELP version 0 and the `syslog`
+//! command; the server must answer `200` and offer `syslog`). Each message then goes as a
+//! `syslog` frame with the next transaction number; up to [`WINDOW`] frames wait for their
+//! `rsp` at once. A batch counts as sent only when every one of its messages has its
+//! `200 OK`, so when a connection breaks the sender opens a new one and sends again from the
+//! first message without one: nothing is lost, and what the server had stored but not yet
+//! acknowledged arrives twice (RELP is at-least-once).
+
+use super::network::{Link, Position};
+use super::queue::Batch;
+use sluice_protocol::relp::{self, Command};
+use std::collections::VecDeque;
+use std::io::ErrorKind;
+use std::time::{Duration, Instant};
+
+/// Frames sent and not yet acknowledged, at most (librelp's default window is 128).
+const WINDOW: usize = 1024;
+/// How much is written at once.
+const CHUNK: usize = 64 << 10;
+
+/// A RELP session on a connection: the next transaction number.
+pub struct Session {
+    next_txnr: u32,
+}
+
+impl Session {
+    fn txnr(&mut self) -> u32 {
+        let t = self.next_txnr;
+        // Transaction numbers wrap after 999,999,999 to 1, as librelp's do.
+        self.next_txnr = if t >= 999_999_999 { 1 } else { t + 1 };
+        t
+    }
+}
+
+fn protocol_error(what: impl Into<String>) -> std::io::Error {
+    std::io::Error::new(ErrorKind::InvalidData, what.into())
+}
+
+/// Opens a RELP session on a fresh connection.
+pub(super) fn open(link: &mut Link, timeout: Duration) -> std::io::Result<Session> {
+    let offers = format!(
+        "relp_version=0\nrelp_software=sluice,{},https://github.com/sluice\ncommands=syslog",
+        env!("CARGO_PKG_VERSION")
+    );
+    let mut out = Vec::new();
+    relp::write(&mut out, 1, "open", offers.as_bytes());
+    link.write_all(&out)?;
+    let mut input = Vec::new();
+    let deadline = Instant::now() + timeout;
+    let (frame, used) = loop {
+        if let Some(found) = relp::parse(&input).map_err(|e| protocol_error(e.to_string()))? {
+            break found;
+        }
+        if Instant::now() >= deadline {
+            return Err(std::io::Error::new(
+                ErrorKind::TimedOut,
+                "the RELP server did not answer open",
+            ));
+        }
+        read_more(link, &mut input)?;
+    };
+    let data = &input[frame.data.clone()];
+    match (frame.txnr, &frame.command, relp::response(data)) {
+        (1, Command::Rsp, Some((200, _))) => {}
+        (_, Command::Rsp, Some((code, text))) => {
+            return Err(protocol_error(format!(
+                "the RELP server refused the session: {code} {}",
+                String::from_utf8_lossy(text)
+            )))
+        }
+        _ => return Err(protocol_error("the RELP server's answer to open is not a response")),
+    }
+    let commands = relp::offer(&data[data.iter().position(|&b| b == b'\n').map_or(data.len(), |i| i + 1)..], "commands")
+        .unwrap_or_default();
+    if !commands.contains(&&b"syslog"[..]) {
+        return Err(protocol_error("the RELP server does not offer the syslog command"));
+    }
+    if used != input.len() {
+        return Err(protocol_error("the RELP server sent more than its answer to open"));
+    }
+    Ok(Session { next_txnr: 2 })
+}
+
+/// Reads what the connection has into `input`; EOF is an error (the server went away).
+fn read_more(link: &mut Link, input: &mut Vec<u8>) -> std::io::Result<()> {
+    let mut chunk = [0u8; 16 << 10];
+    match link.read(&mut chunk) {
+        Ok(0) => Err(std::io::Error::new(
+            ErrorKind::UnexpectedEof,
+            "the RELP server closed the connection",
+        )),
+        Ok(n) => {
+            input.extend_from_slice(&chunk[..n]);
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Sends the batches from `pos` as `syslog` frames and waits for every `rsp`; `pos` follows
+/// the first message not yet acknowledged. A server that acknowledges nothing while stopping
+/// gets `grace`.
+pub(super) fn send(
+    link: &mut Link,
+    batches: &[Batch],
+    pos: &mut Position,
+    stopping: bool,
+    grace: Duration,
+) -> std::io::Result<()> {
+    // (transaction number, where the message after this one starts)
+    let mut unacked: VecDeque<(u32, Position)> = VecDeque::new();
+    let mut next = *pos;
+    let mut out = Vec::with_capacity(CHUNK + 1024);
+    let mut input: Vec<u8> = Vec::new();
+    let mut waiting_since: Option<Instant> = None;
+    loop {
+        // Fill the window.
+        while unacked.len() < WINDOW && next.batch < batches.len() && out.len() < CHUNK {
+            let b = &batches[next.batch];
+            let i = b.ends.partition_point(|&e| e as usize <= next.byte);
+            if i >= b.len() {
+                next = Position {
+                    batch: next.batch + 1,
+                    byte: 0,
+                };
+                continue;
+            }
+            let end = b.ends[i] as usize;
+            let mut message = &b.data[b.start(i)..end];
+            if let [rest @ .., b'\n'] = message {
+                message = rest;
+            }
+            let session = link.relp.as_mut().expect("a RELP link has a session");
+            let txnr = session.txnr();
+            relp::write(&mut out, txnr, "syslog", message);
+            next.byte = end;
+            unacked.push_back((txnr, next));
+        }
+        if !out.is_empty() {
+            link.write_all(&out)?;
+            out.clear();
+            continue;
+        }
+        if unacked.is_empty() {
+            return Ok(());
+        }
+        // Read responses.
+        match read_more(link, &mut input) {
+            Ok(()) => waiting_since = None,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                let since = *waiting_since.get_or_insert_with(Instant::now);
+                if stopping && since.elapsed() > grace {
+                    return Err(std::io::Error::new(
+                        ErrorKind::TimedOut,
+                        "the RELP server acknowledged nothing while stopping",
+                    ));
+                }
+                continue;
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+        let mut at = 0;
+        while let Some((frame, used)) =
+            relp::parse(&input[at..]).map_err(|e| protocol_error(e.to_string()))?
+        {
+            let data = &input[at + frame.data.start..at + frame.data.end];
+            match frame.command {
+                Command::Rsp => match relp::response(data) {
+                    Some((200, _)) => {
+                        if let Some(i) = unacked.iter().position(|(t, _)| *t == frame.txnr) {
+                            // Everything up to this frame is acknowledged (responses come in
+                            // order; one out of order acknowledges only itself).
+                            if i == 0 {
+                                let (_, after) = unacked.pop_front().expect("found");
+                                *pos = after;
+                            } else {
+                                unacked[i].0 = 0;
+                            }
+                            while unacked.front().is_some_and(|(t, _)| *t == 0) {
+                                let (_, after) = unacked.pop_front().expect("checked");
+                                *pos = after;
+                            }
+                        }
+                    }
+                    Some((code, text)) => {
+                        return Err(protocol_error(format!(
+                            "the RELP server answered {code} {}",
+                            String::from_utf8_lossy(text)
+                        )))
+                    }
+                    None => return Err(protocol_error("a response without a status")),
+                },
+                Command::ServerClose => {
+                    return Err(std::io::Error::new(
+                        ErrorKind::ConnectionAborted,
+                        "the RELP server closes the session (serverclose)",
+                    ))
+                }
+                _ => return Err(protocol_error("the RELP server sent a command")),
+            }
+            at += used;
+        }
+        input.drain(..at);
+    }
+}
+
+/// The `close` that ends a session politely (its answer is not waited for).
+pub(super) fn close_frame(session: &mut Session) -> Vec<u8> {
+    let mut out = Vec::new();
+    relp::write(&mut out, session.txnr(), "close", b"");
+    out
+}

@@ -1,0 +1,283 @@
+//! The `relp()` source: RELP as rsyslog's librelp speaks it, on a listener of
+//! [`super::stream`] (plain TCP or TLS).
+//!
+//! A connection opens with `open` (the client's offers; sluice answers with its own: RELP
+//! version 0, the `syslog` command), then sends `syslog` frames, each with a transaction
+//! number, and ends with `close`. Each read's `syslog` frames become one batch, dispatched as
+//! a stream source's are; its acknowledgement is taken with [`Window::take_acknowledged`], so
+//! every destination holds it until the messages are written or in a reliable disk buffer,
+//! and only then does the responder send `rsp 200 OK` for each of the batch's transaction
+//! numbers, in order. A client therefore resends, after a crash of sluice, exactly what was
+//! not yet stored; what was stored is never acknowledged before it was.
+//!
+//! When sluice stops, the reader sends `serverclose` once what it read is acknowledged.
+
+use super::{Context, Read, ReaderSpec, Routed, STOP_GRACE};
+use crate::internal as log;
+use crate::window::Window;
+use bytes::BytesMut;
+use sluice_model::{Origin, UnixTime};
+use sluice_protocol::framing::Frame;
+use sluice_protocol::relp::{self, Command};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, oneshot};
+
+/// What the responder writes, in the order the reader saw the commands.
+enum Reply {
+    /// A response that is ready (to `open`, to an unknown command).
+    Now(Vec<u8>),
+    /// `rsp 200 OK` for these transaction numbers once the batch is delivered.
+    Delivered(oneshot::Receiver<()>, Vec<u32>),
+    /// The response to `close` (or `serverclose` when `None`); the connection then ends.
+    Close(Option<u32>),
+}
+
+const READ_SIZE: usize = 64 << 10;
+
+/// Serves one RELP connection until it closes, sluice stops, or it breaks the protocol.
+pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: S,
+    origin: Arc<Origin>,
+    spec: &ReaderSpec,
+    window: &Window,
+    ctx: &Context,
+    peer: &str,
+) {
+    let (input, output) = tokio::io::split(stream);
+    let (replies, queue) = mpsc::unbounded_channel();
+    let reader = read(input, origin, spec, window, ctx, peer, replies);
+    tokio::join!(reader, respond(output, queue, ctx, peer));
+}
+
+/// Reads frames and dispatches the messages; hands every response to the responder.
+#[allow(clippy::too_many_arguments)]
+async fn read<R: AsyncRead + Unpin>(
+    mut input: R,
+    origin: Arc<Origin>,
+    spec: &ReaderSpec,
+    window: &Window,
+    ctx: &Context,
+    peer: &str,
+    replies: mpsc::UnboundedSender<Reply>,
+) {
+    let mut shutdown = ctx.shutdown.clone();
+    let mut routed = Routed::new(origin);
+    let mut buf = BytesMut::new();
+    let mut opened = false;
+    loop {
+        buf.reserve(READ_SIZE);
+        let n = tokio::select! {
+            biased;
+            _ = shutdown.wait_for(|stop| *stop) => {
+                let _ = replies.send(Reply::Close(None));
+                return;
+            }
+            read = input.read_buf(&mut buf) => match read {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => 0,
+                Err(e) => {
+                    log::info(format!("RELP connection from {peer} closed with an error: {e}"));
+                    0
+                }
+            },
+        };
+        let eof = n == 0;
+        let mut frames = Vec::new();
+        let mut txnrs = Vec::new();
+        let mut at = 0;
+        let mut close = None;
+        let mut failed = None;
+        while close.is_none() {
+            let (frame, used) = match relp::parse(&buf[at..]) {
+                Ok(Some(f)) => f,
+                Ok(None) => break,
+                Err(e) => {
+                    failed = Some(e.to_string());
+                    break;
+                }
+            };
+            let data = at + frame.data.start..at + frame.data.end;
+            match frame.command {
+                Command::Open if opened => {
+                    failed = Some("a second open on an open session".into());
+                }
+                Command::Open => match open_response(&buf[data]) {
+                    Ok(offers) => {
+                        opened = true;
+                        let mut out = Vec::new();
+                        relp::write(&mut out, frame.txnr, "rsp", &offers);
+                        let _ = replies.send(Reply::Now(out));
+                    }
+                    Err(why) => {
+                        let mut out = Vec::new();
+                        relp::write(&mut out, frame.txnr, "rsp", format!("500 {why}").as_bytes());
+                        let _ = replies.send(Reply::Now(out));
+                        failed = Some(why);
+                    }
+                },
+                _ if !opened => failed = Some("a command before open".into()),
+                Command::Syslog => {
+                    let mut range = data;
+                    let oversized = range.len() > spec.log_msg_size;
+                    if oversized {
+                        range.end = range.start + spec.log_msg_size;
+                    }
+                    frames.push(Frame { range, oversized });
+                    txnrs.push(frame.txnr);
+                }
+                Command::Close => close = Some(frame.txnr),
+                Command::Rsp | Command::ServerClose | Command::Other(_) => {
+                    let mut out = Vec::new();
+                    relp::write(&mut out, frame.txnr, "rsp", b"500 command not supported");
+                    let _ = replies.send(Reply::Now(out));
+                }
+            }
+            if failed.is_some() {
+                break;
+            }
+            at += used;
+        }
+        if !frames.is_empty() {
+            let dispatcher = ctx.dispatcher.get();
+            let Some(origin) = routed.origin(&dispatcher).cloned() else {
+                log::warning(format!(
+                    "closing RELP connection from {peer}: its source is gone from the configuration"
+                ));
+                return;
+            };
+            let read = Read {
+                chunk: buf.split_to(at).freeze(),
+                frames,
+                recvd: UnixTime::now(&spec.ingest.local_zone),
+                origin,
+                ingest: spec.ingest.clone(),
+                counted: spec.counted.clone(),
+                dispatcher,
+                counters: ctx.counters.clone(),
+            };
+            let (delivered, on_delivery) = oneshot::channel();
+            let n = read.frames.len() as u32;
+            let Some(ack) = ctx.credits_acknowledged(window, n, peer, delivered).await else {
+                return;
+            };
+            read.prepare(&ack).commit();
+            drop(ack);
+            let _ = replies.send(Reply::Delivered(on_delivery, txnrs));
+        } else {
+            let _ = buf.split_to(at);
+        }
+        if let Some(why) = failed {
+            ctx.counters.framing_errors.fetch_add(1, Ordering::Relaxed);
+            log::error(format!("closing RELP connection from {peer}: {why}"));
+            return;
+        }
+        if close.is_some() {
+            let _ = replies.send(Reply::Close(close));
+            return;
+        }
+        if eof {
+            return;
+        }
+    }
+}
+
+/// Checks a client's `open` offers; returns the response: `200 OK` and sluice's offers.
+fn open_response(offers: &[u8]) -> Result<Vec<u8>, String> {
+    let version = relp::offer(offers, "relp_version").unwrap_or_default();
+    if version.first().is_none_or(|v| v.is_empty() || !v.iter().all(u8::is_ascii_digit)) {
+        return Err("error: no relp_version offered".into());
+    }
+    let commands = relp::offer(offers, "commands").unwrap_or_default();
+    if !commands.contains(&&b"syslog"[..]) {
+        return Err("required command not supported by client".into());
+    }
+    Ok(format!(
+        "200 OK\nrelp_version=0\nrelp_software=sluice,{},https://github.com/sluice\ncommands=syslog",
+        env!("CARGO_PKG_VERSION")
+    )
+    .into_bytes())
+}
+
+/// Writes the responses in order: each batch's `rsp 200 OK`s once it is delivered, all
+/// that are ready in one write.
+async fn respond<W: AsyncWrite + Unpin>(
+    mut output: W,
+    mut queue: mpsc::UnboundedReceiver<Reply>,
+    ctx: &Context,
+    peer: &str,
+) {
+    let mut out = Vec::new();
+    while let Some(reply) = queue.recv().await {
+        let mut next = Some(reply);
+        let mut end = false;
+        // Everything that is ready goes out together.
+        while let Some(reply) = next.take() {
+            match reply {
+                Reply::Now(bytes) => out.extend_from_slice(&bytes),
+                Reply::Delivered(mut delivered, txnrs) => {
+                    let ready = match delivered.try_recv() {
+                        Ok(()) => true,
+                        Err(oneshot::error::TryRecvError::Empty) => false,
+                        Err(oneshot::error::TryRecvError::Closed) => {
+                            end = true;
+                            break;
+                        }
+                    };
+                    if !ready {
+                        // Send what is ready before waiting for this batch.
+                        if !out.is_empty() {
+                            if output.write_all(&out).await.is_err() {
+                                return;
+                            }
+                            out.clear();
+                        }
+                        if !until_delivered(delivered, ctx).await {
+                            // Not delivered while sluice stops: the client sends it again.
+                            end = true;
+                            break;
+                        }
+                    }
+                    for txnr in txnrs {
+                        relp::write(&mut out, txnr, "rsp", b"200 OK");
+                    }
+                }
+                Reply::Close(Some(txnr)) => {
+                    relp::write(&mut out, txnr, "rsp", b"");
+                    end = true;
+                }
+                Reply::Close(None) => {
+                    relp::write(&mut out, 0, "serverclose", b"");
+                    end = true;
+                }
+            }
+            if end {
+                break;
+            }
+            next = queue.try_recv().ok();
+        }
+        if output.write_all(&out).await.is_err() {
+            log::info(format!("RELP connection from {peer}: responses could not be sent"));
+            return;
+        }
+        out.clear();
+        if end {
+            let _ = output.shutdown().await;
+            return;
+        }
+    }
+}
+
+/// Waits for a batch's delivery; once sluice is stopping, at most [`STOP_GRACE`].
+async fn until_delivered(delivered: oneshot::Receiver<()>, ctx: &Context) -> bool {
+    let mut stop = ctx.shutdown.clone();
+    tokio::select! {
+        biased;
+        done = delivered => done.is_ok(),
+        _ = async {
+            let _ = stop.wait_for(|s| *s).await;
+            tokio::time::sleep(STOP_GRACE).await;
+        } => false,
+    }
+}
