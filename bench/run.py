@@ -19,6 +19,9 @@ the message, `set` sets a name-value pair from a template and writes it, `classi
 message with ten `if`/`elif` rules. `--format-json` writes
 each message as `$(format-json --scope rfc5424 --scope nv-pairs)` (sluice and syslog-ng only).
 
+`--forward relp` forwards over RELP (`relp()` to a sluice `relp()` source; sluice only, as
+syslog-ng has no RELP).
+
 `--forward none|normal|reliable` benchmarks a relay instead (sluice and syslog-ng only): the
 server under test forwards over TCP (`network()`, syslog-ng's wire format) on a flow-controlled
 path, with no disk buffer or with a normal or reliable `disk-buffer()`, to a sluice that writes
@@ -93,6 +96,7 @@ DISK_BUFFERS = {
     "none": "",
     "normal": " disk-buffer(reliable(no) dir(\"{work}\") disk-buf-size(4000000000) mem-buf-length(100000))",
     "reliable": " disk-buffer(reliable(yes) dir(\"{work}\") disk-buf-size(4000000000) mem-buf-size(163840000))",
+    "relp": "",
 }
 
 
@@ -101,16 +105,17 @@ def relay_config(args, port, sink_port, work):
     return f"""@version: 3.38
 options {{ threaded(yes); log-fifo-size(1000000); use-dns(no); keep-hostname(yes); stats-freq(0); flush-lines(1000); }};
 source s {{ network(ip(127.0.0.1) port({port}) transport(tcp) max-connections(20000) log-iw-size(1000000) log-fetch-limit(1000)); }};
-destination d {{ network("127.0.0.1" port({sink_port}){buffer}); }};
+destination d {{ {"relp" if args.forward == "relp" else "network"}("127.0.0.1" port({sink_port}){buffer}); }};
 log {{ source(s); destination(d); flags(flow-control); }};
 """
 
 
-def start_sink(work, port, out):
+def start_sink(work, port, out, relp=False):
     """The receiving end of a relay benchmark: a sluice writing what it receives to `out`."""
     conf = os.path.join(work, "sink.conf")
+    driver = "relp" if relp else "network"
     open(conf, "w").write(f"""options {{ keep-hostname(yes); use-dns(no); }};
-source s {{ network(ip(127.0.0.1) port({port}) max-connections(100) log-iw-size(1000000)); }};
+source s {{ {driver}(ip(127.0.0.1) port({port}) max-connections(100) log-iw-size(1000000)); }};
 destination d {{ file("{out}"); }};
 log {{ source(s); destination(d); }};
 """)
@@ -219,7 +224,7 @@ def run_once(server, args):
     sink = None
     if args.forward:
         sink_port = free_port()
-        sink = start_sink(work, sink_port, out)
+        sink = start_sink(work, sink_port, out, relp=args.forward == "relp")
         wait_port(sink_port)
         proc = start(server, args, work, port, out, sink_port)
     else:
@@ -286,8 +291,8 @@ def main():
                     help="a rewrite rule (or, classify: ten if/elif rules) in the path")
     ap.add_argument("--format-json", action="store_true", help="write messages with $(format-json)")
     ap.add_argument("--corpus", help="send the lines of this file instead of synthetic messages")
-    ap.add_argument("--forward", choices=["none", "normal", "reliable"],
-                    help="benchmark a relay: forward over TCP with no disk buffer, a normal or a reliable one")
+    ap.add_argument("--forward", choices=["none", "normal", "reliable", "relp"],
+                    help="benchmark a relay: forward over TCP with no disk buffer, a normal or a reliable one, or over RELP (sluice only)")
     ap.add_argument("--tls", action="store_true", help="TLS sources, loggen -U")
     ap.add_argument("--servers", default="sluice,syslog-ng,rsyslog")
     ap.add_argument("--no-build", action="store_true", help="use the release binary as it is")
@@ -298,6 +303,8 @@ def main():
     for s in args.servers.split(","):
         if s == "rsyslog" and (args.rewrite or args.format_json or args.forward):
             print("note: rsyslog has no equivalent configuration to compare, left out", file=sys.stderr)
+        elif s == "syslog-ng" and args.forward == "relp":
+            print("note: syslog-ng has no RELP, left out", file=sys.stderr)
         elif installed(s):
             servers.append(s)
         else:

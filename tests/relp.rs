@@ -231,15 +231,19 @@ fn relp_relay_survives_kill_9_of_relay_and_server() {
     wait_port(relay_port);
     let rs = rsyslog_omrelp(rsyslog_port, relay_port);
     let loggen = loggen_start(rsyslog_port, 4, TOTAL / 4, 50_000);
-    let lines = || wait_lines(server_dir.path(), 0, Duration::ZERO) as u64;
+    let lines = || {
+        std::fs::read(&out).map_or(0, |b| b.iter().filter(|&&c| c == b'\n').count() as u64)
+    };
     let wait_for = |n: u64| {
         let deadline = Instant::now() + Duration::from_secs(120);
         while lines() < n && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(50));
         }
     };
+    let started = Instant::now();
     for (i, share) in [(0, 150_000), (1, 350_000), (2, 550_000), (3, 750_000)] {
         wait_for(share);
+        eprintln!("{:?}: {} lines; killing the {}", started.elapsed(), lines(), if i % 2 == 0 { "relay" } else { "server" });
         if i % 2 == 0 {
             kill_9(&mut relay);
             relay = sluice(&relay_conf, relay_dir.path());
@@ -251,6 +255,7 @@ fn relp_relay_survives_kill_9_of_relay_and_server() {
         }
     }
     let report = loggen_wait(loggen);
+    eprintln!("{:?}: loggen done, {} lines", started.elapsed(), lines());
     assert!(report.ok, "{}", report.text);
     let deadline = Instant::now() + Duration::from_secs(180);
     loop {
