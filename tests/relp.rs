@@ -146,13 +146,18 @@ fn what_is_not_relp_is_refused() {
     common::send_raw_tcp(port, b"1 syslog 5 hello\n");
     let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     use std::io::{Read, Write};
-    conn.write_all(b"1 open 30 relp_version=0\ncommands=syslog\n2 syslog 12 <13>x y: one\n3 close 0\n")
-        .unwrap();
+    conn.write_all(
+        b"1 open 30 relp_version=0\ncommands=syslog\n2 syslog 12 <13>x y: one\n3 close 0\n",
+    )
+    .unwrap();
     let mut answer = String::new();
     conn.read_to_string(&mut answer).unwrap();
     assert!(answer.starts_with("1 rsp "), "{answer}");
     assert!(answer.contains("200 OK\nrelp_version=0\n"), "{answer}");
-    assert!(answer.contains("commands=syslog\n2 rsp 6 200 OK\n3 rsp 0\n"), "{answer}");
+    assert!(
+        answer.contains("commands=syslog\n2 rsp 6 200 OK\n3 rsp 0\n"),
+        "{answer}"
+    );
     assert_eq!(wait_lines(&server.out, 1, Duration::from_secs(10)), 1);
     let log = server.stderr();
     assert!(log.contains("invalid RELP frame"), "{log}");
@@ -231,9 +236,8 @@ fn relp_relay_survives_kill_9_of_relay_and_server() {
     wait_port(relay_port);
     let rs = rsyslog_omrelp(rsyslog_port, relay_port);
     let loggen = loggen_start(rsyslog_port, 4, TOTAL / 4, 50_000);
-    let lines = || {
-        std::fs::read(&out).map_or(0, |b| b.iter().filter(|&&c| c == b'\n').count() as u64)
-    };
+    let lines =
+        || std::fs::read(&out).map_or(0, |b| b.iter().filter(|&&c| c == b'\n').count() as u64);
     let wait_for = |n: u64| {
         let deadline = Instant::now() + Duration::from_secs(120);
         while lines() < n && Instant::now() < deadline {
@@ -243,7 +247,12 @@ fn relp_relay_survives_kill_9_of_relay_and_server() {
     let started = Instant::now();
     for (i, share) in [(0, 150_000), (1, 350_000), (2, 550_000), (3, 750_000)] {
         wait_for(share);
-        eprintln!("{:?}: {} lines; killing the {}", started.elapsed(), lines(), if i % 2 == 0 { "relay" } else { "server" });
+        eprintln!(
+            "{:?}: {} lines; killing the {}",
+            started.elapsed(),
+            lines(),
+            if i % 2 == 0 { "relay" } else { "server" }
+        );
         if i % 2 == 0 {
             kill_9(&mut relay);
             relay = sluice(&relay_conf, relay_dir.path());
@@ -275,7 +284,12 @@ fn relp_relay_survives_kill_9_of_relay_and_server() {
     }
     let c = check(&out);
     println!("{}", c.text.lines().last().unwrap_or_default());
-    assert_eq!((c.received - c.duplicated, c.lost), (TOTAL, 0), "{}", c.text);
+    assert_eq!(
+        (c.received - c.duplicated, c.lost),
+        (TOTAL, 0),
+        "{}",
+        c.text
+    );
     kill_9(&mut relay);
     kill_9(&mut server);
 }

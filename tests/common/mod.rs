@@ -639,7 +639,11 @@ impl Rsyslog {
             if let Ok(Some(status)) = self.child.try_wait() {
                 panic!("rsyslogd exited with {status}:\n{}", self.stderr());
             }
-            assert!(Instant::now() < deadline, "rsyslogd did not listen on {port}:\n{}", self.stderr());
+            assert!(
+                Instant::now() < deadline,
+                "rsyslogd did not listen on {port}:\n{}",
+                self.stderr()
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }

@@ -865,8 +865,8 @@ impl Builder<'_> {
                     }
                 };
                 // tcp(), tcp6() and relp() speak TLS when they have a tls() block.
-                let tls = tls
-                    || (matches!(key.as_str(), "tcp" | "tcp6" | "relp") && net.tls.is_some());
+                let tls =
+                    tls || (matches!(key.as_str(), "tcp" | "tcp6" | "relp") && net.tls.is_some());
                 if key == "relp" && (udp || proxied != Proxied::No) {
                     return Err(ConfigError::new(
                         tpos,

@@ -229,21 +229,30 @@ mod tests {
 
     #[test]
     fn frames_as_librelp_writes_them() {
-        let open = b"1 open 85 relp_version=0\nrelp_software=librelp,1.11.0,http://librelp.adiscon.com\ncommands=syslog\n";
+        let open = b"1 open 86 relp_version=0\nrelp_software=librelp,1.11.0,http://librelp.adiscon.com\ncommands=syslog\n";
         let (f, used) = one(open);
         assert_eq!((f.txnr, &f.command, used), (1, &Command::Open, open.len()));
         let data = &open[f.data.clone()];
         assert_eq!(offer(data, "commands"), Some(vec![&b"syslog"[..]]));
         assert_eq!(offer(data, "relp_version"), Some(vec![&b"0"[..]]));
-        let (f, used) = one(b"2 syslog 11 <13>hi there\n3 close 0\n");
-        assert_eq!((f.txnr, f.command, f.data, used), (2, Command::Syslog, 9..20, 21));
+        let (f, used) = one(b"2 syslog 12 <13>hi there\n3 close 0\n");
+        assert_eq!(
+            (f.txnr, f.command, f.data, used),
+            (2, Command::Syslog, 12..24, 25)
+        );
         let (f, used) = one(b"3 close 0\n");
         assert_eq!((f.command, f.data, used), (Command::Close, 9..9, 10));
         let (f, _) = one(b"0 serverclose 0\n");
         assert_eq!((f.txnr, f.command), (0, Command::ServerClose));
         let (f, _) = one(b"7 rsp 6 200 OK\n");
-        assert_eq!(response(&b"7 rsp 6 200 OK\n"[f.data]), Some((200, &b"OK"[..])));
-        assert_eq!(one(b"9 starttls 0\n").0.command, Command::Other("starttls".into()));
+        assert_eq!(
+            response(&b"7 rsp 6 200 OK\n"[f.data]),
+            Some((200, &b"OK"[..]))
+        );
+        assert_eq!(
+            one(b"9 starttls 0\n").0.command,
+            Command::Other("starttls".into())
+        );
     }
 
     #[test]

@@ -71,15 +71,29 @@ pub(super) fn open(link: &mut Link, timeout: Duration) -> std::io::Result<Sessio
                 String::from_utf8_lossy(text)
             )))
         }
-        _ => return Err(protocol_error("the RELP server's answer to open is not a response")),
+        _ => {
+            return Err(protocol_error(
+                "the RELP server's answer to open is not a response",
+            ))
+        }
     }
-    let commands = relp::offer(&data[data.iter().position(|&b| b == b'\n').map_or(data.len(), |i| i + 1)..], "commands")
-        .unwrap_or_default();
+    let commands = relp::offer(
+        &data[data
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(data.len(), |i| i + 1)..],
+        "commands",
+    )
+    .unwrap_or_default();
     if !commands.contains(&&b"syslog"[..]) {
-        return Err(protocol_error("the RELP server does not offer the syslog command"));
+        return Err(protocol_error(
+            "the RELP server does not offer the syslog command",
+        ));
     }
     if used != input.len() {
-        return Err(protocol_error("the RELP server sent more than its answer to open"));
+        return Err(protocol_error(
+            "the RELP server sent more than its answer to open",
+        ));
     }
     Ok(Session { next_txnr: 2 })
 }

@@ -186,7 +186,10 @@ async fn read<R: AsyncRead + Unpin>(
 /// Checks a client's `open` offers; returns the response: `200 OK` and sluice's offers.
 fn open_response(offers: &[u8]) -> Result<Vec<u8>, String> {
     let version = relp::offer(offers, "relp_version").unwrap_or_default();
-    if version.first().is_none_or(|v| v.is_empty() || !v.iter().all(u8::is_ascii_digit)) {
+    if version
+        .first()
+        .is_none_or(|v| v.is_empty() || !v.iter().all(u8::is_ascii_digit))
+    {
         return Err("error: no relp_version offered".into());
     }
     let commands = relp::offer(offers, "commands").unwrap_or_default();
@@ -258,7 +261,9 @@ async fn respond<W: AsyncWrite + Unpin>(
             next = queue.try_recv().ok();
         }
         if output.write_all(&out).await.is_err() {
-            log::info(format!("RELP connection from {peer}: responses could not be sent"));
+            log::info(format!(
+                "RELP connection from {peer}: responses could not be sent"
+            ));
             return;
         }
         out.clear();
