@@ -812,17 +812,28 @@ fn write_stream(
                 }
             }
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                let since = *stalled_since.get_or_insert_with(Instant::now);
-                if stopping && since.elapsed() > STOP_GRACE {
-                    return Err(std::io::Error::new(
-                        ErrorKind::TimedOut,
-                        "the peer took nothing while stopping",
-                    ));
-                }
+                stalled(&mut stalled_since, stopping, STOP_GRACE)?
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
+    }
+    Ok(())
+}
+
+/// A write (or a wait for an answer) that got nothing: backpressure, to wait out, unless
+/// sluice is stopping and the peer has taken nothing for `grace` since `since` was set.
+pub(super) fn stalled(
+    since: &mut Option<Instant>,
+    stopping: bool,
+    grace: Duration,
+) -> std::io::Result<()> {
+    let since = *since.get_or_insert_with(Instant::now);
+    if stopping && since.elapsed() > grace {
+        return Err(std::io::Error::new(
+            ErrorKind::TimedOut,
+            "the peer took nothing while stopping",
+        ));
     }
     Ok(())
 }
@@ -859,13 +870,7 @@ fn write_tls(
                 Ok(0) => return Err(ErrorKind::WriteZero.into()),
                 Ok(_) => stalled_since = None,
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                    let since = *stalled_since.get_or_insert_with(Instant::now);
-                    if stopping && since.elapsed() > STOP_GRACE {
-                        return Err(std::io::Error::new(
-                            ErrorKind::TimedOut,
-                            "the peer took nothing while stopping",
-                        ));
-                    }
+                    stalled(&mut stalled_since, stopping, STOP_GRACE)?
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),

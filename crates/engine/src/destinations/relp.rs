@@ -9,7 +9,7 @@
 //! first message without one: nothing is lost, and what the server had stored but not yet
 //! acknowledged arrives twice (RELP is at-least-once).
 
-use super::network::{Link, Position};
+use super::network::{stalled, Link, Position};
 use super::queue::Batch;
 use sluice_protocol::relp::{self, Command};
 use std::collections::VecDeque;
@@ -165,13 +165,7 @@ pub(super) fn send(
         match read_more(link, &mut input) {
             Ok(()) => waiting_since = None,
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                let since = *waiting_since.get_or_insert_with(Instant::now);
-                if stopping && since.elapsed() > grace {
-                    return Err(std::io::Error::new(
-                        ErrorKind::TimedOut,
-                        "the RELP server acknowledged nothing while stopping",
-                    ));
-                }
+                stalled(&mut waiting_since, stopping, grace)?;
                 continue;
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,

@@ -241,15 +241,7 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
         let n = tokio::select! {
             biased;
             _ = shutdown.wait_for(|stop| *stop) => break,
-            read = input.read_buf(&mut buf) => match read {
-                Ok(n) => n,
-                // A TLS peer that closes without close_notify has still closed.
-                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => 0,
-                Err(e) => {
-                    log::info(format!("connection from {peer} closed with an error: {e}"));
-                    0
-                }
-            },
+            read = input.read_buf(&mut buf) => bytes_read(read, peer),
         };
         let eof = n == 0;
         if n == read_size && read_size < MAX_READ {
@@ -314,6 +306,19 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
     }
     if let Some(last) = queued {
         let _ = last.await;
+    }
+}
+
+/// What a read of `peer`'s connection brought: 0 at its end, or when it failed (said).
+fn bytes_read(read: std::io::Result<usize>, peer: &str) -> usize {
+    match read {
+        Ok(n) => n,
+        // A TLS peer that closes without close_notify has still closed.
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => 0,
+        Err(e) => {
+            log::info(format!("connection from {peer} closed with an error: {e}"));
+            0
+        }
     }
 }
 

@@ -12,7 +12,7 @@
 //!
 //! When sluice stops, the reader sends `serverclose` once what it read is acknowledged.
 
-use super::{Context, Read, ReaderSpec, Routed, STOP_GRACE};
+use super::{bytes_read, Context, Read, ReaderSpec, Routed, STOP_GRACE};
 use crate::internal as log;
 use crate::window::Window;
 use bytes::BytesMut;
@@ -74,14 +74,7 @@ async fn read<R: AsyncRead + Unpin>(
                 let _ = replies.send(Reply::Close(None));
                 return;
             }
-            read = input.read_buf(&mut buf) => match read {
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => 0,
-                Err(e) => {
-                    log::info(format!("RELP connection from {peer} closed with an error: {e}"));
-                    0
-                }
-            },
+            read = input.read_buf(&mut buf) => bytes_read(read, peer),
         };
         let eof = n == 0;
         let mut frames = Vec::new();
