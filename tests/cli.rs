@@ -71,8 +71,8 @@ fn later_features_are_refused_by_name() {
             "the kafka() destination is not supported yet",
         ),
         (
-            "source s { network(transport(tls)); };",
-            "transport(tls) is not supported yet",
+            "source s { network(transport(auto)); };",
+            "transport(auto) is not supported yet",
         ),
         (
             "source s { file(\"/var/log/x\"); };",
