@@ -120,6 +120,7 @@ fn main() {
             host_from: Arc::from(&b"127.0.0.1"[..]),
             local: false,
             pairs: Vec::new(),
+            endpoints: Default::default(),
         });
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()

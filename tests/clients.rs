@@ -275,7 +275,8 @@ fn proxied_tcp_takes_the_announced_client() {
             r#"options {{ use-dns(no); }};
             source s {{ network(ip(127.0.0.1) port({port}) transport("proxied-tcp")); }};
             destination d {{ file("@OUT@/all.log" template("$SOURCEIP|$HOST_FROM|$MSG\n")); }};
-            log {{ source(s); destination(d); }};"#
+            destination e {{ file("@OUT@/endpoints.log" template("$SOURCEIP $SOURCEPORT $PEERIP $DESTIP $DESTPORT $PROTO\n")); }};
+            log {{ source(s); destination(d); destination(e); }};"#
         ),
     );
     s.wait_tcp(port);
@@ -318,8 +319,18 @@ fn proxied_tcp_takes_the_announced_client() {
     v2.extend_from_slice(b"<13>Jan  5 13:56:09 h p: over version 2\n");
     common::send_raw_tcp(port, &v2);
     common::send_raw_tcp(port, b"<13>Jan  5 13:56:09 h p: no header\n");
-    assert_eq!(wait_lines(&s.out, 4, Duration::from_secs(10)), 4);
+    assert_eq!(wait_lines(&s.out, 8, Duration::from_secs(10)), 8);
     let out = s.settle_and_stop();
+    // The announced client and destination; the proxy (here loggen itself) is $PEERIP.
+    let endpoints = out.lines("endpoints.log");
+    assert_eq!(
+        endpoints[0], "203.0.113.7 3333 127.0.0.1 192.168.1.2 4444 6",
+        "{endpoints:?}"
+    );
+    assert!(
+        endpoints.contains(&"2001:db8::7 3333 127.0.0.1 2001:db8::1 514 6".to_string()),
+        "{endpoints:?}"
+    );
     let lines = out.lines("all.log");
     assert_eq!(
         lines

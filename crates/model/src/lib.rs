@@ -27,7 +27,7 @@ pub mod values;
 
 pub use filter::Filter;
 pub use ingest::Ingest;
-pub use message::{LogMessage, Origin, Tags};
+pub use message::{Endpoints, LogMessage, Origin, Tags};
 pub use path::{DestId, LogPath, Router, SourceId};
 pub use template::Template;
 pub use time::{Today, UnixTime, Zone};
@@ -66,6 +66,7 @@ pub mod testing {
             host_from: Arc::from(&b"10.1.2.3"[..]),
             local: false,
             pairs: Vec::new(),
+            endpoints: Default::default(),
         })
     }
 

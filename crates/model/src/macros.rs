@@ -101,6 +101,12 @@ pub enum Macro {
     /// The destination's sequence number of local messages, or `meta.sequenceId`.
     SeqNum,
     SourceIp,
+    SourcePort,
+    DestIp,
+    DestPort,
+    PeerIp,
+    PeerPort,
+    Proto,
     Source,
     LogHost,
     RawMsg,
@@ -133,6 +139,12 @@ const PLAIN: &[(&str, Macro)] = &[
     ("SDATA", Macro::Sdata),
     ("SEQNUM", Macro::SeqNum),
     ("SOURCEIP", Macro::SourceIp),
+    ("SOURCEPORT", Macro::SourcePort),
+    ("DESTIP", Macro::DestIp),
+    ("DESTPORT", Macro::DestPort),
+    ("PEERIP", Macro::PeerIp),
+    ("PEERPORT", Macro::PeerPort),
+    ("PROTO", Macro::Proto),
     ("SOURCE", Macro::Source),
     ("LOGHOST", Macro::LogHost),
     ("RAWMSG", Macro::RawMsg),
@@ -153,9 +165,6 @@ pub const NOT_YET: &[&str] = &[
     "RUNID",
     "HOSTID",
     "UNIQID",
-    "DESTIP",
-    "DESTPORT",
-    "PROTO",
     "SYSUPTIME",
 ];
 
@@ -223,6 +232,16 @@ pub fn append(out: &mut Vec<u8>, bytes: &[u8], escape: bool) {
             }
             out.push(b);
         }
+    }
+}
+
+/// An address's IP, or `127.0.0.1` for none (local sources), as syslog-ng writes it.
+fn ip(out: &mut Vec<u8>, addr: Option<std::net::SocketAddr>) {
+    match addr {
+        Some(addr) => {
+            let _ = write!(out, "{}", addr.ip());
+        }
+        None => out.extend_from_slice(b"127.0.0.1"),
     }
 }
 
@@ -309,12 +328,21 @@ impl Macro {
                     append_num(out, seq);
                 }
             }
-            Macro::SourceIp => match msg.origin.peer {
-                Some(addr) => {
-                    let _ = write!(out, "{}", addr.ip());
-                }
-                None => out.extend_from_slice(b"127.0.0.1"),
-            },
+            Macro::SourceIp => ip(out, msg.origin.peer),
+            Macro::SourcePort => append_num(out, msg.origin.peer.map_or(0, |a| a.port())),
+            Macro::DestIp => ip(out, msg.origin.endpoints.dest),
+            Macro::DestPort => append_num(out, msg.origin.endpoints.dest.map_or(0, |a| a.port())),
+            // The proxy that announced `$SOURCEIP`, else the sender itself.
+            Macro::PeerIp => ip(out, msg.origin.endpoints.proxy.or(msg.origin.peer)),
+            Macro::PeerPort => append_num(
+                out,
+                msg.origin
+                    .endpoints
+                    .proxy
+                    .or(msg.origin.peer)
+                    .map_or(0, |a| a.port()),
+            ),
+            Macro::Proto => append_num(out, msg.origin.endpoints.proto),
             Macro::Source => append(out, msg.origin.source_name.as_bytes(), escape),
             Macro::LogHost => append(out, local_hostname(false), escape),
             Macro::RawMsg => {

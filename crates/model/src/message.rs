@@ -28,6 +28,19 @@ pub struct Origin {
     /// Name-value pairs every message of the connection starts with: what a TLS peer's
     /// certificate says (`.tls.x509_cn`, …). Usually empty.
     pub pairs: Vec<(crate::values::NameId, Text)>,
+    pub endpoints: Endpoints,
+}
+
+/// Where a connection's messages arrived, and through whom.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Endpoints {
+    /// The address they were sent to (`$DESTIP`, `$DESTPORT`); with a PROXY header, the one it
+    /// announces.
+    pub dest: Option<SocketAddr>,
+    /// The proxy that announced `peer` in a PROXY header (`$PEERIP`, `$PEERPORT`).
+    pub proxy: Option<SocketAddr>,
+    /// The IP protocol: 6 (TCP), 17 (UDP), 0 for local sources (`$PROTO`).
+    pub proto: u8,
 }
 
 /// The tags of one message: ids below 64 in a bit set, others in a list that is usually empty.

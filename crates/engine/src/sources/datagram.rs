@@ -168,6 +168,16 @@ impl DatagramSource {
             host_from,
             local: peer.is_none(),
             pairs: Vec::new(),
+            // The address the socket is bound to (`0.0.0.0` when bound to all of them: the
+            // address each datagram was sent to is not asked for yet).
+            endpoints: match &self.bind {
+                Bind::Udp(addr) => sluice_model::Endpoints {
+                    dest: Some(*addr),
+                    proxy: None,
+                    proto: 17,
+                },
+                Bind::Unix(_) => sluice_model::Endpoints::default(),
+            },
         })
     }
 }

@@ -32,6 +32,7 @@ impl InternalSource {
             host_from: host.clone(),
             local: true,
             pairs: Vec::new(),
+            endpoints: Default::default(),
         }));
         let pid: Arc<[u8]> = Arc::from(std::process::id().to_string().as_bytes());
         let window = Window::new(self.window);

@@ -26,6 +26,7 @@ impl StdinSource {
             host_from: dns::local_name(self.names.use_fqdn),
             local: true,
             pairs: Vec::new(),
+            endpoints: Default::default(),
         });
         let window = Window::new(self.reader.window);
         read_stream(

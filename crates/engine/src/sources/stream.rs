@@ -8,7 +8,7 @@ use crate::dns::{self, NameOptions};
 use crate::internal as log;
 use crate::window::Window;
 use sluice_model::values::{name_id, NameId};
-use sluice_model::Origin;
+use sluice_model::{Endpoints, Origin};
 use sluice_protocol::proxy::{self, ProxyHeader};
 use sluice_protocol::Text;
 use std::net::SocketAddr;
@@ -200,18 +200,26 @@ impl StreamSource {
 
     async fn connection(&self, stream: Stream, peer: Option<SocketAddr>, ctx: &Context) {
         let mut s = match stream {
-            Stream::Unix(s) => return self.read(s, peer, Vec::new(), ctx).await,
+            Stream::Unix(s) => {
+                let local = Endpoints::default();
+                return self.read(s, peer, local, Vec::new(), ctx).await;
+            }
             Stream::Tcp(s) => s,
         };
         if self.keep_alive {
             let _ = socket2::SockRef::from(&s).set_keepalive(true);
         }
         let mut peer = peer;
+        let mut endpoints = Endpoints {
+            dest: s.local_addr().ok(),
+            proxy: None,
+            proto: 6,
+        };
         let mut leftover = Vec::new();
         if self.proxied == Proxied::First {
             match read_proxy_header(&mut s).await {
                 Ok((header, rest)) => {
-                    peer = header.source.or(peer);
+                    announce(&header, &mut peer, &mut endpoints);
                     leftover = rest;
                 }
                 Err(e) => return self.refuse(ctx, peer, &e, false),
@@ -219,9 +227,8 @@ impl StreamSource {
         }
         let Some(config) = &self.tls else {
             // What came after the PROXY header in its read is read first.
-            return self
-                .read(Prefixed::new(leftover, s), peer, Vec::new(), ctx)
-                .await;
+            let s = Prefixed::new(leftover, s);
+            return self.read(s, peer, endpoints, Vec::new(), ctx).await;
         };
         let acceptor = tokio_rustls::TlsAcceptor::from(config.clone());
         let handshake = acceptor.accept(Prefixed::new(leftover, s));
@@ -249,14 +256,14 @@ impl StreamSource {
         if self.proxied == Proxied::InsideTls {
             match read_proxy_header(&mut tls).await {
                 Ok((header, rest)) => {
-                    peer = header.source.or(peer);
+                    announce(&header, &mut peer, &mut endpoints);
                     leftover = rest;
                 }
                 Err(e) => return self.refuse(ctx, peer, &e, false),
             }
         }
-        self.read(Prefixed::new(leftover, Filling(tls)), peer, pairs, ctx)
-            .await
+        let s = Prefixed::new(leftover, Filling(tls));
+        self.read(s, peer, endpoints, pairs, ctx).await
     }
 
     /// Closes a connection that failed its PROXY header or TLS handshake: said once, with
@@ -296,6 +303,7 @@ impl StreamSource {
         &self,
         input: S,
         peer: Option<SocketAddr>,
+        endpoints: Endpoints,
         pairs: Vec<(NameId, Text)>,
         ctx: &Context,
     ) {
@@ -307,6 +315,7 @@ impl StreamSource {
             host_from,
             local: peer.is_none(),
             pairs,
+            endpoints,
         });
         let label = peer.map_or_else(|| format!("{:?}", self.listen), |p| p.to_string());
         log::emit(
@@ -323,6 +332,18 @@ impl StreamSource {
             read_stream(input, origin, &self.reader, &window, ctx, &label).await;
         }
         log::emit(log::DEBUG, format!("connection from {label} closed"));
+    }
+}
+
+/// Takes what a PROXY header announces: its client becomes the peer (`$SOURCEIP`), the proxy
+/// that sent it `$PEERIP`, its destination `$DESTIP`.
+fn announce(header: &ProxyHeader, peer: &mut Option<SocketAddr>, endpoints: &mut Endpoints) {
+    if let Some(source) = header.source {
+        endpoints.proxy = *peer;
+        *peer = Some(source);
+    }
+    if let Some(dest) = header.destination {
+        endpoints.dest = Some(dest);
     }
 }
 
