@@ -242,7 +242,7 @@ fn header_macros() {
         "header_macros",
         &format!(
             r#"options {{ keep-hostname(yes); }}; {NET}
-            destination d {{ file("@OUT@/m.log" template("$PRI $FACILITY $FACILITY_NUM $LEVEL $LEVEL_NUM $PRIORITY $SEVERITY $TAG $BSDTAG|$HOST|$HOST_FROM|$FULLHOST|$PROGRAM|$PID|$MSGHDR|$LEGACY_MSGHDR|$MSG|$MESSAGE|$SOURCEIP|$SDATA|$MSGID|$LOGHOST|$SEQNUM\n")); }};
+            destination d {{ file("@OUT@/m.log" template("$PRI $FACILITY $FACILITY_NUM $LEVEL $LEVEL_NUM $PRIORITY $SEVERITY $TAG $BSDTAG|$HOST|$HOST_FROM|$FULLHOST|$PROGRAM|$PID|$MSGHDR|$LEGACY_MSGHDR|$MSG|$MESSAGE|$SOURCEIP|$SDATA|$MSGID|$LOGHOST|$SEQNUM|$DESTIP|$PROTO\n")); }};
             log {{ source(s); destination(d); }};"#
         ),
     );
