@@ -227,7 +227,7 @@ fn trusted_dn_and_trusted_keys_narrow_the_trusted_clients() {
             "syslog",
             &pki.tls("server", &constraint),
             "all.log",
-            "$MSG\\n",
+            "${.tls.x509_fp}|$MSG\\n",
         );
         let port_in = free_port();
         let _r = relay(
@@ -250,6 +250,19 @@ fn trusted_dn_and_trusted_keys_narrow_the_trusted_clients() {
             "{constraint}: {}",
             server.stderr()
         );
+        // The fingerprint trusted-keys() matched, as syslog-ng sets it.
+        if accepted {
+            let text = std::fs::read_to_string(server.out.join("all.log")).unwrap();
+            let fp = if constraint.starts_with("trusted-keys") {
+                pki.fingerprint("client")
+            } else {
+                String::new()
+            };
+            assert!(
+                text.lines().all(|l| l.starts_with(&format!("{fp}|"))),
+                "{constraint}: {text}"
+            );
+        }
         if !accepted {
             assert!(
                 server.stderr().contains("TLS handshake failed"),

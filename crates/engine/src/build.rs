@@ -799,6 +799,7 @@ impl Builder<'_> {
                         tls: None,
                         tls_failures: Arc::default(),
                         relp: false,
+                        tls_fingerprints: false,
                     };
                     self.streams.push((id, Arc::new(s)));
                 } else {
@@ -930,6 +931,10 @@ impl Builder<'_> {
                         tls,
                         tls_failures: counter("tls_handshake_failures"),
                         relp: key == "relp",
+                        tls_fingerprints: net
+                            .tls
+                            .as_ref()
+                            .is_some_and(|t| !t.trusted_keys.is_empty()),
                     };
                     self.streams.push((id, Arc::new(s)));
                 }

@@ -53,6 +53,8 @@ pub struct StreamSource {
     pub tls_failures: Arc<std::sync::atomic::AtomicU64>,
     /// `relp()`: connections speak RELP ([`super::relp`]).
     pub relp: bool,
+    /// `tls(trusted-keys())` chose the peers: their fingerprint is `.tls.x509_fp`.
+    pub tls_fingerprints: bool,
 }
 
 /// Where a connection's PROXY protocol header is.
@@ -250,7 +252,7 @@ impl StreamSource {
             .1
             .peer_certificates()
             .and_then(|chain| chain.first())
-            .map(peer_pairs)
+            .map(|cert| peer_pairs(cert, self.tls_fingerprints))
             .unwrap_or_default();
         let mut leftover = Vec::new();
         if self.proxied == Proxied::InsideTls {
@@ -352,16 +354,25 @@ const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30
 
 /// What every message of a TLS connection carries of its peer's certificate, as syslog-ng
 /// names it.
-fn peer_pairs(cert: &rustls::pki_types::CertificateDer<'_>) -> Vec<(NameId, Text)> {
+/// `.tls.x509_fp` too when `trusted-keys()` chose the peer (its fingerprint is one of them).
+fn peer_pairs(
+    cert: &rustls::pki_types::CertificateDer<'_>,
+    fingerprint: bool,
+) -> Vec<(NameId, Text)> {
     let Some(info) = crate::tls::PeerInfo::of(cert) else {
         return Vec::new();
     };
     let shared = |s: &str| Text::Shared(Arc::from(s.as_bytes()));
-    vec![
+    let mut pairs = vec![
         (name_id(".tls.x509_cn"), shared(&info.cn)),
         (name_id(".tls.x509_o"), shared(&info.o)),
         (name_id(".tls.x509_ou"), shared(&info.ou)),
-    ]
+    ];
+    if fingerprint {
+        let fp = crate::tls::fingerprint(cert);
+        pairs.push((name_id(".tls.x509_fp"), shared(&fp)));
+    }
+    pairs
 }
 
 /// Reads a connection's PROXY protocol header; returns it and the bytes read after it. The
