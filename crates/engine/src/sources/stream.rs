@@ -233,7 +233,10 @@ impl StreamSource {
             return self.read(s, peer, endpoints, Vec::new(), ctx).await;
         };
         let acceptor = tokio_rustls::TlsAcceptor::from(config.clone());
-        let handshake = acceptor.accept(Prefixed::new(leftover, s));
+        // rustls reads the socket 4 KiB at a time: from a buffer, that is a copy instead of a
+        // system call.
+        let buffered = tokio::io::BufReader::with_capacity(TLS_READ, Prefixed::new(leftover, s));
+        let handshake = acceptor.accept(buffered);
         let mut tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
             Ok(Ok(tls)) => tls,
             // Closed before or during the handshake: a port probe (a load balancer's health
@@ -348,6 +351,9 @@ fn announce(header: &ProxyHeader, peer: &mut Option<SocketAddr>, endpoints: &mut
         endpoints.dest = Some(dest);
     }
 }
+
+/// What a TLS connection reads from its socket at once.
+const TLS_READ: usize = 128 << 10;
 
 /// How long a TLS client may take to finish its handshake.
 const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
