@@ -261,22 +261,10 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
         };
         if !frames.is_empty() {
             let big = consumed >= PARALLEL_READ;
-            let dispatcher = ctx.dispatcher.get();
-            let Some(origin) = routed.origin(&dispatcher).cloned() else {
-                log::warning(format!(
-                    "closing connection from {peer}: its source is gone from the configuration"
-                ));
+            let chunk = buf.split_to(consumed).freeze();
+            let frames = std::mem::take(&mut frames);
+            let Some(read) = Read::new(chunk, frames, &mut routed, spec, ctx, peer) else {
                 break;
-            };
-            let read = Read {
-                chunk: buf.split_to(consumed).freeze(),
-                frames: std::mem::take(&mut frames),
-                recvd: UnixTime::now(&spec.ingest.local_zone),
-                origin,
-                ingest: spec.ingest.clone(),
-                counted: spec.counted.clone(),
-                dispatcher,
-                counters: ctx.counters.clone(),
             };
             let Some(ack) = ctx.credits(window, read.frames.len() as u32, peer).await else {
                 break;
@@ -340,6 +328,35 @@ thread_local! {
 }
 
 impl Read {
+    /// A read of `chunk` cut into `frames`, to dispatch with the configuration now in force;
+    /// `None` (said) when that configuration no longer has the reader's source.
+    fn new(
+        chunk: Bytes,
+        frames: Vec<Frame>,
+        routed: &mut Routed,
+        spec: &ReaderSpec,
+        ctx: &Context,
+        peer: &str,
+    ) -> Option<Read> {
+        let dispatcher = ctx.dispatcher.get();
+        let Some(origin) = routed.origin(&dispatcher).cloned() else {
+            log::warning(format!(
+                "closing connection from {peer}: its source is gone from the configuration"
+            ));
+            return None;
+        };
+        Some(Read {
+            chunk,
+            frames,
+            recvd: UnixTime::now(&spec.ingest.local_zone),
+            origin,
+            ingest: spec.ingest.clone(),
+            counted: spec.counted.clone(),
+            dispatcher,
+            counters: ctx.counters.clone(),
+        })
+    }
+
     /// Parses, routes and formats the read on a task of its own; queues the result once the
     /// read before it (`after`) is queued; then says so on `done`.
     async fn dispatch(

@@ -16,7 +16,7 @@ use super::{bytes_read, Context, Read, ReaderSpec, Routed, STOP_GRACE};
 use crate::internal as log;
 use crate::window::Window;
 use bytes::BytesMut;
-use sluice_model::{Origin, UnixTime};
+use sluice_model::Origin;
 use sluice_protocol::framing::Frame;
 use sluice_protocol::relp::{self, Command};
 use std::sync::atomic::Ordering;
@@ -133,22 +133,9 @@ async fn read<R: AsyncRead + Unpin>(
             at += used;
         }
         if !frames.is_empty() {
-            let dispatcher = ctx.dispatcher.get();
-            let Some(origin) = routed.origin(&dispatcher).cloned() else {
-                log::warning(format!(
-                    "closing RELP connection from {peer}: its source is gone from the configuration"
-                ));
+            let chunk = buf.split_to(at).freeze();
+            let Some(read) = Read::new(chunk, frames, &mut routed, spec, ctx, peer) else {
                 return;
-            };
-            let read = Read {
-                chunk: buf.split_to(at).freeze(),
-                frames,
-                recvd: UnixTime::now(&spec.ingest.local_zone),
-                origin,
-                ingest: spec.ingest.clone(),
-                counted: spec.counted.clone(),
-                dispatcher,
-                counters: ctx.counters.clone(),
             };
             let (delivered, on_delivery) = oneshot::channel();
             let n = read.frames.len() as u32;
