@@ -486,3 +486,38 @@ fn tls_configuration_errors_are_clear() {
         assert!(text.contains(expected), "{config}: {text}");
     }
 }
+
+/// `pkcs12-file()` gives a side its key, its certificate and the CA to trust, in one file:
+/// a relay and a server both configured that way authenticate each other.
+#[test]
+fn pkcs12_files_hold_key_certificate_and_ca() {
+    let pki = Pki::new();
+    let port = free_port();
+    let server = tls_receiver(
+        port,
+        "syslog",
+        &format!(
+            r#"tls(pkcs12-file("{}") peer-verify(required-trusted))"#,
+            pki.pkcs12("server").display()
+        ),
+        "${.tls.x509_cn}.log",
+        "$MSG\\n",
+    );
+    let port_in = free_port();
+    let r = relay(
+        port_in,
+        &format!(
+            r#"syslog("localhost" port({port}) transport(tls) tls(pkcs12-file("{}")))"#,
+            pki.pkcs12("client").display()
+        ),
+    );
+    assert!(loggen_wait(loggen_start(port_in, 1, 1_000, 0)).ok);
+    assert_eq!(
+        wait_lines(&server.out, 1_000, Duration::from_secs(30)),
+        1_000,
+        "{}\n{}",
+        server.stderr(),
+        r.stderr()
+    );
+    assert!(server.out.join("client1.log").exists());
+}

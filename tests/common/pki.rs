@@ -82,6 +82,30 @@ impl Pki {
         format!("SHA1:{hex}")
     }
 
+    /// `name`'s key, certificate and the CA certificate in a PKCS#12 file without a password,
+    /// as syslog-ng's `pkcs12-file()` reads it.
+    pub fn pkcs12(&self, name: &str) -> PathBuf {
+        let out = format!("{name}.p12");
+        openssl(
+            self.dir.path(),
+            &[
+                "pkcs12",
+                "-export",
+                "-in",
+                &format!("{name}.pem"),
+                "-inkey",
+                &format!("{name}.key"),
+                "-certfile",
+                "ca.pem",
+                "-out",
+                &out,
+                "-passout",
+                "pass:",
+            ],
+        );
+        self.dir.path().join(out)
+    }
+
     /// A `tls()` block with this CA, and `name`'s certificate and key.
     pub fn tls(&self, name: &str, extra: &str) -> String {
         let id = self.identity(name);

@@ -61,6 +61,9 @@ pub struct TlsOptions {
     pub ca_file: Option<PathBuf>,
     pub ca_dir: Option<PathBuf>,
     pub crl_dir: Option<PathBuf>,
+    /// `pkcs12-file()`: the key, its certificate and the CA certificates in one PKCS#12 file
+    /// (without a password, as syslog-ng reads it).
+    pub pkcs12_file: Option<PathBuf>,
     pub peer_verify: PeerVerify,
     /// `trusted-dn()`: patterns (`*` and `?`) of the subjects accepted, as syslog-ng formats
     /// them: `CN=host, O=Example, C=HU`.
@@ -105,7 +108,6 @@ const TLS_OPTIONS: &[&str] = &[
     "ocsp_stapling_verify",
 ];
 const TLS_NOT_YET: &[&str] = &[
-    "pkcs12_file",
     "keylog_file",
     "dhparam_file",
     "ocsp_stapling_verify",
@@ -122,6 +124,7 @@ impl TlsOptions {
             ca_file: None,
             ca_dir: None,
             crl_dir: None,
+            pkcs12_file: None,
             peer_verify: PeerVerify::RequiredTrusted,
             trusted_dn: Vec::new(),
             trusted_keys: Vec::new(),
@@ -154,6 +157,7 @@ impl TlsOptions {
                 "ca_file" => o.ca_file = Some(opt.string()?.into()),
                 "ca_dir" => o.ca_dir = Some(opt.string()?.into()),
                 "crl_dir" => o.crl_dir = Some(opt.string()?.into()),
+                "pkcs12_file" => o.pkcs12_file = Some(opt.string()?.into()),
                 "peer_verify" => {
                     let v = opt.value()?;
                     o.peer_verify = match crate_normalize(&v.text).as_str() {
@@ -295,6 +299,9 @@ impl TlsOptions {
     fn identity(
         &self,
     ) -> Result<Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>, ConfigError> {
+        if let Some((chain, key)) = self.pkcs12()? {
+            return Ok(Some((chain, key)));
+        }
         let (cert, key) = match (&self.cert_file, &self.key_file) {
             (None, None) => return Ok(None),
             (Some(_), None) => return Err(self.error("cert-file() needs key-file()")),
@@ -317,9 +324,44 @@ impl TlsOptions {
         Ok(Some((chain, key)))
     }
 
-    /// The CA certificates of `ca-file()` and `ca-dir()`.
+    /// The key and the certificates of `pkcs12-file()`: the chain, its own certificate first.
+    #[allow(clippy::type_complexity)]
+    fn pkcs12(
+        &self,
+    ) -> Result<Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>, ConfigError> {
+        let Some(path) = &self.pkcs12_file else {
+            return Ok(None);
+        };
+        let data = std::fs::read(path)
+            .map_err(|e| self.error(format!("pkcs12-file({}): {e}", path.display())))?;
+        let store = p12_keystore::KeyStore::from_pkcs12(
+            &data,
+            "",
+            p12_keystore::Pkcs12ImportPolicy::default(),
+        )
+        .map_err(|e| self.error(format!("pkcs12-file({}): {e}", path.display())))?;
+        let (_, chain) = store.private_key_chain().ok_or_else(|| {
+            self.error(format!(
+                "pkcs12-file({}) holds no private key with its certificate",
+                path.display()
+            ))
+        })?;
+        let certs = chain
+            .certs()
+            .iter()
+            .map(|c| CertificateDer::from(c.as_der().to_vec()))
+            .collect();
+        let key = PrivateKeyDer::Pkcs8(chain.key().as_der().to_vec().into());
+        Ok(Some((certs, key)))
+    }
+
+    /// The CA certificates of `ca-file()`, `ca-dir()` and `pkcs12-file()` (all of its chain but
+    /// its own certificate).
     fn roots(&self) -> Result<RootCertStore, ConfigError> {
         let mut roots = RootCertStore::empty();
+        if let Some((chain, _)) = self.pkcs12()? {
+            roots.add_parsable_certificates(chain.into_iter().skip(1));
+        }
         let mut files: Vec<PathBuf> = self.ca_file.iter().cloned().collect();
         if let Some(dir) = &self.ca_dir {
             files.extend(dir_files(dir).map_err(|e| self.error(e))?);
@@ -420,7 +462,7 @@ impl TlsOptions {
         let mode = self.peer_verify;
         let trusted = if mode.trusted() {
             let mut roots = self.roots()?;
-            if self.ca_file.is_none() && self.ca_dir.is_none() {
+            if self.ca_file.is_none() && self.ca_dir.is_none() && self.pkcs12_file.is_none() {
                 // As OpenSSL does without ca-file(): the system's CAs.
                 if let Ok(certs) = certificates(Path::new(SYSTEM_CAS)) {
                     roots.add_parsable_certificates(certs);
