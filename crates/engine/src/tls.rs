@@ -296,11 +296,9 @@ impl TlsOptions {
     }
 
     /// The certificate chain and key this side presents, if `cert-file()` is given.
-    fn identity(
-        &self,
-    ) -> Result<Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>, ConfigError> {
-        if let Some((chain, key)) = self.pkcs12()? {
-            return Ok(Some((chain, key)));
+    fn identity(&self) -> Result<Option<Identity>, ConfigError> {
+        if let Some(identity) = self.pkcs12()? {
+            return Ok(Some(identity));
         }
         let (cert, key) = match (&self.cert_file, &self.key_file) {
             (None, None) => return Ok(None),
@@ -325,10 +323,7 @@ impl TlsOptions {
     }
 
     /// The key and the certificates of `pkcs12-file()`: the chain, its own certificate first.
-    #[allow(clippy::type_complexity)]
-    fn pkcs12(
-        &self,
-    ) -> Result<Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>, ConfigError> {
+    fn pkcs12(&self) -> Result<Option<Identity>, ConfigError> {
         let Some(path) = &self.pkcs12_file else {
             return Ok(None);
         };
@@ -355,12 +350,12 @@ impl TlsOptions {
         Ok(Some((certs, key)))
     }
 
-    /// The CA certificates of `ca-file()`, `ca-dir()` and `pkcs12-file()` (all of its chain but
-    /// its own certificate).
-    fn roots(&self) -> Result<RootCertStore, ConfigError> {
+    /// The CA certificates of `ca-file()`, `ca-dir()` and `pkcs12-file()` (all of the
+    /// `identity` read from it but its own certificate).
+    fn roots(&self, identity: Option<&Identity>) -> Result<RootCertStore, ConfigError> {
         let mut roots = RootCertStore::empty();
-        if let Some((chain, _)) = self.pkcs12()? {
-            roots.add_parsable_certificates(chain.into_iter().skip(1));
+        if let (Some(_), Some((chain, _))) = (&self.pkcs12_file, identity) {
+            roots.add_parsable_certificates(chain.iter().skip(1).cloned());
         }
         let mut files: Vec<PathBuf> = self.ca_file.iter().cloned().collect();
         if let Some(dir) = &self.ca_dir {
@@ -408,12 +403,12 @@ impl TlsOptions {
     /// The configuration of a listening source.
     pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, ConfigError> {
         let provider = self.provider()?;
-        let (chain, key) = self
+        let identity = self
             .identity()?
             .ok_or_else(|| self.error("a TLS source needs key-file() and cert-file()"))?;
         let mode = self.peer_verify;
         let trusted = if mode.trusted() {
-            let roots = self.roots()?;
+            let roots = self.roots(Some(&identity))?;
             if roots.is_empty() {
                 return Err(self.error(
                     "peer-verify(required-trusted) and peer-verify(optional-trusted) check clients against ca-file() or ca-dir(): give one, or say peer-verify(optional-untrusted)",
@@ -445,7 +440,7 @@ impl TlsOptions {
             .with_protocol_versions(&self.versions())
             .map_err(|e| self.error(e.to_string()))?
             .with_client_cert_verifier(verifier)
-            .with_single_cert(chain, key)
+            .with_single_cert(identity.0, identity.1)
             .map_err(|e| self.error(format!("cert-file() and key-file() do not match: {e}")))?;
         // No TLS 1.3 session tickets: syslog clients do not resume sessions, and a ticket a
         // client never reads makes its close a reset, which can discard the end of what it
@@ -459,9 +454,10 @@ impl TlsOptions {
     /// The configuration of a forwarding destination.
     pub fn client_config(&self) -> Result<Arc<rustls::ClientConfig>, ConfigError> {
         let provider = self.provider()?;
+        let identity = self.identity()?;
         let mode = self.peer_verify;
         let trusted = if mode.trusted() {
-            let mut roots = self.roots()?;
+            let mut roots = self.roots(identity.as_ref())?;
             if self.ca_file.is_none() && self.ca_dir.is_none() && self.pkcs12_file.is_none() {
                 // As OpenSSL does without ca-file(): the system's CAs.
                 if let Ok(certs) = certificates(Path::new(SYSTEM_CAS)) {
@@ -500,7 +496,7 @@ impl TlsOptions {
             .map_err(|e| self.error(e.to_string()))?
             .dangerous()
             .with_custom_certificate_verifier(verifier);
-        let mut config = match self.identity()? {
+        let mut config = match identity {
             Some((chain, key)) => builder
                 .with_client_auth_cert(chain, key)
                 .map_err(|e| self.error(format!("cert-file() and key-file() do not match: {e}")))?,
@@ -533,6 +529,9 @@ pub fn unverified_client() -> Arc<rustls::ClientConfig> {
         .with_no_client_auth();
     Arc::new(config)
 }
+
+/// A certificate chain (this side's own certificate first) and its private key.
+type Identity = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
 
 /// Debian's bundle of the system's CA certificates (package `ca-certificates`).
 const SYSTEM_CAS: &str = "/etc/ssl/certs/ca-certificates.crt";

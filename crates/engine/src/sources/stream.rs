@@ -9,7 +9,7 @@ use crate::internal as log;
 use crate::window::Window;
 use sluice_model::values::{name_id, NameId};
 use sluice_model::{Endpoints, Origin};
-use sluice_protocol::proxy::{self, ProxyHeader};
+use sluice_protocol::proxy;
 use sluice_protocol::Text;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -219,11 +219,8 @@ impl StreamSource {
         };
         let mut leftover = Vec::new();
         if self.proxied == Proxied::First {
-            match read_proxy_header(&mut s).await {
-                Ok((header, rest)) => {
-                    announce(&header, &mut peer, &mut endpoints);
-                    leftover = rest;
-                }
+            match proxy_header(&mut s, &mut peer, &mut endpoints).await {
+                Ok(rest) => leftover = rest,
                 Err(e) => return self.refuse(ctx, peer, &e, false),
             }
         }
@@ -259,11 +256,8 @@ impl StreamSource {
             .unwrap_or_default();
         let mut leftover = Vec::new();
         if self.proxied == Proxied::InsideTls {
-            match read_proxy_header(&mut tls).await {
-                Ok((header, rest)) => {
-                    announce(&header, &mut peer, &mut endpoints);
-                    leftover = rest;
-                }
+            match proxy_header(&mut tls, &mut peer, &mut endpoints).await {
+                Ok(rest) => leftover = rest,
                 Err(e) => return self.refuse(ctx, peer, &e, false),
             }
         }
@@ -340,18 +334,6 @@ impl StreamSource {
     }
 }
 
-/// Takes what a PROXY header announces: its client becomes the peer (`$SOURCEIP`), the proxy
-/// that sent it `$PEERIP`, its destination `$DESTIP`.
-fn announce(header: &ProxyHeader, peer: &mut Option<SocketAddr>, endpoints: &mut Endpoints) {
-    if let Some(source) = header.source {
-        endpoints.proxy = *peer;
-        *peer = Some(source);
-    }
-    if let Some(dest) = header.destination {
-        endpoints.dest = Some(dest);
-    }
-}
-
 /// What a TLS connection reads from its socket at once.
 const TLS_READ: usize = 128 << 10;
 
@@ -381,11 +363,15 @@ fn peer_pairs(
     pairs
 }
 
-/// Reads a connection's PROXY protocol header; returns it and the bytes read after it. The
-/// error is empty when the connection closed before sending a byte.
-async fn read_proxy_header<R: AsyncRead + Unpin>(
+/// Reads a connection's PROXY protocol header and takes what it announces: its client becomes
+/// the peer (`$SOURCEIP`), the proxy that sent it `$PEERIP`, its destination `$DESTIP`.
+/// Returns the bytes read after the header; the error is empty when the connection closed
+/// before sending a byte.
+async fn proxy_header<R: AsyncRead + Unpin>(
     s: &mut R,
-) -> Result<(ProxyHeader, Vec<u8>), String> {
+    peer: &mut Option<SocketAddr>,
+    endpoints: &mut Endpoints,
+) -> Result<Vec<u8>, String> {
     let mut buf = Vec::with_capacity(256);
     loop {
         let mut chunk = [0u8; 512];
@@ -398,7 +384,14 @@ async fn read_proxy_header<R: AsyncRead + Unpin>(
         }
         buf.extend_from_slice(&chunk[..n]);
         if let Some((header, used)) = proxy::parse(&buf).map_err(|e| e.to_string())? {
-            return Ok((header, buf.split_off(used)));
+            if let Some(source) = header.source {
+                endpoints.proxy = *peer;
+                *peer = Some(source);
+            }
+            if let Some(dest) = header.destination {
+                endpoints.dest = Some(dest);
+            }
+            return Ok(buf.split_off(used));
         }
     }
 }
