@@ -659,25 +659,30 @@ pub(super) struct Link {
 }
 
 impl Link {
-    /// Writes all of `data`, through TLS if the link has it; a peer that takes nothing for
-    /// the socket's write timeout is an error (`WouldBlock`/`TimedOut`).
-    pub(super) fn write_all(&mut self, data: &[u8]) -> std::io::Result<()> {
+    /// Writes all of `data`, through TLS if the link has it. A peer that takes nothing holds
+    /// the writer back (backpressure) unless stopping, when it gets [`STOP_GRACE`].
+    pub(super) fn write_all(&mut self, mut data: &[u8], stopping: bool) -> std::io::Result<()> {
         use std::io::Write;
-        match &mut self.tls {
-            None => (&self.sock).write_all(data),
-            Some(tls) => {
-                tls.writer().write_all(data)?;
-                while tls.wants_write() {
-                    match tls.write_tls(&mut &self.sock) {
-                        Ok(0) => return Err(ErrorKind::WriteZero.into()),
-                        Ok(_) => {}
-                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                        Err(e) => return Err(e),
-                    }
+        if let Some(tls) = &mut self.tls {
+            tls.writer().write_all(data)?;
+            return flush_tls(&self.sock, tls, stopping);
+        }
+        let mut stalled_since: Option<Instant> = None;
+        while !data.is_empty() {
+            match (&self.sock).write(data) {
+                Ok(0) => return Err(ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    data = &data[n..];
+                    stalled_since = None;
                 }
-                Ok(())
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    stalled(&mut stalled_since, stopping, STOP_GRACE)?
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
             }
         }
+        Ok(())
     }
 
     /// Reads what arrived, through TLS if the link has it: 0 at the end of the stream,
@@ -726,8 +731,13 @@ impl Drop for Link {
     /// peer drop what it has not read yet.
     fn drop(&mut self) {
         if let Some(mut session) = self.relp.take() {
+            // Best effort, no waiting: the TLS records go out with the close_notify below.
+            use std::io::Write;
             let close = super::relp::close_frame(&mut session);
-            let _ = self.write_all(&close);
+            let _ = match &mut self.tls {
+                Some(tls) => tls.writer().write_all(&close),
+                None => (&self.sock).write(&close).map(drop),
+            };
         }
         if let Some(tls) = &mut self.tls {
             tls.send_close_notify();
@@ -864,19 +874,30 @@ fn write_tls(
                 next.byte = 0;
             }
         }
-        let mut stalled_since: Option<Instant> = None;
-        while tls.wants_write() {
-            match tls.write_tls(&mut &*sock) {
-                Ok(0) => return Err(ErrorKind::WriteZero.into()),
-                Ok(_) => stalled_since = None,
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                    stalled(&mut stalled_since, stopping, STOP_GRACE)?
-                }
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
+        flush_tls(sock, tls, stopping)?;
         *pos = next;
+    }
+    Ok(())
+}
+
+/// Writes out every TLS record rustls holds; a peer that takes nothing stalls the writer as
+/// in [`write_stream`].
+fn flush_tls(
+    sock: &Socket,
+    tls: &mut rustls::ClientConnection,
+    stopping: bool,
+) -> std::io::Result<()> {
+    let mut stalled_since: Option<Instant> = None;
+    while tls.wants_write() {
+        match tls.write_tls(&mut &*sock) {
+            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+            Ok(_) => stalled_since = None,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                stalled(&mut stalled_since, stopping, STOP_GRACE)?
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
     }
     Ok(())
 }

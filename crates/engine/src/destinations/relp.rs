@@ -47,7 +47,7 @@ pub(super) fn open(link: &mut Link, timeout: Duration) -> std::io::Result<Sessio
     );
     let mut out = Vec::new();
     relp::write(&mut out, 1, "open", offers.as_bytes());
-    link.write_all(&out)?;
+    link.write_all(&out, false)?;
     let mut input = Vec::new();
     let deadline = Instant::now() + timeout;
     let (frame, used) = loop {
@@ -154,7 +154,7 @@ pub(super) fn send(
             unacked.push_back((txnr, next));
         }
         if !out.is_empty() {
-            link.write_all(&out)?;
+            link.write_all(&out, stopping)?;
             out.clear();
             continue;
         }
