@@ -190,8 +190,18 @@ impl ParseTags {
         self.0 == 0
     }
 
+    /// The tags in the set, in [`ParseTag::ALL`]'s order. Every message asks, and most have
+    /// none: the walk visits set bits only.
     pub fn iter(self) -> impl Iterator<Item = ParseTag> {
-        ParseTag::ALL.into_iter().filter(move |t| self.contains(*t))
+        let mut bits = self.0;
+        std::iter::from_fn(move || {
+            if bits == 0 {
+                return None;
+            }
+            let at = bits.trailing_zeros();
+            bits &= bits - 1;
+            Some(ParseTag::ALL[at as usize])
+        })
     }
 }
 

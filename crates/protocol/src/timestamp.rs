@@ -23,27 +23,26 @@ pub struct WallClock {
     pub offset: Option<i32>,
 }
 
-const MONTHS: [&[u8; 3]; 12] = [
-    b"jan", b"feb", b"mar", b"apr", b"may", b"jun", b"jul", b"aug", b"sep", b"oct", b"nov", b"dec",
-];
+/// The month abbreviations in lower case, three bytes each.
+const MONTHS: &[u8; 36] = b"janfebmaraprmayjunjulaugsepoctnovdec";
 
-/// 1..=12 for an English month abbreviation, in any case.
+/// 1..=12 for an English month abbreviation, in any case. Setting bit 5 lowers a letter and
+/// turns no other byte into one, so a single comparison per month decides.
 fn month(abbrev: &[u8]) -> Option<u8> {
-    let lower = [
-        abbrev.first()?.to_ascii_lowercase(),
-        abbrev.get(1)?.to_ascii_lowercase(),
-        abbrev.get(2)?.to_ascii_lowercase(),
-    ];
-    MONTHS
-        .iter()
-        .position(|m| **m == lower)
-        .map(|i| i as u8 + 1)
+    let word = |s: &[u8]| u32::from(s[0]) | u32::from(s[1]) << 8 | u32::from(s[2]) << 16;
+    let lower = word(abbrev.get(..3)?) | 0x20_2020;
+    (0..12u8)
+        .find(|&i| word(&MONTHS[3 * i as usize..]) == lower)
+        .map(|i| i + 1)
 }
 
 /// A fixed-width decimal field that may be padded with leading spaces (`" 5"`), as
 /// syslog-ng's `scan_positive_int` reads it. Returns the value and the bytes consumed.
 fn fixed_int(s: &[u8], width: usize) -> Option<u32> {
     let field = s.get(..width)?;
+    if let [a @ b'0'..=b'9', b @ b'0'..=b'9'] = *field {
+        return Some(u32::from(a - b'0') * 10 + u32::from(b - b'0'));
+    }
     let digits = field.iter().position(|&b| b != b' ').unwrap_or(width);
     if digits == width {
         return None;
@@ -227,6 +226,23 @@ mod tests {
 
     fn wc(s: &str) -> (WallClock, usize) {
         scan_rfc3164(s.as_bytes()).unwrap_or_else(|| panic!("no timestamp in {s:?}"))
+    }
+
+    #[test]
+    fn months_are_read_in_any_case_and_nothing_else_passes() {
+        let names = [
+            "Jan", "FEB", "mar", "aPr", "May", "Jun", "jul", "Aug", "Sep", "Oct", "Nov", "DEC",
+        ];
+        for (i, name) in names.iter().enumerate() {
+            assert_eq!(month(name.as_bytes()), Some(i as u8 + 1), "{name}");
+        }
+        assert_eq!(month(b"jaN 5"), Some(1));
+        for bad in ["J@n", "Ja", "jbn", "{an", "J\u{1}n"] {
+            assert_eq!(month(bad.as_bytes()), None, "{bad:?}");
+        }
+        assert_eq!(fixed_int(b" 5", 2), Some(5));
+        assert_eq!(fixed_int(b"07", 2), Some(7));
+        assert_eq!(fixed_int(b"7x", 2), None);
     }
 
     #[test]
