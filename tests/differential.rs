@@ -510,6 +510,38 @@ fn nested_paths_and_junctions() {
     );
 }
 
+/// Paths that look at no message are worked out once per source (`Router::fixed_route`):
+/// nested `final`, top-level `final`, an unreached fallback, and a destination that two paths
+/// reach (each message written twice, in order: routed per message).
+#[test]
+fn routes_without_conditions() {
+    bsd(
+        "fixed_routes",
+        &format!(
+            r#"options {{ keep-hostname(yes); }}; {NET}
+            destination a {{ file("@OUT@/a.log"); }};
+            destination b {{ file("@OUT@/b.log"); }};
+            destination c {{ file("@OUT@/c.log"); }};
+            destination d {{ file("@OUT@/d.log"); }};
+            destination e {{ file("@OUT@/e.log"); }};
+            destination f {{ file("@OUT@/f.log"); }};
+            log {{ source(s); destination(a); log {{ destination(b); flags(final); }}; log {{ destination(c); }}; }};
+            log {{ source(s); destination(d); flags(final); }};
+            log {{ source(s); destination(e); }};
+            log {{ source(s); destination(f); flags(fallback); }};"#
+        ),
+    );
+    bsd(
+        "repeated_destination",
+        &format!(
+            r#"options {{ keep-hostname(yes); }}; {NET}
+            destination twice {{ file("@OUT@/twice.log" template("$PROGRAM $MSG\n")); }};
+            log {{ source(s); destination(twice); }};
+            log {{ source(s); destination(twice); }};"#
+        ),
+    );
+}
+
 #[test]
 fn templates_named_and_escaped() {
     bsd(

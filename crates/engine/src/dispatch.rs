@@ -102,17 +102,29 @@ impl Dispatcher {
                 .count_messages(self.counted.level, msgs);
             scratch.routed.resize_with(n, Vec::new);
             scratch.flow_control.resize(n, false);
-            for i in 0..msgs.len() {
-                let (routed, flow) = (&mut scratch.routed, &mut scratch.flow_control);
-                self.router.route(
-                    msgs,
-                    i,
-                    &mut scratch.filter,
-                    &mut |dest, version, flow_control| {
-                        routed[dest as usize].push(version);
-                        flow[dest as usize] |= flow_control;
-                    },
-                );
+            let source = msgs.first().map(|m| m.origin.source_id);
+            let fixed = source
+                .and_then(|s| self.router.fixed_route(s))
+                .filter(|_| msgs.iter().all(|m| Some(m.origin.source_id) == source));
+            if let Some(route) = fixed {
+                // Every message goes the same way: no need to ask per message.
+                for &(dest, flow_control) in route {
+                    scratch.routed[dest as usize].extend(0..msgs.len() as u32);
+                    scratch.flow_control[dest as usize] |= flow_control;
+                }
+            } else {
+                for i in 0..msgs.len() {
+                    let (routed, flow) = (&mut scratch.routed, &mut scratch.flow_control);
+                    self.router.route(
+                        msgs,
+                        i,
+                        &mut scratch.filter,
+                        &mut |dest, version, flow_control| {
+                            routed[dest as usize].push(version);
+                            flow[dest as usize] |= flow_control;
+                        },
+                    );
+                }
             }
             for (d, dest) in self.destinations.iter().enumerate() {
                 let indices = &mut scratch.routed[d];

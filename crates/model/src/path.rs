@@ -495,6 +495,50 @@ fn run_siblings(
     matched
 }
 
+/// What [`Router::fixed_route`] answers for `source`, worked out once.
+fn fixed_route(paths: &[LogPath], source: SourceId) -> Option<Vec<(DestId, bool)>> {
+    let mut route = Vec::new();
+    fixed_siblings(paths, Some(source), &mut route)?;
+    let mut dests: Vec<DestId> = route.iter().map(|&(d, _)| d).collect();
+    dests.sort_unstable();
+    dests.dedup();
+    // A destination reached twice gets each message twice, interleaved: routed one by one.
+    (dests.len() == route.len()).then_some(route)
+}
+
+/// [`run_siblings`] for paths whose every element is a destination or nested paths of the
+/// same kind (so every path matches every message): appends the destinations reached, in
+/// order. `None` when an element looks at the message.
+fn fixed_siblings(
+    paths: &[LogPath],
+    source: Option<SourceId>,
+    route: &mut Vec<(DestId, bool)>,
+) -> Option<()> {
+    let mut matched = false;
+    for fallback_pass in [false, true] {
+        if fallback_pass && matched {
+            break;
+        }
+        for p in paths {
+            if p.flags.fallback != fallback_pass || !source.is_none_or(|s| p.applies_to(s)) {
+                continue;
+            }
+            for element in &p.elements {
+                match element {
+                    Element::Destination(d, flow_control) => route.push((*d, *flow_control)),
+                    Element::Nested(children) => fixed_siblings(children, None, route)?,
+                    _ => return None,
+                }
+            }
+            matched = true;
+            if p.flags.final_ {
+                return Some(());
+            }
+        }
+    }
+    Some(())
+}
+
 /// The last of `paths` that a message from `source` may run through: the last fallback path
 /// for it, or else the last other one.
 fn last_path(paths: &[LogPath], source: SourceId) -> Option<usize> {
@@ -513,6 +557,8 @@ pub struct Router {
     /// [`last_path`] for every source id the paths name (others reach only catch-all paths
     /// and are looked up per message).
     last_paths: Vec<Option<usize>>,
+    /// [`fixed_route`] for every source id the paths name.
+    fixed_routes: Vec<Option<Vec<(DestId, bool)>>>,
 }
 
 impl Router {
@@ -521,7 +567,22 @@ impl Router {
         let last_paths = named.map_or(Vec::new(), |max| {
             (0..=max).map(|s| last_path(&paths, s)).collect()
         });
-        Router { paths, last_paths }
+        let fixed_routes = named.map_or(Vec::new(), |max| {
+            (0..=max).map(|s| fixed_route(&paths, s)).collect()
+        });
+        Router {
+            paths,
+            last_paths,
+            fixed_routes,
+        }
+    }
+
+    /// The destinations, with their flow-control flags, that every message from `source`
+    /// reaches when nothing on its paths looks at the message (no filter, rewrite, parser,
+    /// junction or `if`) and no destination is reached twice: the caller may then deliver a
+    /// whole batch without routing each message. `None` otherwise.
+    pub fn fixed_route(&self, source: SourceId) -> Option<&[(DestId, bool)]> {
+        self.fixed_routes.get(usize::from(source))?.as_deref()
     }
 
     /// Calls `out` with each destination `msgs[at]` reaches and the version of the message it
@@ -546,5 +607,70 @@ impl Router {
     /// Whether any path from `source` may be reached by its messages.
     pub fn is_used(&self, source: SourceId) -> bool {
         self.paths.iter().any(|p| p.applies_to(source))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path(sources: &[SourceId], flags: PathFlags, elements: Vec<Element>) -> LogPath {
+        LogPath {
+            sources: sources.to_vec(),
+            flags,
+            elements,
+        }
+    }
+
+    fn to(d: DestId) -> Element {
+        Element::Destination(d, false)
+    }
+
+    #[test]
+    fn a_route_without_conditions_is_worked_out_once_per_source() {
+        let final_ = PathFlags {
+            final_: true,
+            ..PathFlags::default()
+        };
+        let fallback = PathFlags {
+            fallback: true,
+            ..PathFlags::default()
+        };
+        let nested = Element::Nested(vec![
+            path(&[], final_.clone(), vec![to(3)]),
+            path(&[], PathFlags::default(), vec![to(4)]),
+        ]);
+        let router = Router::new(vec![
+            path(&[0], PathFlags::default(), vec![to(1), nested]),
+            path(&[0, 1], final_, vec![Element::Destination(2, true)]),
+            path(&[0, 1, 2], PathFlags::default(), vec![to(5)]),
+            path(&[2], fallback, vec![to(6)]),
+        ]);
+        // The nested `final` path stops its siblings; the top-level one stops the rest.
+        assert_eq!(
+            router.fixed_route(0),
+            Some(&[(1, false), (3, false), (2, true)][..])
+        );
+        assert_eq!(router.fixed_route(1), Some(&[(2, true)][..]));
+        // A fallback path runs only when no other path took the message.
+        assert_eq!(router.fixed_route(2), Some(&[(5, false)][..]));
+        assert_eq!(router.fixed_route(7), None);
+    }
+
+    #[test]
+    fn a_route_that_looks_at_the_message_or_repeats_a_destination_is_not_fixed() {
+        let filter = Arc::new(Filter::Severity(0xff));
+        let router = Router::new(vec![
+            path(&[0], PathFlags::default(), vec![to(1)]),
+            path(
+                &[0],
+                PathFlags::default(),
+                vec![Element::Filter(filter, None), to(2)],
+            ),
+            path(&[1], PathFlags::default(), vec![to(1)]),
+            path(&[1], PathFlags::default(), vec![to(1)]),
+        ]);
+        assert_eq!(router.fixed_route(0), None);
+        assert_eq!(router.fixed_route(1), None);
     }
 }
