@@ -454,19 +454,30 @@ pub fn write_stamp(out: &mut Vec<u8>, t: UnixTime, format: TsFormat, frac_digits
     }
 }
 
-/// The year, month (1..=12) and day of a count of days since 1970-01-01 (Howard Hinnant's
-/// `civil_from_days`).
+/// The year, month (1..=12) and day of a count of days since 1970-01-01. Every formatted
+/// stamp passes here: within a 400-year era the date is found with multiplications and
+/// shifts only (Neri and Schneider, "Euclidean affine functions and their application to
+/// calendar algorithms", 2022), on days counted from a 1 March.
 fn date_of_days(days: i64) -> (i32, u8, u8) {
-    let z = days + 719468;
-    let era = z.div_euclid(146097);
-    let doe = z - era * 146097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u8;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u8;
-    let year = (yoe + era * 400 + i64::from(month <= 2)) as i32;
-    (year, month, day)
+    const ERA: i64 = 146_097;
+    // Days from 0000-03-01 to 1970-01-01.
+    let z = days + 719_468;
+    let era = z.div_euclid(ERA);
+    let day_of_era = (z - era * ERA) as u32;
+    // Century of the era, then year of the century and day of that year.
+    let n1 = 4 * day_of_era + 3;
+    let century = n1 / 146_097;
+    let n2 = (n1 % 146_097) | 3;
+    let p2 = 2_939_745 * u64::from(n2);
+    let year_of_century = (p2 >> 32) as u32;
+    let day_of_year = (p2 as u32) / 2_939_745 / 4;
+    // Month (counted from March) and day of the month.
+    let n3 = 2141 * day_of_year + 197_913;
+    let (month, day) = ((n3 >> 16) as u8, ((n3 & 0xffff) / 2141 + 1) as u8);
+    let january_or_february = day_of_year >= 306;
+    let year = era * 400 + i64::from(100 * century + year_of_century);
+    let month = if january_or_february { month - 12 } else { month };
+    ((year + i64::from(january_or_february)) as i32, month, day)
 }
 
 /// `13:56:09` for a second of the day.
@@ -477,8 +488,18 @@ fn clock_text(second_of_day: u32) -> [u8; 8] {
     [h0, h1, b':', m0, m1, b':', s0, s1]
 }
 
+/// `00` to `99`: every stamp writes five or six of them.
 fn two_digits(n: u8) -> [u8; 2] {
-    [b'0' + n / 10 % 10, b'0' + n % 10]
+    const PAIRS: [[u8; 2]; 100] = {
+        let mut pairs = [[0; 2]; 100];
+        let mut i = 0;
+        while i < 100 {
+            pairs[i] = [b'0' + (i / 10) as u8, b'0' + (i % 10) as u8];
+            i += 1;
+        }
+        pairs
+    };
+    PAIRS[usize::from(n % 100)]
 }
 
 fn write_fraction(out: &mut Vec<u8>, micros: u32, digits: u8) {
@@ -508,6 +529,30 @@ pub fn write_offset(out: &mut Vec<u8>, offset: i32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dates_of_days_match_the_proleptic_gregorian_calendar() {
+        // Howard Hinnant's civil_from_days, with divisions, as the reference.
+        fn reference(days: i64) -> (i32, u8, u8) {
+            let z = days + 719_468;
+            let era = z.div_euclid(146_097);
+            let doe = z - era * 146_097;
+            let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+            let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+            let mp = (5 * doy + 2) / 153;
+            let day = (doy - (153 * mp + 2) / 5 + 1) as u8;
+            let month = if mp < 10 { mp + 3 } else { mp - 9 } as u8;
+            ((yoe + era * 400 + i64::from(month <= 2)) as i32, month, day)
+        }
+        for days in -1_000_000..3_000_000 {
+            assert_eq!(date_of_days(days), reference(days), "day {days}");
+        }
+        assert_eq!(date_of_days(0), (1970, 1, 1));
+        assert_eq!(date_of_days(11_016), (2000, 2, 29));
+        assert_eq!(date_of_days(-1), (1969, 12, 31));
+        assert_eq!(two_digits(7), *b"07");
+        assert_eq!(two_digits(59), *b"59");
+    }
 
     fn utc(secs: i64) -> UnixTime {
         UnixTime {
