@@ -432,10 +432,10 @@ pub fn write_stamp(out: &mut Vec<u8>, t: UnixTime, format: TsFormat, frac_digits
             let m = MONTH_ABBREV[month as usize - 1].as_bytes();
             let mut text = [b' '; 15];
             text[..3].copy_from_slice(m);
-            if day >= 10 {
-                text[4] = b'0' + day / 10;
-            }
-            text[5] = b'0' + day % 10;
+            // The day is padded with a space, not a zero.
+            let [tens, ones] = two_digits(day);
+            text[4] = if day >= 10 { tens } else { b' ' };
+            text[5] = ones;
             text[7..].copy_from_slice(&clock);
             out.extend_from_slice(&text);
             write_fraction(out, t.micros, frac_digits);

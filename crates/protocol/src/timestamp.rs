@@ -26,14 +26,35 @@ pub struct WallClock {
 /// The month abbreviations in lower case, three bytes each.
 const MONTHS: &[u8; 36] = b"janfebmaraprmayjunjulaugsepoctnovdec";
 
-/// 1..=12 for an English month abbreviation, in any case. Setting bit 5 lowers a letter and
-/// turns no other byte into one, so a single comparison per month decides.
+/// Three bytes as one number, lowered: setting bit 5 lowers a letter and turns no other byte
+/// into one.
+const fn lowered_word(s: &[u8]) -> u32 {
+    (s[0] as u32 | (s[1] as u32) << 8 | (s[2] as u32) << 16) | 0x20_2020
+}
+
+/// One of 32 slots for a lowered word; this multiplier keeps the twelve months apart.
+const fn month_slot(word: u32) -> usize {
+    (word.wrapping_mul(2059) >> 27) as usize
+}
+
+/// Each month's lowered word and number in its slot; 0 in the others (no lowered word is 0).
+const MONTH_SLOTS: [(u32, u8); 32] = {
+    let mut slots = [(0, 0); 32];
+    let mut i = 0;
+    while i < 12 {
+        let word = lowered_word(MONTHS.split_at(3 * i).1);
+        slots[month_slot(word)] = (word, i as u8 + 1);
+        i += 1;
+    }
+    slots
+};
+
+/// 1..=12 for an English month abbreviation, in any case: one table slot and one comparison,
+/// with no branch that depends on the month (the months of a busy sender's stamps vary).
 fn month(abbrev: &[u8]) -> Option<u8> {
-    let word = |s: &[u8]| u32::from(s[0]) | u32::from(s[1]) << 8 | u32::from(s[2]) << 16;
-    let lower = word(abbrev.get(..3)?) | 0x20_2020;
-    (0..12u8)
-        .find(|&i| word(&MONTHS[3 * i as usize..]) == lower)
-        .map(|i| i + 1)
+    let word = lowered_word(abbrev.get(..3)?);
+    let (known, month) = MONTH_SLOTS[month_slot(word)];
+    (known == word).then_some(month)
 }
 
 /// A fixed-width decimal field that may be padded with leading spaces (`" 5"`), as
