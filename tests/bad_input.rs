@@ -1,10 +1,23 @@
 //! What bad input gets (SPEC §6), end to end: a bad octet-counted frame closes only its own
 //! connection with one error naming the peer; lines longer than `log-msg-size()` are split or
-//! trimmed as configured and the connection stays open; malformed lines are kept whole.
+//! trimmed as configured and the connection stays open; malformed lines are kept whole. Each
+//! is counted where `sluice ctl stats` shows it.
 
 mod common;
 
 use common::{free_port, wait_lines, Running, Server};
+
+/// The value of the counter of `kind` in `sluice ctl stats`, which lists every counter.
+fn counter(s: &Running, kind: &str) -> u64 {
+    let (ok, stats) = common::ctl(s, &["stats"]);
+    assert!(ok, "{stats}");
+    let wanted = format!(";{kind};");
+    let line = stats
+        .lines()
+        .find(|l| l.contains(&wanted))
+        .unwrap_or_else(|| panic!("no {kind} counter in\n{stats}"));
+    line.rsplit(';').next().unwrap().parse().unwrap()
+}
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -52,6 +65,7 @@ fn a_bad_frame_closes_only_its_connection() {
     good.write_all(frame("after").as_bytes()).unwrap();
     drop(good);
     assert_eq!(wait_lines(&s.out, 3, Duration::from_secs(10)), 3);
+    assert_eq!(counter(&s, "framing_errors"), 2);
     s.terminate();
     let text = std::fs::read_to_string(s.out.join("all.log")).unwrap();
     let mut lines: Vec<&str> = text.lines().collect();
@@ -92,6 +106,9 @@ fn long_lines_are_split_or_trimmed_and_the_connection_stays() {
             wait_lines(&s.out, want.len(), Duration::from_secs(10)),
             want.len()
         );
+        // Split: two pieces of ten; trimmed: one, the rest of the line dropped.
+        let oversized = if trim == "no" { 2 } else { 1 };
+        assert_eq!(counter(&s, "oversized_messages"), oversized);
         s.terminate();
         let got = std::fs::read_to_string(s.out.join("all.log")).unwrap();
         assert_eq!(
@@ -149,6 +166,7 @@ fn long_datagrams_are_cut_at_log_msg_size() {
             break;
         }
     }
+    assert!(counter(&s, "oversized_messages") >= 1);
     s.terminate();
     let text = std::fs::read_to_string(s.out.join("all.log")).unwrap();
     assert_eq!(

@@ -219,6 +219,13 @@ fn max_connections_refuses_the_excess() {
     b.write_all(b"<13>Jan  5 13:56:09 host prog: from b\n")
         .unwrap();
     assert_eq!(wait_lines(&server.out, 2, Duration::from_secs(10)), 2);
+    let (ok, stats) = common::ctl(&server, &["stats"]);
+    assert!(
+        ok && stats
+            .lines()
+            .any(|l| l.ends_with(";rejected_connections;1")),
+        "{stats}"
+    );
     server.terminate();
     assert!(
         server.stderr().contains("max-connections(2) reached"),

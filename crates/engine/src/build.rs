@@ -701,15 +701,6 @@ impl Builder<'_> {
                 net.ip.as_ref().map_or("0.0.0.0", |ip| ip.0.as_str())
             ),
         };
-        let counted = SourceCounters {
-            driver: self.stats.counter(
-                &format!("src.{}", key.replace('_', "-")),
-                &format!("{name}#{n}"),
-                &instance,
-                "processed",
-            ),
-            source: self.stats.counter("source", name, "", "processed"),
-        };
         // `src.network;s_net;tcp,127.0.0.1;a;connections`: open connections of a listener.
         let counter = |what: &'static str| {
             self.stats.counter(
@@ -718,6 +709,17 @@ impl Builder<'_> {
                 &instance,
                 what,
             )
+        };
+        let counted = SourceCounters {
+            driver: self.stats.counter(
+                &format!("src.{}", key.replace('_', "-")),
+                &format!("{name}#{n}"),
+                &instance,
+                "processed",
+            ),
+            source: self.stats.counter("source", name, "", "processed"),
+            oversized: counter("oversized_messages"),
+            framing_errors: counter("framing_errors"),
         };
         let connections = || counter("connections");
         let reader = |framing: Framing, window: u32| ReaderSpec {
@@ -798,6 +800,7 @@ impl Builder<'_> {
                         proxied: Proxied::No,
                         tls: None,
                         tls_failures: Arc::default(),
+                        rejected: counter("rejected_connections"),
                         relp: false,
                         tls_fingerprints: false,
                     };
@@ -930,6 +933,7 @@ impl Builder<'_> {
                         proxied,
                         tls,
                         tls_failures: counter("tls_handshake_failures"),
+                        rejected: counter("rejected_connections"),
                         relp: key == "relp",
                         tls_fingerprints: net
                             .tls

@@ -25,7 +25,7 @@ use anyhow::Context as _;
 use dispatch::Current;
 use sources::datagram::DatagramSource;
 use sources::stream::StreamSource;
-use sources::{Context, Counters};
+use sources::Context;
 use std::sync::Arc;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{mpsc, watch};
@@ -275,7 +275,6 @@ async fn serve(
     let ctx = Context {
         dispatcher: Arc::new(Current::new(dispatcher)),
         shutdown: stop_rx,
-        counters: Arc::new(Counters::default()),
     };
     let mut running = Running {
         ctx: ctx.clone(),

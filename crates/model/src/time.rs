@@ -476,7 +476,11 @@ fn date_of_days(days: i64) -> (i32, u8, u8) {
     let (month, day) = ((n3 >> 16) as u8, ((n3 & 0xffff) / 2141 + 1) as u8);
     let january_or_february = day_of_year >= 306;
     let year = era * 400 + i64::from(100 * century + year_of_century);
-    let month = if january_or_february { month - 12 } else { month };
+    let month = if january_or_february {
+        month - 12
+    } else {
+        month
+    };
     ((year + i64::from(january_or_february)) as i32, month, day)
 }
 

@@ -100,7 +100,10 @@ impl DatagramSource {
                         // A datagram longer than log-msg-size() is cut, as syslog-ng's buffer cuts it.
                         if raw.len() > self.reader.log_msg_size {
                             raw.truncate(self.reader.log_msg_size);
-                            ctx.counters.oversized.fetch_add(1, Ordering::Relaxed);
+                            self.reader
+                                .counted
+                                .oversized
+                                .fetch_add(1, Ordering::Relaxed);
                         }
                         datagrams.push((raw, peer));
                     }

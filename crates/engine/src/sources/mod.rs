@@ -76,11 +76,16 @@ pub struct ReaderSpec {
     pub counted: SourceCounters,
 }
 
-/// What a source driver counts: its own `processed` and its source statement's.
+/// What a source driver counts: its own `processed` and its source statement's, and the bad
+/// input its readers met (SPEC §6: counted, and shown by `sluice ctl stats`).
 #[derive(Clone, Debug, Default)]
 pub struct SourceCounters {
     pub driver: Arc<AtomicU64>,
     pub source: Arc<AtomicU64>,
+    /// Messages longer than `log-msg-size()`, split or cut: `oversized_messages`.
+    pub oversized: Arc<AtomicU64>,
+    /// Connections closed for a frame or PROXY header that cannot be read: `framing_errors`.
+    pub framing_errors: Arc<AtomicU64>,
 }
 
 impl SourceCounters {
@@ -97,7 +102,6 @@ pub struct Context {
     pub dispatcher: Arc<Current>,
     /// Becomes `true` when sluice is stopping: readers stop reading and return.
     pub shutdown: watch::Receiver<bool>,
-    pub counters: Arc<Counters>,
 }
 
 /// A reader's origin kept in step with reloads: a source keeps its name across configurations,
@@ -195,14 +199,6 @@ impl Context {
     }
 }
 
-/// What readers count besides the statistics of their sources.
-#[derive(Debug, Default)]
-pub struct Counters {
-    pub oversized: AtomicU64,
-    pub refused_connections: AtomicU64,
-    pub framing_errors: AtomicU64,
-}
-
 /// The smallest and largest read a stream reader asks for. A reader starts small, so idle
 /// connections cost little, and quadruples its read size while reads fill it.
 const MIN_READ: usize = 4 << 10;
@@ -254,7 +250,7 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
         let (consumed, failed) = match decoded {
             Ok(consumed) => (consumed, false),
             Err(e) => {
-                ctx.counters.framing_errors.fetch_add(1, Ordering::Relaxed);
+                spec.counted.framing_errors.fetch_add(1, Ordering::Relaxed);
                 log::error(format!("closing connection from {peer}: {e}"));
                 (frames.last().map_or(0, |f| f.range.end), true)
             }
@@ -319,7 +315,6 @@ struct Read {
     ingest: Arc<Ingest>,
     counted: SourceCounters,
     dispatcher: Arc<Dispatcher>,
-    counters: Arc<Counters>,
 }
 
 thread_local! {
@@ -353,7 +348,6 @@ impl Read {
             ingest: spec.ingest.clone(),
             counted: spec.counted.clone(),
             dispatcher,
-            counters: ctx.counters.clone(),
         })
     }
 
@@ -380,7 +374,7 @@ impl Read {
             let today = Today::of(self.recvd);
             for f in &self.frames {
                 if f.oversized {
-                    self.counters.oversized.fetch_add(1, Ordering::Relaxed);
+                    self.counted.oversized.fetch_add(1, Ordering::Relaxed);
                 }
                 let raw = self.chunk.slice(f.range.clone());
                 self.ingest

@@ -149,7 +149,7 @@ async fn read<R: AsyncRead + Unpin>(
             let _ = buf.split_to(at);
         }
         if let Some(why) = failed {
-            ctx.counters.framing_errors.fetch_add(1, Ordering::Relaxed);
+            spec.counted.framing_errors.fetch_add(1, Ordering::Relaxed);
             log::error(format!("closing RELP connection from {peer}: {why}"));
             return;
         }

@@ -51,6 +51,8 @@ pub struct StreamSource {
     /// Connections closed because their TLS handshake failed (an untrusted peer, no
     /// certificate where one is required, not TLS at all): `tls_handshake_failures`.
     pub tls_failures: Arc<std::sync::atomic::AtomicU64>,
+    /// Connections refused because `max-connections()` were open: `rejected_connections`.
+    pub rejected: Arc<std::sync::atomic::AtomicU64>,
     /// `relp()`: connections speak RELP ([`super::relp`]).
     pub relp: bool,
     /// `tls(trusted-keys())` chose the peers: their fingerprint is `.tls.x509_fp`.
@@ -129,9 +131,7 @@ impl StreamSource {
                 },
             };
             if active.load(Ordering::Relaxed) as usize >= self.max_connections {
-                ctx.counters
-                    .refused_connections
-                    .fetch_add(1, Ordering::Relaxed);
+                self.rejected.fetch_add(1, Ordering::Relaxed);
                 log::warning(format!(
                     "refusing connection from {}: max-connections({}) reached on source {}",
                     peer.map_or("a local client".to_string(), |p| p.to_string()),
@@ -221,7 +221,7 @@ impl StreamSource {
         if self.proxied == Proxied::First {
             match proxy_header(&mut s, &mut peer, &mut endpoints).await {
                 Ok(rest) => leftover = rest,
-                Err(e) => return self.refuse(ctx, peer, &e, false),
+                Err(e) => return self.refuse(peer, &e, false),
             }
         }
         let Some(config) = &self.tls else {
@@ -239,12 +239,12 @@ impl StreamSource {
             // Closed before or during the handshake: a port probe (a load balancer's health
             // check, a monitoring script), not a peer that failed to authenticate.
             Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                return self.refuse(ctx, peer, "", true)
+                return self.refuse(peer, "", true)
             }
-            Ok(Err(e)) => return self.refuse(ctx, peer, &e.to_string(), true),
+            Ok(Err(e)) => return self.refuse(peer, &e.to_string(), true),
             Err(_) => {
                 let e = format!("no handshake within {}s", HANDSHAKE_TIMEOUT.as_secs());
-                return self.refuse(ctx, peer, &e, true);
+                return self.refuse(peer, &e, true);
             }
         };
         let pairs = tls
@@ -258,7 +258,7 @@ impl StreamSource {
         if self.proxied == Proxied::InsideTls {
             match proxy_header(&mut tls, &mut peer, &mut endpoints).await {
                 Ok(rest) => leftover = rest,
-                Err(e) => return self.refuse(ctx, peer, &e, false),
+                Err(e) => return self.refuse(peer, &e, false),
             }
         }
         let s = Prefixed::new(leftover, Filling(tls));
@@ -268,7 +268,7 @@ impl StreamSource {
     /// Closes a connection that failed its PROXY header or TLS handshake: said once, with
     /// the peer's address and the reason, and counted. A connection closed before it sent
     /// anything (`why` empty) is a port probe: only said when debugging.
-    fn refuse(&self, ctx: &Context, peer: Option<SocketAddr>, why: &str, tls: bool) {
+    fn refuse(&self, peer: Option<SocketAddr>, why: &str, tls: bool) {
         if why.is_empty() {
             log::emit(
                 log::DEBUG,
@@ -282,7 +282,7 @@ impl StreamSource {
         let counter = if tls {
             &self.tls_failures
         } else {
-            &ctx.counters.framing_errors
+            &self.reader.counted.framing_errors
         };
         counter.fetch_add(1, Ordering::Relaxed);
         let what = if tls {
