@@ -167,34 +167,33 @@ impl Context {
         n: u32,
         peer: &str,
     ) -> Option<Ack> {
-        let mut stop = self.shutdown.clone();
-        tokio::select! {
-            biased;
-            ack = take => Some(ack),
-            _ = async {
-                let _ = stop.wait_for(|s| *s).await;
-                tokio::time::sleep(STOP_GRACE).await;
-            } => {
-                log::error(format!(
-                    "stopping: {n} messages read from {peer} were not queued: a destination with flow control took nothing for {}s",
-                    STOP_GRACE.as_secs()
-                ));
-                None
-            }
+        let ack = self.within_grace(take).await;
+        if ack.is_none() {
+            log::error(format!(
+                "stopping: {n} messages read from {peer} were not queued: a destination with flow control took nothing for {}s",
+                STOP_GRACE.as_secs()
+            ));
         }
+        ack
     }
 
     /// Waits until `window` has every credit back (all its messages written), or, once the
     /// server is stopping, at most [`STOP_GRACE`].
     pub async fn drained(&self, window: &Window) {
+        let _ = self.within_grace(window.drained()).await;
+    }
+
+    /// Waits for `wait`; once the server is stopping, at most [`STOP_GRACE`] more (`None`
+    /// then).
+    pub async fn within_grace<F: std::future::Future>(&self, wait: F) -> Option<F::Output> {
         let mut stop = self.shutdown.clone();
         tokio::select! {
             biased;
-            _ = window.drained() => {}
+            done = wait => Some(done),
             _ = async {
                 let _ = stop.wait_for(|s| *s).await;
                 tokio::time::sleep(STOP_GRACE).await;
-            } => {}
+            } => None,
         }
     }
 }

@@ -12,7 +12,7 @@
 //!
 //! When sluice stops, the reader sends `serverclose` once what it read is acknowledged.
 
-use super::{bytes_read, Context, Read, ReaderSpec, Routed, STOP_GRACE};
+use super::{bytes_read, Context, Read, ReaderSpec, Routed};
 use crate::internal as log;
 use crate::window::Window;
 use bytes::BytesMut;
@@ -26,8 +26,9 @@ use tokio::sync::{mpsc, oneshot};
 
 /// What the responder writes, in the order the reader saw the commands.
 enum Reply {
-    /// A response that is ready (to `open`, to an unknown command).
-    Now(Vec<u8>),
+    /// An `rsp` that is ready (to `open`, to an unknown command): its transaction number
+    /// and data.
+    Now(u32, Vec<u8>),
     /// `rsp 200 OK` for these transaction numbers once the batch is delivered.
     Delivered(oneshot::Receiver<()>, Vec<u32>),
     /// The response to `close` (or `serverclose` when `None`); the connection then ends.
@@ -99,14 +100,10 @@ async fn read<R: AsyncRead + Unpin>(
                 Command::Open => match open_response(&buf[data]) {
                     Ok(offers) => {
                         opened = true;
-                        let mut out = Vec::new();
-                        relp::write(&mut out, frame.txnr, "rsp", &offers);
-                        let _ = replies.send(Reply::Now(out));
+                        let _ = replies.send(Reply::Now(frame.txnr, offers));
                     }
                     Err(why) => {
-                        let mut out = Vec::new();
-                        relp::write(&mut out, frame.txnr, "rsp", format!("500 {why}").as_bytes());
-                        let _ = replies.send(Reply::Now(out));
+                        let _ = replies.send(Reply::Now(frame.txnr, format!("500 {why}").into()));
                         failed = Some(why);
                     }
                 },
@@ -122,9 +119,10 @@ async fn read<R: AsyncRead + Unpin>(
                 }
                 Command::Close => close = Some(frame.txnr),
                 Command::Rsp | Command::ServerClose | Command::Other(_) => {
-                    let mut out = Vec::new();
-                    relp::write(&mut out, frame.txnr, "rsp", b"500 command not supported");
-                    let _ = replies.send(Reply::Now(out));
+                    let _ = replies.send(Reply::Now(
+                        frame.txnr,
+                        b"500 command not supported".to_vec(),
+                    ));
                 }
             }
             if failed.is_some() {
@@ -198,7 +196,7 @@ async fn respond<W: AsyncWrite + Unpin>(
         // Everything that is ready goes out together.
         while let Some(reply) = next.take() {
             match reply {
-                Reply::Now(bytes) => out.extend_from_slice(&bytes),
+                Reply::Now(txnr, data) => relp::write(&mut out, txnr, "rsp", &data),
                 Reply::Delivered(mut delivered, txnrs) => {
                     let ready = match delivered.try_recv() {
                         Ok(()) => true,
@@ -216,7 +214,8 @@ async fn respond<W: AsyncWrite + Unpin>(
                             }
                             out.clear();
                         }
-                        if !until_delivered(delivered, ctx).await {
+                        let done = ctx.within_grace(delivered).await;
+                        if done.is_none_or(|d| d.is_err()) {
                             // Not delivered while sluice stops: the client sends it again.
                             end = true;
                             break;
@@ -251,18 +250,5 @@ async fn respond<W: AsyncWrite + Unpin>(
             let _ = output.shutdown().await;
             return;
         }
-    }
-}
-
-/// Waits for a batch's delivery; once sluice is stopping, at most [`STOP_GRACE`].
-async fn until_delivered(delivered: oneshot::Receiver<()>, ctx: &Context) -> bool {
-    let mut stop = ctx.shutdown.clone();
-    tokio::select! {
-        biased;
-        done = delivered => done.is_ok(),
-        _ = async {
-            let _ = stop.wait_for(|s| *s).await;
-            tokio::time::sleep(STOP_GRACE).await;
-        } => false,
     }
 }
