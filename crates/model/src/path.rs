@@ -467,32 +467,48 @@ fn run_siblings(
     scratch: &mut Vec<u8>,
     out: &mut dyn FnMut(DestId, u32, bool),
 ) -> bool {
-    let applies = |p: &LogPath| source.is_none_or(|s| p.applies_to(s));
     let given = std::cell::Cell::new(false);
     let mut watch = |d: DestId, version: u32, flow_control: bool| {
         given.set(given.get() || version as usize == at);
         out(d, version, flow_control)
     };
+    let walked = walk_siblings(paths, source, |i, p| {
+        let private = last == Some(i) && !given.get();
+        Ok::<_, std::convert::Infallible>(
+            p.run(0, msgs, at, private, scratch, &mut watch).is_some(),
+        )
+    });
+    let Ok(matched) = walked;
+    matched
+}
+
+/// Sibling paths in syslog-ng's order: those that apply to `source` (`None`: every one, as
+/// nested paths), fallback paths only when no other matched, none after a `final` path that
+/// matched. `take` runs path `i` and says whether it matched; an error ends the walk.
+/// Returns whether any matched (a path with `drop-unmatched` counts as matched).
+fn walk_siblings<E>(
+    paths: &[LogPath],
+    source: Option<SourceId>,
+    mut take: impl FnMut(usize, &LogPath) -> Result<bool, E>,
+) -> Result<bool, E> {
     let mut matched = false;
     for fallback_pass in [false, true] {
         if fallback_pass && matched {
             break;
         }
         for (i, p) in paths.iter().enumerate() {
-            if p.flags.fallback != fallback_pass || !applies(p) {
+            if p.flags.fallback != fallback_pass || !source.is_none_or(|s| p.applies_to(s)) {
                 continue;
             }
-            let private = last == Some(i) && !given.get();
-            if p.run(0, msgs, at, private, scratch, &mut watch).is_some() || p.flags.drop_unmatched
-            {
+            if take(i, p)? || p.flags.drop_unmatched {
                 matched = true;
                 if p.flags.final_ {
-                    return true;
+                    return Ok(true);
                 }
             }
         }
     }
-    matched
+    Ok(matched)
 }
 
 /// What [`Router::fixed_route`] answers for `source`, worked out once.
@@ -514,29 +530,17 @@ fn fixed_siblings(
     source: Option<SourceId>,
     route: &mut Vec<(DestId, bool)>,
 ) -> Option<()> {
-    let mut matched = false;
-    for fallback_pass in [false, true] {
-        if fallback_pass && matched {
-            break;
-        }
-        for p in paths {
-            if p.flags.fallback != fallback_pass || !source.is_none_or(|s| p.applies_to(s)) {
-                continue;
-            }
-            for element in &p.elements {
-                match element {
-                    Element::Destination(d, flow_control) => route.push((*d, *flow_control)),
-                    Element::Nested(children) => fixed_siblings(children, None, route)?,
-                    _ => return None,
-                }
-            }
-            matched = true;
-            if p.flags.final_ {
-                return Some(());
+    let walked = walk_siblings(paths, source, |_, p| {
+        for element in &p.elements {
+            match element {
+                Element::Destination(d, flow_control) => route.push((*d, *flow_control)),
+                Element::Nested(children) => fixed_siblings(children, None, route).ok_or(())?,
+                _ => return Err(()),
             }
         }
-    }
-    Some(())
+        Ok(true)
+    });
+    walked.ok().map(drop)
 }
 
 /// The last of `paths` that a message from `source` may run through: the last fallback path
