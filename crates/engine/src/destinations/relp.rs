@@ -127,6 +127,8 @@ pub(super) fn send(
     // (transaction number, where the message after this one starts)
     let mut unacked: VecDeque<(u32, Position)> = VecDeque::new();
     let mut next = *pos;
+    // The index of the message at `next` in its batch: searched for once per batch.
+    let mut index = None;
     let mut out = Vec::with_capacity(CHUNK + 1024);
     let mut input: Vec<u8> = Vec::new();
     let mut waiting_since: Option<Instant> = None;
@@ -134,12 +136,14 @@ pub(super) fn send(
         // Fill the window.
         while unacked.len() < WINDOW && next.batch < batches.len() && out.len() < CHUNK {
             let b = &batches[next.batch];
-            let i = b.ends.partition_point(|&e| e as usize <= next.byte);
+            let i =
+                *index.get_or_insert_with(|| b.ends.partition_point(|&e| e as usize <= next.byte));
             if i >= b.len() {
                 next = Position {
                     batch: next.batch + 1,
                     byte: 0,
                 };
+                index = None;
                 continue;
             }
             let end = b.ends[i] as usize;
@@ -151,6 +155,7 @@ pub(super) fn send(
             let txnr = session.txnr();
             relp::write(&mut out, txnr, "syslog", message);
             next.byte = end;
+            index = Some(i + 1);
             unacked.push_back((txnr, next));
         }
         if !out.is_empty() {
