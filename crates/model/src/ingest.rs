@@ -46,8 +46,9 @@ impl Ingest {
     }
 
     /// Parses `raw` (one frame without framing) into a message from `origin` at the end of
-    /// `msgs`. (The message is built in place: moving a finished one into the batch cost a
-    /// few per cent of the whole pipeline.)
+    /// `msgs`. (The message is written straight into its slot of the batch: `Vec::push` built
+    /// it on the stack and copied its 352 bytes, and the empty fields were copied twice more
+    /// before that — 2.4 % of the instructions of `bench/allocations.rs`.)
     pub fn push_message(
         &self,
         raw: Bytes,
@@ -56,9 +57,14 @@ impl Ingest {
         today: Today,
         msgs: &mut Vec<LogMessage>,
     ) {
-        msgs.push(LogMessage {
+        msgs.reserve(1);
+        let slot = msgs
+            .spare_capacity_mut()
+            .first_mut()
+            .expect("reserved above");
+        let msg = slot.write(LogMessage {
             raw,
-            fields: SyslogFields::default(),
+            fields: SyslogFields::EMPTY,
             stamp: recvd,
             recvd,
             origin: origin.clone(),
@@ -67,7 +73,6 @@ impl Ingest {
             keep_raw: self.store_raw_message,
             values: Values::default(),
         });
-        let msg = msgs.last_mut().expect("pushed above");
         for (name, value) in &origin.pairs {
             msg.values.set(*name, value.clone());
         }
@@ -105,6 +110,9 @@ impl Ingest {
         if let Some(host) = &self.host_override {
             msg.fields.host = Some(Text::Shared(host.clone()));
         }
+        // SAFETY: the slot after the last message was initialised above (a panic before this
+        // leaks that one message, never exposes an uninitialised one).
+        unsafe { msgs.set_len(msgs.len() + 1) };
     }
 
     fn mangle_hostname(&self, msg: &mut LogMessage) {

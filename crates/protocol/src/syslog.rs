@@ -225,7 +225,7 @@ pub struct SdPair<'a> {
 }
 
 /// The fields of one parsed frame. `Text::Span`s point into the frame that was parsed.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SyslogFields {
     pub pri: Pri,
     /// The header's timestamp; `None` when there was none (the receive time stands in).
@@ -255,7 +255,32 @@ pub struct SyslogFields {
     pub local: bool,
 }
 
+impl Default for SyslogFields {
+    fn default() -> SyslogFields {
+        SyslogFields::EMPTY
+    }
+}
+
 impl SyslogFields {
+    /// No fields: what a message starts from before its frame is parsed. (A constant, so that
+    /// a message built in place copies it once rather than building it on the stack first.)
+    pub const EMPTY: SyslogFields = SyslogFields {
+        pri: 0,
+        stamp: None,
+        host: None,
+        program: None,
+        pid: None,
+        msgid: None,
+        legacy_msghdr: None,
+        message: Text::EMPTY,
+        sd_in_place: None,
+        sdata: Vec::new(),
+        tags: ParseTags(0),
+        utf8: false,
+        rfc5424: false,
+        local: false,
+    };
+
     /// Every structured-data parameter in the order written; `frame` is the parsed frame.
     pub fn sd_params<'a>(&'a self, frame: &'a [u8]) -> impl Iterator<Item = SdPair<'a>> + 'a {
         let in_place = self.sd_in_place.map(|span| InPlaceSd {
