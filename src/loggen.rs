@@ -214,7 +214,11 @@ impl Conn {
     fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         match self {
             Conn::Tcp(s) => s.write_all(bytes),
-            Conn::Tls(s) => s.write_all(bytes),
+            // `rustls::Stream` (not `StreamOwned`) passes vectored writes on whole.
+            Conn::Tls(s) => sluice_engine::tls::write_plaintext(
+                &mut rustls::Stream::new(&mut s.conn, &mut s.sock),
+                bytes,
+            ),
             Conn::UnixStream(s) => s.write_all(bytes),
             Conn::Udp(s) => s.send(bytes).map(|_| ()),
             Conn::UnixDgram(s) => s.send(bytes).map(|_| ()),

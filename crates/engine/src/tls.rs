@@ -28,6 +28,35 @@ use sluice_config::{ConfigError, Node, Pos};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// The largest piece of plaintext handed to rustls at once; see [`write_plaintext`].
+const PLAINTEXT_PIECE: usize = 2048;
+
+/// Writes all of `data` to a TLS writer (a connection's `writer()`, a rustls `Stream`) in
+/// slices of at most 2 KiB. rustls copies plaintext into each record with one `memcpy` per
+/// slice it is given, and glibc 2.36 (Debian 12) copies more than 2,112 bytes with
+/// `rep movsb`, which on AMD EPYC runs at 2.8 GB/s instead of 60–90 GB/s when source and
+/// destination are misaligned the way a record's payload (5 bytes past its header) usually
+/// is: it took 44 % of a TLS sender's CPU (`sluice loggen -U`). Smaller copies are done with
+/// vector registers at full speed whatever the alignment.
+pub fn write_plaintext(w: &mut impl std::io::Write, mut data: &[u8]) -> std::io::Result<()> {
+    use std::io::{ErrorKind, IoSlice};
+    while !data.is_empty() {
+        let mut pieces = [IoSlice::new(&[]); 32];
+        let mut count = 0;
+        for (slot, piece) in pieces.iter_mut().zip(data.chunks(PLAINTEXT_PIECE)) {
+            *slot = IoSlice::new(piece);
+            count += 1;
+        }
+        match w.write_vectored(&pieces[..count]) {
+            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+            Ok(n) => data = &data[n..],
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// `peer-verify()`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PeerVerify {
@@ -937,6 +966,46 @@ fn escape_2253(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A writer that takes at most 3,000 bytes of the slices it is given, and records the
+    /// largest slice.
+    struct Stingy {
+        taken: Vec<u8>,
+        largest: usize,
+    }
+
+    impl std::io::Write for Stingy {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.write_vectored(&[std::io::IoSlice::new(buf)])
+        }
+
+        fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+            let mut room = 3000;
+            for b in bufs {
+                self.largest = self.largest.max(b.len());
+                let n = b.len().min(room);
+                self.taken.extend_from_slice(&b[..n]);
+                room -= n;
+            }
+            Ok(3000 - room)
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn plaintext_goes_whole_in_small_slices() {
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        let mut w = Stingy {
+            taken: Vec::new(),
+            largest: 0,
+        };
+        write_plaintext(&mut w, &data).unwrap();
+        assert_eq!(w.taken, data);
+        assert!(w.largest <= PLAINTEXT_PIECE);
+    }
 
     #[test]
     fn glob_is_glibs_simple_pattern() {

@@ -664,7 +664,7 @@ impl Link {
     pub(super) fn write_all(&mut self, mut data: &[u8], stopping: bool) -> std::io::Result<()> {
         use std::io::Write;
         if let Some(tls) = &mut self.tls {
-            tls.writer().write_all(data)?;
+            crate::tls::write_plaintext(&mut tls.writer(), data)?;
             return flush_tls(&self.sock, tls, stopping);
         }
         let mut stalled_since: Option<Instant> = None;
@@ -859,14 +859,13 @@ fn write_tls(
     pos: &mut Position,
     stopping: bool,
 ) -> std::io::Result<()> {
-    use std::io::Write;
     while pos.batch < batches.len() {
         let mut next = *pos;
         let mut taken = 0;
         while next.batch < batches.len() && taken < TLS_CHUNK {
             let data = &batches[next.batch].data;
             let n = (data.len() - next.byte).min(TLS_CHUNK - taken);
-            tls.writer().write_all(&data[next.byte..next.byte + n])?;
+            crate::tls::write_plaintext(&mut tls.writer(), &data[next.byte..next.byte + n])?;
             taken += n;
             next.byte += n;
             if next.byte >= data.len() {
