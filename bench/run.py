@@ -3,7 +3,8 @@
 
 usage: bench/run.py [--conns N] [--count N] [--size BYTES] [--proto 3164|5424] [--rounds N]
                     [--rewrite subst|set|classify] [--format-json] [--corpus FILE] [--tls]
-                    [--servers sluice,syslog-ng,rsyslog] [--no-build]
+                    [--against-plain | --against-conns N] [--servers sluice,syslog-ng,rsyslog]
+                    [--no-build]
 
 Builds sluice in release mode, then for each server in turn (rounds alternate servers so that
 drift in the machine's speed hits all alike): starts it with a TCP source and one file
@@ -30,6 +31,11 @@ for every server measured.
 
 `--tls` makes the source TLS (`transport(tls)`, a self-signed certificate made with `openssl`;
 rsyslog: `imtcp` with its OpenSSL driver) and `sluice loggen` connect with `-U`.
+
+`--against-plain` (with `--tls`) and `--against-conns N` measure a ratio the way the issues state
+their bars — TLS against plain TCP, CONNS connections against N — without the machine's drift in
+it: every round runs each server both ways back to back, and the ratio of each round's pair is
+printed with their median.
 
 `--corpus FILE` sends the lines of a file of syslog messages (such as
 `../shared/corpus/loghub-rfc3164.log`), over and over, instead of `sluice loggen`'s synthetic
@@ -294,6 +300,11 @@ def main():
     ap.add_argument("--forward", choices=["none", "normal", "reliable", "relp"],
                     help="benchmark a relay: forward over TCP with no disk buffer, a normal or a reliable one, or over RELP (sluice only)")
     ap.add_argument("--tls", action="store_true", help="TLS sources, loggen -U")
+    against = ap.add_mutually_exclusive_group()
+    against.add_argument("--against-plain", action="store_true",
+                         help="each round also runs plain TCP just before TLS; prints TLS/plain per round")
+    against.add_argument("--against-conns", type=int, metavar="N",
+                         help="each round also runs N connections just before CONNS; prints the ratio per round")
     ap.add_argument("--servers", default="sluice,syslog-ng,rsyslog")
     ap.add_argument("--no-build", action="store_true", help="use the release binary as it is")
     args = ap.parse_args()
@@ -309,10 +320,21 @@ def main():
             servers.append(s)
         else:
             print(f"note: {s} is not installed, left out (bench/README.md)", file=sys.stderr)
+    if args.against_plain and not args.tls:
+        raise SystemExit("--against-plain compares TLS with plain TCP: give --tls too")
+    baseline = None
+    if args.against_plain:
+        baseline = argparse.Namespace(**{**vars(args), "tls": False})
+    elif args.against_conns:
+        baseline = argparse.Namespace(**{**vars(args), "conns": args.against_conns})
     results = {s: [] for s in servers}
+    ratios = {s: [] for s in servers}
     for _ in range(args.rounds):
         for s in servers:
+            base = run_once(s, baseline)[0] if baseline else None
             results[s].append(run_once(s, args))
+            if base:
+                ratios[s].append(results[s][-1][0] / base)
     print()
     print(f"| server | msg/s (median of {args.rounds}) | CPU µs/msg | peak RSS MiB |")
     print("|---|---|---|---|")
@@ -325,6 +347,14 @@ def main():
         for s, m in med.items():
             if s != "sluice" and m:
                 print(f"sluice / {s} = {med['sluice'] / m:.2f}")
+    if baseline:
+        against = "plain TCP" if args.against_plain else f"{args.against_conns} connections"
+        for s, r in ratios.items():
+            if r:
+                rounds = ", ".join(f"{x:.0%}" for x in r)
+                measured = f"{args.conns} connections" if args.against_conns else "TLS"
+                print(f"{s}: {measured} / {against} = "
+                      f"{statistics.median(r):.0%} (rounds: {rounds})")
 
 
 if __name__ == "__main__":
