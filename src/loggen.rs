@@ -1,9 +1,11 @@
 //! `sluice loggen`: a load generator with syslog-ng's `loggen` command line, and `--check`, which
 //! reads what a destination wrote and reports lost, duplicated and out-of-order messages.
 //!
-//! Every connection is a thread that renders its message once and then only rewrites the
-//! sequence digits in place, so sending costs a copy per message; messages go out in large
-//! writes, paced by a per-connection rate. Each message carries `seq: NNNNNNNNNN, thread: TTTT`
+//! Every connection renders its message once and then only rewrites the sequence digits in
+//! place, so sending costs a copy per message; messages go out in large writes, paced by a
+//! per-connection rate. Connections are shared out over at most [`THREADS`] threads, each
+//! sending a batch on each of its connections in turn: a thread per connection cost the
+//! sender more CPU than the server it measured once there were a thousand of them. Each message carries `seq: NNNNNNNNNN, thread: TTTT`
 //! (as syslog-ng's loggen writes it), which is what `--check` counts.
 
 use clap::Args;
@@ -279,7 +281,13 @@ fn generate(args: &LoggenArgs) -> Result<(), String> {
         .collect::<Result<_, _>>()
         .map_err(|e| format!("cannot open an idle connection: {e}"))?;
     let started = Instant::now();
-    let mut threads = Vec::new();
+    // Connections go to the threads as they open, so sending starts with the first.
+    let (mut threads, mut handoff) = (Vec::new(), Vec::new());
+    for _ in 0..args.active_connections.clamp(1, THREADS) {
+        let (give, take) = std::sync::mpsc::channel::<Sender>();
+        handoff.push(give);
+        threads.push(std::thread::spawn(move || drive(take)));
+    }
     for thread in 0..args.active_connections {
         let mut conn =
             Conn::open(&target).map_err(|e| format!("cannot connect to {target:?}: {e}"))?;
@@ -313,8 +321,11 @@ fn generate(args: &LoggenArgs) -> Result<(), String> {
             sent: sent.clone(),
             bytes: bytes.clone(),
         };
-        threads.push(std::thread::spawn(move || job.run(conn)));
+        let sender = Sender::new(job, conn);
+        // A thread that stopped on an error keeps it for the report below.
+        let _ = handoff[thread % handoff.len()].send(sender);
     }
+    drop(handoff);
     // Progress once a second.
     let mut last = (Instant::now(), 0u64);
     if args.csv && !args.quiet {
@@ -402,72 +413,138 @@ struct Job {
 /// Messages written per send on stream sockets.
 const BATCH: u64 = 256;
 
-impl Job {
-    fn run(self, mut conn: Conn) -> Result<(), String> {
-        let mut message = Message::new(&self);
-        let started = Instant::now();
-        let stream = conn.is_stream();
-        let mut buf = Vec::with_capacity(1 << 16);
-        let mut seq = 0u64;
-        loop {
-            if self.stop.load(Ordering::Relaxed) || Instant::now() >= self.deadline {
-                break;
-            }
-            let remaining = self.number.map_or(u64::MAX, |n| n.saturating_sub(seq));
-            if remaining == 0 {
-                break;
-            }
-            // Pace: how many messages the rate allows by now.
-            let allowed = if self.rate == 0 {
-                BATCH
-            } else {
-                let due = (started.elapsed().as_secs_f64() * self.rate as f64) as u64 + 1;
-                if due <= seq {
-                    std::thread::sleep(Duration::from_micros(
-                        (1_000_000 / self.rate).clamp(50, 10_000),
-                    ));
-                    continue;
-                }
-                (due - seq).min(BATCH)
-            };
-            let n = allowed.min(remaining);
-            let mut batch_bytes = 0;
-            let mut batch_count = 0;
-            for _ in 0..n {
-                let Some(body) = message.next(seq) else {
-                    self.stop.store(true, Ordering::Relaxed);
-                    break;
-                };
-                batch_bytes += body.len() as u64;
-                if stream {
-                    if self.framed {
-                        buf.extend_from_slice(itoa::Buffer::new().format(body.len()).as_bytes());
-                        buf.push(b' ');
-                        buf.extend_from_slice(body);
-                    } else {
-                        buf.extend_from_slice(body);
-                        buf.push(b'\n');
-                    }
-                } else {
-                    conn.send(body)
-                        .map_err(|e| format!("thread {}: send failed: {e}", self.thread))?;
-                }
-                seq += 1;
-                batch_count += 1;
-            }
-            if stream && !buf.is_empty() {
-                conn.send(&buf)
-                    .map_err(|e| format!("thread {}: send failed: {e}", self.thread))?;
-                buf.clear();
-            }
-            self.sent.fetch_add(batch_count, Ordering::Relaxed);
-            self.bytes.fetch_add(batch_bytes, Ordering::Relaxed);
-            if self.stop.load(Ordering::Relaxed) {
-                break;
+/// Threads that send, at most: each takes its share of the connections.
+const THREADS: usize = 16;
+
+/// Sends on the connections handed to this thread, a batch on each in turn, until all are
+/// done; waits only when none of them is due to send.
+fn drive(incoming: std::sync::mpsc::Receiver<Sender>) -> Result<(), String> {
+    use std::sync::mpsc::TryRecvError;
+    let mut senders: Vec<Sender> = Vec::new();
+    let mut opening = true;
+    loop {
+        while opening {
+            match incoming.try_recv() {
+                Ok(sender) => senders.push(sender),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => opening = false,
             }
         }
-        conn.finish();
-        Ok(())
+        if senders.is_empty() {
+            match incoming.recv() {
+                Ok(sender) if opening => senders.push(sender),
+                _ => return Ok(()),
+            }
+        }
+        let (mut sent, mut wait) = (false, Duration::MAX);
+        let mut i = 0;
+        while i < senders.len() {
+            match senders[i].step()? {
+                Step::Sent => sent = true,
+                Step::Due(after) => wait = wait.min(after),
+                Step::Done => {
+                    senders.swap_remove(i).conn.finish();
+                    continue;
+                }
+            }
+            i += 1;
+        }
+        if !sent && wait < Duration::MAX {
+            std::thread::sleep(wait);
+        }
+    }
+}
+
+/// What one [`Sender::step`] did.
+enum Step {
+    Sent,
+    /// Nothing yet: the rate allows the next message after this long.
+    Due(Duration),
+    /// The count was sent, the time is up, or the file ran out.
+    Done,
+}
+
+/// One connection and where its job stands.
+struct Sender {
+    job: Job,
+    conn: Conn,
+    message: Message,
+    buf: Vec<u8>,
+    seq: u64,
+    started: Instant,
+}
+
+impl Sender {
+    fn new(job: Job, conn: Conn) -> Sender {
+        Sender {
+            message: Message::new(&job),
+            job,
+            conn,
+            buf: Vec::with_capacity(1 << 16),
+            seq: 0,
+            started: Instant::now(),
+        }
+    }
+
+    /// Sends the messages that are due, at most a batch.
+    fn step(&mut self) -> Result<Step, String> {
+        let job = &self.job;
+        if job.stop.load(Ordering::Relaxed) || Instant::now() >= job.deadline {
+            return Ok(Step::Done);
+        }
+        let remaining = job.number.map_or(u64::MAX, |n| n.saturating_sub(self.seq));
+        if remaining == 0 {
+            return Ok(Step::Done);
+        }
+        // Pace: how many messages the rate allows by now.
+        let allowed = if job.rate == 0 {
+            BATCH
+        } else {
+            let due = (self.started.elapsed().as_secs_f64() * job.rate as f64) as u64 + 1;
+            if due <= self.seq {
+                return Ok(Step::Due(Duration::from_micros(
+                    (1_000_000 / job.rate).clamp(50, 10_000),
+                )));
+            }
+            (due - self.seq).min(BATCH)
+        };
+        let stream = self.conn.is_stream();
+        let n = allowed.min(remaining);
+        let mut batch_bytes = 0;
+        let mut batch_count = 0;
+        for _ in 0..n {
+            let Some(body) = self.message.next(self.seq) else {
+                job.stop.store(true, Ordering::Relaxed);
+                break;
+            };
+            batch_bytes += body.len() as u64;
+            if stream {
+                if job.framed {
+                    self.buf
+                        .extend_from_slice(itoa::Buffer::new().format(body.len()).as_bytes());
+                    self.buf.push(b' ');
+                    self.buf.extend_from_slice(body);
+                } else {
+                    self.buf.extend_from_slice(body);
+                    self.buf.push(b'\n');
+                }
+            } else {
+                self.conn
+                    .send(body)
+                    .map_err(|e| format!("thread {}: send failed: {e}", job.thread))?;
+            }
+            self.seq += 1;
+            batch_count += 1;
+        }
+        if stream && !self.buf.is_empty() {
+            self.conn
+                .send(&self.buf)
+                .map_err(|e| format!("thread {}: send failed: {e}", job.thread))?;
+            self.buf.clear();
+        }
+        job.sent.fetch_add(batch_count, Ordering::Relaxed);
+        job.bytes.fetch_add(batch_bytes, Ordering::Relaxed);
+        Ok(Step::Sent)
     }
 }
 

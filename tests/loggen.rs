@@ -114,6 +114,46 @@ fn every_mode_delivers_everything_in_order() {
     assert!(framed_lines > 0);
 }
 
+/// Connections are shared out over a few threads: with more connections than threads, each
+/// still sends all of its messages, in order, at no more than its rate.
+#[test]
+fn many_connections_share_threads_and_keep_their_pace() {
+    let tcp = free_port();
+    let mut s = Running::start(
+        Server::Sluice,
+        &format!(
+            r#"source s {{ network(ip(127.0.0.1) port({tcp}) max-connections(100)); }};
+            destination d {{ file("@OUT@/all.log"); }};
+            log {{ source(s); destination(d); }};"#
+        ),
+    );
+    s.wait_tcp(tcp);
+    let started = std::time::Instant::now();
+    loggen(&[
+        "-r",
+        "2000",
+        "-n",
+        "300",
+        "--active-connections",
+        "40",
+        "-Q",
+        "127.0.0.1",
+        &tcp.to_string(),
+    ]);
+    // 300 messages at 2,000 a second take 150 ms on each connection, however many share a
+    // thread.
+    assert!(started.elapsed() >= Duration::from_millis(145));
+    assert_eq!(wait_lines(&s.out, 12_000, Duration::from_secs(30)), 12_000);
+    let (clean, text) = check(&s.out.join("all.log"));
+    assert!(clean, "{text}");
+    assert!(
+        text.contains(
+            "total: connections=40, received=12000, lost=0, duplicated=0, out-of-order=0"
+        ),
+        "{text}"
+    );
+}
+
 /// A single connection's reads are parsed and formatted by parallel tasks; what they queue must
 /// still reach each file in the order it was sent, for a fixed name and a templated one.
 #[test]
