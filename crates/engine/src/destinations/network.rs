@@ -667,22 +667,14 @@ impl Link {
             crate::tls::write_plaintext(&mut tls.writer(), data)?;
             return flush_tls(&self.sock, tls, stopping);
         }
-        let mut stalled_since: Option<Instant> = None;
-        while !data.is_empty() {
-            match (&self.sock).write(data) {
-                Ok(0) => return Err(ErrorKind::WriteZero.into()),
-                Ok(n) => {
-                    data = &data[n..];
-                    stalled_since = None;
-                }
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                    stalled(&mut stalled_since, stopping, STOP_GRACE)?
-                }
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
+        let sock = &self.sock;
+        write_until_done(stopping, || {
+            let written = (!data.is_empty()).then(|| (&*sock).write(data))?;
+            if let Ok(n) = written {
+                data = &data[n..];
             }
-        }
-        Ok(())
+            Some(written)
+        })
     }
 
     /// Reads what arrived, through TLS if the link has it: 0 at the end of the stream,
@@ -792,35 +784,50 @@ fn write_stream(
     pos: &mut Position,
     stopping: bool,
 ) -> std::io::Result<()> {
-    let mut stalled_since: Option<Instant> = None;
     let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(batches.len().min(IOV_MAX));
-    while pos.batch < batches.len() {
-        if pos.byte >= batches[pos.batch].data.len() {
+    write_until_done(stopping, || {
+        while pos.batch < batches.len() && pos.byte >= batches[pos.batch].data.len() {
             pos.batch += 1;
             pos.byte = 0;
-            continue;
+        }
+        if pos.batch == batches.len() {
+            return None;
         }
         slices.clear();
         slices.push(IoSlice::new(&batches[pos.batch].data[pos.byte..]));
         for b in batches[pos.batch + 1..].iter().take(IOV_MAX - 1) {
             slices.push(IoSlice::new(&b.data));
         }
-        match sock.send_vectored_with_flags(&slices, libc::MSG_NOSIGNAL) {
-            Ok(0) => return Err(ErrorKind::WriteZero.into()),
-            Ok(mut n) => {
-                stalled_since = None;
-                while n > 0 {
-                    let left = batches[pos.batch].data.len() - pos.byte;
-                    if n < left {
-                        pos.byte += n;
-                        n = 0;
-                    } else {
-                        n -= left;
-                        pos.batch += 1;
-                        pos.byte = 0;
-                    }
-                }
+        let sent = sock.send_vectored_with_flags(&slices, libc::MSG_NOSIGNAL);
+        let mut n = *sent.as_ref().unwrap_or(&0);
+        while n > 0 {
+            let left = batches[pos.batch].data.len() - pos.byte;
+            if n < left {
+                pos.byte += n;
+                n = 0;
+            } else {
+                n -= left;
+                pos.batch += 1;
+                pos.byte = 0;
             }
+        }
+        Some(sent)
+    })
+}
+
+/// Calls `write` until it has nothing left to write (`None`). A write that took something
+/// starts the stall clock afresh; one that could take nothing (`WouldBlock`, or `TimedOut`
+/// from the socket's write timeout) waits as [`stalled`] says; one that took 0 bytes means
+/// the peer is gone.
+fn write_until_done(
+    stopping: bool,
+    mut write: impl FnMut() -> Option<std::io::Result<usize>>,
+) -> std::io::Result<()> {
+    let mut stalled_since: Option<Instant> = None;
+    while let Some(written) = write() {
+        match written {
+            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+            Ok(_) => stalled_since = None,
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                 stalled(&mut stalled_since, stopping, STOP_GRACE)?
             }
@@ -886,19 +893,9 @@ fn flush_tls(
     tls: &mut rustls::ClientConnection,
     stopping: bool,
 ) -> std::io::Result<()> {
-    let mut stalled_since: Option<Instant> = None;
-    while tls.wants_write() {
-        match tls.write_tls(&mut &*sock) {
-            Ok(0) => return Err(ErrorKind::WriteZero.into()),
-            Ok(_) => stalled_since = None,
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                stalled(&mut stalled_since, stopping, STOP_GRACE)?
-            }
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
+    write_until_done(stopping, || {
+        tls.wants_write().then(|| tls.write_tls(&mut &*sock))
+    })
 }
 
 /// Sends one datagram per message from `pos`, advancing `pos`.
