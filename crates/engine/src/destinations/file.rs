@@ -53,15 +53,16 @@ pub const MAX_OPEN_PER_WRITER: usize = 512;
 /// The most a writer gathers before writing, when much has queued.
 const MAX_GATHER: usize = 4 << 20;
 /// A file's share of what a writer gathered that is written at once, however many files wait.
-const FILE_CHUNK: usize = 16 << 10;
+const FILE_CHUNK: usize = 64 << 10;
 /// Up to this many files with small shares are written at once (one `writev` each); past it,
 /// small shares wait for more (see `Writer::run`).
 const FEW_FILES: usize = 8;
 /// How long a writer waits for more before it writes the small shares it holds.
-const LINGER: Duration = Duration::from_millis(1);
-/// The most a writer holds in small shares, and the longest it holds one.
-const MAX_HELD: usize = 4 << 20;
-const MAX_AGE: Duration = Duration::from_millis(50);
+const LINGER: Duration = Duration::from_millis(5);
+/// The most a writer holds in small shares, and the longest it holds one. Below `MAX_HELD`
+/// a held job's credits go back to its reader at once (see `Writer::hold`).
+const MAX_HELD: usize = 32 << 20;
+const MAX_AGE: Duration = Duration::from_millis(200);
 /// The most buffers one `writev` takes (Linux's `IOV_MAX`).
 const IOV_MAX: usize = 1024;
 
@@ -103,6 +104,12 @@ struct Job {
 }
 
 impl Job {
+    /// Someone waits to see this job written: a RELP sender for its acknowledgement, or a
+    /// disk buffer's feeder.
+    fn awaited(&self) -> bool {
+        self._written.is_some() || self._ack.as_ref().is_some_and(Ack::acknowledged)
+    }
+
     fn new(ack: Option<&Ack>, written: Option<Written>) -> Job {
         Job {
             data: Vec::new(),
@@ -662,6 +669,9 @@ struct Writer {
     /// Slots with pending pieces, and how much those pieces hold.
     dirty: Vec<usize>,
     held_bytes: usize,
+    /// Held jobs that someone waits to see written (a RELP acknowledgement, a disk buffer's
+    /// feeder): while there are any, nothing is held back.
+    held_awaited: usize,
     /// When the oldest piece still held arrived.
     held_since: Option<Instant>,
 }
@@ -688,6 +698,7 @@ impl Writer {
             free_held: Vec::new(),
             dirty: Vec::new(),
             held_bytes: 0,
+            held_awaited: 0,
             held_since: None,
         }
     }
@@ -696,7 +707,8 @@ impl Writer {
     /// `MAX_GATHER`) and writes each file's share with one `writev`. When one round spreads
     /// over many files (a file per host) the shares are small and the writes cost more than
     /// the copying: then small shares wait for more, until the writer has had nothing new for
-    /// `LINGER`, holds `MAX_HELD`, or has held a share for `MAX_AGE`.
+    /// `LINGER`, holds `MAX_HELD`, has held a share for `MAX_AGE`, or holds a job someone
+    /// waits to see written.
     fn run(mut self, rx: mpsc::Receiver<Msg>) {
         let tick = self.opts.time_reap.min(Duration::from_secs(5));
         let mut last_reap = Instant::now();
@@ -753,7 +765,7 @@ impl Writer {
                 .filter(|&&at| self.slots[at].pending_bytes < FILE_CHUNK)
                 .count();
             let old = self.held_since.is_some_and(|t| t.elapsed() >= MAX_AGE);
-            if small <= FEW_FILES || self.held_bytes >= MAX_HELD || old {
+            if small <= FEW_FILES || self.held_bytes >= MAX_HELD || old || self.held_awaited > 0 {
                 self.write_all();
             } else {
                 self.write_where(|s| s.pending_bytes >= FILE_CHUNK);
@@ -762,7 +774,15 @@ impl Writer {
     }
 
     /// Keeps `job` until its pieces are written, noting each piece with its file.
-    fn hold(&mut self, job: Job) {
+    ///
+    /// While the writer holds less than `MAX_HELD`, the job's credits go back to its reader
+    /// now rather than when it is written: with syslog-ng's small per-connection windows
+    /// (`min-iw-size-per-reader()`, 100 messages) a reader waits for its previous read to be
+    /// written, so holding a share for more would stall the reader instead of saving writes.
+    /// Memory stays bounded (by `MAX_HELD`, then by the windows again), and what the writer
+    /// holds is in memory either way. Jobs someone waits to see written — a RELP
+    /// acknowledgement, a disk buffer's feeder — keep theirs and are written at once.
+    fn hold(&mut self, mut job: Job) {
         let at = match self.free_held.pop() {
             Some(at) => at,
             None => {
@@ -789,6 +809,11 @@ impl Writer {
         }
         self.held_bytes += job.data.len();
         self.held_since.get_or_insert_with(Instant::now);
+        if job.awaited() {
+            self.held_awaited += 1;
+        } else if self.held_bytes < MAX_HELD {
+            job._ack = None;
+        }
         self.held[at] = Some(Held { job, left: pieces });
     }
 
@@ -825,6 +850,9 @@ impl Writer {
         self.free_held.push(at as usize);
         let messages = u64::from(job.messages);
         self.held_bytes -= job.data.len();
+        if job.awaited() {
+            self.held_awaited -= 1;
+        }
         self.counters.written.fetch_add(messages, Ordering::Relaxed);
         self.counters.queued.fetch_sub(messages, Ordering::Relaxed);
         self.counters
