@@ -348,13 +348,14 @@ def main():
             if s != "sluice" and m:
                 print(f"sluice / {s} = {med['sluice'] / m:.2f}")
     if baseline:
-        against = "plain TCP" if args.against_plain else f"{args.against_conns} connections"
+        if args.against_plain:
+            measured, against = "TLS", "plain TCP"
+        else:
+            measured, against = f"{args.conns} connections", f"{args.against_conns} connections"
         for s, r in ratios.items():
             if r:
                 rounds = ", ".join(f"{x:.0%}" for x in r)
-                measured = f"{args.conns} connections" if args.against_conns else "TLS"
-                print(f"{s}: {measured} / {against} = "
-                      f"{statistics.median(r):.0%} (rounds: {rounds})")
+                print(f"{s}: {measured} / {against} = {statistics.median(r):.0%} (rounds: {rounds})")
 
 
 if __name__ == "__main__":

@@ -5,8 +5,9 @@
 //! place, so sending costs a copy per message; messages go out in large writes, paced by a
 //! per-connection rate. Connections are shared out over at most [`THREADS`] threads, each
 //! sending a batch on each of its connections in turn: a thread per connection cost the
-//! sender more CPU than the server it measured once there were a thousand of them. Each message carries `seq: NNNNNNNNNN, thread: TTTT`
-//! (as syslog-ng's loggen writes it), which is what `--check` counts.
+//! sender more CPU than the server it measured once there were a thousand of them. Each
+//! message carries `seq: NNNNNNNNNN, thread: TTTT` (as syslog-ng's loggen writes it; the
+//! "thread" is the connection's number), which is what `--check` counts.
 
 use clap::Args;
 use std::io::{BufRead, Read, Write};
@@ -396,8 +397,10 @@ fn target(args: &LoggenArgs) -> Result<Target, String> {
     })
 }
 
-/// One sending connection.
+/// What one connection sends, and the counters all connections share.
 struct Job {
+    /// The connection's number, written in each message as `thread: TTTT` like syslog-ng's
+    /// loggen does.
     thread: usize,
     runid: u64,
     source: Source,
@@ -431,9 +434,10 @@ fn drive(incoming: std::sync::mpsc::Receiver<Sender>) -> Result<(), String> {
             }
         }
         if senders.is_empty() {
+            // Nothing to send until the next connection opens; none will once all have.
             match incoming.recv() {
-                Ok(sender) if opening => senders.push(sender),
-                _ => return Ok(()),
+                Ok(sender) => senders.push(sender),
+                Err(_) => return Ok(()),
             }
         }
         let (mut sent, mut wait) = (false, Duration::MAX);

@@ -98,16 +98,18 @@ struct Job {
     runs: Vec<(u32, u32)>,
     /// Messages in `data`.
     messages: u32,
-    /// Dropped once written: the readers' credits, or the disk buffer feeder's count.
-    _ack: Option<Ack>,
-    _written: Option<Written>,
+    /// The readers' credits: dropped once written, or when the writer holds the job (see
+    /// `Writer::hold`).
+    ack: Option<Ack>,
+    /// The disk buffer feeder's count: dropped once written.
+    written: Option<Written>,
 }
 
 impl Job {
     /// Someone waits to see this job written: a RELP sender for its acknowledgement, or a
     /// disk buffer's feeder.
     fn awaited(&self) -> bool {
-        self._written.is_some() || self._ack.as_ref().is_some_and(Ack::acknowledged)
+        self.written.is_some() || self.ack.as_ref().is_some_and(Ack::acknowledged)
     }
 
     fn new(ack: Option<&Ack>, written: Option<Written>) -> Job {
@@ -118,8 +120,8 @@ impl Job {
             name_hashes: Vec::new(),
             runs: Vec::new(),
             messages: 0,
-            _ack: ack.cloned(),
-            _written: written,
+            ack: ack.cloned(),
+            written,
         }
     }
 
@@ -275,7 +277,7 @@ fn feed(
             }
             // The writer takes these off `queued` when written, as it does for readers' jobs.
             job.count_queued(&counters);
-            job._written = Some(Written(pending.clone()));
+            job.written = Some(Written(pending.clone()));
             *pending.0.lock().expect("feeder count lock") += 1;
             // A writer that stopped drops the job, which counts it down all the same.
             let _ = writers[w].send(Msg::Job(job));
@@ -812,7 +814,7 @@ impl Writer {
         if job.awaited() {
             self.held_awaited += 1;
         } else if self.held_bytes < MAX_HELD {
-            job._ack = None;
+            job.ack = None;
         }
         self.held[at] = Some(Held { job, left: pieces });
     }

@@ -325,6 +325,25 @@ pub(super) struct Position {
     pub(super) byte: usize,
 }
 
+impl Position {
+    /// Moves `n` bytes on through `batches`; where a batch ends, to the start of the next.
+    fn advance(&mut self, batches: &[Batch], mut n: usize) {
+        loop {
+            let left = batches[self.batch].data.len() - self.byte;
+            if n < left {
+                self.byte += n;
+                return;
+            }
+            n -= left;
+            self.batch += 1;
+            self.byte = 0;
+            if n == 0 {
+                return;
+            }
+        }
+    }
+}
+
 impl Sender {
     /// Sends until the queue stops; when retired for a reload's destination, returns the
     /// connection (and the server it goes to) for that one to go on with.
@@ -799,17 +818,8 @@ fn write_stream(
             slices.push(IoSlice::new(&b.data));
         }
         let sent = sock.send_vectored_with_flags(&slices, libc::MSG_NOSIGNAL);
-        let mut n = *sent.as_ref().unwrap_or(&0);
-        while n > 0 {
-            let left = batches[pos.batch].data.len() - pos.byte;
-            if n < left {
-                pos.byte += n;
-                n = 0;
-            } else {
-                n -= left;
-                pos.batch += 1;
-                pos.byte = 0;
-            }
+        if let Ok(n) = sent {
+            pos.advance(batches, n);
         }
         Some(sent)
     })
@@ -874,11 +884,7 @@ fn write_tls(
             let n = (data.len() - next.byte).min(TLS_CHUNK - taken);
             crate::tls::write_plaintext(&mut tls.writer(), &data[next.byte..next.byte + n])?;
             taken += n;
-            next.byte += n;
-            if next.byte >= data.len() {
-                next.batch += 1;
-                next.byte = 0;
-            }
+            next.advance(batches, n);
         }
         flush_tls(sock, tls, stopping)?;
         *pos = next;
@@ -935,4 +941,29 @@ fn write_datagrams(
         pos.byte = end;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_position_moves_through_batches_and_past_their_ends() {
+        let batch = |len: usize| Batch {
+            data: vec![b'x'; len],
+            ends: vec![len as u32],
+            ack: None,
+        };
+        let batches = [batch(10), batch(0), batch(5)];
+        let mut pos = Position::default();
+        pos.advance(&batches, 4);
+        assert_eq!((pos.batch, pos.byte), (0, 4));
+        pos.advance(&batches, 6);
+        assert_eq!((pos.batch, pos.byte), (1, 0));
+        // At the end of a batch (an empty one here), nothing more moves it to the next.
+        pos.advance(&batches, 0);
+        assert_eq!((pos.batch, pos.byte), (2, 0));
+        pos.advance(&batches, 5);
+        assert_eq!((pos.batch, pos.byte), (3, 0));
+    }
 }
