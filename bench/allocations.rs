@@ -4,7 +4,8 @@
 //! writer — with a counting allocator around it.
 //!
 //! ```sh
-//! cargo bench --bench allocations
+//! cargo bench --bench allocations              # every case
+//! cargo bench --bench allocations -- "per host" # the cases whose label holds the text
 //! ```
 
 use bytes::Bytes;
@@ -95,6 +96,11 @@ fn main() {
         println!("allocations: a benchmark; run it with `cargo bench --bench allocations`");
         return;
     }
+    // Any other argument picks the cases whose label holds it (to profile one alone).
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
     let dir = std::env::temp_dir().join(format!("sluice-allocations-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("scratch directory");
     let one_file = format!("file(\"{}/all.log\")", dir.display());
@@ -104,6 +110,9 @@ fn main() {
         ("one file per host", "3164", &per_host),
         ("RFC5424 (syslog()), one file", "5424", &one_file),
     ] {
+        if !only.is_empty() && !only.iter().any(|o| label.contains(o.as_str())) {
+            continue;
+        }
         let source = if rfc == "3164" { "network" } else { "syslog" };
         let config = format!(
             "@version: 3.38\noptions {{ keep-hostname(yes); use-dns(no); }};\nsource s {{ {source}(ip(127.0.0.1) port(5999)); }};\ndestination d {{ {destination}; }};\nlog {{ source(s); destination(d); }};\n"

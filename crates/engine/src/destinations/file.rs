@@ -63,6 +63,10 @@ const LINGER: Duration = Duration::from_millis(5);
 /// a held job's credits go back to its reader at once (see `Writer::hold`).
 const MAX_HELD: usize = 32 << 20;
 const MAX_AGE: Duration = Duration::from_millis(200);
+/// Runs shorter than this are copied into their file's buffer when a writer takes a job: the
+/// kernel spends more on a `writev` piece than the copy costs (a file per host gives runs of
+/// one or two messages).
+const COPY_BELOW: usize = 2 << 10;
 /// The most buffers one `writev` takes (Linux's `IOV_MAX`).
 const IOV_MAX: usize = 1024;
 
@@ -93,9 +97,9 @@ struct Job {
     names: Vec<u8>,
     name_ends: Vec<u32>,
     name_hashes: Vec<u64>,
-    /// Consecutive runs of `data`: (index of the file name, end offset). A run starts where
-    /// the previous one ended.
-    runs: Vec<(u32, u32)>,
+    /// Consecutive runs of `data`, each for one file; a run starts where the previous one
+    /// ended.
+    runs: Vec<Run>,
     /// Messages in `data`.
     messages: u32,
     /// The readers' credits: dropped once written, or when the writer holds the job (see
@@ -161,14 +165,32 @@ impl Job {
         (self.name_ends.len() - 1) as u32
     }
 
-    /// Records that `data` up to its current end belongs to file `name`.
-    fn close_run(&mut self, name: u32) {
+    /// Records that `data` up to its current end, `messages` more messages, belongs to file
+    /// `name`.
+    fn close_run(&mut self, name: u32, messages: u32) {
         let end = self.data.len() as u32;
         match self.runs.last_mut() {
-            Some((last, last_end)) if *last == name => *last_end = end,
-            _ => self.runs.push((name, end)),
+            Some(last) if last.name == name => {
+                last.end = end;
+                last.messages += messages;
+            }
+            _ => self.runs.push(Run {
+                name,
+                end,
+                messages,
+            }),
         }
     }
+}
+
+/// A run of a job's data for one file.
+#[derive(Clone, Copy)]
+struct Run {
+    /// The index of the file's name in the job.
+    name: u32,
+    /// Where the run ends in the job's data.
+    end: u32,
+    messages: u32,
 }
 
 /// What a writer receives: work, the order to close its files (they are opened again on the
@@ -186,8 +208,12 @@ struct Grouping {
     /// Distinct names of the batch: (hash, writer, index in that writer's job).
     seen: Vec<(u64, u32, u32)>,
     table: hashbrown::HashTable<u32>,
-    /// (index in `seen`, message) for every message of the batch.
-    order: Vec<(u32, u32)>,
+    /// The index in `seen` of each message of the batch, in the batch's order.
+    name_of: Vec<u32>,
+    /// Messages per name, then (once placed) where each name's messages end in `order`.
+    ends: Vec<u32>,
+    /// The batch's messages, each name's after the previous name's, in their order.
+    order: Vec<u32>,
 }
 
 thread_local! {
@@ -268,7 +294,7 @@ fn feed(
                 let at = job.name_index(name, hash);
                 job.data.extend_from_slice(line);
                 job.messages += 1;
-                job.close_run(at);
+                job.close_run(at, 1);
             }
         }
         for (w, mut job) in jobs.into_iter().enumerate() {
@@ -426,18 +452,16 @@ impl FileDestination {
                 f.append(&msgs[i as usize], &mut job.data);
             }
             job.messages = which.len() as u32;
-            job.close_run(at);
+            job.close_run(at, which.len() as u32);
             f.learn_size(job.data.len(), which.len());
             return jobs;
         }
         let template = self.path.as_ref().expect("templated file name");
-        for job in &mut jobs {
-            job.data.reserve(f.size_hint(which.len()) / writers);
-        }
         GROUPING.with_borrow_mut(|g| {
             g.seen.clear();
             g.table.clear();
-            g.order.clear();
+            g.name_of.clear();
+            g.ends.clear();
             let mut last: Option<usize> = None;
             for &i in which {
                 let msg = &msgs[i as usize];
@@ -463,6 +487,7 @@ impl FileDestination {
                             let w = writer_of(hash, writers);
                             let local = jobs[w].add_name(&g.name, hash);
                             g.seen.push((hash, w as u32, local));
+                            g.ends.push(0);
                             let at = g.seen.len() - 1;
                             let seen = &g.seen;
                             g.table
@@ -472,17 +497,39 @@ impl FileDestination {
                     }
                 };
                 last = Some(at);
-                g.order.push((at as u32, i));
+                g.ends[at] += 1;
+                g.name_of.push(at as u32);
+            }
+            for (&(_, w, _), &count) in g.seen.iter().zip(&g.ends) {
+                jobs[w as usize].messages += count;
+            }
+            for job in &mut jobs {
+                job.data.reserve(f.size_hint(job.messages as usize));
             }
             // Each file's messages one after another (in their order), so that a file gets
-            // one piece of each job: fewer, longer pieces for the writer to copy.
-            g.order.sort_by_key(|&(at, _)| at);
-            for &(at, i) in &g.order {
-                let (_, w, local) = g.seen[at as usize];
+            // one piece of each job: fewer, longer pieces for the writer to copy. A counting
+            // sort: `ends` become where each name's messages start, then where they end.
+            let mut start = 0;
+            for end in &mut g.ends {
+                let count = *end;
+                *end = start;
+                start += count;
+            }
+            g.order.resize(which.len(), 0);
+            for (&i, &at) in which.iter().zip(&g.name_of) {
+                let next = &mut g.ends[at as usize];
+                g.order[*next as usize] = i;
+                *next += 1;
+            }
+            let mut start = 0;
+            for (&(_, w, local), &end) in g.seen.iter().zip(&g.ends) {
                 let job = &mut jobs[w as usize];
-                f.append(&msgs[i as usize], &mut job.data);
-                job.messages += 1;
-                job.close_run(local);
+                let mine = &g.order[start..end as usize];
+                for &i in mine {
+                    f.append(&msgs[i as usize], &mut job.data);
+                }
+                job.close_run(local, mine.len() as u32);
+                start = end as usize;
             }
         });
         jobs.retain(|j| !j.runs.is_empty());
@@ -635,7 +682,7 @@ impl Destination for FileDestination {
 }
 
 /// A file a writer knows: its name, its descriptor while open, and what waits to be written
-/// to it as (held job, start, end) pieces.
+/// to it, in order: pieces of held jobs and runs copied into `copied`.
 struct Slot {
     /// The slot is free for reuse (its file was reaped).
     free: bool,
@@ -643,9 +690,22 @@ struct Slot {
     hash: u64,
     file: Option<File>,
     last_write: Instant,
-    pending: Vec<(u32, u32, u32)>,
+    pending: Vec<Piece>,
+    copied: Vec<u8>,
     pending_bytes: usize,
 }
+
+/// Bytes `start..end` waiting to be written to a file: of held job `job`, or of the file's
+/// `copied` buffer when `job` is `COPIED`.
+#[derive(Clone, Copy)]
+struct Piece {
+    job: u32,
+    start: u32,
+    end: u32,
+    messages: u32,
+}
+
+const COPIED: u32 = u32::MAX;
 
 /// A job a writer holds until every piece of it is written: dropping it acknowledges.
 struct Held {
@@ -792,25 +852,60 @@ impl Writer {
                 self.held.len() - 1
             }
         };
+        // Beyond `MAX_HELD` jobs keep their credits until written, so nothing is copied.
+        let copy = !job.awaited() && self.held_bytes < MAX_HELD;
         let mut start = 0;
         let mut pieces = 0;
         let mut names = Vec::with_capacity(job.name_ends.len());
         for n in 0..job.name_ends.len() {
             names.push(self.slot(job.name(n), job.name_hashes[n]));
         }
-        for &(name, end) in &job.runs {
-            let at_slot = names[name as usize];
+        for run in &job.runs {
+            let at_slot = names[run.name as usize];
             let slot = &mut self.slots[at_slot];
             if slot.pending.is_empty() {
                 self.dirty.push(at_slot);
             }
-            slot.pending.push((at as u32, start, end));
-            slot.pending_bytes += (end - start) as usize;
-            pieces += 1;
-            start = end;
+            let len = run.end - start;
+            if copy && (len as usize) < COPY_BELOW {
+                if slot.copied.capacity() == 0 {
+                    slot.copied.reserve(FILE_CHUNK + COPY_BELOW);
+                }
+                let from = slot.copied.len() as u32;
+                slot.copied
+                    .extend_from_slice(&job.data[start as usize..run.end as usize]);
+                match slot.pending.last_mut() {
+                    Some(last) if last.job == COPIED && last.end == from => {
+                        last.end += len;
+                        last.messages += run.messages;
+                    }
+                    _ => slot.pending.push(Piece {
+                        job: COPIED,
+                        start: from,
+                        end: from + len,
+                        messages: run.messages,
+                    }),
+                }
+                self.held_bytes += len as usize;
+            } else {
+                slot.pending.push(Piece {
+                    job: at as u32,
+                    start,
+                    end: run.end,
+                    messages: run.messages,
+                });
+                pieces += 1;
+            }
+            slot.pending_bytes += len as usize;
+            start = run.end;
+        }
+        self.held_since.get_or_insert_with(Instant::now);
+        if pieces == 0 {
+            // All copied: the job goes, and its credits with it.
+            self.free_held.push(at);
+            return;
         }
         self.held_bytes += job.data.len();
-        self.held_since.get_or_insert_with(Instant::now);
         if job.awaited() {
             self.held_awaited += 1;
         } else if self.held_bytes < MAX_HELD {
@@ -850,16 +945,10 @@ impl Writer {
         }
         let Held { job, .. } = self.held[at as usize].take().expect("held job");
         self.free_held.push(at as usize);
-        let messages = u64::from(job.messages);
         self.held_bytes -= job.data.len();
         if job.awaited() {
             self.held_awaited -= 1;
         }
-        self.counters.written.fetch_add(messages, Ordering::Relaxed);
-        self.counters.queued.fetch_sub(messages, Ordering::Relaxed);
-        self.counters
-            .memory_usage
-            .fetch_sub(job.data.len() as u64, Ordering::Relaxed);
     }
 
     fn close_all(&mut self) {
@@ -884,6 +973,7 @@ impl Writer {
             file: None,
             last_write: Instant::now(),
             pending: Vec::new(),
+            copied: Vec::new(),
             pending_bytes: 0,
         };
         let at = match self.free.pop() {
@@ -906,11 +996,27 @@ impl Writer {
         loop {
             match self.write(slot) {
                 Ok(()) => {
-                    let mut pieces = std::mem::take(&mut self.slots[slot].pending);
-                    self.slots[slot].pending_bytes = 0;
-                    for &(job, _, _) in &pieces {
-                        self.piece_written(job);
+                    let s = &mut self.slots[slot];
+                    let mut pieces = std::mem::take(&mut s.pending);
+                    let (bytes, copied) = (s.pending_bytes, s.copied.len());
+                    s.pending_bytes = 0;
+                    s.copied.clear();
+                    if s.copied.capacity() > 2 * (FILE_CHUNK + COPY_BELOW) {
+                        s.copied = Vec::new(); // a burst's room is not kept
                     }
+                    self.held_bytes -= copied;
+                    let mut messages = 0;
+                    for piece in &pieces {
+                        messages += u64::from(piece.messages);
+                        if piece.job != COPIED {
+                            self.piece_written(piece.job);
+                        }
+                    }
+                    self.counters.written.fetch_add(messages, Ordering::Relaxed);
+                    self.counters.queued.fetch_sub(messages, Ordering::Relaxed);
+                    self.counters
+                        .memory_usage
+                        .fetch_sub(bytes as u64, Ordering::Relaxed);
                     pieces.clear();
                     self.slots[slot].pending = pieces; // keeps its room
                     return;
@@ -930,18 +1036,26 @@ impl Writer {
     }
 
     fn write(&mut self, slot: usize) -> std::io::Result<()> {
-        fn pieces<'a>(s: &Slot, held: &'a [Option<Held>]) -> Vec<std::io::IoSlice<'a>> {
-            s.pending
+        fn pieces<'a>(
+            pending: &[Piece],
+            copied: &'a [u8],
+            held: &'a [Option<Held>],
+        ) -> Vec<std::io::IoSlice<'a>> {
+            pending
                 .iter()
-                .map(|&(job, start, end)| {
-                    let job = &held[job as usize].as_ref().expect("held job").job;
-                    std::io::IoSlice::new(&job.data[start as usize..end as usize])
+                .map(|p| {
+                    let data = match p.job {
+                        COPIED => copied,
+                        job => &held[job as usize].as_ref().expect("held job").job.data,
+                    };
+                    std::io::IoSlice::new(&data[p.start as usize..p.end as usize])
                 })
                 .collect()
         }
         if let Target::Stdout = self.target {
             let mut out = std::io::stdout().lock();
-            for piece in pieces(&self.slots[slot], &self.held) {
+            let s = &self.slots[slot];
+            for piece in pieces(&s.pending, &s.copied, &self.held) {
                 out.write_all(&piece)?;
             }
             return out.flush();
@@ -962,7 +1076,7 @@ impl Writer {
         }
         let s = &mut self.slots[slot];
         s.last_write = Instant::now();
-        let mut slices = pieces(s, &self.held);
+        let mut slices = pieces(&s.pending, &s.copied, &self.held);
         let f = s.file.as_mut().expect("opened above");
         let mut slices = &mut slices[..];
         while !slices.is_empty() {
@@ -1000,6 +1114,7 @@ impl Writer {
             }
             self.slots[at].free = true;
             self.slots[at].name = Vec::new();
+            self.slots[at].copied = Vec::new();
             self.free.push(at);
         }
     }
@@ -1052,5 +1167,75 @@ fn chown(path: &Path, uid: Option<u32>, gid: Option<u32>) {
     }
     if let Err(e) = std::os::unix::fs::chown(path, uid, gid) {
         internal::warning(format!("cannot change owner of {}: {e}", path.display()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(dir: &Path, runs: &[(&str, &[u8])], written: Option<Written>) -> Job {
+        let mut job = Job::new(None, written);
+        for &(file, data) in runs {
+            let name = dir.join(file).into_os_string().into_encoded_bytes();
+            let at = job.name_index(&name, name_hash(&name));
+            job.data.extend_from_slice(data);
+            job.messages += 1;
+            job.close_run(at, 1);
+        }
+        job
+    }
+
+    #[test]
+    fn small_runs_are_copied_and_every_file_keeps_its_order() {
+        let dir = std::env::temp_dir().join(format!("sluice-file-copy-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let opts = FileOptions {
+            create_dirs: false,
+            perm: None,
+            dir_perm: None,
+            owner: None,
+            group: None,
+            dir_owner: None,
+            dir_group: None,
+            fsync: false,
+            time_reap: Duration::from_secs(60),
+        };
+        let counters = DestCounters::default();
+        let mut writer = Writer::new(
+            Target::Files,
+            Arc::new(opts),
+            Arc::default(),
+            "d".into(),
+            counters.clone(),
+        );
+        let big = [b'b'; COPY_BELOW * 2];
+        let big = [&big[..], b"\n"].concat();
+        let pending = Arc::new((Mutex::new(1usize), Condvar::new()));
+        let jobs = [
+            job(&dir, &[("a", b"a1\n"), ("b", &big), ("a", b"a2\n")], None),
+            job(&dir, &[("b", b"b2\n"), ("a", b"a3\n")], None),
+            // Someone waits to see this one written: it is held, never copied.
+            job(&dir, &[("a", b"a4\n")], Some(Written(pending.clone()))),
+            job(&dir, &[("a", b"a5\n"), ("b", b"b3\n")], None),
+        ];
+        for job in jobs {
+            job.count_queued(&counters);
+            writer.hold(job);
+        }
+        // The first job stays for its long run, the third because it is awaited; the other
+        // two were copied whole and let go.
+        assert_eq!(writer.held.iter().flatten().count(), 2);
+        writer.write_all();
+        let read = |f: &str| std::fs::read(dir.join(f)).unwrap();
+        assert_eq!(read("a"), b"a1\na2\na3\na4\na5\n");
+        assert_eq!(read("b"), [&big[..], b"b2\nb3\n"].concat());
+        assert_eq!(*pending.0.lock().unwrap(), 0, "the awaited job was let go");
+        assert_eq!(writer.held.iter().flatten().count(), 0);
+        assert_eq!(writer.held_bytes, 0);
+        assert_eq!(counters.written.load(Ordering::Relaxed), 8);
+        assert_eq!(counters.queued.load(Ordering::Relaxed), 0);
+        assert_eq!(counters.memory_usage.load(Ordering::Relaxed), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
