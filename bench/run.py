@@ -3,7 +3,8 @@
 
 usage: bench/run.py [--conns N] [--count N] [--size BYTES] [--proto 3164|5424] [--rounds N]
                     [--rewrite subst|set|classify] [--format-json] [--corpus FILE] [--tls]
-                    [--against-plain | --against-conns N] [--servers sluice,syslog-ng,rsyslog]
+                    [--per-host] [--against-plain | --against-conns N | --against-one-file]
+                    [--servers sluice,syslog-ng,rsyslog]
                     [--no-build]
 
 Builds sluice in release mode, then for each server in turn (rounds alternate servers so that
@@ -36,6 +37,14 @@ rsyslog: `imtcp` with its OpenSSL driver) and `sluice loggen` connect with `-U`.
 their bars — TLS against plain TCP, CONNS connections against N — without the machine's drift in
 it: every round runs each server both ways back to back, and the ratio of each round's pair is
 printed with their median.
+
+`--per-host` writes a file per host (`${HOST}.log`; rsyslog: a `dynaFile`) and needs `--corpus`
+for its many hosts. The files are made by a first pass of the corpus over every connection
+before the measured run, which then writes into files that exist — the steady state of a log
+server. On this machine's ext4 without a journal, creating a file soon after others were
+deleted costs about a millisecond of CPU (the inode allocator skips recently deleted inodes
+one by one), so a run that starts with no files measures that more than the server: see
+BENCHMARKS.md. `--against-one-file` (with `--per-host`) prints per host / one file per round.
 
 `--corpus FILE` sends the lines of a file of syslog messages (such as
 `../shared/corpus/loghub-rfc3164.log`), over and over, instead of `sluice loggen`'s synthetic
@@ -156,10 +165,11 @@ def syslog_ng_config(args, port, out, work):
     if args.tls:
         cert, key = certificate(work)
         transport = f'transport(tls) tls(key-file("{key}") cert-file("{cert}") peer-verify(optional-untrusted))'
+    path = os.path.join(out, "${HOST}.log") if args.per_host else out
     return f"""@version: 3.38
 options {{ threaded(yes); log-fifo-size(1000000); use-dns(no); keep-hostname(yes); stats-freq(0); flush-lines(1000); }};
 source s {{ {driver}(ip(127.0.0.1) port({port}) {transport} max-connections(20000) log-iw-size(1000000) log-fetch-limit(1000)); }};
-destination d {{ file("{out}" flush-lines(1000){template}); }};
+destination d {{ file("{path}" flush-lines(1000){template}); }};
 {rewrite}
 log {{ source(s); {element} destination(d); }};
 """
@@ -176,11 +186,16 @@ input(type="imtcp" port="{port}" address="127.0.0.1")"""
     else:
         inputs = f"""module(load="{lib}/rsyslog/imptcp.so" threads="2")
 input(type="imptcp" port="{port}" address="127.0.0.1"{framing})"""
+    if args.per_host:
+        action = f"""template(name="per_host" type="string" string="{out}/%HOSTNAME%.log")
+action(type="omfile" dynaFile="per_host" dynaFileCacheSize="1000" template="fwd" ioBufferSize="1m" flushOnTXEnd="off")"""
+    else:
+        action = f'action(type="omfile" file="{out}" template="fwd" ioBufferSize="1m" flushOnTXEnd="off")'
     return f"""global(workDirectory="{work}" maxMessageSize="64k")
 {inputs}
 main_queue(queue.type="FixedArray" queue.size="1000000" queue.dequeueBatchSize="1024" queue.workerThreads="1")
 template(name="fwd" type="string" string="%TIMESTAMP% %HOSTNAME% %syslogtag%%msg%\\n")
-action(type="omfile" file="{out}" template="fwd" ioBufferSize="1m" flushOnTXEnd="off")
+{action}
 """
 
 
@@ -212,20 +227,51 @@ def start(server, args, work, port, out, sink_port=None):
 
 
 def count_lines(path, seen):
-    """Lines in `path`, reading only what was added since the last call (seen = [offset, lines])."""
+    """Lines in the file `path`, or in the files of the folder `path`, reading only what was
+    added since the last call (seen: file -> [offset, lines])."""
     if not os.path.exists(path):
         return 0
-    with open(path, "rb") as f:
-        f.seek(seen[0])
-        for block in iter(lambda: f.read(1 << 22), b""):
-            seen[1] += block.count(b"\n")
-        seen[0] = f.tell()
-    return seen[1]
+    files = [os.path.join(path, n) for n in os.listdir(path)] if os.path.isdir(path) else [path]
+    for name in files:
+        at = seen.setdefault(name, [0, 0])
+        with open(name, "rb") as f:
+            f.seek(at[0])
+            for block in iter(lambda: f.read(1 << 22), b""):
+                at[1] += block.count(b"\n")
+            at[0] = f.tell()
+    return sum(lines for _, lines in seen.values())
+
+
+def stored_bytes(path):
+    """Bytes in the file `path`, or in the files of the folder `path`."""
+    if not os.path.exists(path):
+        return 0
+    if not os.path.isdir(path):
+        return os.stat(path).st_size
+    with os.scandir(path) as files:
+        return sum(f.stat().st_size for f in files)
+
+
+def wait_stored(out, seen, want):
+    """Waits until `out` holds `want` lines, or 5 s pass without it growing; returns when it last
+    grew. Lines are counted only when it stopped growing: counting while the server writes
+    would take CPU from it (a file per host is hundreds of files to read each time)."""
+    last, grew = -1, time.time()
+    while True:
+        size, now = stored_bytes(out), time.time()
+        if size != last:
+            last, grew = size, now
+        elif count_lines(out, seen) >= want or now - grew >= 5:
+            return grew
+        time.sleep(0.02)
 
 
 def run_once(server, args):
     work = tempfile.mkdtemp(prefix=f"sluice-bench-{server}-")
     out = os.path.join(work, "all.log")
+    if args.per_host:
+        out = os.path.join(work, "hosts")
+        os.makedirs(out)
     port = free_port()
     sink = None
     if args.forward:
@@ -239,8 +285,7 @@ def run_once(server, args):
         wait_port(port)
         time.sleep(0.3)
         total = args.conns * (args.count // args.conns)
-        cpu0, t0 = cpu_seconds(proc.pid), time.time()
-        loggen = [SLUICE, "loggen", "-Q", "-r", "0", "-s", str(args.size), "-n", str(args.count // args.conns),
+        loggen = [SLUICE, "loggen", "-Q", "-r", "0", "-s", str(args.size),
                   "--active-connections", str(args.conns), "-I", "3600"]
         if args.proto == "5424":
             loggen.append("-P")
@@ -250,16 +295,16 @@ def run_once(server, args):
             loggen += ["--idle-connections", str(args.idle)]
         if args.tls:
             loggen.append("-U")
-        sent = subprocess.run([*loggen, "127.0.0.1", str(port)], capture_output=True, text=True)
-        seen, last, t1 = [0, 0], -1, time.time()
-        while time.time() - t1 < 5:  # give up after 5 s without progress
-            got = count_lines(out, seen)
-            if got >= total:
-                t1 = time.time()
-                break
-            if got != last:
-                last, t1 = got, time.time()
-            time.sleep(0.02)
+        seen, before = {}, 0
+        if args.per_host:  # a pass of the corpus makes every host's file
+            lines = sum(1 for line in open(args.corpus, "rb") if line.strip())
+            subprocess.run([*loggen, "-n", str(lines), "127.0.0.1", str(port)], capture_output=True, check=True)
+            before = args.conns * lines
+            wait_stored(out, seen, before)
+        cpu0, t0 = cpu_seconds(proc.pid), time.time()
+        sent = subprocess.run([*loggen, "-n", str(args.count // args.conns), "127.0.0.1", str(port)],
+                              capture_output=True, text=True)
+        t1 = wait_stored(out, seen, before + total)
         cpu1, rss = cpu_seconds(proc.pid), peak_rss_mib(proc.pid)
     finally:
         for p in (proc, sink):
@@ -271,7 +316,7 @@ def run_once(server, args):
             except subprocess.TimeoutExpired:
                 p.kill()
     # Count again once the server has stopped: rsyslog keeps its last partial buffer until then.
-    got = count_lines(out, seen)
+    got = count_lines(out, seen) - before
     shutil.rmtree(work, ignore_errors=True)
     wall = t1 - t0
     note = "" if got >= total else f"  INCOMPLETE: stored {got} of {total}"
@@ -279,7 +324,7 @@ def run_once(server, args):
         note += "  loggen: " + sent.stderr.strip()[-200:]
     rate = total / wall if not note else 0.0
     cpu = 1e6 * (cpu1 - cpu0) / total
-    mode = f" forward={args.forward}" if args.forward else " tls" if args.tls else ""
+    mode = f" forward={args.forward}" if args.forward else " tls" if args.tls else " per-host" if args.per_host else ""
     print(f"{server:10s}{mode} proto={args.proto} conns={args.conns} count={total} stored={got} wall={wall:.2f}s "
           f"rate={rate:,.0f} msg/s cpu={cpu:.2f} us/msg peak-rss={rss:.0f} MiB{note}", flush=True)
     return rate, cpu, rss
@@ -300,11 +345,14 @@ def main():
     ap.add_argument("--forward", choices=["none", "normal", "reliable", "relp"],
                     help="benchmark a relay: forward over TCP with no disk buffer, a normal or a reliable one, or over RELP (sluice only)")
     ap.add_argument("--tls", action="store_true", help="TLS sources, loggen -U")
+    ap.add_argument("--per-host", action="store_true", help="a file per host, made before the measured run (needs --corpus)")
     against = ap.add_mutually_exclusive_group()
     against.add_argument("--against-plain", action="store_true",
                          help="each round also runs plain TCP just before TLS; prints TLS/plain per round")
     against.add_argument("--against-conns", type=int, metavar="N",
                          help="each round also runs N connections just before CONNS; prints the ratio per round")
+    against.add_argument("--against-one-file", action="store_true",
+                         help="each round also runs one file just before --per-host; prints the ratio per round")
     ap.add_argument("--servers", default="sluice,syslog-ng,rsyslog")
     ap.add_argument("--no-build", action="store_true", help="use the release binary as it is")
     args = ap.parse_args()
@@ -322,11 +370,19 @@ def main():
             print(f"note: {s} is not installed, left out (bench/README.md)", file=sys.stderr)
     if args.against_plain and not args.tls:
         raise SystemExit("--against-plain compares TLS with plain TCP: give --tls too")
+    if args.per_host and not args.corpus:
+        raise SystemExit("--per-host needs --corpus: sluice loggen's own messages all come from one host")
+    if args.per_host and args.forward:
+        raise SystemExit("--per-host measures the file destination: it does not go with --forward")
+    if args.against_one_file and not args.per_host:
+        raise SystemExit("--against-one-file compares a file per host with one file: give --per-host too")
     baseline = None
     if args.against_plain:
         baseline = argparse.Namespace(**{**vars(args), "tls": False})
     elif args.against_conns:
         baseline = argparse.Namespace(**{**vars(args), "conns": args.against_conns})
+    elif args.against_one_file:
+        baseline = argparse.Namespace(**{**vars(args), "per_host": False})
     results = {s: [] for s in servers}
     ratios = {s: [] for s in servers}
     for _ in range(args.rounds):
@@ -350,6 +406,8 @@ def main():
     if baseline:
         if args.against_plain:
             measured, against = "TLS", "plain TCP"
+        elif args.against_one_file:
+            measured, against = "a file per host", "one file"
         else:
             measured, against = f"{args.conns} connections", f"{args.against_conns} connections"
         for s, r in ratios.items():
