@@ -714,6 +714,29 @@ struct Held {
     left: u32,
 }
 
+/// The writer's next message, waiting up to `wait`. After a small round (`small`) it lets the
+/// readers run once before it sleeps on the channel: a job that arrives meanwhile is taken
+/// without the futex wake-up its sender would otherwise pay. With many connections sending a
+/// little each, writers slept and were woken for every read; after a large round the wake-up
+/// is paid for, and yielding would only keep the writer from its work.
+fn receive(
+    rx: &mpsc::Receiver<Msg>,
+    wait: Duration,
+    small: bool,
+) -> Result<Msg, mpsc::RecvTimeoutError> {
+    if let Ok(msg) = rx.try_recv() {
+        return Ok(msg);
+    }
+    if !small {
+        return rx.recv_timeout(wait);
+    }
+    std::thread::yield_now();
+    match rx.try_recv() {
+        Ok(msg) => Ok(msg),
+        Err(_) => rx.recv_timeout(wait),
+    }
+}
+
 /// One writer thread: the files whose names hash to it.
 struct Writer {
     target: Target,
@@ -774,13 +797,14 @@ impl Writer {
     fn run(mut self, rx: mpsc::Receiver<Msg>) {
         let tick = self.opts.time_reap.min(Duration::from_secs(5));
         let mut last_reap = Instant::now();
+        let mut small = false;
         loop {
             if last_reap.elapsed() >= tick {
                 self.reap();
                 last_reap = Instant::now();
             }
             let wait = if self.dirty.is_empty() { tick } else { LINGER };
-            let mut next = match rx.recv_timeout(wait) {
+            let mut next = match receive(&rx, wait, small) {
                 Ok(Msg::Job(job)) => Some(job),
                 Ok(Msg::Reopen) => {
                     self.write_all();
@@ -812,6 +836,7 @@ impl Writer {
                     }
                 }
             }
+            small = bytes < FILE_CHUNK;
             if stop {
                 self.write_all();
                 return;
