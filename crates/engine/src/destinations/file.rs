@@ -1215,17 +1215,7 @@ mod tests {
     fn small_runs_are_copied_and_every_file_keeps_its_order() {
         let dir = std::env::temp_dir().join(format!("sluice-file-copy-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let opts = FileOptions {
-            create_dirs: false,
-            perm: None,
-            dir_perm: None,
-            owner: None,
-            group: None,
-            dir_owner: None,
-            dir_group: None,
-            fsync: false,
-            time_reap: Duration::from_secs(60),
-        };
+        let opts = crate::options::Globals::new().file;
         let counters = DestCounters::default();
         let mut writer = Writer::new(
             Target::Files,
