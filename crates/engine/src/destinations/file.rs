@@ -893,9 +893,6 @@ impl Writer {
             }
             let len = run.end - start;
             if copy && (len as usize) < COPY_BELOW {
-                if slot.copied.capacity() == 0 {
-                    slot.copied.reserve(FILE_CHUNK + COPY_BELOW);
-                }
                 let from = slot.copied.len() as u32;
                 slot.copied
                     .extend_from_slice(&job.data[start as usize..run.end as usize]);
