@@ -860,7 +860,9 @@ impl Writer {
         }
     }
 
-    /// Keeps `job` until its pieces are written, noting each piece with its file.
+    /// Takes `job`'s runs into their files' pending pieces: runs under `COPY_BELOW` are copied
+    /// into the file's buffer, longer ones keep the job until they are written. A job copied
+    /// whole is let go at once.
     ///
     /// While the writer holds less than `MAX_HELD`, the job's credits go back to its reader
     /// now rather than when it is written: with syslog-ng's small per-connection windows
