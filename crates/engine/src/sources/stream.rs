@@ -335,13 +335,17 @@ impl StreamSource {
             endpoints,
         });
         let label = peer.map_or_else(|| format!("{:?}", self.listen), |p| p.to_string());
-        log::emit(
-            log::DEBUG,
-            format!(
-                "connection accepted from {label} on source {}",
-                self.source_name
-            ),
-        );
+        // Said only when debugging, and only then formatted: thousands of connections a second
+        // come and go on a busy server.
+        if log::debug() {
+            log::emit(
+                log::DEBUG,
+                format!(
+                    "connection accepted from {label} on source {}",
+                    self.source_name
+                ),
+            );
+        }
         let window = Window::new(self.reader.window);
         if self.relp {
             // Boxed as the TLS state is: plain connections' tasks stay small.
@@ -357,7 +361,9 @@ impl StreamSource {
         } else {
             read_stream(input, origin, &self.reader, &window, ctx, &label).await;
         }
-        log::emit(log::DEBUG, format!("connection from {label} closed"));
+        if log::debug() {
+            log::emit(log::DEBUG, format!("connection from {label} closed"));
+        }
     }
 }
 
