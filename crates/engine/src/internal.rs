@@ -77,6 +77,14 @@ pub fn dropped() -> u64 {
     DROPPED.load(Ordering::Relaxed)
 }
 
+/// Says `text()` at debug level, calling it only when debugging is on: per-connection lines
+/// are formatted for nothing otherwise, thousands of times a second on a busy server.
+pub fn emit_debug(text: impl FnOnce() -> String) {
+    if debug() {
+        emit(DEBUG, text());
+    }
+}
+
 pub fn emit(severity: u8, text: impl Into<String>) {
     let text = text.into();
     if severity == DEBUG && !DEBUG_ON.load(Ordering::Relaxed) {

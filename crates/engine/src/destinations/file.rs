@@ -712,6 +712,8 @@ struct Held {
     job: Job,
     /// Pieces of the job not yet written.
     left: u32,
+    /// The bytes of those pieces when the job was taken (its copied runs not counted).
+    bytes: usize,
 }
 
 /// The writer's next message, waiting up to `wait`. After a small round (`small`) it lets the
@@ -751,6 +753,8 @@ struct Writer {
     /// Jobs with pieces still to write, by the index their pieces name; `None` is free.
     held: Vec<Option<Held>>,
     free_held: Vec<usize>,
+    /// The slots of a job's file names, reused from job to job by `hold`.
+    job_slots: Vec<usize>,
     /// Slots with pending pieces, and how much those pieces hold.
     dirty: Vec<usize>,
     held_bytes: usize,
@@ -781,6 +785,7 @@ impl Writer {
             open: 0,
             held: Vec::new(),
             free_held: Vec::new(),
+            job_slots: Vec::new(),
             dirty: Vec::new(),
             held_bytes: 0,
             held_awaited: 0,
@@ -883,10 +888,12 @@ impl Writer {
         let copy = !job.awaited() && self.held_bytes < MAX_HELD;
         let mut start = 0;
         let mut pieces = 0;
-        let mut names = Vec::with_capacity(job.name_ends.len());
+        let mut names = std::mem::take(&mut self.job_slots);
+        names.clear();
         for n in 0..job.name_ends.len() {
             names.push(self.slot(job.name(n), job.name_hashes[n]));
         }
+        let mut kept = 0;
         for run in &job.runs {
             let at_slot = names[run.name as usize];
             let slot = &mut self.slots[at_slot];
@@ -919,23 +926,29 @@ impl Writer {
                     messages: run.messages,
                 });
                 pieces += 1;
+                kept += len as usize;
             }
             slot.pending_bytes += len as usize;
             start = run.end;
         }
+        self.job_slots = names;
         self.held_since.get_or_insert_with(Instant::now);
         if pieces == 0 {
             // All copied: the job goes, and its credits with it.
             self.free_held.push(at);
             return;
         }
-        self.held_bytes += job.data.len();
+        self.held_bytes += kept;
         if job.awaited() {
             self.held_awaited += 1;
         } else if self.held_bytes < MAX_HELD {
             job.ack = None;
         }
-        self.held[at] = Some(Held { job, left: pieces });
+        self.held[at] = Some(Held {
+            job,
+            left: pieces,
+            bytes: kept,
+        });
     }
 
     fn write_all(&mut self) {
@@ -967,9 +980,9 @@ impl Writer {
         if held.left > 0 {
             return;
         }
-        let Held { job, .. } = self.held[at as usize].take().expect("held job");
+        let Held { job, bytes, .. } = self.held[at as usize].take().expect("held job");
         self.free_held.push(at as usize);
-        self.held_bytes -= job.data.len();
+        self.held_bytes -= bytes;
         if job.awaited() {
             self.held_awaited -= 1;
         }

@@ -288,13 +288,12 @@ impl StreamSource {
     /// anything (`why` empty) is a port probe: only said when debugging.
     fn refuse(&self, peer: Option<SocketAddr>, why: &str, tls: bool) {
         if why.is_empty() {
-            log::emit(
-                log::DEBUG,
+            log::emit_debug(|| {
                 format!(
                     "connection from {} closed before it sent anything",
                     peer.map_or("a local client".into(), |p| p.to_string())
-                ),
-            );
+                )
+            });
             return;
         }
         let counter = if tls {
@@ -335,17 +334,12 @@ impl StreamSource {
             endpoints,
         });
         let label = peer.map_or_else(|| format!("{:?}", self.listen), |p| p.to_string());
-        // Said only when debugging, and only then formatted: thousands of connections a second
-        // come and go on a busy server.
-        if log::debug() {
-            log::emit(
-                log::DEBUG,
-                format!(
-                    "connection accepted from {label} on source {}",
-                    self.source_name
-                ),
-            );
-        }
+        log::emit_debug(|| {
+            format!(
+                "connection accepted from {label} on source {}",
+                self.source_name
+            )
+        });
         let window = Window::new(self.reader.window);
         if self.relp {
             // Boxed as the TLS state is: plain connections' tasks stay small.
@@ -361,9 +355,7 @@ impl StreamSource {
         } else {
             read_stream(input, origin, &self.reader, &window, ctx, &label).await;
         }
-        if log::debug() {
-            log::emit(log::DEBUG, format!("connection from {label} closed"));
-        }
+        log::emit_debug(|| format!("connection from {label} closed"));
     }
 }
 
