@@ -17,7 +17,8 @@ use crate::sources::datagram::{Bind, DatagramSource};
 use crate::sources::internal::InternalSource;
 use crate::sources::stdin::StdinSource;
 use crate::sources::stream::{Listen, Proxied, StreamSource};
-use crate::sources::{ReaderSpec, SourceCounters, UnixSocket};
+use crate::sources::{ReaderSpec, SourceCounters, UnixSocket, READ_BUDGET};
+use crate::window::ReadBudget;
 use crate::stats::Registry;
 use crate::tls::TlsOptions;
 use sluice_config::{Body, Config, ConfigError, Node, Pos, Statement};
@@ -727,6 +728,7 @@ impl Builder<'_> {
             log_msg_size: opts.log_msg_size,
             trim_large_messages: opts.trim_large_messages,
             window,
+            budget: ReadBudget::new(READ_BUDGET),
             ingest: ingest.clone(),
             counted: counted.clone(),
         };

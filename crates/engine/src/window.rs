@@ -8,7 +8,7 @@
 //! after the last write — the batch's credits return to the window.
 
 use std::sync::Arc;
-use tokio::sync::{oneshot, Semaphore};
+use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 
 /// The credits of one reader (a connection, a datagram socket, stdin).
 #[derive(Clone, Debug)]
@@ -58,6 +58,7 @@ impl Window {
                 window: self.credits.clone(),
                 n,
                 delivered,
+                loan: Loan::default(),
             }),
         }
     }
@@ -78,6 +79,8 @@ struct Credits {
     window: Arc<Semaphore>,
     n: u32,
     delivered: Option<oneshot::Sender<()>>,
+    /// The bytes the batch's read borrowed from its source's [`ReadBudget`].
+    loan: Loan,
 }
 
 impl Drop for Credits {
@@ -102,6 +105,60 @@ impl Ack {
     pub fn acknowledged(&self) -> bool {
         self.credits.delivered.is_some()
     }
+
+    /// The batch's read borrowed `loan`: it goes back with the credits.
+    pub fn carry(&mut self, loan: Loan) {
+        Arc::get_mut(&mut self.credits)
+            .expect("a loan is carried before the acknowledgement is shared")
+            .loan = loan;
+    }
+}
+
+/// The bytes the readers of one source may hold in large reads on their way to the
+/// destinations. A window counts messages, one per connection; this counts bytes across all
+/// of a source's connections, so that a thousand busy connections do not each hold their
+/// largest read (256 KiB, and its formatted copy) at once: without it, 1,000 connections
+/// peaked at 800 MB. A reader waits for data with its smallest buffer, which it never
+/// borrows, and borrows the rest of a large read only once data is there: a quiet
+/// connection holds nothing of the budget.
+#[derive(Clone, Debug)]
+pub struct ReadBudget {
+    bytes: Arc<Semaphore>,
+}
+
+impl ReadBudget {
+    pub fn new(bytes: usize) -> ReadBudget {
+        ReadBudget {
+            bytes: Arc::new(Semaphore::new(bytes)),
+        }
+    }
+
+    /// Waits until `n` bytes can be lent (in turn: the semaphore is fair).
+    pub async fn lend(&self, n: usize) -> Loan {
+        let n = u32::try_from(n).expect("a read is smaller than 4 GiB");
+        let permit = self
+            .bytes
+            .clone()
+            .acquire_many_owned(n)
+            .await
+            .expect("read budgets are never closed");
+        Loan(Some(permit))
+    }
+}
+
+/// Bytes lent to one read by its source's [`ReadBudget`]; they go back when it is dropped.
+#[derive(Debug, Default)]
+pub struct Loan(Option<OwnedSemaphorePermit>);
+
+impl Loan {
+    /// Keeps `n` bytes of the loan and gives the rest back now.
+    pub fn keep(&mut self, n: usize) {
+        if let Some(permit) = &mut self.0 {
+            if let Some(rest) = permit.num_permits().checked_sub(n) {
+                drop(permit.split(rest));
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -124,5 +181,33 @@ mod tests {
         assert_eq!(w.credits.available_permits(), 0);
         drop((big, second));
         w.drained().await;
+    }
+
+    #[tokio::test]
+    async fn a_loan_returns_what_it_does_not_keep_and_the_rest_with_its_ack() {
+        let budget = ReadBudget::new(100);
+        let mut loan = budget.lend(60).await;
+        assert_eq!(budget.bytes.available_permits(), 40);
+        loan.keep(25);
+        assert_eq!(budget.bytes.available_permits(), 75);
+        let w = Window::new(10);
+        let mut ack = w.take(1).await;
+        ack.carry(loan);
+        let copy = ack.clone();
+        drop(ack);
+        assert_eq!(budget.bytes.available_permits(), 75);
+        drop(copy);
+        assert_eq!(budget.bytes.available_permits(), 100);
+        // A read waits while others hold the budget, and goes on when they give it back.
+        let held = budget.lend(90).await;
+        let waiting = tokio::spawn({
+            let budget = budget.clone();
+            async move { budget.lend(20).await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished());
+        drop(held);
+        let _second = waiting.await.unwrap();
+        assert_eq!(budget.bytes.available_permits(), 80);
     }
 }

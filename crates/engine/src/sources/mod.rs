@@ -16,8 +16,8 @@ pub mod stream;
 use crate::destinations::Outbox;
 use crate::dispatch::{Current, Dispatcher};
 use crate::internal as log;
-use crate::window::{Ack, Window};
-use bytes::{Bytes, BytesMut};
+use crate::window::{Ack, Loan, ReadBudget, Window};
+use bytes::{BufMut, Bytes, BytesMut};
 use sluice_model::{Ingest, LogMessage, Origin, Today, UnixTime};
 use sluice_protocol::framing::{Frame, FrameDecoder, Framing};
 use std::cell::RefCell;
@@ -72,6 +72,8 @@ pub struct ReaderSpec {
     pub trim_large_messages: bool,
     /// Credits of one reader (`log-iw-size()` shared among `max-connections()`).
     pub window: u32,
+    /// What the source's readers may hold in large reads, all connections together.
+    pub budget: ReadBudget,
     pub ingest: Arc<Ingest>,
     pub counted: SourceCounters,
 }
@@ -205,6 +207,9 @@ const MAX_READ: usize = 256 << 10;
 /// Reads at least this large are parsed by a task of their own, in parallel with the next
 /// read; smaller ones, when nothing is ahead of them, in the reader's task.
 const PARALLEL_READ: usize = 64 << 10;
+/// A source's [`ReadBudget`]: enough for a hundred connections' largest reads in flight, far
+/// more than two cores need to keep busy.
+pub const READ_BUDGET: usize = 32 << 20;
 
 /// Reads `input` until end of stream, a framing error or shutdown, dispatching what it reads.
 /// Returns once everything read has been queued (not necessarily written: wait on
@@ -232,12 +237,28 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
     // Completes when the last read handed to a task has been queued.
     let mut queued: Option<oneshot::Receiver<()>> = None;
     loop {
-        buf.reserve(read_size);
-        let n = tokio::select! {
+        // Wait for data with the smallest buffer; borrow the rest of a large read from the
+        // source's budget once the small one filled, and take only what is there already.
+        buf.reserve(MIN_READ);
+        let mut small = (&mut buf).limit(MIN_READ);
+        let mut n = tokio::select! {
             biased;
             _ = shutdown.wait_for(|stop| *stop) => break,
-            read = input.read_buf(&mut buf) => bytes_read(read, peer),
+            read = input.read_buf(&mut small) => bytes_read(read, peer),
         };
+        let mut loan = Loan::default();
+        if n == MIN_READ && read_size > MIN_READ {
+            let more = read_size - MIN_READ;
+            loan = tokio::select! {
+                biased;
+                _ = shutdown.wait_for(|stop| *stop) => break,
+                loan = spec.budget.lend(more) => loan,
+            };
+            buf.reserve(more);
+            let got = read_ready(&mut input, &mut buf, more, peer);
+            loan.keep(got);
+            n += got;
+        }
         let eof = n == 0;
         if n == read_size && read_size < MAX_READ {
             read_size = (read_size * 4).min(MAX_READ);
@@ -257,13 +278,19 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
         if !frames.is_empty() {
             let big = consumed >= PARALLEL_READ;
             let chunk = buf.split_to(consumed).freeze();
+            if buf.capacity() - buf.len() > MIN_READ {
+                // The rest of a large read's buffer would keep all of it alive while the
+                // connection waits: the unfinished frame moves to a buffer of its own.
+                buf = BytesMut::from(&buf[..]);
+            }
             let frames = std::mem::take(&mut frames);
             let Some(read) = Read::new(chunk, frames, &mut routed, spec, ctx, peer) else {
                 break;
             };
-            let Some(ack) = ctx.credits(window, read.frames.len() as u32, peer).await else {
+            let Some(mut ack) = ctx.credits(window, read.frames.len() as u32, peer).await else {
                 break;
             };
+            ack.carry(loan);
             // A read before this one may still be on its way.
             let in_flight = queued
                 .as_mut()
@@ -289,6 +316,18 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
     }
     if let Some(last) = queued {
         let _ = last.await;
+    }
+}
+
+/// Reads at most `max` more bytes of `input` into `buf` if they are there now, without
+/// waiting: 0 when nothing is (the caller's next read waits).
+fn read_ready<R: AsyncRead + Unpin>(input: &mut R, buf: &mut BytesMut, max: usize, peer: &str) -> usize {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let mut room = buf.limit(max);
+    let read = std::pin::pin!(input.read_buf(&mut room));
+    match std::future::Future::poll(read, &mut cx) {
+        std::task::Poll::Ready(read) => bytes_read(read, peer),
+        std::task::Poll::Pending => 0,
     }
 }
 
