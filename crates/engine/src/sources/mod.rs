@@ -321,7 +321,12 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
 
 /// Reads at most `max` more bytes of `input` into `buf` if they are there now, without
 /// waiting: 0 when nothing is (the caller's next read waits).
-fn read_ready<R: AsyncRead + Unpin>(input: &mut R, buf: &mut BytesMut, max: usize, peer: &str) -> usize {
+fn read_ready<R: AsyncRead + Unpin>(
+    input: &mut R,
+    buf: &mut BytesMut,
+    max: usize,
+    peer: &str,
+) -> usize {
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     let mut room = buf.limit(max);
     let read = std::pin::pin!(input.read_buf(&mut room));
