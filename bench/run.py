@@ -296,7 +296,9 @@ def run_once(server, args):
         if args.tls:
             loggen.append("-U")
         seen, before = {}, 0
-        if args.per_host:  # a pass of the corpus makes every host's file
+        # A pass of the corpus first makes every host's file; the one-file baseline gets the
+        # same pass, so that both measure a server that has been running.
+        if args.per_host or args.against_one_file:
             lines = sum(1 for line in open(args.corpus, "rb") if line.strip())
             subprocess.run([*loggen, "-n", str(lines), "127.0.0.1", str(port)], capture_output=True, check=True)
             before = args.conns * lines

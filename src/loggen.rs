@@ -425,6 +425,9 @@ fn drive(incoming: std::sync::mpsc::Receiver<Sender>) -> Result<(), String> {
     use std::sync::mpsc::TryRecvError;
     let mut senders: Vec<Sender> = Vec::new();
     let mut opening = true;
+    // A connection that fails ends alone, as one of loggen's threads does; the first error
+    // is the thread's report.
+    let mut failed = None;
     loop {
         while opening {
             match incoming.try_recv() {
@@ -437,17 +440,22 @@ fn drive(incoming: std::sync::mpsc::Receiver<Sender>) -> Result<(), String> {
             // Nothing to send until the next connection opens; none will once all have.
             match incoming.recv() {
                 Ok(sender) => senders.push(sender),
-                Err(_) => return Ok(()),
+                Err(_) => return failed.map_or(Ok(()), Err),
             }
         }
         let (mut sent, mut wait) = (false, Duration::MAX);
         let mut i = 0;
         while i < senders.len() {
-            match senders[i].step()? {
-                Step::Sent => sent = true,
-                Step::Due(after) => wait = wait.min(after),
-                Step::Done => {
+            match senders[i].step() {
+                Ok(Step::Sent) => sent = true,
+                Ok(Step::Due(after)) => wait = wait.min(after),
+                Ok(Step::Done) => {
                     senders.swap_remove(i).conn.finish();
+                    continue;
+                }
+                Err(e) => {
+                    senders.swap_remove(i);
+                    failed.get_or_insert(e);
                     continue;
                 }
             }

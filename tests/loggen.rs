@@ -288,3 +288,59 @@ fn proxy_header_and_csv_output() {
         "{stdout}"
     );
 }
+
+/// A connection the server resets ends alone: the connections that share its thread go on and
+/// send everything, and loggen reports the failure.
+#[test]
+fn a_reset_connection_ends_alone() {
+    use std::io::BufRead;
+    const CONNS: usize = 32; // two per loggen thread
+    const EACH: usize = 250;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let mut readers = Vec::new();
+        for i in 0..CONNS {
+            let (conn, _) = listener.accept().unwrap();
+            if i == 0 {
+                // SO_LINGER 0: the close is a reset, and the next send fails.
+                use std::os::fd::AsRawFd;
+                let linger = libc::linger {
+                    l_onoff: 1,
+                    l_linger: 0,
+                };
+                // SAFETY: setsockopt on an open socket with a valid linger struct.
+                let set = unsafe {
+                    libc::setsockopt(
+                        conn.as_raw_fd(),
+                        libc::SOL_SOCKET,
+                        libc::SO_LINGER,
+                        (&linger as *const libc::linger).cast(),
+                        std::mem::size_of::<libc::linger>() as libc::socklen_t,
+                    )
+                };
+                assert_eq!(set, 0);
+                drop(conn);
+                continue;
+            }
+            readers.push(std::thread::spawn(move || {
+                std::io::BufReader::new(conn).lines().count()
+            }));
+        }
+        readers
+            .into_iter()
+            .map(|r| r.join().unwrap())
+            .collect::<Vec<_>>()
+    });
+    let out = Command::new(sluice_bin())
+        .args(["loggen", "-r", "500", "-n", &EACH.to_string(), "-Q"])
+        .args(["--active-connections", &CONNS.to_string()])
+        .args(["127.0.0.1", &port.to_string()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("send failed"), "{stderr}");
+    let counts = server.join().unwrap();
+    assert_eq!(counts, vec![EACH; CONNS - 1], "{stderr}");
+}

@@ -326,20 +326,13 @@ pub(super) struct Position {
 }
 
 impl Position {
-    /// Moves `n` bytes on through `batches`; where a batch ends, to the start of the next.
-    fn advance(&mut self, batches: &[Batch], mut n: usize) {
-        loop {
-            let left = batches[self.batch].data.len() - self.byte;
-            if n < left {
-                self.byte += n;
-                return;
-            }
-            n -= left;
+    /// Moves `n` bytes on through `batches`, then past every batch with nothing left (empty
+    /// ones too): the position is in a batch with bytes to send, or at the end.
+    fn advance(&mut self, batches: &[Batch], n: usize) {
+        self.byte += n;
+        while self.batch < batches.len() && self.byte >= batches[self.batch].data.len() {
+            self.byte -= batches[self.batch].data.len();
             self.batch += 1;
-            self.byte = 0;
-            if n == 0 {
-                return;
-            }
         }
     }
 }
@@ -805,10 +798,7 @@ fn write_stream(
 ) -> std::io::Result<()> {
     let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(batches.len().min(IOV_MAX));
     write_until_done(stopping, || {
-        while pos.batch < batches.len() && pos.byte >= batches[pos.batch].data.len() {
-            pos.batch += 1;
-            pos.byte = 0;
-        }
+        pos.advance(batches, 0);
         if pos.batch == batches.len() {
             return None;
         }
@@ -958,9 +948,9 @@ mod tests {
         let mut pos = Position::default();
         pos.advance(&batches, 4);
         assert_eq!((pos.batch, pos.byte), (0, 4));
+        // The end of a batch moves it to the next with bytes, past the empty one.
         pos.advance(&batches, 6);
-        assert_eq!((pos.batch, pos.byte), (1, 0));
-        // At the end of a batch (an empty one here), nothing more moves it to the next.
+        assert_eq!((pos.batch, pos.byte), (2, 0));
         pos.advance(&batches, 0);
         assert_eq!((pos.batch, pos.byte), (2, 0));
         pos.advance(&batches, 5);
