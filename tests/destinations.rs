@@ -118,15 +118,21 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-#[test]
-fn a_stalled_destination_stops_the_reader_and_loses_nothing() {
-    // The destination is a FIFO that nobody reads yet: its writer blocks opening it.
-    let port = free_port();
-    let fifo_dir = tempfile::tempdir().unwrap();
-    let fifo = fifo_dir.path().join("pipe");
+/// A FIFO that nobody reads yet, in a directory of its own: a file destination writing to it
+/// blocks opening it, until the test opens it to read.
+fn stalled_fifo() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("pipe");
     let c = std::ffi::CString::new(fifo.to_string_lossy().as_bytes()).unwrap();
     // SAFETY: mkfifo with a NUL-terminated path.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    (dir, fifo)
+}
+
+#[test]
+fn a_stalled_destination_stops_the_reader_and_loses_nothing() {
+    let port = free_port();
+    let (_fifo_dir, fifo) = stalled_fifo();
     let mut s = Running::start(
         Server::Sluice,
         &format!(
@@ -196,11 +202,7 @@ fn a_stalled_destination_stops_the_reader_and_loses_nothing() {
 #[test]
 fn many_busy_connections_against_a_stalled_destination_hold_bounded_memory() {
     let port = free_port();
-    let fifo_dir = tempfile::tempdir().unwrap();
-    let fifo = fifo_dir.path().join("pipe");
-    let c = std::ffi::CString::new(fifo.to_string_lossy().as_bytes()).unwrap();
-    // SAFETY: mkfifo with a NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let (_fifo_dir, fifo) = stalled_fifo();
     let mut s = Running::start(
         Server::Sluice,
         &format!(
