@@ -140,7 +140,8 @@ impl StreamSource {
                 ));
                 continue;
             }
-            let stream = match Stream::from_accepted(socket, &self.listen) {
+            let answers = self.relp || self.tls.is_some();
+            let stream = match Stream::from_accepted(socket, &self.listen, answers) {
                 Ok(stream) => stream,
                 Err(e) => {
                     log::error(format!(
@@ -188,7 +189,9 @@ impl StreamSource {
             libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -10);
         }
         loop {
-            match listener.accept() {
+            // Non-blocking from the start: the runtime needs it so, and setting it afterwards
+            // cost two more system calls a connection.
+            match listener.accept4(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) {
                 Ok((socket, peer)) => {
                     if to_runtime.send((socket, peer.as_socket())).is_err() {
                         return;
@@ -220,8 +223,14 @@ impl StreamSource {
             let _ = socket2::SockRef::from(&s).set_keepalive(true);
         }
         let mut peer = peer;
+        // A listener on one address takes every connection on it: only a wildcard one needs
+        // to ask the kernel which address a connection came to.
+        let dest = match &self.listen {
+            Listen::Tcp(addr) if !addr.ip().is_unspecified() && addr.port() != 0 => Some(*addr),
+            _ => s.local_addr().ok(),
+        };
         let mut endpoints = Endpoints {
-            dest: s.local_addr().ok(),
+            dest,
             proxy: None,
             proto: 6,
         };
@@ -537,12 +546,19 @@ enum Stream {
 }
 
 impl Stream {
-    /// A connection the acceptor took, handed to the runtime.
-    fn from_accepted(socket: socket2::Socket, listen: &Listen) -> std::io::Result<Stream> {
-        socket.set_nonblocking(true)?;
+    /// A connection the acceptor took (non-blocking), handed to the runtime. A connection
+    /// sluice `answers` on (RELP responses, a TLS handshake) sends without Nagle's delay; one
+    /// it only reads from needs no option set.
+    fn from_accepted(
+        socket: socket2::Socket,
+        listen: &Listen,
+        answers: bool,
+    ) -> std::io::Result<Stream> {
         Ok(match listen {
             Listen::Tcp(_) => {
-                let _ = socket.set_tcp_nodelay(true);
+                if answers {
+                    let _ = socket.set_tcp_nodelay(true);
+                }
                 Stream::Tcp(tokio::net::TcpStream::from_std(socket.into())?)
             }
             Listen::Unix(_) => Stream::Unix(tokio::net::UnixStream::from_std(socket.into())?),
