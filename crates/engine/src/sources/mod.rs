@@ -249,15 +249,20 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
         let mut loan = Loan::default();
         if n == MIN_READ && read_size > MIN_READ {
             let more = read_size - MIN_READ;
-            loan = tokio::select! {
+            // Once sluice is stopping, what was read goes on without the rest of a large
+            // read (and is queued, or reported lost, as any read).
+            let lent = tokio::select! {
                 biased;
-                _ = shutdown.wait_for(|stop| *stop) => break,
-                loan = spec.budget.lend(more) => loan,
+                _ = shutdown.wait_for(|stop| *stop) => None,
+                loan = spec.budget.lend(more) => Some(loan),
             };
-            buf.reserve(more);
-            let got = read_ready(&mut input, &mut buf, more, peer);
-            loan.keep(got);
-            n += got;
+            if let Some(lent) = lent {
+                loan = lent;
+                buf.reserve(more);
+                let got = read_ready(&mut input, &mut buf, more, peer);
+                loan.keep(got);
+                n += got;
+            }
         }
         let eof = n == 0;
         if n == read_size && read_size < MAX_READ {
