@@ -226,13 +226,17 @@ def start(server, args, work, port, out, sink_port=None):
     return subprocess.Popen(cmd, env=dict(os.environ, LD_LIBRARY_PATH=lib), stdout=subprocess.DEVNULL, stderr=err)
 
 
+def files_of(path):
+    """The file `path`, or the files of the folder `path`; none while it does not exist."""
+    if not os.path.exists(path):
+        return []
+    return [os.path.join(path, n) for n in os.listdir(path)] if os.path.isdir(path) else [path]
+
+
 def count_lines(path, seen):
     """Lines in the file `path`, or in the files of the folder `path`, reading only what was
     added since the last call (seen: file -> [offset, lines])."""
-    if not os.path.exists(path):
-        return 0
-    files = [os.path.join(path, n) for n in os.listdir(path)] if os.path.isdir(path) else [path]
-    for name in files:
+    for name in files_of(path):
         at = seen.setdefault(name, [0, 0])
         with open(name, "rb") as f:
             f.seek(at[0])
@@ -244,12 +248,7 @@ def count_lines(path, seen):
 
 def stored_bytes(path):
     """Bytes in the file `path`, or in the files of the folder `path`."""
-    if not os.path.exists(path):
-        return 0
-    if not os.path.isdir(path):
-        return os.stat(path).st_size
-    with os.scandir(path) as files:
-        return sum(f.stat().st_size for f in files)
+    return sum(os.stat(name).st_size for name in files_of(path))
 
 
 def wait_stored(out, seen, want):

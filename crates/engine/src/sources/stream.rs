@@ -87,6 +87,13 @@ impl StreamSource {
                 if let Some(size) = self.so_rcvbuf {
                     socket.set_recv_buffer_size(size)?;
                 }
+                // Accepted connections inherit these from the listener: no call per
+                // connection. Nagle's delay would only slow what sluice answers (RELP
+                // responses, TLS handshakes).
+                socket.set_tcp_nodelay(true)?;
+                if self.keep_alive {
+                    socket.set_keepalive(true)?;
+                }
                 socket.bind(&SockAddr::from(*addr))?;
                 socket
             }
@@ -140,8 +147,7 @@ impl StreamSource {
                 ));
                 continue;
             }
-            let answers = self.relp || self.tls.is_some();
-            let stream = match Stream::from_accepted(socket, &self.listen, answers) {
+            let stream = match Stream::from_accepted(socket, &self.listen) {
                 Ok(stream) => stream,
                 Err(e) => {
                     log::error(format!(
@@ -219,9 +225,6 @@ impl StreamSource {
             }
             Stream::Tcp(s) => s,
         };
-        if self.keep_alive {
-            let _ = socket2::SockRef::from(&s).set_keepalive(true);
-        }
         let mut peer = peer;
         // A listener on one address takes every connection on it: only a wildcard one needs
         // to ask the kernel which address a connection came to.
@@ -546,21 +549,11 @@ enum Stream {
 }
 
 impl Stream {
-    /// A connection the acceptor took (non-blocking), handed to the runtime. A connection
-    /// sluice `answers` on (RELP responses, a TLS handshake) sends without Nagle's delay; one
-    /// it only reads from needs no option set.
-    fn from_accepted(
-        socket: socket2::Socket,
-        listen: &Listen,
-        answers: bool,
-    ) -> std::io::Result<Stream> {
+    /// A connection the acceptor took (non-blocking, with the listener's socket options),
+    /// handed to the runtime.
+    fn from_accepted(socket: socket2::Socket, listen: &Listen) -> std::io::Result<Stream> {
         Ok(match listen {
-            Listen::Tcp(_) => {
-                if answers {
-                    let _ = socket.set_tcp_nodelay(true);
-                }
-                Stream::Tcp(tokio::net::TcpStream::from_std(socket.into())?)
-            }
+            Listen::Tcp(_) => Stream::Tcp(tokio::net::TcpStream::from_std(socket.into())?),
             Listen::Unix(_) => Stream::Unix(tokio::net::UnixStream::from_std(socket.into())?),
         })
     }
