@@ -1225,8 +1225,8 @@ mod tests {
 
     #[test]
     fn small_runs_are_copied_and_every_file_keeps_its_order() {
-        let dir = std::env::temp_dir().join(format!("sluice-file-copy-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path();
         let opts = crate::options::Globals::new().file;
         let counters = DestCounters::default();
         let mut writer = Writer::new(
@@ -1240,11 +1240,11 @@ mod tests {
         let big = [&big[..], b"\n"].concat();
         let pending = Arc::new((Mutex::new(1usize), Condvar::new()));
         let jobs = [
-            job(&dir, &[("a", b"a1\n"), ("b", &big), ("a", b"a2\n")], None),
-            job(&dir, &[("b", b"b2\n"), ("a", b"a3\n")], None),
+            job(dir, &[("a", b"a1\n"), ("b", &big), ("a", b"a2\n")], None),
+            job(dir, &[("b", b"b2\n"), ("a", b"a3\n")], None),
             // Someone waits to see this one written: it is held, never copied.
-            job(&dir, &[("a", b"a4\n")], Some(Written(pending.clone()))),
-            job(&dir, &[("a", b"a5\n"), ("b", b"b3\n")], None),
+            job(dir, &[("a", b"a4\n")], Some(Written(pending.clone()))),
+            job(dir, &[("a", b"a5\n"), ("b", b"b3\n")], None),
         ];
         for job in jobs {
             job.count_queued(&counters);
@@ -1263,6 +1263,5 @@ mod tests {
         assert_eq!(counters.written.load(Ordering::Relaxed), 8);
         assert_eq!(counters.queued.load(Ordering::Relaxed), 0);
         assert_eq!(counters.memory_usage.load(Ordering::Relaxed), 0);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
