@@ -90,15 +90,19 @@ impl Ingest {
         } else {
             sluice_protocol::parse(raw, &self.parse, fields);
         }
-        msg.stamp = match (&fields.stamp, self.keep_timestamp) {
+        let (stamp, as_written) = match (&fields.stamp, self.keep_timestamp) {
             (Some(wc), true) => {
-                time::resolve(wc, self.zone.as_ref(), &self.local_zone, today, recvd)
+                time::resolve_exact(wc, self.zone.as_ref(), &self.local_zone, today, recvd)
             }
             _ => match &self.zone {
-                Some(zone) => recvd.in_offset(zone.offset_at(recvd.secs)),
-                None => recvd,
+                Some(zone) => (recvd.in_offset(zone.offset_at(recvd.secs)), false),
+                None => (recvd, false),
             },
         };
+        if !as_written {
+            fields.stamp_text = None;
+        }
+        msg.stamp = stamp;
         for tag in msg.fields.tags.iter() {
             msg.tags.insert(tag as u32);
         }

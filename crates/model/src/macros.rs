@@ -196,6 +196,35 @@ pub struct DateOptions {
     pub zone: Option<Zone>,
 }
 
+impl DateOptions {
+    /// `t` in the offset this template shows times in: `time-zone()`'s, or the one it was
+    /// written in.
+    fn shown(&self, t: UnixTime) -> UnixTime {
+        match &self.zone {
+            Some(zone) => t.in_offset(zone.offset_at(t.secs)),
+            None => t,
+        }
+    }
+
+    /// Whether a timestamp shown in `format` reads exactly as a BSD header writes it: a BSD
+    /// stamp without fractions, in the zone it was written in.
+    fn shows_as_written(&self, format: TsFormat) -> bool {
+        format == TsFormat::Bsd && self.frac_digits == 0 && self.zone.is_none()
+    }
+}
+
+/// `msg`'s timestamp (`$S_DATE`, `$S_STAMP`, a file's line) in `format`: the header's text
+/// when it reads the same ([`LogMessage::stamp_as_written`]), formatted otherwise.
+#[inline]
+pub fn write_msg_stamp(msg: &LogMessage, format: TsFormat, opts: &DateOptions, out: &mut Vec<u8>) {
+    if opts.shows_as_written(format) {
+        if let Some(text) = msg.stamp_as_written() {
+            return out.extend_from_slice(text);
+        }
+    }
+    time::write_stamp(out, opts.shown(msg.stamp), format, opts.frac_digits);
+}
+
 /// This machine's name as the kernel knows it, or only its first label (`fqdn == false`),
 /// read once.
 pub fn local_hostname(fqdn: bool) -> &'static [u8] {
@@ -355,6 +384,12 @@ impl Macro {
                     append(out, &raw[..len], escape);
                 }
             }
+            Macro::Date(Which::Stamp, DateField::Date) => {
+                write_msg_stamp(msg, TsFormat::Bsd, dates, out)
+            }
+            Macro::Date(Which::Stamp, DateField::Stamp) => {
+                write_msg_stamp(msg, dates.ts_format, dates, out)
+            }
             Macro::Date(which, field) => {
                 let t = match which {
                     Which::Stamp => msg.stamp,
@@ -445,21 +480,27 @@ fn sd_escape_key(out: &mut Vec<u8>, key: &[u8]) {
 }
 
 fn date(t: UnixTime, field: DateField, opts: &DateOptions, out: &mut Vec<u8>) {
-    let t = match &opts.zone {
-        Some(zone) => t.in_offset(zone.offset_at(t.secs)),
-        None => t,
-    };
+    let t = opts.shown(t);
     let digits = opts.frac_digits;
+    // Whole stamps first: they need no calendar fields.
+    match field {
+        DateField::Date => return time::write_stamp(out, t, TsFormat::Bsd, digits),
+        DateField::FullDate => return time::write_stamp(out, t, TsFormat::Full, digits),
+        DateField::IsoDate => return time::write_stamp(out, t, TsFormat::Iso, digits),
+        DateField::Stamp => return time::write_stamp(out, t, opts.ts_format, digits),
+        DateField::UnixTime => return time::write_stamp(out, t, TsFormat::Unix, digits),
+        _ => {}
+    }
     let c = t.civil();
     let two = |out: &mut Vec<u8>, n: u32| {
         time::push_padded(out, u64::from(n), 2, b'0');
     };
     match field {
-        DateField::Date => time::write_stamp(out, t, TsFormat::Bsd, digits),
-        DateField::FullDate => time::write_stamp(out, t, TsFormat::Full, digits),
-        DateField::IsoDate => time::write_stamp(out, t, TsFormat::Iso, digits),
-        DateField::Stamp => time::write_stamp(out, t, opts.ts_format, digits),
-        DateField::UnixTime => time::write_stamp(out, t, TsFormat::Unix, digits),
+        DateField::Date
+        | DateField::FullDate
+        | DateField::IsoDate
+        | DateField::Stamp
+        | DateField::UnixTime => unreachable!("written above"),
         DateField::Year => {
             time::push_padded(out, c.year.max(0) as u64, 4, b'0');
         }
@@ -505,5 +546,96 @@ fn date(t: UnixTime, field: DateField, opts: &DateOptions, out: &mut Vec<u8>) {
         }
         DateField::IsoWeek => two(out, c.iso_week()),
         DateField::TzOffset => time::write_offset(out, t.offset),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::origin;
+    use crate::{Ingest, Today};
+
+    /// `frame` received on 2026-06-15 by a source in Budapest's zone (DST from 29 March 2026).
+    fn received(frame: &str) -> LogMessage {
+        let mut ingest = Ingest::new(Zone::parse("Europe/Budapest").expect("zone exists"));
+        ingest.keep_hostname = true;
+        let recvd = UnixTime {
+            secs: 1_781_510_400,
+            micros: 0,
+            offset: 7200,
+        };
+        let mut msgs = Vec::new();
+        ingest.push_message(
+            bytes::Bytes::copy_from_slice(frame.as_bytes()),
+            &origin(),
+            recvd,
+            Today::of(recvd),
+            &mut msgs,
+        );
+        msgs.pop().expect("one message")
+    }
+
+    fn shown(msg: &LogMessage, format: TsFormat, opts: &DateOptions) -> String {
+        let mut out = Vec::new();
+        write_msg_stamp(msg, format, opts, &mut out);
+        String::from_utf8(out).expect("stamps are ASCII")
+    }
+
+    #[test]
+    fn a_stamp_is_copied_only_when_formatting_it_gives_the_same_bytes() {
+        let plain = DateOptions::default();
+        for (stamp, copied, bsd) in [
+            ("Jan  5 13:56:09", true, "Jan  5 13:56:09"),
+            ("Dec 31 23:59:59", true, "Dec 31 23:59:59"),
+            // A fraction is left out without frac-digits().
+            ("Jan  5 13:56:09.123", true, "Jan  5 13:56:09"),
+            ("Jan 05 13:56:09", false, "Jan  5 13:56:09"),
+            ("jan  5 13:56:09", false, "Jan  5 13:56:09"),
+            ("JAN  5 13:56:09", false, "Jan  5 13:56:09"),
+            ("Jan  5  3:56:09", false, "Jan  5 03:56:09"),
+            // Rolled over as mktime rolls it: 2026 is a common year; second 60.
+            ("Feb 29 10:00:00", false, "Mar  1 10:00:00"),
+            ("Jan  5 13:56:60", false, "Jan  5 13:57:00"),
+            // In the DST gap: 02:30 does not exist in Budapest that night.
+            ("Mar 29 02:30:00", false, "Mar 29 03:30:00"),
+            // A year or a zone in the text is not a BSD stamp to copy.
+            ("2026-01-05T13:56:09+01:00", false, "Jan  5 13:56:09"),
+        ] {
+            let msg = received(&format!("<13>{stamp} host prog[1]: text"));
+            assert_eq!(msg.stamp_as_written().is_some(), copied, "{stamp}");
+            assert_eq!(shown(&msg, TsFormat::Bsd, &plain), bsd, "{stamp}");
+            let mut formatted = Vec::new();
+            time::write_stamp(&mut formatted, msg.stamp, TsFormat::Bsd, 0);
+            assert_eq!(formatted, bsd.as_bytes(), "{stamp}");
+        }
+    }
+
+    #[test]
+    fn a_stamp_is_formatted_when_the_template_asks_for_more_than_was_written() {
+        let msg = received("<13>Jan  5 13:56:09.123 host prog[1]: text");
+        assert!(msg.stamp_as_written().is_some());
+        let fraction = DateOptions {
+            frac_digits: 3,
+            ..DateOptions::default()
+        };
+        assert_eq!(shown(&msg, TsFormat::Bsd, &fraction), "Jan  5 13:56:09.123");
+        let utc = DateOptions {
+            zone: Some(Zone::parse("UTC").expect("zone exists")),
+            ..DateOptions::default()
+        };
+        assert_eq!(shown(&msg, TsFormat::Bsd, &utc), "Jan  5 12:56:09");
+        let plain = DateOptions::default();
+        assert_eq!(
+            shown(&msg, TsFormat::Iso, &plain),
+            "2026-01-05T13:56:09+01:00"
+        );
+        // A date parser's time replaces the header's.
+        let mut parsed = msg.clone();
+        parsed.set_stamp(UnixTime {
+            secs: 0,
+            micros: 0,
+            offset: 0,
+        });
+        assert_eq!(shown(&parsed, TsFormat::Bsd, &plain), "Jan  1 00:00:00");
     }
 }

@@ -135,6 +135,7 @@ pub struct LogMessage {
     /// Header fields and message text; spans point into `raw`.
     pub fields: SyslogFields,
     /// The header's timestamp, or the receive time when it had none: `$DATE`, `$ISODATE`…
+    /// Changed after parsing only with [`LogMessage::set_stamp`].
     pub stamp: UnixTime,
     /// When sluice read the message: `$R_DATE`…
     pub recvd: UnixTime,
@@ -149,6 +150,23 @@ pub struct LogMessage {
 }
 
 impl LogMessage {
+    /// The header's timestamp as written (`Jan  5 13:56:09`), when formatting `stamp` as a BSD
+    /// stamp in the offset it was written in gives exactly these bytes: copying them saves
+    /// formatting the time again, which every message of the default file format does.
+    #[inline]
+    pub fn stamp_as_written(&self) -> Option<&[u8; 15]> {
+        let at = self.fields.stamp_text? as usize;
+        let text = self.raw.get(at..at + 15)?.try_into().ok()?;
+        let written = self.fields.stamp.as_ref()?;
+        sluice_protocol::timestamp::is_canonical_bsd(text, written).then_some(text)
+    }
+
+    /// Replaces the message's timestamp (a date parser's): the header's text no longer shows it.
+    pub fn set_stamp(&mut self, t: UnixTime) {
+        self.stamp = t;
+        self.fields.stamp_text = None;
+    }
+
     /// The bytes of a field value.
     #[inline]
     pub fn text<'a>(&'a self, t: &'a Text) -> &'a [u8] {

@@ -237,22 +237,49 @@ pub fn resolve(
     today: Today,
     recvd: UnixTime,
 ) -> UnixTime {
+    resolve_exact(wc, hint, local, today, recvd).0
+}
+
+/// As [`resolve`], and whether the instant, in the offset found, shows the wall clock that was
+/// written: `false` when a field rolled over (`Feb 29` of a common year, second 60), a DST gap
+/// moved the time forward, or the time fell back to `recvd`.
+pub fn resolve_exact(
+    wc: &WallClock,
+    hint: Option<&Zone>,
+    local: &Zone,
+    today: Today,
+    recvd: UnixTime,
+) -> (UnixTime, bool) {
     let year = wc.year.unwrap_or_else(|| today.year_for_month(wc.month));
     let zone = hint.unwrap_or(local);
     let Some(wall) = civil_to_secs(year, wc.month, wc.day, wc.hour, wc.minute, wc.second) else {
-        return recvd;
+        return (recvd, false);
     };
     let placed = match wc.offset {
         Some(offset) => Some((wall - i64::from(offset), offset)),
         None => zone.resolve(wall),
     };
     match placed {
-        Some((secs, offset)) => UnixTime {
-            secs,
-            micros: wc.micros,
-            offset,
-        },
-        None => recvd,
+        Some((secs, offset)) => {
+            let rolled = wc.second > 59 || (wc.day > 28 && wc.day > days_in_month(year, wc.month));
+            let t = UnixTime {
+                secs,
+                micros: wc.micros,
+                offset,
+            };
+            (t, !rolled && secs + i64::from(offset) == wall)
+        }
+        None => (recvd, false),
+    }
+}
+
+/// 28 to 31; `month` is 1..=12.
+fn days_in_month(year: i32, month: u8) -> u8 {
+    match month {
+        2 if is_leap(year) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
     }
 }
 

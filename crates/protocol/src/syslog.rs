@@ -230,6 +230,9 @@ pub struct SyslogFields {
     pub pri: Pri,
     /// The header's timestamp; `None` when there was none (the receive time stands in).
     pub stamp: Option<WallClock>,
+    /// Where the header's timestamp starts in the frame when it is a BSD stamp
+    /// (`Jan  5 13:56:09`, no year).
+    pub stamp_text: Option<u32>,
     /// `None` when the header named no host (the sender's address stands in).
     pub host: Option<Text>,
     pub program: Option<Text>,
@@ -267,6 +270,7 @@ impl SyslogFields {
     pub const EMPTY: SyslogFields = SyslogFields {
         pri: 0,
         stamp: None,
+        stamp_text: None,
         host: None,
         program: None,
         pid: None,
@@ -460,6 +464,9 @@ impl Parser<'_> {
             }
             return;
         };
+        if stamp.year.is_none() {
+            self.f.stamp_text = Some(self.at as u32);
+        }
         self.f.stamp = Some(stamp);
         self.at += used;
         self.skip_spaces();

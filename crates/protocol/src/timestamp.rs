@@ -236,6 +236,25 @@ pub fn scan_rfc3164(s: &[u8]) -> Option<(WallClock, usize)> {
     Some((wc, at))
 }
 
+/// Whether `text`, a BSD stamp that [`scan_rfc3164`] read as `wc`, is written exactly as a BSD
+/// stamp of `wc` is formatted (`Jan  5 13:56:09`: the month capitalised, the day padded with a
+/// space, two digits for each part of the time, second 59 at most). Such a stamp can be shown
+/// again by copying it.
+pub fn is_canonical_bsd(text: &[u8; 15], wc: &WallClock) -> bool {
+    // The scan checked the shape and read the month in any case and each number as one or
+    // two digits, padded with a space: what is left is case and padding.
+    wc.year.is_none()
+        && wc.offset.is_none()
+        && wc.second < 60
+        && text[0].is_ascii_uppercase()
+        && text[1].is_ascii_lowercase()
+        && text[2].is_ascii_lowercase()
+        && (text[4] == b' ') == (wc.day < 10)
+        && text[7] != b' '
+        && text[10] != b' '
+        && text[13] != b' '
+}
+
 /// The ISO timestamp of an RFC5424 header: the time and the bytes consumed.
 pub fn scan_rfc5424(s: &[u8]) -> Option<(WallClock, usize)> {
     iso(s)

@@ -2,7 +2,7 @@
 //! or syslog-ng's built-in formats when none is given; and [`Formatter`], which numbers local
 //! messages and sizes output buffers for a destination.
 
-use sluice_model::macros::{format_sdata, msghdr, DateOptions};
+use sluice_model::macros::{format_sdata, msghdr, write_msg_stamp, DateOptions};
 use sluice_model::time::{self, TsFormat};
 use sluice_model::{LogMessage, Template};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -44,7 +44,7 @@ impl Format {
                 } else {
                     dates.ts_format
                 };
-                time::write_stamp(out, shown(msg, dates), ts_format, dates.frac_digits);
+                write_msg_stamp(msg, ts_format, dates, out);
                 out.push(b' ');
                 out.extend_from_slice(msg.host());
                 out.push(b' ');
@@ -56,7 +56,7 @@ impl Format {
                 out.push(b'<');
                 time::push_num(out, msg.fields.pri);
                 out.extend_from_slice(b">1 ");
-                time::write_stamp(out, shown(msg, dates), TsFormat::Iso, dates.frac_digits);
+                write_msg_stamp(msg, TsFormat::Iso, dates, out);
                 out.push(b' ');
                 for field in [msg.host(), msg.program(), msg.pid(), msg.msgid()] {
                     out.extend_from_slice(if field.is_empty() { b"-" } else { field });
@@ -157,13 +157,6 @@ impl Formatter {
             self.bytes_per_message
                 .store((per + per / 8).clamp(64, 1 << 16) as u32, Ordering::Relaxed);
         }
-    }
-}
-
-fn shown(msg: &LogMessage, dates: &DateOptions) -> time::UnixTime {
-    match &dates.zone {
-        Some(zone) => msg.stamp.in_offset(zone.offset_at(msg.stamp.secs)),
-        None => msg.stamp,
     }
 }
 

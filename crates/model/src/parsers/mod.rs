@@ -665,7 +665,7 @@ impl Parser {
                                 true
                             }
                             Some(t) => {
-                                msg.stamp = t;
+                                msg.set_stamp(t);
                                 true
                             }
                             None => false,
@@ -749,7 +749,13 @@ fn take_syslog(msg: &mut LogMessage, parsed: sluice_protocol::SyslogFields, text
     }
     if let Some(wc) = parsed.stamp {
         let today = crate::time::Today::of(msg.recvd);
-        msg.stamp = crate::time::resolve(&wc, None, crate::time::Zone::local(), today, msg.recvd);
+        msg.set_stamp(crate::time::resolve(
+            &wc,
+            None,
+            crate::time::Zone::local(),
+            today,
+            msg.recvd,
+        ));
     }
 }
 
