@@ -299,8 +299,24 @@ fn civil_to_secs(year: i32, month: u8, day: u8, hour: u8, minute: u8, second: u8
     )
 }
 
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+/// Days since 1970-01-01 of a proleptic Gregorian date. Every BSD stamp passes here: from
+/// 1970 to 2099 every fourth year is a leap year, so the days are counted with a table of
+/// month starts; other years take Howard Hinnant's algorithm.
 fn days_from_civil(year: i32, month: u8, day: u8) -> i64 {
+    /// Days of a common year before the first of each month.
+    const BEFORE_MONTH: [u16; 12] = [0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334];
+    if (1970..2100).contains(&year) && (1..=12).contains(&month) {
+        let years = i64::from(year - 1970);
+        // 29 Februaries before this year's first of January: 1972's is the first.
+        let leap_days = (years + 1) / 4;
+        let this_leap = year % 4 == 0 && month > 2;
+        return years * 365
+            + leap_days
+            + i64::from(BEFORE_MONTH[usize::from(month - 1)])
+            + i64::from(this_leap)
+            + i64::from(day)
+            - 1;
+    }
     let y = i64::from(year) - i64::from(month <= 2);
     let era = y.div_euclid(400);
     let yoe = y - era * 400;
@@ -590,6 +606,29 @@ mod tests {
             secs,
             micros: 0,
             offset: 0,
+        }
+    }
+
+    #[test]
+    fn days_are_counted_alike_by_the_month_table_and_the_general_algorithm() {
+        fn hinnant(year: i32, month: u8, day: u8) -> i64 {
+            let y = i64::from(year) - i64::from(month <= 2);
+            let era = y.div_euclid(400);
+            let yoe = y - era * 400;
+            let m = i64::from(month);
+            let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
+            era * 146097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719468
+        }
+        for year in 1960..2110 {
+            for month in 1..=12 {
+                for day in [1, 28, 29, 31] {
+                    assert_eq!(
+                        days_from_civil(year, month, day),
+                        hinnant(year, month, day),
+                        "{year}-{month}-{day}"
+                    );
+                }
+            }
         }
     }
 
