@@ -73,17 +73,23 @@ pub mod testing {
     /// Parses `frame` received at 2025-06-15T12:00:00Z, keeping the sender's hostname; a
     /// frame that starts `<PRI>1 ` is parsed as RFC5424.
     pub fn message(frame: impl AsRef<[u8]>) -> LogMessage {
-        let frame = frame.as_ref();
-        let utc = Zone::parse("UTC").expect("UTC exists");
-        let mut ingest = Ingest::new(utc);
-        ingest.keep_hostname = true;
-        ingest.parse.flags.syslog_protocol =
-            memchr::memchr(b'>', frame).is_some_and(|gt| frame[gt + 1..].starts_with(b"1 "));
         let recvd = UnixTime {
             secs: 1749988800,
             micros: 250_000,
             offset: 0,
         };
+        received(frame, Zone::parse("UTC").expect("UTC exists"), recvd)
+    }
+
+    /// Parses `frame` as a source whose local zone is `zone` does when it receives it at
+    /// `recvd`, keeping the sender's hostname; a frame that starts `<PRI>1 ` is parsed as
+    /// RFC5424.
+    pub fn received(frame: impl AsRef<[u8]>, zone: Zone, recvd: UnixTime) -> LogMessage {
+        let frame = frame.as_ref();
+        let mut ingest = Ingest::new(zone);
+        ingest.keep_hostname = true;
+        ingest.parse.flags.syslog_protocol =
+            memchr::memchr(b'>', frame).is_some_and(|gt| frame[gt + 1..].starts_with(b"1 "));
         let mut msgs = Vec::new();
         ingest.push_message(
             bytes::Bytes::copy_from_slice(frame),

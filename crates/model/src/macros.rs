@@ -552,27 +552,16 @@ fn date(t: UnixTime, field: DateField, opts: &DateOptions, out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::origin;
-    use crate::{Ingest, Today};
 
     /// `frame` received on 2026-06-15 by a source in Budapest's zone (DST from 29 March 2026).
     fn received(frame: &str) -> LogMessage {
-        let mut ingest = Ingest::new(Zone::parse("Europe/Budapest").expect("zone exists"));
-        ingest.keep_hostname = true;
+        let zone = Zone::parse("Europe/Budapest").expect("zone exists");
         let recvd = UnixTime {
             secs: 1_781_510_400,
             micros: 0,
             offset: 7200,
         };
-        let mut msgs = Vec::new();
-        ingest.push_message(
-            bytes::Bytes::copy_from_slice(frame.as_bytes()),
-            &origin(),
-            recvd,
-            Today::of(recvd),
-            &mut msgs,
-        );
-        msgs.pop().expect("one message")
+        crate::testing::received(frame, zone, recvd)
     }
 
     fn shown(msg: &LogMessage, format: TsFormat, opts: &DateOptions) -> String {
