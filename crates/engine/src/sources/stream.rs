@@ -116,7 +116,7 @@ impl StreamSource {
     /// connections then go to the runtime.
     pub async fn serve(self: Arc<Self>, bound: Bound, ctx: Context) {
         let listener = Arc::new(bound.0);
-        reserve_descriptors(self.max_connections);
+        reserve_descriptors(listener.as_raw_fd(), self.max_connections);
         let (tx, mut incoming) = mpsc::unbounded_channel();
         let stopping = Arc::new(AtomicBool::new(false));
         let acceptor = {
@@ -385,12 +385,12 @@ impl StreamSource {
 const OTHER_DESCRIPTORS: usize = 256;
 
 /// Grows this process's descriptor table now to hold `connections` more, within the limit on
-/// open files. The kernel grows the table by doubling it when an `accept` needs a descriptor
+/// open files; `open` is a descriptor of ours to copy. The kernel grows the table by doubling it when an `accept` needs a descriptor
 /// past its end, and in a process with several threads each doubling waits for an RCU grace
 /// period: the acceptor stalled 9–10 ms at descriptors 256 and 512 (`strace -T`), and in a
 /// burst of 10,000 connections the listen queue overflowed behind those stalls (a dropped
 /// connection waits a second to try again). Grown once at startup, the table stays.
-fn reserve_descriptors(connections: usize) {
+fn reserve_descriptors(open: std::os::fd::RawFd, connections: usize) {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -402,14 +402,14 @@ fn reserve_descriptors(connections: usize) {
     let highest = (connections.saturating_add(OTHER_DESCRIPTORS) as u64)
         .min(limit.rlim_cur.saturating_sub(1))
         .min(i32::MAX as u64) as libc::c_int;
-    // Duplicating a descriptor (standard error) to the highest number grows the table to hold
-    // it; closing the copy leaves the table as large. A number in use is left alone.
+    // Duplicating a descriptor to the highest number grows the table to hold it; closing the
+    // copy leaves the table as large. A number in use is left alone.
     // SAFETY: fcntl F_GETFD only asks whether `highest` is open; dup2 and close act on a
     // number that was free.
     unsafe {
         if highest > OTHER_DESCRIPTORS as libc::c_int
             && libc::fcntl(highest, libc::F_GETFD) == -1
-            && libc::dup2(libc::STDERR_FILENO, highest) == highest
+            && libc::dup2(open, highest) == highest
         {
             libc::close(highest);
         }
@@ -622,7 +622,9 @@ mod tests {
             0
         );
         let wanted = (3000 + OTHER_DESCRIPTORS as u64).min(limit.rlim_cur - 1);
-        reserve_descriptors(3000);
+        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+            .expect("a socket");
+        reserve_descriptors(socket.as_raw_fd(), 3000);
         assert!(table_size() > wanted, "{} <= {wanted}", table_size());
         // The copy that grew it is closed again.
         // SAFETY: F_GETFD only asks whether the number is open.
