@@ -280,6 +280,39 @@ fn append_num(out: &mut Vec<u8>, n: impl itoa::Integer) {
 
 impl Macro {
     /// Appends the macro's value for `msg`; `seq` is the destination's sequence number for it.
+    /// The value of a macro that is a field of the message as it stands (`$HOST`, `$PROGRAM`,
+    /// `$PID`, `$MSGID`, `$FULLHOST`, `$HOST_FROM`), unescaped; `None` for the others.
+    #[inline]
+    pub fn in_place(self, msg: &LogMessage) -> Option<&[u8]> {
+        Some(match self {
+            Macro::Host if msg.chained_hostname => {
+                // A chain `relay@host/relay…` shows its first host.
+                let host = msg.host();
+                let after_at = memchr::memchr(b'@', host).map_or(host, |i| &host[i + 1..]);
+                memchr::memchr(b'/', after_at).map_or(after_at, |i| &after_at[..i])
+            }
+            Macro::Host | Macro::FullHost => msg.host(),
+            Macro::HostFrom => &msg.origin.host_from,
+            Macro::Program => msg.program(),
+            Macro::Pid => msg.pid(),
+            Macro::MsgId => msg.msgid(),
+            _ => return None,
+        })
+    }
+
+    /// Whether [`Macro::in_place`] reads this macro.
+    pub fn is_in_place(self) -> bool {
+        matches!(
+            self,
+            Macro::Host
+                | Macro::FullHost
+                | Macro::HostFrom
+                | Macro::Program
+                | Macro::Pid
+                | Macro::MsgId
+        )
+    }
+
     pub fn expand(
         self,
         msg: &LogMessage,
@@ -318,21 +351,17 @@ impl Macro {
                 out.push((msg.facility() as u8).wrapping_add(b'A'));
             }
             Macro::Pri => append_num(out, msg.fields.pri),
-            Macro::Host => {
-                let host = msg.host();
-                if msg.chained_hostname {
-                    let after_at = memchr::memchr(b'@', host).map_or(host, |i| &host[i + 1..]);
-                    let first = memchr::memchr(b'/', after_at).map_or(after_at, |i| &after_at[..i]);
-                    append(out, first, escape);
-                } else {
-                    append(out, host, escape);
-                }
+            Macro::Host
+            | Macro::FullHost
+            | Macro::HostFrom
+            | Macro::Program
+            | Macro::Pid
+            | Macro::MsgId => {
+                let value = self
+                    .in_place(msg)
+                    .expect("these macros are values in place");
+                append(out, value, escape)
             }
-            Macro::FullHost => append(out, msg.host(), escape),
-            Macro::HostFrom => append(out, &msg.origin.host_from, escape),
-            Macro::Program => append(out, msg.program(), escape),
-            Macro::Pid => append(out, msg.pid(), escape),
-            Macro::MsgId => append(out, msg.msgid(), escape),
             Macro::Message => append(out, msg.message(), escape),
             Macro::MsgHdr => msghdr(msg, escape, out),
             Macro::LegacyMsgHdr => append(out, msg.legacy_msghdr(), escape),

@@ -126,6 +126,29 @@ impl Template {
     }
 
     /// The template has no macros: its output is always the same.
+    /// When the expansion depends on the message only through one macro whose value is a
+    /// field in place (`/var/log/${HOST}.log`), that macro: two messages with the same value
+    /// expand alike, so a caller can group messages by the value and expand once per group.
+    /// `None` for escaping templates, function calls, name-value pairs, defaults (a default
+    /// can equal a value) and more than one value.
+    pub fn keyed_by(&self) -> Option<Macro> {
+        if self.escape {
+            return None;
+        }
+        let mut key = None;
+        for op in &self.ops {
+            match op {
+                Op::Literal(_) => {}
+                Op::Value {
+                    value: Value::Macro(m),
+                    default: None,
+                } if key.is_none() && m.is_in_place() => key = Some(*m),
+                _ => return None,
+            }
+        }
+        key
+    }
+
     pub fn literal(&self) -> Option<&[u8]> {
         match self.ops.as_slice() {
             [] => Some(b""),

@@ -205,8 +205,13 @@ enum Msg {
 #[derive(Default)]
 struct Grouping {
     name: Vec<u8>,
-    /// Distinct names of the batch: (hash, writer, index in that writer's job).
+    /// Distinct files of the batch: (hash of the key, writer, index of the name in that
+    /// writer's job).
     seen: Vec<(u64, u32, u32)>,
+    /// What each distinct file is known by, back to back (`keys[key_ends[i-1]..key_ends[i]]`):
+    /// the value of the one field its name is made of, or the name.
+    keys: Vec<u8>,
+    key_ends: Vec<u32>,
     table: hashbrown::HashTable<u32>,
     /// The index in `seen` of each message of the batch, in the batch's order.
     name_of: Vec<u32>,
@@ -457,48 +462,78 @@ impl FileDestination {
             return jobs;
         }
         let template = self.path.as_ref().expect("templated file name");
+        // A file name made of one field of the message (`/var/log/${HOST}.log`) is known by
+        // that field: the name is formatted once per file and read, not once per message.
+        let keyed = template.keyed_by();
         GROUPING.with_borrow_mut(|g| {
             g.seen.clear();
             g.table.clear();
             g.name_of.clear();
             g.ends.clear();
+            g.keys.clear();
+            g.key_ends.clear();
+            let Grouping {
+                name,
+                seen,
+                table,
+                name_of,
+                ends,
+                keys,
+                key_ends,
+                ..
+            } = g;
             let mut last: Option<usize> = None;
             for &i in which {
                 let msg = &msgs[i as usize];
-                g.name.clear();
-                template.append(msg, 0, &mut g.name);
-                // Neighbours often share a file: compare with the last name before hashing.
-                let same_as_last = last.is_some_and(|at| {
-                    let (_, w, local) = g.seen[at];
-                    jobs[w as usize].name(local as usize) == g.name.as_slice()
-                });
-                let at = if same_as_last {
-                    last.expect("checked")
-                } else {
-                    let hash = name_hash(&g.name);
-                    let seen = &g.seen;
-                    let found = g.table.find(hash, |&at| {
-                        let (h, w, local) = seen[at as usize];
-                        h == hash && jobs[w as usize].name(local as usize) == g.name.as_slice()
-                    });
-                    match found {
-                        Some(&at) => at as usize,
-                        None => {
-                            let w = writer_of(hash, writers);
-                            let local = jobs[w].add_name(&g.name, hash);
-                            g.seen.push((hash, w as u32, local));
-                            g.ends.push(0);
-                            let at = g.seen.len() - 1;
-                            let seen = &g.seen;
-                            g.table
-                                .insert_unique(hash, at as u32, |&at| seen[at as usize].0);
-                            at
+                let key: &[u8] = match keyed.and_then(|m| m.in_place(msg)) {
+                    Some(value) => value,
+                    None => {
+                        name.clear();
+                        template.append(msg, 0, name);
+                        name
+                    }
+                };
+                let key_of = |at: usize| {
+                    let start = if at == 0 {
+                        0
+                    } else {
+                        key_ends[at - 1] as usize
+                    };
+                    &keys[start..key_ends[at] as usize]
+                };
+                // Neighbours often share a file: compare with the last key before hashing.
+                let at = match last {
+                    Some(at) if key_of(at) == key => at,
+                    _ => {
+                        let hash = name_hash(key);
+                        let found = table.find(hash, |&at| {
+                            seen[at as usize].0 == hash && key_of(at as usize) == key
+                        });
+                        match found {
+                            Some(&at) => at as usize,
+                            None => {
+                                keys.extend_from_slice(key);
+                                key_ends.push(keys.len() as u32);
+                                if keyed.is_some() {
+                                    name.clear();
+                                    template.append(msg, 0, name);
+                                }
+                                // The file's name, not its key, places it with a writer.
+                                let name_hash = name_hash(name);
+                                let w = writer_of(name_hash, writers);
+                                let local = jobs[w].add_name(name, name_hash);
+                                seen.push((hash, w as u32, local));
+                                ends.push(0);
+                                let at = seen.len() - 1;
+                                table.insert_unique(hash, at as u32, |&at| seen[at as usize].0);
+                                at
+                            }
                         }
                     }
                 };
                 last = Some(at);
-                g.ends[at] += 1;
-                g.name_of.push(at as u32);
+                ends[at] += 1;
+                name_of.push(at as u32);
             }
             for (&(_, w, _), &count) in g.seen.iter().zip(&g.ends) {
                 jobs[w as usize].messages += count;
@@ -1221,6 +1256,94 @@ mod tests {
             job.close_run(at, 1);
         }
         job
+    }
+
+    /// What `group` gives each file for `frames` (as `$PROGRAM $MSG` lines), file by file.
+    fn grouped(path: &str, frames: &[&str]) -> Vec<(String, String)> {
+        let formatter = Formatter::new(
+            super::super::format::Format::Template(Template::compile("$PROGRAM $MSG\n").unwrap()),
+            false,
+        );
+        let d = FileDestination::file(
+            "d".into(),
+            Template::compile(path).unwrap(),
+            formatter,
+            crate::options::Globals::new().file,
+            DestCounters::default(),
+        );
+        let msgs: Vec<LogMessage> = frames.iter().map(sluice_model::testing::message).collect();
+        let which: Vec<u32> = (0..msgs.len() as u32).collect();
+        let ack = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(crate::window::Window::new(100).take(1));
+        let mut files: Vec<(String, String)> = Vec::new();
+        for job in d.group(&msgs, &which, &ack, 2) {
+            let mut start = 0;
+            for run in &job.runs {
+                let name = String::from_utf8(job.name(run.name as usize).to_vec()).unwrap();
+                let data = String::from_utf8(job.data[start..run.end as usize].to_vec()).unwrap();
+                match files.iter_mut().find(|(n, _)| *n == name) {
+                    Some((_, all)) => all.push_str(&data),
+                    None => files.push((name, data)),
+                }
+                start = run.end as usize;
+            }
+        }
+        files.sort();
+        files
+    }
+
+    #[test]
+    fn messages_are_grouped_by_file_in_order_whether_the_name_is_keyed_or_formatted() {
+        let frames = [
+            "<13>Jan  5 13:56:09 alpha app[1]: one",
+            "<13>Jan  5 13:56:09 beta app[1]: two",
+            "<13>Jan  5 13:56:09 alpha other[1]: three",
+            "<13>Jan  5 13:56:09 beta app[1]: four",
+            "<13>Jan  5 13:56:09 alpha app[1]: five",
+        ];
+        let by_host = vec![
+            (
+                "/l/alpha.log".to_string(),
+                "app one\nother three\napp five\n".to_string(),
+            ),
+            ("/l/beta.log".to_string(), "app two\napp four\n".to_string()),
+        ];
+        // Keyed by $HOST, and formatted per message (a default makes the name no longer a
+        // function of the value alone): the same files, each in order.
+        assert!(Template::compile("/l/${HOST}.log")
+            .unwrap()
+            .keyed_by()
+            .is_some());
+        assert!(Template::compile("/l/${HOST:-x}.log")
+            .unwrap()
+            .keyed_by()
+            .is_none());
+        assert_eq!(grouped("/l/${HOST}.log", &frames), by_host);
+        assert_eq!(grouped("/l/${HOST:-x}.log", &frames), by_host);
+        // Two values: formatted per message.
+        assert!(Template::compile("/l/$HOST-$PROGRAM.log")
+            .unwrap()
+            .keyed_by()
+            .is_none());
+        assert_eq!(
+            grouped("/l/$HOST-$PROGRAM.log", &frames),
+            vec![
+                (
+                    "/l/alpha-app.log".to_string(),
+                    "app one\napp five\n".to_string()
+                ),
+                (
+                    "/l/alpha-other.log".to_string(),
+                    "other three\n".to_string()
+                ),
+                (
+                    "/l/beta-app.log".to_string(),
+                    "app two\napp four\n".to_string()
+                ),
+            ]
+        );
     }
 
     #[test]
