@@ -279,7 +279,6 @@ fn append_num(out: &mut Vec<u8>, n: impl itoa::Integer) {
 }
 
 impl Macro {
-    /// Appends the macro's value for `msg`; `seq` is the destination's sequence number for it.
     /// The value of a macro that is a field of the message as it stands (`$HOST`, `$PROGRAM`,
     /// `$PID`, `$MSGID`, `$FULLHOST`, `$HOST_FROM`), unescaped; `None` for the others.
     #[inline]
@@ -313,6 +312,7 @@ impl Macro {
         )
     }
 
+    /// Appends the macro's value for `msg`; `seq` is the destination's sequence number for it.
     pub fn expand(
         self,
         msg: &LogMessage,

@@ -125,7 +125,6 @@ impl Template {
         })
     }
 
-    /// The template has no macros: its output is always the same.
     /// When the expansion depends on the message only through one macro whose value is a
     /// field in place (`/var/log/${HOST}.log`), that macro: two messages with the same value
     /// expand alike, so a caller can group messages by the value and expand once per group.
@@ -149,6 +148,7 @@ impl Template {
         key
     }
 
+    /// The template has no macros: its output is always the same.
     pub fn literal(&self) -> Option<&[u8]> {
         match self.ops.as_slice() {
             [] => Some(b""),

@@ -519,9 +519,9 @@ impl FileDestination {
                                     template.append(msg, 0, name);
                                 }
                                 // The file's name, not its key, places it with a writer.
-                                let name_hash = name_hash(name);
-                                let w = writer_of(name_hash, writers);
-                                let local = jobs[w].add_name(name, name_hash);
+                                let file_hash = name_hash(name);
+                                let w = writer_of(file_hash, writers);
+                                let local = jobs[w].add_name(name, file_hash);
                                 seen.push((hash, w as u32, local));
                                 ends.push(0);
                                 let at = seen.len() - 1;
