@@ -299,19 +299,6 @@ impl Macro {
         })
     }
 
-    /// Whether [`Macro::in_place`] reads this macro.
-    pub fn is_in_place(self) -> bool {
-        matches!(
-            self,
-            Macro::Host
-                | Macro::FullHost
-                | Macro::HostFrom
-                | Macro::Program
-                | Macro::Pid
-                | Macro::MsgId
-        )
-    }
-
     /// Appends the macro's value for `msg`; `seq` is the destination's sequence number for it.
     pub fn expand(
         self,
@@ -511,25 +498,17 @@ fn sd_escape_key(out: &mut Vec<u8>, key: &[u8]) {
 fn date(t: UnixTime, field: DateField, opts: &DateOptions, out: &mut Vec<u8>) {
     let t = opts.shown(t);
     let digits = opts.frac_digits;
-    // Whole stamps first: they need no calendar fields.
-    match field {
-        DateField::Date => return time::write_stamp(out, t, TsFormat::Bsd, digits),
-        DateField::FullDate => return time::write_stamp(out, t, TsFormat::Full, digits),
-        DateField::IsoDate => return time::write_stamp(out, t, TsFormat::Iso, digits),
-        DateField::Stamp => return time::write_stamp(out, t, opts.ts_format, digits),
-        DateField::UnixTime => return time::write_stamp(out, t, TsFormat::Unix, digits),
-        _ => {}
-    }
-    let c = t.civil();
+    // Worked out only for the fields that need the calendar: whole stamps do not.
+    let c = std::cell::LazyCell::new(|| t.civil());
     let two = |out: &mut Vec<u8>, n: u32| {
         time::push_padded(out, u64::from(n), 2, b'0');
     };
     match field {
-        DateField::Date
-        | DateField::FullDate
-        | DateField::IsoDate
-        | DateField::Stamp
-        | DateField::UnixTime => unreachable!("written above"),
+        DateField::Date => time::write_stamp(out, t, TsFormat::Bsd, digits),
+        DateField::FullDate => time::write_stamp(out, t, TsFormat::Full, digits),
+        DateField::IsoDate => time::write_stamp(out, t, TsFormat::Iso, digits),
+        DateField::Stamp => time::write_stamp(out, t, opts.ts_format, digits),
+        DateField::UnixTime => time::write_stamp(out, t, TsFormat::Unix, digits),
         DateField::Year => {
             time::push_padded(out, c.year.max(0) as u64, 4, b'0');
         }

@@ -125,27 +125,26 @@ impl Template {
         })
     }
 
-    /// When the expansion depends on the message only through one macro whose value is a
-    /// field in place (`/var/log/${HOST}.log`), that macro: two messages with the same value
-    /// expand alike, so a caller can group messages by the value and expand once per group.
-    /// `None` for escaping templates, function calls, name-value pairs, defaults (a default
-    /// can equal a value) and more than one value.
-    pub fn keyed_by(&self) -> Option<Macro> {
+    /// The macro of a template that is literals around one macro (`/var/log/${HOST}.log`): its
+    /// expansion depends on the message only through that macro's value. `None` for escaping
+    /// templates, function calls, name-value pairs, defaults (a default can equal a value)
+    /// and more than one value.
+    pub fn only_macro(&self) -> Option<Macro> {
         if self.escape {
             return None;
         }
-        let mut key = None;
+        let mut only = None;
         for op in &self.ops {
             match op {
                 Op::Literal(_) => {}
                 Op::Value {
                     value: Value::Macro(m),
                     default: None,
-                } if key.is_none() && m.is_in_place() => key = Some(*m),
+                } if only.is_none() => only = Some(*m),
                 _ => return None,
             }
         }
-        key
+        only
     }
 
     /// The template has no macros: its output is always the same.

@@ -464,7 +464,7 @@ impl FileDestination {
         let template = self.path.as_ref().expect("templated file name");
         // A file name made of one field of the message (`/var/log/${HOST}.log`) is known by
         // that field: the name is formatted once per file and read, not once per message.
-        let keyed = template.keyed_by();
+        let only = template.only_macro();
         GROUPING.with_borrow_mut(|g| {
             g.seen.clear();
             g.table.clear();
@@ -485,7 +485,8 @@ impl FileDestination {
             let mut last: Option<usize> = None;
             for &i in which {
                 let msg = &msgs[i as usize];
-                let key: &[u8] = match keyed.and_then(|m| m.in_place(msg)) {
+                let field = only.and_then(|m| m.in_place(msg));
+                let key: &[u8] = match field {
                     Some(value) => value,
                     None => {
                         name.clear();
@@ -512,9 +513,10 @@ impl FileDestination {
                         match found {
                             Some(&at) => at as usize,
                             None => {
+                                // A new file: its key kept, its name made.
                                 keys.extend_from_slice(key);
                                 key_ends.push(keys.len() as u32);
-                                if keyed.is_some() {
+                                if field.is_some() {
                                     name.clear();
                                     template.append(msg, 0, name);
                                 }
@@ -524,9 +526,10 @@ impl FileDestination {
                                 let local = jobs[w].add_name(name, file_hash);
                                 seen.push((hash, w as u32, local));
                                 ends.push(0);
-                                let at = seen.len() - 1;
-                                table.insert_unique(hash, at as u32, |&at| seen[at as usize].0);
-                                at
+                                table.insert_unique(hash, seen.len() as u32 - 1, |&at| {
+                                    seen[at as usize].0
+                                });
+                                seen.len() - 1
                             }
                         }
                     }
@@ -1314,18 +1317,18 @@ mod tests {
         // function of the value alone): the same files, each in order.
         assert!(Template::compile("/l/${HOST}.log")
             .unwrap()
-            .keyed_by()
+            .only_macro()
             .is_some());
         assert!(Template::compile("/l/${HOST:-x}.log")
             .unwrap()
-            .keyed_by()
+            .only_macro()
             .is_none());
         assert_eq!(grouped("/l/${HOST}.log", &frames), by_host);
         assert_eq!(grouped("/l/${HOST:-x}.log", &frames), by_host);
         // Two values: formatted per message.
         assert!(Template::compile("/l/$HOST-$PROGRAM.log")
             .unwrap()
-            .keyed_by()
+            .only_macro()
             .is_none());
         assert_eq!(
             grouped("/l/$HOST-$PROGRAM.log", &frames),

@@ -385,11 +385,12 @@ impl StreamSource {
 const OTHER_DESCRIPTORS: usize = 256;
 
 /// Grows this process's descriptor table now to hold `connections` more, within the limit on
-/// open files; `open` is a descriptor of ours to copy. The kernel grows the table by doubling it when an `accept` needs a descriptor
-/// past its end, and in a process with several threads each doubling waits for an RCU grace
-/// period: the acceptor stalled 9–10 ms at descriptors 256 and 512 (`strace -T`), and in a
-/// burst of 10,000 connections the listen queue overflowed behind those stalls (a dropped
-/// connection waits a second to try again). Grown once at startup, the table stays.
+/// open files; `open` is a descriptor of ours to copy. The kernel grows the table by doubling
+/// it when an `accept` needs a descriptor past its end, and in a process with several threads
+/// each doubling waits for an RCU grace period: the acceptor stalled 9–15 ms at descriptors
+/// 256 and 512 (`strace -T`), and in a burst of 10,000 connections the listen queue overflowed
+/// behind those stalls (a dropped connection waits a second to try again). Grown once at
+/// startup, the table stays.
 fn reserve_descriptors(open: std::os::fd::RawFd, connections: usize) {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
