@@ -142,13 +142,21 @@ fn is_linksys(s: &[u8]) -> bool {
 /// Fractional seconds after `.` or `,` (Aruba writes a comma): microseconds and bytes consumed.
 /// Digits past the sixth are skipped.
 fn fraction(s: &[u8]) -> (u32, usize) {
+    const SCALE: [u32; 6] = [100_000, 10_000, 1_000, 100, 10, 1];
     if !matches!(s.first(), Some(b'.' | b',')) {
         return (0, 0);
     }
-    let digits = s[1..].iter().take_while(|b| b.is_ascii_digit()).count();
     let mut micros = 0u32;
-    for (i, &b) in s[1..1 + digits.min(6)].iter().enumerate() {
-        micros += u32::from(b - b'0') * 10u32.pow(5 - i as u32);
+    let mut digits = 0;
+    for &b in &s[1..] {
+        let digit = b.wrapping_sub(b'0');
+        if digit > 9 {
+            break;
+        }
+        if let Some(scale) = SCALE.get(digits) {
+            micros += u32::from(digit) * scale;
+        }
+        digits += 1;
     }
     (micros, 1 + digits)
 }
@@ -174,18 +182,10 @@ fn iso_offset(s: &[u8]) -> Option<i32> {
 
 /// An ISO 8601 / RFC3339 timestamp at the start of `s`: the time and the bytes consumed.
 fn iso(s: &[u8]) -> Option<(WallClock, usize)> {
-    let mut wc = WallClock {
-        year: Some(fixed_int(s, 4)? as i32),
-        ..WallClock::default()
+    let mut wc = match iso_digits(s) {
+        Some(wc) => wc,
+        None => iso_padded(s)?,
     };
-    expect(s, 4, b'-')?;
-    wc.month = fixed_int(&s[5..], 2)? as u8;
-    expect(s, 7, b'-')?;
-    wc.day = fixed_int(&s[8..], 2)? as u8;
-    if !matches!(s.get(10), Some(b'T' | b' ')) {
-        return None;
-    }
-    clock(&s[11..], &mut wc)?;
     let mut at = 19;
     let (micros, used) = fraction(&s[at..]);
     wc.micros = micros;
@@ -198,6 +198,51 @@ fn iso(s: &[u8]) -> Option<(WallClock, usize)> {
         at += 6;
     }
     Some((wc, at))
+}
+
+/// `yyyy-mm-ddThh:mm:ss` with every number written in digits, as senders write it: read in
+/// one pass. `None` for anything else, which [`iso_padded`] reads.
+fn iso_digits(s: &[u8]) -> Option<WallClock> {
+    const DIGITS: [usize; 14] = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18];
+    let s: &[u8; 19] = s.get(..19)?.try_into().ok()?;
+    let digit = |i: usize| s[i].wrapping_sub(b'0');
+    if DIGITS.iter().any(|&i| digit(i) > 9)
+        || s[4] != b'-'
+        || s[7] != b'-'
+        || !matches!(s[10], b'T' | b' ')
+        || s[13] != b':'
+        || s[16] != b':'
+    {
+        return None;
+    }
+    let two = |i: usize| digit(i) * 10 + digit(i + 1);
+    Some(WallClock {
+        year: Some(i32::from(two(0)) * 100 + i32::from(two(2))),
+        month: two(5),
+        day: two(8),
+        hour: two(11),
+        minute: two(14),
+        second: two(17),
+        ..WallClock::default()
+    })
+}
+
+/// `yyyy-mm-ddThh:mm:ss` whose numbers may be padded with spaces (` 5` for `05`), as
+/// syslog-ng's scanner allows.
+fn iso_padded(s: &[u8]) -> Option<WallClock> {
+    let mut wc = WallClock {
+        year: Some(fixed_int(s, 4)? as i32),
+        ..WallClock::default()
+    };
+    expect(s, 4, b'-')?;
+    wc.month = fixed_int(&s[5..], 2)? as u8;
+    expect(s, 7, b'-')?;
+    wc.day = fixed_int(&s[8..], 2)? as u8;
+    if !matches!(s.get(10), Some(b'T' | b' ')) {
+        return None;
+    }
+    clock(&s[11..], &mut wc)?;
+    Some(wc)
 }
 
 /// The timestamp of an RFC3164 header, in any dialect syslog-ng accepts, with a trailing `:`
@@ -311,6 +356,43 @@ mod tests {
         );
         assert_eq!(wc("2025-01-05 13:56:09Z x").0.offset, Some(0));
         assert_eq!(wc("2025-01-05T13:56:09 x").0.offset, None);
+    }
+
+    #[test]
+    fn iso_digits_reads_what_the_padded_scan_reads() {
+        let base = *b"2025-01-05T13:56:09";
+        assert_eq!(iso_digits(&base), iso_padded(&base));
+        assert!(iso_digits(&base).is_some());
+        // Every byte in turn replaced: the one-pass read takes exactly the stamps written in
+        // digits, and reads them as the padded scan does.
+        for at in 0..base.len() {
+            for b in [b'0', b'7', b'9', b' ', b'-', b'T', b':', b'/', b'a', 0xff] {
+                let mut s = base;
+                s[at] = b;
+                let digits_only = (base[at].is_ascii_digit() && b.is_ascii_digit())
+                    || (at == 10 && b == b' ')
+                    || b == base[at];
+                let text = String::from_utf8_lossy(&s);
+                assert_eq!(iso_digits(&s).is_some(), digits_only, "{text:?}");
+                if digits_only {
+                    assert_eq!(iso_digits(&s), iso_padded(&s), "{text:?}");
+                }
+            }
+        }
+        assert_eq!(iso_digits(b"2025-01-05T13:56:0"), None);
+        assert_eq!(
+            iso_padded(b"2025- 1- 5T 3:56:09").map(|w| (w.month, w.day, w.hour)),
+            Some((1, 5, 3))
+        );
+    }
+
+    #[test]
+    fn fractions_keep_six_digits_and_consume_all() {
+        assert_eq!(fraction(b"."), (0, 1));
+        assert_eq!(fraction(b",5 x"), (500_000, 2));
+        assert_eq!(fraction(b".000001"), (1, 7));
+        assert_eq!(fraction(b".1234567Z"), (123_456, 8));
+        assert_eq!(fraction(b"x"), (0, 0));
     }
 
     #[test]
