@@ -208,7 +208,7 @@ impl DateOptions {
 
     /// Whether a timestamp shown in `format` reads exactly as a BSD header writes it: a BSD
     /// stamp without fractions, in the zone it was written in.
-    fn shows_as_written(&self, format: TsFormat) -> bool {
+    pub fn shows_as_written(&self, format: TsFormat) -> bool {
         format == TsFormat::Bsd && self.frac_digits == 0 && self.zone.is_none()
     }
 }

@@ -161,6 +161,36 @@ impl LogMessage {
         sluice_protocol::timestamp::is_canonical_bsd(text, written).then_some(text)
     }
 
+    /// The header from its timestamp on, with the message, when it reads exactly as syslog-ng's
+    /// file format writes it (`$STAMP $HOST $MSGHDR$MSG`, the stamp as written): the stamp
+    /// copyable ([`Self::stamp_as_written`]), then one space, the host, one space, the
+    /// program's header and the message, each still the frame's own bytes and each right after
+    /// the one before. A file line is then copied from the frame in one piece.
+    #[inline]
+    pub fn line_as_written(&self) -> Option<&[u8]> {
+        let at = self.fields.stamp_text? as usize;
+        let (Some(Text::Span(host)), Some(Text::Span(header)), Text::Span(message)) = (
+            &self.fields.host,
+            &self.fields.legacy_msghdr,
+            &self.fields.message,
+        ) else {
+            return None;
+        };
+        let raw = &self.raw[..];
+        // In this order the bytes looked at lie before spans that are in the frame.
+        let follows = host.start as usize == at + 16
+            && raw[at + 15] == b' '
+            && header.start == host.end + 1
+            && raw[host.end as usize] == b' '
+            && !header.is_empty()
+            && message.start == header.end;
+        if !follows {
+            return None;
+        }
+        self.stamp_as_written()?;
+        Some(&raw[at..message.end as usize])
+    }
+
     /// Replaces the message's timestamp (a date parser's): the header's text no longer shows it.
     pub fn set_stamp(&mut self, t: UnixTime) {
         self.stamp = t;

@@ -402,7 +402,9 @@ mod tests {
         // Every byte in turn replaced: the one-pass read takes exactly the stamps written in
         // digits, and reads them as the padded scan does.
         for at in 0..base.len() {
-            for b in [b'0', b'7', b'9', b' ', b'-', b'T', b':', b'/', b'a', 0xfa, 0xff] {
+            for b in [
+                b'0', b'7', b'9', b' ', b'-', b'T', b':', b'/', b'a', 0xfa, 0xff,
+            ] {
                 let mut s = base;
                 s[at] = b;
                 let digits_only = (base[at].is_ascii_digit() && b.is_ascii_digit())

@@ -44,12 +44,12 @@ impl Format {
                 } else {
                     dates.ts_format
                 };
-                write_msg_stamp(msg, ts_format, dates, out);
-                out.push(b' ');
-                out.extend_from_slice(msg.host());
-                out.push(b' ');
-                msghdr(msg, false, out);
-                out.extend_from_slice(msg.message());
+                // Most received lines read exactly as this format writes them: one copy.
+                let as_written = dates.shows_as_written(ts_format);
+                match msg.line_as_written().filter(|_| as_written) {
+                    Some(line) => out.extend_from_slice(line),
+                    None => file_line(msg, ts_format, dates, out),
+                }
                 out.push(b'\n');
             }
             Format::Rfc5424(dates, body) => {
@@ -98,6 +98,16 @@ impl Format {
             }
         }
     }
+}
+
+/// `$STAMP $HOST $MSGHDR$MSG`, formatted field by field.
+fn file_line(msg: &LogMessage, ts_format: TsFormat, dates: &DateOptions, out: &mut Vec<u8>) {
+    write_msg_stamp(msg, ts_format, dates, out);
+    out.push(b' ');
+    out.extend_from_slice(msg.host());
+    out.push(b' ');
+    msghdr(msg, false, out);
+    out.extend_from_slice(msg.message());
 }
 
 /// A destination's [`Format`] with what formatting needs to remember across batches: the
@@ -182,6 +192,42 @@ mod tests {
             fmt(&f, "<13>1 2025-01-05T13:56:09Z host prog 1 - - text"),
             "Jan  5 13:56:09 host prog[1]: text\n"
         );
+    }
+
+    #[test]
+    fn a_line_is_copied_only_when_it_reads_as_formatted() {
+        let dates = DateOptions::default();
+        let copied = |frame: &str| {
+            let msg = message(frame);
+            let mut formatted = Vec::new();
+            file_line(&msg, TsFormat::Bsd, &dates, &mut formatted);
+            let line = msg.line_as_written().map(|l| l.to_vec());
+            if let Some(line) = &line {
+                assert_eq!(
+                    String::from_utf8_lossy(line),
+                    String::from_utf8_lossy(&formatted),
+                    "{frame:?}"
+                );
+            }
+            line.is_some()
+        };
+        assert!(copied("<13>Jan  5 13:56:09 host prog[1]: text"));
+        assert!(copied("<13>Dec 31 23:59:59 host prog: text  with  spaces "));
+        assert!(copied("<13>Jan 15 01:02:03 host prog[1]:"));
+        for frame in [
+            "<13>Jan 05 13:56:09 host prog[1]: text", // the day padded with 0
+            "<13>jan  5 13:56:09 host prog[1]: text", // the month in lower case
+            "<13>Jan  5 13:56:09: host prog[1]: text", // Cisco's colon
+            "<13>Jan  5 13:56:09.123 host prog: text", // a fraction
+            "<13>Jan  5 13:56:09 host  prog[1]: text", // two spaces
+            "<13>Jan  5 13:56:09 host prog[1]:text",  // no space after the colon
+            "<13>2025-01-05T13:56:09Z host prog: text", // ISO
+            "<13>Jan  5 13:56:09 host text",          // no program
+            "<13>1 2025-01-05T13:56:09Z host prog 1 - - text",
+            "<13>prog[1]: text",
+        ] {
+            copied(frame);
+        }
     }
 
     #[test]
