@@ -247,8 +247,16 @@ pub fn local_hostname(fqdn: bool) -> &'static [u8] {
 /// and control characters become `\ooo` octal, as syslog-ng writes them.
 #[inline]
 pub fn append(out: &mut Vec<u8>, bytes: &[u8], escape: bool) {
+    if escape {
+        append_escaped(out, bytes);
+    } else {
+        out.extend_from_slice(bytes);
+    }
+}
+
+fn append_escaped(out: &mut Vec<u8>, bytes: &[u8]) {
     let special = |b: u8| matches!(b, b'\'' | b'"' | b'\\') || b < b' ';
-    if !escape || !bytes.iter().any(|&b| special(b)) {
+    if !bytes.iter().any(|&b| special(b)) {
         out.extend_from_slice(bytes);
         return;
     }
