@@ -778,23 +778,34 @@ impl Parser<'_> {
         Ok(in_place)
     }
 
-    /// An SD-ID or PARAM-NAME: printable ASCII without `=`, space, `]` or `"`, ended by `end`
-    /// or `also_end`.
+    /// An SD-ID or PARAM-NAME: ASCII without `=`, space, `]` or `"`, at most 255 bytes, ended by
+    /// `end` or `also_end`. On failure `self.at` is where reading stopped.
     fn sd_name(&mut self, end: u8, also_end: u8) -> Option<Text> {
+        /// The bytes a name is made of, looked up rather than compared one by one.
+        const NAME_BYTE: [bool; 256] = {
+            let mut table = [false; 256];
+            let mut b = 0;
+            while b < 128 {
+                table[b] = !matches!(b as u8, b'=' | b' ' | b']' | b'"');
+                b += 1;
+            }
+            table
+        };
         let start = self.at;
-        while let Some(b) = self.peek() {
-            if b == end || b == also_end {
-                break;
-            }
-            if !b.is_ascii() || matches!(b, b'=' | b' ' | b']' | b'"') || self.at - start >= 255 {
-                return None;
-            }
-            self.at += 1;
-        }
-        if self.at == start || self.peek().is_none() {
+        let rest = &self.s[start..];
+        let len = rest
+            .iter()
+            .position(|&b| !NAME_BYTE[usize::from(b)])
+            .unwrap_or(rest.len());
+        if len > 255 {
+            self.at = start + 255;
             return None;
         }
-        Some(self.span(start, self.at))
+        self.at = start + len;
+        match rest.get(len) {
+            Some(&b) if len > 0 && (b == end || b == also_end) => Some(self.span(start, self.at)),
+            _ => None,
+        }
     }
 
     /// A quoted PARAM-VALUE, with `\"`, `\\` and `\]` unescaped and other backslashes kept;

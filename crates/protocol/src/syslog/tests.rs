@@ -409,3 +409,40 @@ fn rfc5424_sd_errors_stop_where_syslog_ng_stops() {
         );
     }
 }
+
+#[test]
+fn rfc5424_sd_names_stop_at_the_first_byte_a_name_cannot_hold() {
+    let head = "<13>1 - h a p m ";
+    let a254 = "a".repeat(254);
+    for (sd, stop) in [
+        ("[a=b x=\"1\"] m", "["),
+        ("[ x=\"1\"] m", ""),
+        ("[a x=\"1\" =\"2\"] m", "[a x=\"1\""),
+        ("[a\u{e9} x=\"1\"] m", "["),
+        ("[a x", "[a "),
+        ("[a", "["),
+        ("[a x\"y=\"1\"] m", "[a "),
+        (&format!("[{a254}aa x=\"1\"] m"), &format!("[{a254}")),
+        (&format!("[a {a254}aa=\"1\"] m"), &format!("[a {a254}")),
+    ] {
+        let frame = format!("{head}{sd}");
+        let (seen, f) = ietf(&frame);
+        assert!(f.tags.contains(ParseTag::Rfc5424Unparseable), "{frame}");
+        let at = head.len() + stop.len();
+        let marked = format!("{}>@<{}", &frame[..at], &frame[at..]);
+        assert_eq!(
+            seen.message,
+            format!("Error processing log message: {marked}")
+        );
+    }
+    // 255 bytes is as long as a name may be.
+    for sd in [
+        format!("[{a254}a x=\"1\"] m"),
+        format!("[a {a254}a=\"1\"] m"),
+        "[a] m".into(),
+    ] {
+        let (seen, f) = ietf(&format!("{head}{sd}"));
+        assert!(!f.tags.contains(ParseTag::Rfc5424Unparseable), "{sd}");
+        assert_eq!(seen.message, "m");
+    }
+}
