@@ -89,13 +89,43 @@ fn writer_of(hash: u64, writers: usize) -> usize {
     (hash >> 32) as usize % writers
 }
 
+/// Byte strings kept back to back in one buffer, each known by its index: the distinct file
+/// names of a job, the keys of a batch's files. No allocation per string.
+#[derive(Default)]
+struct Strings {
+    bytes: Vec<u8>,
+    ends: Vec<u32>,
+}
+
+impl Strings {
+    /// Adds `s`; returns its index.
+    fn push(&mut self, s: &[u8]) -> u32 {
+        self.bytes.extend_from_slice(s);
+        self.ends.push(self.bytes.len() as u32);
+        (self.ends.len() - 1) as u32
+    }
+
+    fn get(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.bytes[start..self.ends[i] as usize]
+    }
+
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.ends.clear();
+    }
+}
+
 /// One reader's share of a batch for one writer: the formatted messages in one buffer, cut
 /// into runs that go to the same file.
 struct Job {
     data: Vec<u8>,
-    /// The distinct file names of this job, back to back; `names[name_ends[i-1]..name_ends[i]]`.
-    names: Vec<u8>,
-    name_ends: Vec<u32>,
+    /// The distinct file names of this job.
+    names: Strings,
     name_hashes: Vec<u64>,
     /// Consecutive runs of `data`, each for one file; a run starts where the previous one
     /// ended.
@@ -119,8 +149,7 @@ impl Job {
     fn new(ack: Option<&Ack>, written: Option<Written>) -> Job {
         Job {
             data: Vec::new(),
-            names: Vec::new(),
-            name_ends: Vec::new(),
+            names: Strings::default(),
             name_hashes: Vec::new(),
             runs: Vec::new(),
             messages: 0,
@@ -141,28 +170,19 @@ impl Job {
 
     /// The index of file `name` in this job, added when new.
     fn name_index(&mut self, name: &[u8], hash: u64) -> u32 {
-        match (0..self.name_ends.len())
-            .find(|&i| self.name_hashes[i] == hash && self.name(i) == name)
-        {
+        match (0..self.names.len()).find(|&i| self.name_hashes[i] == hash && self.name(i) == name) {
             Some(i) => i as u32,
             None => self.add_name(name, hash),
         }
     }
 
     fn name(&self, i: usize) -> &[u8] {
-        let start = if i == 0 {
-            0
-        } else {
-            self.name_ends[i - 1] as usize
-        };
-        &self.names[start..self.name_ends[i] as usize]
+        self.names.get(i)
     }
 
     fn add_name(&mut self, name: &[u8], hash: u64) -> u32 {
-        self.names.extend_from_slice(name);
-        self.name_ends.push(self.names.len() as u32);
         self.name_hashes.push(hash);
-        (self.name_ends.len() - 1) as u32
+        self.names.push(name)
     }
 
     /// Records that `data` up to its current end, `messages` more messages, belongs to file
@@ -208,10 +228,9 @@ struct Grouping {
     /// Distinct files of the batch: (hash of the key, writer, index of the name in that
     /// writer's job).
     seen: Vec<(u64, u32, u32)>,
-    /// What each distinct file is known by, back to back (`keys[key_ends[i-1]..key_ends[i]]`):
-    /// the value of the one field its name is made of, or the name.
-    keys: Vec<u8>,
-    key_ends: Vec<u32>,
+    /// What each distinct file is known by: the value of the one field its name is made of,
+    /// or the name.
+    keys: Strings,
     table: hashbrown::HashTable<u32>,
     /// The index in `seen` of each message of the batch, in the batch's order.
     name_of: Vec<u32>,
@@ -471,7 +490,6 @@ impl FileDestination {
             g.name_of.clear();
             g.ends.clear();
             g.keys.clear();
-            g.key_ends.clear();
             let Grouping {
                 name,
                 seen,
@@ -479,7 +497,6 @@ impl FileDestination {
                 name_of,
                 ends,
                 keys,
-                key_ends,
                 ..
             } = g;
             let mut last: Option<usize> = None;
@@ -494,28 +511,19 @@ impl FileDestination {
                         name
                     }
                 };
-                let key_of = |at: usize| {
-                    let start = if at == 0 {
-                        0
-                    } else {
-                        key_ends[at - 1] as usize
-                    };
-                    &keys[start..key_ends[at] as usize]
-                };
                 // Neighbours often share a file: compare with the last key before hashing.
                 let at = match last {
-                    Some(at) if key_of(at) == key => at,
+                    Some(at) if keys.get(at) == key => at,
                     _ => {
                         let hash = name_hash(key);
                         let found = table.find(hash, |&at| {
-                            seen[at as usize].0 == hash && key_of(at as usize) == key
+                            seen[at as usize].0 == hash && keys.get(at as usize) == key
                         });
                         match found {
                             Some(&at) => at as usize,
                             None => {
                                 // A new file: its key kept, its name made.
-                                keys.extend_from_slice(key);
-                                key_ends.push(keys.len() as u32);
+                                keys.push(key);
                                 if field.is_some() {
                                     name.clear();
                                     template.append(msg, 0, name);
@@ -928,7 +936,7 @@ impl Writer {
         let mut pieces = 0;
         let mut names = std::mem::take(&mut self.job_slots);
         names.clear();
-        for n in 0..job.name_ends.len() {
+        for n in 0..job.names.len() {
             names.push(self.slot(job.name(n), job.name_hashes[n]));
         }
         let mut kept = 0;

@@ -392,16 +392,11 @@ const OTHER_DESCRIPTORS: usize = 256;
 /// behind those stalls (a dropped connection waits a second to try again). Grown once at
 /// startup, the table stays.
 fn reserve_descriptors(open: std::os::fd::RawFd, connections: usize) {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit fills the struct it is given.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+    let Some(limit) = open_files_limit() else {
         return;
-    }
+    };
     let highest = (connections.saturating_add(OTHER_DESCRIPTORS) as u64)
-        .min(limit.rlim_cur.saturating_sub(1))
+        .min(limit.saturating_sub(1))
         .min(i32::MAX as u64) as libc::c_int;
     // Duplicating a descriptor to the highest number grows the table to hold it; closing the
     // copy leaves the table as large. A number in use is left alone.
@@ -415,6 +410,16 @@ fn reserve_descriptors(open: std::os::fd::RawFd, connections: usize) {
             libc::close(highest);
         }
     }
+}
+
+/// The soft limit on open files (`RLIMIT_NOFILE`).
+fn open_files_limit() -> Option<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit fills the struct it is given.
+    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0).then_some(limit.rlim_cur)
 }
 
 /// What a TLS connection reads from its socket at once.
@@ -613,16 +618,8 @@ mod tests {
 
     #[test]
     fn the_descriptor_table_is_grown_once_for_the_connections_a_source_allows() {
-        let mut limit = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit fills the struct it is given.
-        assert_eq!(
-            unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
-            0
-        );
-        let wanted = (3000 + OTHER_DESCRIPTORS as u64).min(limit.rlim_cur - 1);
+        let limit = open_files_limit().expect("the limit is known");
+        let wanted = (3000 + OTHER_DESCRIPTORS as u64).min(limit - 1);
         let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
             .expect("a socket");
         reserve_descriptors(socket.as_raw_fd(), 3000);
