@@ -221,27 +221,110 @@ enum Msg {
     Stop,
 }
 
-/// Per-thread buffers for grouping a batch by file name, reused from batch to batch.
+/// The files of one destination that one reader thread has met, kept from read to read: a
+/// file's name is made, hashed and placed with a writer once, when the thread first meets its
+/// key, not once in every read that has its messages (a file per host: most reads have a
+/// message for most hosts).
 #[derive(Default)]
-struct Grouping {
-    name: Vec<u8>,
-    /// Distinct files of the batch: (hash of the key, writer, index of the name in that
-    /// writer's job).
-    seen: Vec<(u64, u32, u32)>,
-    /// What each distinct file is known by: the value of the one field its name is made of,
-    /// or the name.
+struct KnownFiles {
+    /// What each file is known by: the value of the one field its name is made of, or its
+    /// name.
     keys: Strings,
-    table: hashbrown::HashTable<u32>,
-    /// The index in `seen` of each message of the batch, in the batch's order.
-    name_of: Vec<u32>,
-    /// Messages per name, then (once placed) where each name's messages end in `order`.
-    ends: Vec<u32>,
-    /// The batch's messages, each name's after the previous name's, in their order.
+    names: Strings,
+    files: Vec<KnownFile>,
+    by_key: hashbrown::HashTable<u32>,
+    /// The writers the files were placed with.
+    writers: usize,
+    /// Counts the reads grouped, so that a file knows whether it was met in this one.
+    read: u64,
+    /// A name formatted for one message.
+    name: Vec<u8>,
+    /// The files met in this read, in the order first met.
+    met: Vec<u32>,
+    /// The file of each message of the read, in the read's order.
+    file_of: Vec<u32>,
+    /// The read's messages, each file's after the previous file's, in their order.
     order: Vec<u32>,
 }
 
-thread_local! {
-    static GROUPING: std::cell::RefCell<Grouping> = std::cell::RefCell::default();
+/// A file a reader thread knows, and its share of the read being grouped.
+struct KnownFile {
+    key_hash: u64,
+    name_hash: u64,
+    writer: u32,
+    /// The last read the file was met in, and its messages there.
+    read: u64,
+    count: u32,
+    /// Where the file's next message goes in `order` while the read is sorted; then where
+    /// its messages end.
+    next: u32,
+    /// The index of the file's name in its writer's job for this read.
+    local: u32,
+}
+
+/// Past this many files a thread forgets the files it knows and meets them again.
+const MAX_KNOWN_FILES: usize = 8192;
+
+impl KnownFiles {
+    /// Makes ready to group a read for `writers` writers.
+    fn start_read(&mut self, writers: usize) {
+        if self.files.len() >= MAX_KNOWN_FILES || self.writers != writers {
+            self.keys.clear();
+            self.names.clear();
+            self.files.clear();
+            self.by_key.clear();
+            self.writers = writers;
+        }
+        self.read += 1;
+        self.met.clear();
+        self.file_of.clear();
+    }
+
+    /// The file known by `key` (whose `name_hash` is `hash`); `name` makes its name when the
+    /// file is new.
+    fn find_or_add(&mut self, key: &[u8], hash: u64, name: impl FnOnce(&mut Vec<u8>)) -> usize {
+        let (files, keys) = (&self.files, &self.keys);
+        let found = self.by_key.find(hash, |&at| {
+            files[at as usize].key_hash == hash && keys.get(at as usize) == key
+        });
+        if let Some(&at) = found {
+            return at as usize;
+        }
+        self.keys.push(key);
+        let mut made = std::mem::take(&mut self.name);
+        made.clear();
+        name(&mut made);
+        // The file's name, not its key, places it with a writer.
+        let name_hash = name_hash(&made);
+        self.names.push(&made);
+        self.name = made;
+        self.files.push(KnownFile {
+            key_hash: hash,
+            name_hash,
+            writer: writer_of(name_hash, self.writers) as u32,
+            read: 0,
+            count: 0,
+            next: 0,
+            local: 0,
+        });
+        let at = self.files.len() - 1;
+        let files = &self.files;
+        self.by_key
+            .insert_unique(hash, at as u32, |&at| files[at as usize].key_hash);
+        at
+    }
+
+    /// Counts a message of this read for file `at`.
+    fn meet(&mut self, at: usize) {
+        let file = &mut self.files[at];
+        if file.read != self.read {
+            file.read = self.read;
+            file.count = 0;
+            self.met.push(at as u32);
+        }
+        file.count += 1;
+        self.file_of.push(at as u32);
+    }
 }
 
 pub struct FileDestination {
@@ -257,6 +340,8 @@ pub struct FileDestination {
     /// usually share a directory, and concurrent creates in one directory make the kernel spin
     /// on the directory's lock; taking turns here sleeps instead.
     opening: Arc<Mutex<()>>,
+    /// The files each reader thread has met (for templated names).
+    known: thread_local::ThreadLocal<std::cell::RefCell<KnownFiles>>,
     stopped: AtomicBool,
     /// `disk-buffer()`, and the name of its directory.
     disk_buffer: Option<(DiskBufferOptions, String)>,
@@ -379,6 +464,7 @@ impl FileDestination {
             writers: OnceLock::new(),
             threads: Mutex::new(Vec::new()),
             opening: Arc::default(),
+            known: thread_local::ThreadLocal::new(),
             stopped: AtomicBool::new(false),
             disk_buffer: None,
             buffer: OnceLock::new(),
@@ -482,102 +568,69 @@ impl FileDestination {
         }
         let template = self.path.as_ref().expect("templated file name");
         // A file name made of one field of the message (`/var/log/${HOST}.log`) is known by
-        // that field: the name is formatted once per file and read, not once per message.
+        // that field: the name is formatted when the file is new, not for every message.
         let only = template.only_macro();
-        GROUPING.with_borrow_mut(|g| {
-            g.seen.clear();
-            g.table.clear();
-            g.name_of.clear();
-            g.ends.clear();
-            g.keys.clear();
-            let Grouping {
-                name,
-                seen,
-                table,
-                name_of,
-                ends,
-                keys,
-                ..
-            } = g;
-            let mut last: Option<usize> = None;
-            for &i in which {
-                let msg = &msgs[i as usize];
-                let field = only.and_then(|m| m.in_place(msg));
-                let key: &[u8] = match field {
-                    Some(value) => value,
-                    None => {
-                        name.clear();
-                        template.append(msg, 0, name);
-                        name
-                    }
-                };
-                // Neighbours often share a file: compare with the last key before hashing.
-                let at = match last {
-                    Some(at) if keys.get(at) == key => at,
-                    _ => {
-                        let hash = name_hash(key);
-                        let found = table.find(hash, |&at| {
-                            seen[at as usize].0 == hash && keys.get(at as usize) == key
-                        });
-                        match found {
-                            Some(&at) => at as usize,
-                            None => {
-                                // A new file: its key kept, its name made.
-                                keys.push(key);
-                                if field.is_some() {
-                                    name.clear();
-                                    template.append(msg, 0, name);
-                                }
-                                // The file's name, not its key, places it with a writer.
-                                let file_hash = name_hash(name);
-                                let w = writer_of(file_hash, writers);
-                                let local = jobs[w].add_name(name, file_hash);
-                                seen.push((hash, w as u32, local));
-                                ends.push(0);
-                                table.insert_unique(hash, seen.len() as u32 - 1, |&at| {
-                                    seen[at as usize].0
-                                });
-                                seen.len() - 1
-                            }
-                        }
-                    }
-                };
-                last = Some(at);
-                ends[at] += 1;
-                name_of.push(at as u32);
-            }
-            for (&(_, w, _), &count) in g.seen.iter().zip(&g.ends) {
-                jobs[w as usize].messages += count;
-            }
-            for job in &mut jobs {
-                job.data.reserve(f.size_hint(job.messages as usize));
-            }
-            // Each file's messages one after another (in their order), so that a file gets
-            // one piece of each job: fewer, longer pieces for the writer to copy. A counting
-            // sort: `ends` become where each name's messages start, then where they end.
-            let mut start = 0;
-            for end in &mut g.ends {
-                let count = *end;
-                *end = start;
-                start += count;
-            }
-            g.order.resize(which.len(), 0);
-            for (&i, &at) in which.iter().zip(&g.name_of) {
-                let next = &mut g.ends[at as usize];
-                g.order[*next as usize] = i;
-                *next += 1;
-            }
-            let mut start = 0;
-            for (&(_, w, local), &end) in g.seen.iter().zip(&g.ends) {
-                let job = &mut jobs[w as usize];
-                let mine = &g.order[start..end as usize];
-                for &i in mine {
-                    f.append(&msgs[i as usize], &mut job.data);
+        let mut known = self.known.get_or_default().borrow_mut();
+        let k = &mut *known;
+        k.start_read(writers);
+        let mut last: Option<usize> = None;
+        let mut name = std::mem::take(&mut k.name);
+        for &i in which {
+            let msg = &msgs[i as usize];
+            let field = only.and_then(|m| m.in_place(msg));
+            let key: &[u8] = match field {
+                Some(value) => value,
+                None => {
+                    name.clear();
+                    template.append(msg, 0, &mut name);
+                    &name
                 }
-                job.close_run(local, mine.len() as u32);
-                start = end as usize;
+            };
+            // Neighbours often share a file: compare with the last file before looking up.
+            let hash = name_hash(key);
+            let at = match last {
+                Some(at) if k.files[at].key_hash == hash && k.keys.get(at) == key => at,
+                _ => k.find_or_add(key, hash, |made| match field {
+                    Some(_) => template.append(msg, 0, made),
+                    None => made.extend_from_slice(key),
+                }),
+            };
+            last = Some(at);
+            k.meet(at);
+        }
+        k.name = name;
+        // Each file's messages one after another (in their order), so that a file gets one
+        // piece of each job: fewer, longer pieces for the writer to copy. A counting sort:
+        // `next` is where a file's messages start, then where they end.
+        let mut start = 0;
+        for &at in &k.met {
+            let file = &mut k.files[at as usize];
+            file.next = start;
+            start += file.count;
+            let job = &mut jobs[file.writer as usize];
+            job.messages += file.count;
+            file.local = job.add_name(k.names.get(at as usize), file.name_hash);
+        }
+        for job in &mut jobs {
+            job.data.reserve(f.size_hint(job.messages as usize));
+        }
+        k.order.resize(which.len(), 0);
+        for (&i, &at) in which.iter().zip(&k.file_of) {
+            let next = &mut k.files[at as usize].next;
+            k.order[*next as usize] = i;
+            *next += 1;
+        }
+        let mut start = 0;
+        for &at in &k.met {
+            let file = &k.files[at as usize];
+            let job = &mut jobs[file.writer as usize];
+            let mine = &k.order[start..file.next as usize];
+            for &i in mine {
+                f.append(&msgs[i as usize], &mut job.data);
             }
-        });
+            job.close_run(file.local, mine.len() as u32);
+            start = file.next as usize;
+        }
         jobs.retain(|j| !j.runs.is_empty());
         f.learn_size(jobs.iter().map(|j| j.data.len()).sum(), which.len());
         jobs
@@ -1269,7 +1322,8 @@ mod tests {
         job
     }
 
-    /// What `group` gives each file for `frames` (as `$PROGRAM $MSG` lines), file by file.
+    /// What `group` gives each file for `frames` (as `$PROGRAM $MSG` lines), file by file;
+    /// the same for a second read of the same messages, whose files the thread knows.
     fn grouped(path: &str, frames: &[&str]) -> Vec<(String, String)> {
         let formatter = Formatter::new(
             super::super::format::Format::Template(Template::compile("$PROGRAM $MSG\n").unwrap()),
@@ -1288,8 +1342,15 @@ mod tests {
             .build()
             .unwrap()
             .block_on(crate::window::Window::new(100).take(1));
+        let first = files_of(d.group(&msgs, &which, &ack, 2));
+        assert_eq!(files_of(d.group(&msgs, &which, &ack, 2)), first);
+        first
+    }
+
+    /// The data of `jobs`, file by file.
+    fn files_of(jobs: Vec<Job>) -> Vec<(String, String)> {
         let mut files: Vec<(String, String)> = Vec::new();
-        for job in d.group(&msgs, &which, &ack, 2) {
+        for job in jobs {
             let mut start = 0;
             for run in &job.runs {
                 let name = String::from_utf8(job.name(run.name as usize).to_vec()).unwrap();
@@ -1355,6 +1416,37 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    #[test]
+    fn a_thread_forgets_its_files_past_the_most_it_keeps() {
+        let mut known = KnownFiles::default();
+        known.start_read(2);
+        let name = |key: &[u8]| [b"/l/", key].concat();
+        let key = |n: usize| n.to_string().into_bytes();
+        for n in 0..MAX_KNOWN_FILES {
+            let at = known.find_or_add(&key(n), name_hash(&key(n)), |made| {
+                made.extend(name(&key(n)))
+            });
+            known.meet(at);
+            assert_eq!(at, n);
+        }
+        // Found again, not added.
+        assert_eq!(
+            known.find_or_add(b"7", name_hash(b"7"), |_| unreachable!()),
+            7
+        );
+        assert_eq!(known.names.get(7), b"/l/7");
+        assert_eq!(known.met.len(), MAX_KNOWN_FILES);
+        known.start_read(2);
+        assert!(known.files.is_empty() && known.met.is_empty() && known.file_of.is_empty());
+        assert_eq!(
+            known.find_or_add(b"7", name_hash(b"7"), |made| made.extend(name(b"7"))),
+            0
+        );
+        // Placed with another number of writers: forgotten too.
+        known.start_read(3);
+        assert!(known.files.is_empty());
     }
 
     #[test]
