@@ -100,7 +100,12 @@ struct Strings {
 impl Strings {
     /// Adds `s`; returns its index.
     fn push(&mut self, s: &[u8]) -> u32 {
-        self.bytes.extend_from_slice(s);
+        self.push_with(|bytes| bytes.extend_from_slice(s))
+    }
+
+    /// Adds the string `make` appends; returns its index.
+    fn push_with(&mut self, make: impl FnOnce(&mut Vec<u8>)) -> u32 {
+        make(&mut self.bytes);
         self.ends.push(self.bytes.len() as u32);
         (self.ends.len() - 1) as u32
     }
@@ -237,7 +242,7 @@ struct KnownFiles {
     writers: usize,
     /// Counts the reads grouped, so that a file knows whether it was met in this one.
     read: u64,
-    /// A name formatted for one message.
+    /// The name formatted for one message, when its file is known by its name.
     name: Vec<u8>,
     /// The files met in this read, in the order first met.
     met: Vec<u32>,
@@ -280,8 +285,8 @@ impl KnownFiles {
         self.file_of.clear();
     }
 
-    /// The file known by `key` (whose `name_hash` is `hash`); `name` makes its name when the
-    /// file is new.
+    /// The file known by `key` (whose `name_hash` is `hash`); when the file is new, `name`
+    /// appends its name to the known names.
     fn find_or_add(&mut self, key: &[u8], hash: u64, name: impl FnOnce(&mut Vec<u8>)) -> usize {
         let (files, keys) = (&self.files, &self.keys);
         let found = self.by_key.find(hash, |&at| {
@@ -291,13 +296,9 @@ impl KnownFiles {
             return at as usize;
         }
         self.keys.push(key);
-        let mut made = std::mem::take(&mut self.name);
-        made.clear();
-        name(&mut made);
+        let at = self.names.push_with(name);
         // The file's name, not its key, places it with a writer.
-        let name_hash = name_hash(&made);
-        self.names.push(&made);
-        self.name = made;
+        let name_hash = name_hash(self.names.get(at as usize));
         self.files.push(KnownFile {
             key_hash: hash,
             name_hash,
