@@ -44,9 +44,14 @@ impl Format {
                 } else {
                     dates.ts_format
                 };
-                // Most received lines read exactly as this format writes them: one copy.
-                let as_written = dates.shows_as_written(ts_format);
-                match msg.line_as_written().filter(|_| as_written) {
+                // Most received lines read exactly as this format writes them: one copy. The
+                // line is looked at only when the options show stamps as written.
+                let line = if dates.shows_as_written(ts_format) {
+                    msg.line_as_written()
+                } else {
+                    None
+                };
+                match line {
                     Some(line) => out.extend_from_slice(line),
                     None => file_line(msg, ts_format, dates, out),
                 }
