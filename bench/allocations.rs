@@ -10,9 +10,9 @@
 //! ```
 
 use bytes::Bytes;
-use sluice_engine::destinations::Outbox;
+use sluice_engine::sources::Read;
 use sluice_engine::window::Window;
-use sluice_model::{Origin, Today, UnixTime};
+use sluice_model::Origin;
 use sluice_protocol::framing::{Frame, FrameDecoder};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -144,10 +144,8 @@ fn main() {
             .expect("runtime");
         let window = Window::new(u32::MAX / 2);
         let (bytes, name) = input(rfc);
-        let mut outbox = Outbox::default();
-        let mut msgs = Vec::new();
-        let mut frames: Vec<Frame> = Vec::new();
-        let run = |msgs: &mut Vec<_>, frames: &mut Vec<Frame>, outbox: &mut Outbox| {
+        // What `read_stream` does with each read: frame it, then hand it to a `Read`.
+        let run = || {
             let mut decoder = FrameDecoder::new(
                 reader.framing,
                 reader.log_msg_size,
@@ -156,44 +154,40 @@ fn main() {
             let mut count = 0u64;
             let mut pending: Vec<u8> = Vec::new();
             let reads = bytes.len().div_ceil(READ);
+            let mut last = 0;
             for (i, read) in bytes.chunks(READ).enumerate() {
-                frames.clear();
+                let mut frames: Vec<Frame> = Vec::with_capacity(last);
                 // What a reader holds: the unfinished line of the last read, then this read.
                 pending.extend_from_slice(read);
-                let buf = Bytes::copy_from_slice(&pending);
                 let used = decoder
-                    .decode(&buf, i + 1 == reads, |f| frames.push(f))
+                    .decode(&pending, i + 1 == reads, |f| frames.push(f))
                     .expect("the corpus is framed correctly");
+                last = frames.len();
+                let chunk = Bytes::copy_from_slice(&pending[..used]);
                 pending.drain(..used);
-                let recvd = UnixTime::now(&reader.ingest.local_zone);
-                let today = Today::of(recvd);
-                for f in frames.iter() {
-                    reader.ingest.push_message(
-                        buf.slice(f.range.clone()),
-                        &origin,
-                        recvd,
-                        today,
-                        msgs,
-                    );
-                }
-                let ack = runtime.block_on(window.take(msgs.len() as u32));
-                pipeline.dispatcher.prepare(msgs, &ack, outbox);
-                outbox.commit();
-                count += msgs.len() as u64;
-                msgs.clear();
+                let read = Read::of(
+                    chunk,
+                    frames,
+                    origin.clone(),
+                    &reader,
+                    pipeline.dispatcher.clone(),
+                );
+                let ack = runtime.block_on(window.take(read.frames() as u32));
+                read.prepare(&ack).commit();
+                count += read.frames() as u64;
             }
             count
         };
-        run(&mut msgs, &mut frames, &mut outbox); // warm up: writers started, buffers grown
+        run(); // warm up: writers started, buffers grown
         let before = ALLOCATIONS.load(Ordering::Relaxed);
         let started = std::time::Instant::now();
-        let count = run(&mut msgs, &mut frames, &mut outbox);
+        let count = run();
         let allocations = ALLOCATIONS.load(Ordering::Relaxed) - before;
         // The time is the fastest of a few passes: this machine's neighbours slow some.
         let mut elapsed = started.elapsed();
         for _ in 1..passes {
             let started = std::time::Instant::now();
-            run(&mut msgs, &mut frames, &mut outbox);
+            run();
             elapsed = elapsed.min(started.elapsed());
         }
         for d in &pipeline.dispatcher.destinations {

@@ -44,7 +44,7 @@ fuzz_target!(|data: &[u8]| {
         frame.clear();
     }
     frame.extend_from_slice(text);
-    let mut msg = sluice_model::testing::message(&frame);
+    let mut msg = sluice_model::testing::parsed(&frame);
     let all = parsers();
     let _ = all[usize::from(f & 0x7f) % all.len()].apply(&mut msg);
 });

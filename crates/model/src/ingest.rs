@@ -5,7 +5,6 @@
 use crate::message::{LogMessage, Origin, Tags};
 use crate::time::{self, Today, UnixTime, Zone};
 use crate::values::Values;
-use bytes::Bytes;
 use sluice_protocol::{ParseOptions, SyslogFields, Text};
 use std::sync::Arc;
 
@@ -46,16 +45,17 @@ impl Ingest {
     }
 
     /// Parses `raw` (one frame without framing) into a message from `origin` at the end of
-    /// `msgs`. (The message is written straight into its slot of the batch: `Vec::push` built
-    /// it on the stack and copied its 352 bytes, and the empty fields were copied twice more
-    /// before that — 2.4 % of the instructions of `bench/allocations.rs`.)
-    pub fn push_message(
+    /// `msgs`; the message borrows both. (The message is written straight into its slot of the
+    /// batch: `Vec::push` built it on the stack and copied its 344 bytes, and the empty fields
+    /// were copied twice more before that — 2.4 % of the instructions of
+    /// `bench/allocations.rs`.)
+    pub fn push_message<'r>(
         &self,
-        raw: Bytes,
-        origin: &Arc<Origin>,
+        raw: &'r [u8],
+        origin: &'r Origin,
         recvd: UnixTime,
         today: Today,
-        msgs: &mut Vec<LogMessage>,
+        msgs: &mut Vec<LogMessage<'r>>,
     ) {
         msgs.reserve(1);
         let slot = msgs
@@ -67,7 +67,7 @@ impl Ingest {
             fields: SyslogFields::EMPTY,
             stamp: recvd,
             recvd,
-            origin: origin.clone(),
+            origin,
             tags: self.tags.clone(),
             chained_hostname: false,
             keep_raw: self.store_raw_message,
@@ -76,7 +76,7 @@ impl Ingest {
         for (name, value) in &origin.pairs {
             msg.values.set(*name, value.clone());
         }
-        let (raw, fields) = (&msg.raw, &mut msg.fields);
+        let (raw, fields) = (msg.raw, &mut msg.fields);
         if self.no_parse {
             let len = raw
                 .iter()
@@ -119,7 +119,7 @@ impl Ingest {
         unsafe { msgs.set_len(msgs.len() + 1) };
     }
 
-    fn mangle_hostname(&self, msg: &mut LogMessage) {
+    fn mangle_hostname(&self, msg: &mut LogMessage<'_>) {
         let has_host = !msg.host().is_empty();
         if self.keep_hostname && has_host {
             return;

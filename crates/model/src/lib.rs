@@ -27,7 +27,7 @@ pub mod values;
 
 pub use filter::Filter;
 pub use ingest::Ingest;
-pub use message::{Endpoints, LogMessage, Origin, Tags};
+pub use message::{Endpoints, LogMessage, MessageVec, Origin, Tags};
 pub use path::{DestId, LogPath, Router, SourceId};
 pub use template::Template;
 pub use time::{Today, UnixTime, Zone};
@@ -35,7 +35,7 @@ pub use time::{Today, UnixTime, Zone};
 /// Builds messages for tests of this crate and of the crates above it.
 pub mod testing {
     use crate::{Ingest, LogMessage, Origin, Today, UnixTime, Zone};
-    use std::sync::Arc;
+    use std::sync::{Arc, OnceLock};
 
     /// `count` values of up to `max_len - 1` bytes drawn from `alphabet`, the same every run
     /// (xorshift from a fixed seed): inputs for checking a fast routine against a plain one.
@@ -58,8 +58,9 @@ pub mod testing {
     }
 
     /// A UDP-like origin at 10.1.2.3 called `s_test`.
-    pub fn origin() -> Arc<Origin> {
-        Arc::new(Origin {
+    pub fn origin() -> &'static Origin {
+        static ORIGIN: OnceLock<Origin> = OnceLock::new();
+        ORIGIN.get_or_init(|| Origin {
             source_name: Arc::from("s_test"),
             source_id: 0,
             peer: Some("10.1.2.3:514".parse().expect("valid address")),
@@ -71,33 +72,37 @@ pub mod testing {
     }
 
     /// Parses `frame` received at 2025-06-15T12:00:00Z, keeping the sender's hostname; a
-    /// frame that starts `<PRI>1 ` is parsed as RFC5424.
-    pub fn message(frame: impl AsRef<[u8]>) -> LogMessage {
+    /// frame that starts `<PRI>1 ` is parsed as RFC5424. The message keeps a copy of the frame
+    /// for the rest of the test (leaked: a message borrows its frame, and a test's messages are
+    /// few and small; a fuzz target calls [`parsed`]).
+    pub fn message(frame: impl AsRef<[u8]>) -> LogMessage<'static> {
+        parsed(Vec::leak(frame.as_ref().to_vec()))
+    }
+
+    /// [`message`] borrowing `frame`.
+    pub fn parsed(frame: &[u8]) -> LogMessage<'_> {
         let recvd = UnixTime {
             secs: 1749988800,
             micros: 250_000,
             offset: 0,
         };
-        received(frame, Zone::parse("UTC").expect("UTC exists"), recvd)
+        parse(frame, Zone::parse("UTC").expect("UTC exists"), recvd)
     }
 
     /// Parses `frame` as a source whose local zone is `zone` does when it receives it at
     /// `recvd`, keeping the sender's hostname; a frame that starts `<PRI>1 ` is parsed as
-    /// RFC5424.
-    pub fn received(frame: impl AsRef<[u8]>, zone: Zone, recvd: UnixTime) -> LogMessage {
-        let frame = frame.as_ref();
+    /// RFC5424. The message keeps a copy of the frame, as [`message`]'s does.
+    pub fn received(frame: impl AsRef<[u8]>, zone: Zone, recvd: UnixTime) -> LogMessage<'static> {
+        parse(Vec::leak(frame.as_ref().to_vec()), zone, recvd)
+    }
+
+    fn parse(frame: &[u8], zone: Zone, recvd: UnixTime) -> LogMessage<'_> {
         let mut ingest = Ingest::new(zone);
         ingest.keep_hostname = true;
         ingest.parse.flags.syslog_protocol =
             memchr::memchr(b'>', frame).is_some_and(|gt| frame[gt + 1..].starts_with(b"1 "));
         let mut msgs = Vec::new();
-        ingest.push_message(
-            bytes::Bytes::copy_from_slice(frame),
-            &origin(),
-            recvd,
-            Today::of(recvd),
-            &mut msgs,
-        );
+        ingest.push_message(frame, origin(), recvd, Today::of(recvd), &mut msgs);
         msgs.pop().expect("one message")
     }
 }

@@ -290,7 +290,7 @@ impl Macro {
     /// The value of a macro that is a field of the message as it stands (`$HOST`, `$PROGRAM`,
     /// `$PID`, `$MSGID`, `$FULLHOST`, `$HOST_FROM`), unescaped; `None` for the others.
     #[inline]
-    pub fn in_place(self, msg: &LogMessage) -> Option<&[u8]> {
+    pub fn in_place<'m>(self, msg: &'m LogMessage<'_>) -> Option<&'m [u8]> {
         Some(match self {
             Macro::Host if msg.chained_hostname => {
                 // A chain `relay@host/relay…` shows its first host.
@@ -400,7 +400,7 @@ impl Macro {
             Macro::LogHost => append(out, local_hostname(false), escape),
             Macro::RawMsg => {
                 if msg.keep_raw {
-                    let raw = &msg.raw[..];
+                    let raw = msg.raw;
                     let len = raw
                         .iter()
                         .rposition(|&b| b != b'\n' && b != 0)
@@ -452,7 +452,7 @@ pub fn msghdr(msg: &LogMessage, escape: bool, out: &mut Vec<u8>) {
 /// A non-zero `seq` (a local message's sequence number) is added as `meta sequenceId` unless the
 /// message has one, as syslog-ng does.
 pub fn format_sdata(msg: &LogMessage, seq: u32, out: &mut Vec<u8>) {
-    let raw = &msg.raw;
+    let raw = msg.raw;
     let mut has_seq = msg
         .sdata(b"meta", b"sequenceId")
         .is_some_and(|v| !v.is_empty());
@@ -570,7 +570,7 @@ mod tests {
     use super::*;
 
     /// `frame` received on 2026-06-15 by a source in Budapest's zone (DST from 29 March 2026).
-    fn received(frame: &str) -> LogMessage {
+    fn received(frame: &str) -> LogMessage<'static> {
         let zone = Zone::parse("Europe/Budapest").expect("zone exists");
         let recvd = UnixTime {
             secs: 1_781_510_400,

@@ -129,7 +129,7 @@ impl Field {
             Field::Program => msg.program(),
             Field::Pid => msg.pid(),
             Field::Msgid => msg.msgid(),
-            Field::Pair(n) => msg.values.get(*n).map_or(b"", |v| v.of(&msg.raw)),
+            Field::Pair(n) => msg.values.get(*n).map_or(b"", |v| v.of(msg.raw)),
         }
     }
 
@@ -616,7 +616,7 @@ mod tests {
         .unwrap_or_else(|e| panic!("{}", e.render(&config.map)))
     }
 
-    fn applied(rules: &str, frame: &str) -> LogMessage {
+    fn applied(rules: &str, frame: &str) -> LogMessage<'static> {
         let mut msg = message(frame);
         rewrite(rules).apply(&mut msg, &mut Vec::new());
         msg

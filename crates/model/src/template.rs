@@ -168,14 +168,14 @@ impl Template {
                     match value {
                         Value::Macro(m) => m.expand(msg, &self.dates, self.escape, seq, out),
                         Value::Sdata { id, param, name } => {
-                            let set = msg.values.get(*name).map(|v| v.of(&msg.raw));
+                            let set = msg.values.get(*name).map(|v| v.of(msg.raw));
                             if let Some(v) = set.or_else(|| msg.sdata(id, param)) {
                                 append(out, v, self.escape);
                             }
                         }
                         Value::Pair(name) => {
                             if let Some(v) = msg.values.get(*name) {
-                                append(out, v.of(&msg.raw), self.escape);
+                                append(out, v.of(msg.raw), self.escape);
                             }
                         }
                         Value::Element => functions::append_element(out),
@@ -203,7 +203,7 @@ impl Template {
                     default,
                 }] => match msg.values.get_typed(*name) {
                     Some((kind, v)) => {
-                        let v = v.of(&msg.raw);
+                        let v = v.of(msg.raw);
                         if !v.is_empty() || default.is_none() {
                             out.extend_from_slice(v);
                             return kind;

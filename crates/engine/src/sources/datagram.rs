@@ -9,7 +9,7 @@ use crate::dns::{self, NameOptions};
 use crate::internal as log;
 use crate::window::Window;
 use bytes::BytesMut;
-use sluice_model::{LogMessage, Origin, Today, UnixTime};
+use sluice_model::{MessageVec, Origin, Today, UnixTime};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -76,10 +76,10 @@ impl DatagramSource {
     pub async fn serve(self: Arc<Self>, bound: Bound, ctx: Context) {
         let window = Window::new(self.reader.window);
         let mut shutdown = ctx.shutdown.clone();
-        let mut origins: HashMap<Option<SocketAddr>, Arc<Origin>> = HashMap::new();
+        let mut origins: HashMap<Option<SocketAddr>, Origin> = HashMap::new();
         let mut buf = BytesMut::new();
         let mut datagrams: Vec<(bytes::Bytes, Option<SocketAddr>)> = Vec::with_capacity(BATCH);
-        let mut msgs: Vec<LogMessage> = Vec::with_capacity(BATCH);
+        let mut kept = MessageVec::default();
         let mut generation = u64::MAX;
         let mut source_id = self.source_id;
         loop {
@@ -129,23 +129,23 @@ impl DatagramSource {
                 (generation, source_id) = (dispatcher.generation, id);
                 origins.clear();
             }
+            // Every sender of the batch gets its origin first; the messages borrow them.
+            if origins.len() + datagrams.len() > PEER_CACHE {
+                origins.clear();
+            }
+            for (_, peer) in &datagrams {
+                if !origins.contains_key(peer) {
+                    let origin = self.origin(*peer, source_id).await;
+                    origins.insert(*peer, origin);
+                }
+            }
             let recvd = UnixTime::now(&self.reader.ingest.local_zone);
             let today = Today::of(recvd);
-            for (raw, peer) in datagrams.drain(..) {
-                let origin = match origins.get(&peer) {
-                    Some(o) => o.clone(),
-                    None => {
-                        let o = self.origin(peer, source_id).await;
-                        if origins.len() >= PEER_CACHE {
-                            origins.clear();
-                        }
-                        origins.insert(peer, o.clone());
-                        o
-                    }
-                };
+            let mut msgs = kept.lend();
+            for (raw, peer) in &datagrams {
                 self.reader
                     .ingest
-                    .push_message(raw, &origin, recvd, today, &mut msgs);
+                    .push_message(raw, &origins[peer], recvd, today, &mut msgs);
             }
             self.reader.counted.add(msgs.len());
             let Some(ack) = ctx
@@ -155,16 +155,17 @@ impl DatagramSource {
                 break;
             };
             dispatcher.dispatch(&mut msgs, &ack);
-            msgs.clear();
+            kept.give_back(msgs);
+            datagrams.clear();
         }
         if let Bind::Unix(unix) = &self.bind {
             unix.remove();
         }
     }
 
-    async fn origin(&self, peer: Option<SocketAddr>, source_id: u16) -> Arc<Origin> {
+    async fn origin(&self, peer: Option<SocketAddr>, source_id: u16) -> Origin {
         let host_from = dns::name_of(peer.map(|p| p.ip()), &self.names).await;
-        Arc::new(Origin {
+        Origin {
             source_name: self.source_name.clone(),
             source_id,
             peer,
@@ -181,7 +182,7 @@ impl DatagramSource {
                 },
                 Bind::Unix(_) => sluice_model::Endpoints::default(),
             },
-        })
+        }
     }
 }
 

@@ -5,7 +5,6 @@ use super::Context;
 use crate::dns;
 use crate::internal::Event;
 use crate::window::Window;
-use bytes::Bytes;
 use sluice_model::{Ingest, LogMessage, Origin, UnixTime};
 use sluice_protocol::{Span, SyslogFields, Text};
 use std::sync::Arc;
@@ -56,29 +55,28 @@ impl InternalSource {
                 break;
             }
             let dispatcher = ctx.dispatcher.get();
-            let Some(origin) = routed.origin(&dispatcher).cloned() else {
+            let Some(origin) = routed.origin(&dispatcher) else {
                 break;
             };
             let now = UnixTime::now(&self.ingest.local_zone);
             let mut msgs: Vec<LogMessage> = batch
-                .drain(..)
+                .iter()
                 .map(|e| {
-                    let raw = Bytes::from(e.text.into_bytes());
                     let fields = SyslogFields {
                         pri: 5 * 8 + u16::from(e.severity),
                         host: Some(Text::Shared(host.clone())),
                         program: Some(Text::Static(b"sluice")),
                         pid: Some(Text::Shared(pid.clone())),
-                        message: Text::Span(Span::new(0, raw.len())),
+                        message: Text::Span(Span::new(0, e.text.len())),
                         utf8: true,
                         ..SyslogFields::default()
                     };
                     LogMessage {
-                        raw,
+                        raw: e.text.as_bytes(),
                         fields,
                         stamp: now,
                         recvd: now,
-                        origin: origin.clone(),
+                        origin,
                         tags: self.ingest.tags.clone(),
                         chained_hostname: false,
                         keep_raw: false,
@@ -91,6 +89,8 @@ impl InternalSource {
                 break;
             };
             dispatcher.dispatch(&mut msgs, &ack);
+            drop(msgs);
+            batch.clear();
             let stopping = *shutdown.borrow();
             if stopping && events.is_closed() && events.is_empty() {
                 break;

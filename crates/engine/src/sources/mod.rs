@@ -1,8 +1,8 @@
 //! Sources: where messages enter. Each driver runs as tokio tasks — one per listener, one per
 //! connection, one per datagram socket — and every task follows the same loop:
 //!
-//! read a buffer → cut frames ([`FrameDecoder`]) → parse each frame into a `LogMessage` that
-//! borrows from the buffer → take window credits → route and queue the batch → read again.
+//! read a buffer → cut frames ([`FrameDecoder`]) → take window credits → parse each frame into
+//! a `LogMessage` that borrows from the buffer → route and queue the batch → read again.
 //!
 //! [`read_stream`] is that loop for byte streams (TCP, unix-stream, stdin); datagram sockets
 //! have theirs in [`datagram`].
@@ -18,7 +18,7 @@ use crate::dispatch::{Current, Dispatcher};
 use crate::internal as log;
 use crate::window::{Ack, Loan, ReadBudget, Window};
 use bytes::{BufMut, Bytes, BytesMut};
-use sluice_model::{Ingest, LogMessage, Origin, Today, UnixTime};
+use sluice_model::{Ingest, MessageVec, Origin, Today, UnixTime};
 use sluice_protocol::framing::{Frame, FrameDecoder, Framing};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -292,11 +292,14 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
                 // connection waits: the unfinished frame moves to a buffer of its own.
                 buf = BytesMut::from(&buf[..]);
             }
-            let frames = std::mem::take(&mut frames);
+            // The read takes its frames; the next read's vector starts at this one's size
+            // instead of growing again from nothing.
+            let next = Vec::with_capacity(frames.len());
+            let frames = std::mem::replace(&mut frames, next);
             let Some(read) = Read::new(chunk, frames, &mut routed, spec, ctx, peer) else {
                 break;
             };
-            let Some(mut ack) = ctx.credits(window, read.frames.len() as u32, peer).await else {
+            let Some(mut ack) = ctx.credits(window, read.frames() as u32, peer).await else {
                 break;
             };
             ack.carry(loan);
@@ -359,7 +362,7 @@ fn bytes_read(read: std::io::Result<usize>, peer: &str) -> usize {
 }
 
 /// One read's frames on their way to the destinations.
-struct Read {
+pub struct Read {
     chunk: Bytes,
     frames: Vec<Frame>,
     recvd: UnixTime,
@@ -371,7 +374,7 @@ struct Read {
 
 thread_local! {
     /// The messages of the read being prepared on this thread.
-    static MESSAGES: RefCell<Vec<LogMessage>> = RefCell::default();
+    static MESSAGES: RefCell<MessageVec> = RefCell::default();
 }
 
 impl Read {
@@ -392,7 +395,19 @@ impl Read {
             ));
             return None;
         };
-        Some(Read {
+        Some(Read::of(chunk, frames, origin, spec, dispatcher))
+    }
+
+    /// A read of `chunk` cut into `frames`, from `origin`, received now, to dispatch with
+    /// `dispatcher`.
+    pub fn of(
+        chunk: Bytes,
+        frames: Vec<Frame>,
+        origin: Arc<Origin>,
+        spec: &ReaderSpec,
+        dispatcher: Arc<Dispatcher>,
+    ) -> Read {
+        Read {
             chunk,
             frames,
             recvd: UnixTime::now(&spec.ingest.local_zone),
@@ -400,7 +415,12 @@ impl Read {
             ingest: spec.ingest.clone(),
             counted: spec.counted.clone(),
             dispatcher,
-        })
+        }
+    }
+
+    /// How many frames the read holds: the credits it needs.
+    pub fn frames(&self) -> usize {
+        self.frames.len()
     }
 
     /// Parses, routes and formats the read on a task of its own; queues the result once the
@@ -420,21 +440,23 @@ impl Read {
     }
 
     /// Parses, routes and formats the read; the result waits in the outbox.
-    fn prepare(&self, ack: &Ack) -> Outbox {
+    pub fn prepare(&self, ack: &Ack) -> Outbox {
         let mut outbox = Outbox::default();
-        MESSAGES.with_borrow_mut(|msgs| {
+        MESSAGES.with_borrow_mut(|kept| {
+            // The messages borrow the read's buffer and origin: no reference count a message.
+            let mut msgs = kept.lend();
             let today = Today::of(self.recvd);
             for f in &self.frames {
                 if f.oversized {
                     self.counted.oversized.fetch_add(1, Ordering::Relaxed);
                 }
-                let raw = self.chunk.slice(f.range.clone());
+                let raw = &self.chunk[f.range.clone()];
                 self.ingest
-                    .push_message(raw, &self.origin, self.recvd, today, msgs);
+                    .push_message(raw, &self.origin, self.recvd, today, &mut msgs);
             }
             self.counted.add(msgs.len());
-            self.dispatcher.prepare(msgs, ack, &mut outbox);
-            msgs.clear();
+            self.dispatcher.prepare(&mut msgs, ack, &mut outbox);
+            kept.give_back(msgs);
         });
         outbox
     }

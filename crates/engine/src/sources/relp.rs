@@ -136,7 +136,7 @@ async fn read<R: AsyncRead + Unpin>(
                 return;
             };
             let (delivered, on_delivery) = oneshot::channel();
-            let n = read.frames.len() as u32;
+            let n = read.frames() as u32;
             let Some(ack) = ctx.credits_acknowledged(window, n, peer, delivered).await else {
                 return;
             };

@@ -525,7 +525,7 @@ impl Parser {
                 _ => None,
             };
             let input: &[u8] = match (&self.template, in_frame) {
-                (_, Some(span)) => span.of(&msg.raw),
+                (_, Some(span)) => span.of(msg.raw),
                 (Some(t), None) => {
                     rendered.clear();
                     t.append(msg, 0, rendered);
@@ -836,7 +836,7 @@ mod tests {
         let v = msg
             .values
             .get(name_id(name))
-            .map_or(&b""[..], |v| v.of(&msg.raw));
+            .map_or(&b""[..], |v| v.of(msg.raw));
         String::from_utf8_lossy(v).into_owned()
     }
 

@@ -377,7 +377,7 @@ impl ValuePairs {
 
     fn append_with(&self, msg: &LogMessage, seq: u32, made: &mut Vec<u8>, out: &mut Vec<u8>) {
         made.clear();
-        let raw = &msg.raw[..];
+        let raw = msg.raw;
         if let Some(plan) = &self.plan {
             if !msg.values.has_pairs() && msg.fields.sd_params(raw).next().is_none() {
                 return self.append_planned(plan, msg, seq, made, out);
@@ -607,8 +607,8 @@ impl ValuePairs {
 }
 
 /// The values of the [`OWN_PAIRS`] of a message, where it has them.
-fn own_pairs(msg: &LogMessage) -> [Option<&[u8]>; 8] {
-    let raw = &msg.raw[..];
+fn own_pairs<'m>(msg: &'m LogMessage<'_>) -> [Option<&'m [u8]>; 8] {
+    let raw = msg.raw;
     let f = &msg.fields;
     fn text<'m>(t: &'m Option<sluice_protocol::Text>, raw: &'m [u8]) -> Option<&'m [u8]> {
         t.as_ref().map(|t| t.of(raw))
