@@ -68,6 +68,7 @@ impl Ingest {
             stamp: recvd,
             recvd,
             origin,
+            host_is_sender: false,
             tags: self.tags.clone(),
             chained_hostname: false,
             keep_raw: self.store_raw_message,
@@ -112,7 +113,7 @@ impl Ingest {
             msg.fields.legacy_msghdr = None;
         }
         if let Some(host) = &self.host_override {
-            msg.fields.host = Some(Text::Shared(host.clone()));
+            msg.set_host(Text::Shared(host.clone()));
         }
         // SAFETY: the slot after the last message was initialised above (a panic before this
         // leaks that one message, never exposes an uninitialised one).
@@ -126,7 +127,7 @@ impl Ingest {
         }
         let from = &msg.origin.host_from;
         if !self.chain_hostnames {
-            msg.fields.host = Some(Text::Shared(from.clone()));
+            msg.host_is_sender = true;
             return;
         }
         msg.chained_hostname = true;
@@ -140,6 +141,41 @@ impl Ingest {
             chain.push(b'/');
             chain.extend_from_slice(from);
         }
-        msg.fields.host = Some(Text::Owned(chain.into_boxed_slice()));
+        msg.set_host(Text::Owned(chain.into_boxed_slice()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing;
+
+    fn ingested<'r>(ingest: &Ingest, frame: &'r [u8]) -> LogMessage<'r> {
+        let recvd = UnixTime::now(&ingest.local_zone);
+        let mut msgs = Vec::new();
+        ingest.push_message(frame, testing::origin(), recvd, Today::of(recvd), &mut msgs);
+        msgs.pop().expect("one message")
+    }
+
+    #[test]
+    fn without_keep_hostname_the_host_is_the_senders_until_something_sets_one() {
+        let mut ingest = Ingest::new(Zone::parse("UTC").expect("UTC exists"));
+        let frame = b"<13>Jan  5 13:56:09 myhost prog[1]: text";
+        let mut msg = ingested(&ingest, frame);
+        assert_eq!(msg.host(), b"10.1.2.3");
+        // The frame's host is not the line's: it is formatted, not copied.
+        assert_eq!(msg.line_as_written(), None);
+        msg.set_host(Text::owned(b"rewritten"));
+        assert_eq!(msg.host(), b"rewritten");
+
+        ingest.keep_hostname = true;
+        let msg = ingested(&ingest, frame);
+        assert_eq!(msg.host(), b"myhost");
+        assert_eq!(msg.line_as_written(), Some(&frame[4..]));
+
+        ingest.host_override = Some(Arc::from(&b"relay-1"[..]));
+        assert_eq!(ingested(&ingest, frame).host(), b"relay-1");
+        ingest.keep_hostname = false;
+        assert_eq!(ingested(&ingest, frame).host(), b"relay-1");
     }
 }

@@ -141,6 +141,10 @@ pub struct LogMessage<'r> {
     /// When sluice read the message: `$R_DATE`…
     pub recvd: UnixTime,
     pub origin: &'r Origin,
+    /// `$HOST` is the sender's name, `origin.host_from` (`keep-hostname(no)`, or a header
+    /// without a host), whatever `fields.host` holds: no copy or reference count a message.
+    /// [`LogMessage::set_host`] gives the message a host of its own.
+    pub host_is_sender: bool,
     pub tags: Tags,
     /// `chain-hostnames()` made `$HOST` a `host/relay` chain; `$HOST` shows the first part.
     pub chained_hostname: bool,
@@ -170,6 +174,9 @@ impl LogMessage<'_> {
     #[inline]
     pub fn line_as_written(&self) -> Option<&[u8]> {
         let at = self.fields.stamp_text? as usize;
+        if self.host_is_sender {
+            return None;
+        }
         let (Some(Text::Span(host)), Some(Text::Span(header)), Text::Span(message)) = (
             &self.fields.host,
             &self.fields.legacy_msghdr,
@@ -209,7 +216,17 @@ impl LogMessage<'_> {
     }
 
     pub fn host(&self) -> &[u8] {
-        self.opt(&self.fields.host)
+        if self.host_is_sender {
+            &self.origin.host_from
+        } else {
+            self.opt(&self.fields.host)
+        }
+    }
+
+    /// Makes `host` the message's `$HOST`.
+    pub fn set_host(&mut self, host: Text) {
+        self.fields.host = Some(host);
+        self.host_is_sender = false;
     }
 
     pub fn program(&self) -> &[u8] {

@@ -145,7 +145,7 @@ impl Field {
         match self {
             Field::Message => f.message = value,
             Field::Host => {
-                f.host = Some(value);
+                msg.set_host(value);
                 msg.chained_hostname = false;
             }
             // `$MSGHDR` is rebuilt from the new program and pid.

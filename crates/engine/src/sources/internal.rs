@@ -77,6 +77,7 @@ impl InternalSource {
                         stamp: now,
                         recvd: now,
                         origin,
+                        host_is_sender: false,
                         tags: self.ingest.tags.clone(),
                         chained_hostname: false,
                         keep_raw: false,

@@ -722,10 +722,12 @@ fn take_syslog(msg: &mut LogMessage, parsed: sluice_protocol::SyslogFields, text
             value: Text::owned(p.value),
         })
         .collect();
+    if let Some(host) = parsed.host {
+        msg.set_host(own(host));
+    }
     let f = &mut msg.fields;
     f.pri = parsed.pri;
     for (slot, new) in [
-        (&mut f.host, parsed.host),
         (&mut f.program, parsed.program),
         (&mut f.pid, parsed.pid),
         (&mut f.msgid, parsed.msgid),
