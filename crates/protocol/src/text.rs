@@ -38,7 +38,7 @@ pub enum Text {
     Span(Span),
     Static(&'static [u8]),
     Owned(Box<[u8]>),
-    /// A value shared by many messages (a connection's peer name, a `host-override()`).
+    /// A value shared by many messages (a `host-override()`, a TLS peer's names).
     Shared(std::sync::Arc<[u8]>),
 }
 

@@ -2,7 +2,8 @@
 //! connection, one per datagram socket — and every task follows the same loop:
 //!
 //! read a buffer → cut frames ([`FrameDecoder`]) → take window credits → parse each frame into
-//! a `LogMessage` that borrows from the buffer → route and queue the batch → read again.
+//! a `LogMessage` that borrows from the buffer → route and queue the batch → read again
+//! (datagram sockets parse before they take credits).
 //!
 //! [`read_stream`] is that loop for byte streams (TCP, unix-stream, stdin); datagram sockets
 //! have theirs in [`datagram`].
