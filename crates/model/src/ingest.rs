@@ -148,6 +148,7 @@ impl Ingest {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::message::LineAsWritten;
     use crate::testing;
 
     fn ingested<'r>(ingest: &Ingest, frame: &'r [u8]) -> LogMessage<'r> {
@@ -163,15 +164,24 @@ mod tests {
         let frame = b"<13>Jan  5 13:56:09 myhost prog[1]: text";
         let mut msg = ingested(&ingest, frame);
         assert_eq!(msg.host(), b"10.1.2.3");
-        // The frame's host is not the line's: it is formatted, not copied.
-        assert_eq!(msg.line_as_written(), None);
+        // The frame's host is not the line's: the line is copied around the sender's name.
+        assert_eq!(
+            msg.line_as_written(),
+            Some(LineAsWritten::AroundHost(
+                b"Jan  5 13:56:09",
+                b"prog[1]: text"
+            ))
+        );
         msg.set_host(Text::owned(b"rewritten"));
         assert_eq!(msg.host(), b"rewritten");
 
         ingest.keep_hostname = true;
         let msg = ingested(&ingest, frame);
         assert_eq!(msg.host(), b"myhost");
-        assert_eq!(msg.line_as_written(), Some(&frame[4..]));
+        assert_eq!(
+            msg.line_as_written(),
+            Some(LineAsWritten::Whole(&frame[4..]))
+        );
 
         ingest.host_override = Some(Arc::from(&b"relay-1"[..]));
         assert_eq!(ingested(&ingest, frame).host(), b"relay-1");

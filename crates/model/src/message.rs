@@ -166,37 +166,41 @@ impl LogMessage<'_> {
         sluice_protocol::timestamp::is_canonical_bsd(text, written).then_some(text)
     }
 
-    /// The header from its timestamp on, with the message, when it reads exactly as syslog-ng's
-    /// file format writes it (`$STAMP $HOST $MSGHDR$MSG`, the stamp as written): the stamp
-    /// copyable ([`Self::stamp_as_written`]), then one space, the host, one space, the
-    /// program's header and the message, each still the frame's own bytes and each right after
-    /// the one before. A file line is then copied from the frame in one piece.
+    /// The file line syslog-ng's format writes (`$STAMP $HOST $MSGHDR$MSG`, the stamp as
+    /// written) in the frame's own bytes, when they read exactly as that line: the stamp
+    /// copyable ([`Self::stamp_as_written`]) and the program's header right before the
+    /// message, both still spans of the frame. With the host too a span of the frame, one space
+    /// after the stamp and one before the header, the line is one piece of the frame
+    /// ([`LineAsWritten::Whole`]); otherwise (the sender's name, `keep-hostname(no)`; a
+    /// rewritten host) the host goes between two pieces ([`LineAsWritten::AroundHost`]).
     #[inline]
-    pub fn line_as_written(&self) -> Option<&[u8]> {
+    pub fn line_as_written(&self) -> Option<LineAsWritten<'_>> {
         let at = self.fields.stamp_text? as usize;
-        if self.host_is_sender {
-            return None;
-        }
-        let (Some(Text::Span(host)), Some(Text::Span(header)), Text::Span(message)) = (
-            &self.fields.host,
-            &self.fields.legacy_msghdr,
-            &self.fields.message,
-        ) else {
+        let (Some(Text::Span(header)), Text::Span(message)) =
+            (&self.fields.legacy_msghdr, &self.fields.message)
+        else {
             return None;
         };
-        let raw = self.raw;
-        // In this order the bytes looked at lie before spans that are in the frame.
-        let follows = host.start as usize == at + 16
-            && raw[at + 15] == b' '
-            && header.start == host.end + 1
-            && raw[host.end as usize] == b' '
-            && !header.is_empty()
-            && message.start == header.end;
-        if !follows {
+        if header.is_empty() || message.start != header.end {
             return None;
         }
-        self.stamp_as_written()?;
-        Some(&raw[at..message.end as usize])
+        let raw = self.raw;
+        // In this order the bytes looked at lie before spans that are in the frame.
+        let host_follows = match (&self.fields.host, self.host_is_sender) {
+            (Some(Text::Span(host)), false) => {
+                host.start as usize == at + 16
+                    && raw[at + 15] == b' '
+                    && header.start == host.end + 1
+                    && raw[host.end as usize] == b' '
+            }
+            _ => false,
+        };
+        let stamp = self.stamp_as_written()?;
+        Some(if host_follows {
+            LineAsWritten::Whole(&raw[at..message.end as usize])
+        } else {
+            LineAsWritten::AroundHost(stamp, &raw[header.start as usize..message.end as usize])
+        })
     }
 
     /// Replaces the message's timestamp (a date parser's): the header's text no longer shows it.
@@ -283,6 +287,16 @@ impl LogMessage<'_> {
             .last()
             .map(|p| p.value)
     }
+}
+
+/// A file line as pieces of the frame it came from: see [`LogMessage::line_as_written`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LineAsWritten<'a> {
+    /// The whole line.
+    Whole(&'a [u8]),
+    /// The stamp, and the program's header with the message; the line is the stamp, a space,
+    /// `$HOST`, a space and the rest.
+    AroundHost(&'a [u8; 15], &'a [u8]),
 }
 
 /// The vector a reader builds its reads' messages in, kept from read to read so a read costs

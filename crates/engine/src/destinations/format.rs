@@ -4,7 +4,7 @@
 
 use sluice_model::macros::{format_sdata, msghdr, write_msg_stamp, DateOptions};
 use sluice_model::time::{self, TsFormat};
-use sluice_model::{LogMessage, Template};
+use sluice_model::{LineAsWritten, LogMessage, Template};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 #[derive(Clone, Debug)]
@@ -52,7 +52,14 @@ impl Format {
                     None
                 };
                 match line {
-                    Some(line) => out.extend_from_slice(line),
+                    Some(LineAsWritten::Whole(line)) => out.extend_from_slice(line),
+                    Some(LineAsWritten::AroundHost(stamp, rest)) => {
+                        out.extend_from_slice(stamp);
+                        out.push(b' ');
+                        out.extend_from_slice(msg.host());
+                        out.push(b' ');
+                        out.extend_from_slice(rest);
+                    }
                     None => file_line(msg, ts_format, dates, out),
                 }
                 out.push(b'\n');
@@ -202,36 +209,69 @@ mod tests {
     #[test]
     fn a_line_is_copied_only_when_it_reads_as_formatted() {
         let dates = DateOptions::default();
-        let copied = |frame: &str| {
-            let msg = message(frame);
+        // How the line is copied, if it is: checked against formatting it field by field.
+        let copied = |msg: &LogMessage| {
             let mut formatted = Vec::new();
-            file_line(&msg, TsFormat::Bsd, &dates, &mut formatted);
-            let line = msg.line_as_written().map(|l| l.to_vec());
-            if let Some(line) = &line {
-                assert_eq!(
-                    String::from_utf8_lossy(line),
-                    String::from_utf8_lossy(&formatted),
-                    "{frame:?}"
-                );
-            }
-            line.is_some()
+            file_line(msg, TsFormat::Bsd, &dates, &mut formatted);
+            let (how, line) = match msg.line_as_written()? {
+                LineAsWritten::Whole(line) => ("whole", line.to_vec()),
+                LineAsWritten::AroundHost(stamp, rest) => {
+                    let host = [&b" "[..], msg.host(), b" "].concat();
+                    ("around the host", [&stamp[..], &host, rest].concat())
+                }
+            };
+            assert_eq!(
+                String::from_utf8_lossy(&line),
+                String::from_utf8_lossy(&formatted),
+                "{:?}",
+                String::from_utf8_lossy(msg.raw)
+            );
+            Some(how)
         };
-        assert!(copied("<13>Jan  5 13:56:09 host prog[1]: text"));
-        assert!(copied("<13>Dec 31 23:59:59 host prog: text  with  spaces "));
-        assert!(copied("<13>Jan 15 01:02:03 host prog[1]:"));
+        let whole = Some("whole");
+        assert_eq!(
+            copied(&message("<13>Jan  5 13:56:09 host prog[1]: text")),
+            whole
+        );
+        assert_eq!(
+            copied(&message(
+                "<13>Dec 31 23:59:59 host prog: text  with  spaces "
+            )),
+            whole
+        );
+        assert_eq!(copied(&message("<13>Jan 15 01:02:03 host prog[1]:")), whole);
+        // One word after the host is the program (`$MSGHDR` is `text`, the message empty).
+        assert_eq!(copied(&message("<13>Jan  5 13:56:09 host text")), whole);
+        // No space after the colon: `$MSGHDR` is the header as written.
+        assert_eq!(
+            copied(&message("<13>Jan  5 13:56:09 host prog[1]:text")),
+            whole
+        );
+        let around = Some("around the host");
+        assert_eq!(
+            copied(&message("<13>Jan  5 13:56:09 host  prog[1]: text")),
+            around
+        );
+        assert_eq!(
+            copied(&message("<13>Jan  5 13:56:09: host prog[1]: text")),
+            around
+        );
+        // A fraction the format does not show.
+        assert_eq!(
+            copied(&message("<13>Jan  5 13:56:09.123 host prog: text")),
+            around
+        );
+        let mut renamed = message("<13>Jan  5 13:56:09 host prog[1]: text");
+        renamed.set_host(sluice_protocol::Text::owned(b"renamed"));
+        assert_eq!(copied(&renamed), around);
         for frame in [
             "<13>Jan 05 13:56:09 host prog[1]: text", // the day padded with 0
             "<13>jan  5 13:56:09 host prog[1]: text", // the month in lower case
-            "<13>Jan  5 13:56:09: host prog[1]: text", // Cisco's colon
-            "<13>Jan  5 13:56:09.123 host prog: text", // a fraction
-            "<13>Jan  5 13:56:09 host  prog[1]: text", // two spaces
-            "<13>Jan  5 13:56:09 host prog[1]:text",  // no space after the colon
             "<13>2025-01-05T13:56:09Z host prog: text", // ISO
-            "<13>Jan  5 13:56:09 host text",          // no program
             "<13>1 2025-01-05T13:56:09Z host prog 1 - - text",
             "<13>prog[1]: text",
         ] {
-            copied(frame);
+            assert_eq!(copied(&message(frame)), None, "{frame}");
         }
     }
 
