@@ -125,11 +125,11 @@ impl Ingest {
         if self.keep_hostname && has_host {
             return;
         }
-        let from = &msg.origin.host_from;
         if !self.chain_hostnames {
             msg.host_is_sender = true;
             return;
         }
+        let from = &msg.origin.host_from;
         msg.chained_hostname = true;
         let mut chain = Vec::new();
         if msg.is_local() {

@@ -160,7 +160,12 @@ impl LogMessage<'_> {
     /// formatting the time again, which every message of the default file format does.
     #[inline]
     pub fn stamp_as_written(&self) -> Option<&[u8; 15]> {
-        let at = self.fields.stamp_text? as usize;
+        self.stamp_written_at(self.fields.stamp_text? as usize)
+    }
+
+    /// [`Self::stamp_as_written`] for the stamp noted at `at`.
+    #[inline]
+    fn stamp_written_at(&self, at: usize) -> Option<&[u8; 15]> {
         let text = self.raw.get(at..at + 15)?.try_into().ok()?;
         let written = self.fields.stamp.as_ref()?;
         sluice_protocol::timestamp::is_canonical_bsd(text, written).then_some(text)
@@ -195,7 +200,7 @@ impl LogMessage<'_> {
             }
             _ => false,
         };
-        let stamp = self.stamp_as_written()?;
+        let stamp = self.stamp_written_at(at)?;
         Some(if host_follows {
             LineAsWritten::Whole(&raw[at..message.end as usize])
         } else {

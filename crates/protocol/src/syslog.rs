@@ -793,10 +793,12 @@ impl Parser<'_> {
         };
         let start = self.at;
         let rest = &self.s[start..];
+        // A name is looked at up to one byte past the longest it may be.
         let len = rest
             .iter()
+            .take(256)
             .position(|&b| !NAME_BYTE[usize::from(b)])
-            .unwrap_or(rest.len());
+            .unwrap_or(rest.len().min(256));
         if len > 255 {
             self.at = start + 255;
             return None;

@@ -587,7 +587,9 @@ impl FileDestination {
                     &name
                 }
             };
-            // Neighbours often share a file: compare with the last file before looking up.
+            // Neighbours often share a file: compare with the last file before looking up
+            // (by hash first: with a file per host most neighbours differ, and comparing
+            // their keys cost more than hashing every key).
             let hash = name_hash(key);
             let at = match last {
                 Some(at) if k.files[at].key_hash == hash && k.keys.get(at) == key => at,

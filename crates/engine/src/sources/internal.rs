@@ -23,12 +23,11 @@ const BATCH: usize = 64;
 
 impl InternalSource {
     pub async fn serve(self: Arc<Self>, mut events: mpsc::Receiver<Event>, ctx: Context) {
-        let host = dns::local_name(self.use_fqdn);
         let mut routed = super::Routed::new(Arc::new(Origin {
             source_name: self.source_name.clone(),
             source_id: self.source_id,
             peer: None,
-            host_from: host.clone(),
+            host_from: dns::local_name(self.use_fqdn),
             local: true,
             pairs: Vec::new(),
             endpoints: Default::default(),
@@ -64,7 +63,6 @@ impl InternalSource {
                 .map(|e| {
                     let fields = SyslogFields {
                         pri: 5 * 8 + u16::from(e.severity),
-                        host: Some(Text::Shared(host.clone())),
                         program: Some(Text::Static(b"sluice")),
                         pid: Some(Text::Shared(pid.clone())),
                         message: Text::Span(Span::new(0, e.text.len())),
@@ -77,7 +75,8 @@ impl InternalSource {
                         stamp: now,
                         recvd: now,
                         origin,
-                        host_is_sender: false,
+                        // `$HOST` is this machine's name, the origin's.
+                        host_is_sender: true,
                         tags: self.ingest.tags.clone(),
                         chained_hostname: false,
                         keep_raw: false,
