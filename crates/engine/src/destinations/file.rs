@@ -50,8 +50,14 @@ pub struct FileOptions {
 
 /// Files one writer keeps open at most; past that the least recently written is closed.
 pub const MAX_OPEN_PER_WRITER: usize = 512;
-/// The most a writer gathers before writing, when much has queued.
-const MAX_GATHER: usize = 4 << 20;
+/// The most a writer gathers before writing, when much has queued: about one read's worth.
+/// What it gathers was formatted moments ago on another core; the kernel copies it into the
+/// page cache from there. Gathered past the size of a core's cache (4 MiB used to be the
+/// limit), the oldest jobs are evicted before the copy and `copy_folio_from_iter` reads them
+/// from memory: 30-38 % of sluice's samples in a one-file run instead of 6 %, 0.41-0.51 µs
+/// a message instead of 0.28-0.35 (BENCHMARKS.md, eighteenth session). A `writev` of 256 KiB
+/// is ~1,500 messages, so the calls saved by gathering more are worth nothing.
+const MAX_GATHER: usize = 256 << 10;
 /// A file's share of what a writer gathered that is written at once, however many files wait.
 const FILE_CHUNK: usize = 64 << 10;
 /// Up to this many files with small shares are written at once (one `writev` each); past it,
