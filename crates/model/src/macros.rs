@@ -213,13 +213,13 @@ impl DateOptions {
     }
 }
 
-/// `msg`'s timestamp (`$S_DATE`, `$S_STAMP`, a file's line) in `format`: the header's text
-/// when it reads the same ([`LogMessage::stamp_as_written`]), formatted otherwise.
+/// `msg`'s timestamp (`$S_DATE`, `$S_STAMP`, a file's line) in `format`: the stamp as written
+/// when it shows so ([`LogMessage::bsd_stamp_as_written`]), formatted otherwise.
 #[inline]
 pub fn write_msg_stamp(msg: &LogMessage, format: TsFormat, opts: &DateOptions, out: &mut Vec<u8>) {
     if opts.shows_as_written(format) {
-        if let Some(text) = msg.stamp_as_written() {
-            return out.extend_from_slice(text);
+        if let Some(text) = msg.bsd_stamp_as_written() {
+            return out.extend_from_slice(&text);
         }
     }
     time::write_stamp(out, opts.shown(msg.stamp), format, opts.frac_digits);
@@ -589,25 +589,41 @@ mod tests {
     #[test]
     fn a_stamp_is_copied_only_when_formatting_it_gives_the_same_bytes() {
         let plain = DateOptions::default();
-        for (stamp, copied, bsd) in [
-            ("Jan  5 13:56:09", true, "Jan  5 13:56:09"),
-            ("Dec 31 23:59:59", true, "Dec 31 23:59:59"),
+        // The stamp; whether its bytes are copied; whether it is shown without formatting the
+        // time (copied, or made from the fields as written); how it shows.
+        for (stamp, copied, as_written, bsd) in [
+            ("Jan  5 13:56:09", true, true, "Jan  5 13:56:09"),
+            ("Dec 31 23:59:59", true, true, "Dec 31 23:59:59"),
             // A fraction is left out without frac-digits().
-            ("Jan  5 13:56:09.123", true, "Jan  5 13:56:09"),
-            ("Jan 05 13:56:09", false, "Jan  5 13:56:09"),
-            ("jan  5 13:56:09", false, "Jan  5 13:56:09"),
-            ("JAN  5 13:56:09", false, "Jan  5 13:56:09"),
-            ("Jan  5  3:56:09", false, "Jan  5 03:56:09"),
+            ("Jan  5 13:56:09.123", true, true, "Jan  5 13:56:09"),
+            ("Jan 05 13:56:09", false, true, "Jan  5 13:56:09"),
+            ("jan  5 13:56:09", false, true, "Jan  5 13:56:09"),
+            ("JAN  5 13:56:09", false, true, "Jan  5 13:56:09"),
+            ("Jan  5  3:56:09", false, true, "Jan  5 03:56:09"),
             // Rolled over as mktime rolls it: 2026 is a common year; second 60.
-            ("Feb 29 10:00:00", false, "Mar  1 10:00:00"),
-            ("Jan  5 13:56:60", false, "Jan  5 13:57:00"),
+            ("Feb 29 10:00:00", false, false, "Mar  1 10:00:00"),
+            ("Jan  5 13:56:60", false, false, "Jan  5 13:57:00"),
             // In the DST gap: 02:30 does not exist in Budapest that night.
-            ("Mar 29 02:30:00", false, "Mar 29 03:30:00"),
-            // A year or a zone in the text is not a BSD stamp to copy.
-            ("2026-01-05T13:56:09+01:00", false, "Jan  5 13:56:09"),
+            ("Mar 29 02:30:00", false, false, "Mar 29 03:30:00"),
+            // A year or a zone in the text is not a BSD stamp to copy; its fields show as
+            // written in the offset it was written in.
+            ("2026-01-05T13:56:09+01:00", false, true, "Jan  5 13:56:09"),
+            (
+                "2026-07-15T09:05:01.250-05:00",
+                false,
+                true,
+                "Jul 15 09:05:01",
+            ),
+            ("2026-02-29T10:00:00Z", false, false, "Mar  1 10:00:00"),
+            ("2026-03-29T02:30:00", false, false, "Mar 29 03:30:00"),
         ] {
             let msg = received(&format!("<13>{stamp} host prog[1]: text"));
-            assert_eq!(msg.stamp_as_written().is_some(), copied, "{stamp}");
+            assert_eq!(msg.line_as_written().is_some(), copied, "{stamp}");
+            let made = msg.bsd_stamp_as_written();
+            assert_eq!(made.is_some(), as_written, "{stamp}");
+            if let Some(made) = made {
+                assert_eq!(made, bsd.as_bytes(), "{stamp}");
+            }
             assert_eq!(shown(&msg, TsFormat::Bsd, &plain), bsd, "{stamp}");
             let mut formatted = Vec::new();
             time::write_stamp(&mut formatted, msg.stamp, TsFormat::Bsd, 0);
@@ -618,7 +634,7 @@ mod tests {
     #[test]
     fn a_stamp_is_formatted_when_the_template_asks_for_more_than_was_written() {
         let msg = received("<13>Jan  5 13:56:09.123 host prog[1]: text");
-        assert!(msg.stamp_as_written().is_some());
+        assert!(msg.bsd_stamp_as_written().is_some());
         let fraction = DateOptions {
             frac_digits: 3,
             ..DateOptions::default()

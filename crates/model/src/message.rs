@@ -155,15 +155,22 @@ pub struct LogMessage<'r> {
 }
 
 impl LogMessage<'_> {
-    /// The header's timestamp as written (`Jan  5 13:56:09`), when formatting `stamp` as a BSD
-    /// stamp in the offset it was written in gives exactly these bytes: copying them saves
-    /// formatting the time again, which every message of the default file format does.
+    /// The header's timestamp as a BSD stamp shows it in the offset it was written in
+    /// (`Jan  5 13:56:09`), without formatting the time again, which every message of the
+    /// default file format would: the header's own 15 bytes when they read exactly so, made from
+    /// the fields as written otherwise (an ISO stamp, a day padded with a zero). `None` when the
+    /// instant does not show as written (a field rolled over, a DST gap, no stamp).
     #[inline]
-    pub fn stamp_as_written(&self) -> Option<&[u8; 15]> {
-        self.stamp_written_at(self.fields.stamp_text? as usize)
+    pub fn bsd_stamp_as_written(&self) -> Option<[u8; 15]> {
+        // Ingest keeps `stamp_text` only for a stamp that shows as written.
+        let at = self.fields.stamp_text? as usize;
+        match self.stamp_written_at(at) {
+            Some(text) => Some(*text),
+            None => Some(crate::time::bsd_text_of(self.fields.stamp.as_ref()?)),
+        }
     }
 
-    /// [`Self::stamp_as_written`] for the stamp noted at `at`.
+    /// The BSD stamp at `at`, when it is written exactly as a BSD stamp of its time is formatted.
     #[inline]
     fn stamp_written_at(&self, at: usize) -> Option<&[u8; 15]> {
         let text = self.raw.get(at..at + 15)?.try_into().ok()?;
@@ -173,7 +180,7 @@ impl LogMessage<'_> {
 
     /// The file line syslog-ng's format writes (`$STAMP $HOST $MSGHDR$MSG`, the stamp as
     /// written) in the frame's own bytes, when they read exactly as that line: the stamp
-    /// copyable ([`Self::stamp_as_written`]) and the program's header right before the
+    /// copyable (written as a BSD stamp of its time is formatted) and the program's header right before the
     /// message, both still spans of the frame. With the host too a span of the frame, one space
     /// after the stamp and one before the header, the line is one piece of the frame
     /// ([`LineAsWritten::Whole`]); otherwise (the sender's name, `keep-hostname(no)`; a

@@ -477,15 +477,7 @@ pub fn write_stamp(out: &mut Vec<u8>, t: UnixTime, format: TsFormat, frac_digits
                 push_num(out, year);
                 out.push(b' ');
             }
-            let m = MONTH_ABBREV[month as usize - 1].as_bytes();
-            let mut text = [b' '; 15];
-            text[..3].copy_from_slice(m);
-            // The day is padded with a space, not a zero.
-            let [tens, ones] = two_digits(day);
-            text[4] = if day >= 10 { tens } else { b' ' };
-            text[5] = ones;
-            text[7..].copy_from_slice(&clock);
-            out.extend_from_slice(&text);
+            out.extend_from_slice(&bsd_text(month, day, clock));
             write_fraction(out, t.micros, frac_digits);
         }
         TsFormat::Iso => {
@@ -534,10 +526,36 @@ fn date_of_days(days: i64) -> (i32, u8, u8) {
 
 /// `13:56:09` for a second of the day.
 fn clock_text(second_of_day: u32) -> [u8; 8] {
-    let [h0, h1] = two_digits((second_of_day / 3600) as u8);
-    let [m0, m1] = two_digits((second_of_day % 3600 / 60) as u8);
-    let [s0, s1] = two_digits((second_of_day % 60) as u8);
+    clock_of(
+        (second_of_day / 3600) as u8,
+        (second_of_day % 3600 / 60) as u8,
+        (second_of_day % 60) as u8,
+    )
+}
+
+/// `hh:mm:ss`.
+fn clock_of(hour: u8, minute: u8, second: u8) -> [u8; 8] {
+    let [h0, h1] = two_digits(hour);
+    let [m0, m1] = two_digits(minute);
+    let [s0, s1] = two_digits(second);
     [h0, h1, b':', m0, m1, b':', s0, s1]
+}
+
+/// A BSD stamp, `Jan  5 13:56:09`: the day padded with a space, not a zero.
+fn bsd_text(month: u8, day: u8, clock: [u8; 8]) -> [u8; 15] {
+    let mut text = [b' '; 15];
+    text[..3].copy_from_slice(MONTH_ABBREV[month as usize - 1].as_bytes());
+    let [tens, ones] = two_digits(day);
+    text[4] = if day >= 10 { tens } else { b' ' };
+    text[5] = ones;
+    text[7..].copy_from_slice(&clock);
+    text
+}
+
+/// The BSD stamp of a wall clock as written, with no calendar arithmetic: right only for a
+/// clock that [`resolve_exact`] found shows as written (no field rolled over).
+pub fn bsd_text_of(wc: &WallClock) -> [u8; 15] {
+    bsd_text(wc.month, wc.day, clock_of(wc.hour, wc.minute, wc.second))
 }
 
 /// `00` to `99`: every stamp writes five or six of them.

@@ -230,8 +230,9 @@ pub struct SyslogFields {
     pub pri: Pri,
     /// The header's timestamp; `None` when there was none (the receive time stands in).
     pub stamp: Option<WallClock>,
-    /// Where the header's timestamp starts in the frame when it is a BSD stamp
-    /// (`Jan  5 13:56:09`, no year).
+    /// Where the header's timestamp starts in the frame, in any dialect. The layer above
+    /// drops it when the instant does not show the time as written (a field rolled over), so
+    /// that formatting may take the time from the text or the fields as written.
     pub stamp_text: Option<u32>,
     /// `None` when the header named no host (the sender's address stands in).
     pub host: Option<Text>,
@@ -464,9 +465,7 @@ impl Parser<'_> {
             }
             return;
         };
-        if stamp.year.is_none() {
-            self.f.stamp_text = Some(self.at as u32);
-        }
+        self.f.stamp_text = Some(self.at as u32);
         self.f.stamp = Some(stamp);
         self.at += used;
         self.skip_spaces();
@@ -654,6 +653,7 @@ impl Parser<'_> {
             self.at += 1;
         } else {
             let (stamp, used) = timestamp::scan_rfc5424(self.rest()).ok_or(self.at)?;
+            self.f.stamp_text = Some(self.at as u32);
             self.f.stamp = Some(stamp);
             self.at += used;
         }
