@@ -82,7 +82,9 @@ fn expect(s: &[u8], at: usize, byte: u8) -> Option<()> {
     (s.get(at) == Some(&byte)).then_some(())
 }
 
-/// `Mmm dd hh:mm:ss` at the start of `s` (15 bytes).
+/// `Mmm dd hh:mm:ss` at the start of `s` (15 bytes). Inlined, as [`iso`] is, so that the
+/// fields stay in registers.
+#[inline(always)]
 fn bsd(s: &[u8], wc: &mut WallClock) -> Option<usize> {
     wc.month = month(s)?;
     expect(s, 3, b' ')?;
@@ -93,6 +95,7 @@ fn bsd(s: &[u8], wc: &mut WallClock) -> Option<usize> {
 }
 
 /// `hh:mm:ss` at the start of `s` (8 bytes).
+#[inline(always)]
 fn clock(s: &[u8], wc: &mut WallClock) -> Option<()> {
     wc.hour = fixed_int(s, 2)? as u8;
     expect(s, 2, b':')?;
@@ -181,6 +184,9 @@ fn iso_offset(s: &[u8]) -> Option<i32> {
 }
 
 /// An ISO 8601 / RFC3339 timestamp at the start of `s`: the time and the bytes consumed.
+/// Inlined: returned through memory, the caller's wide load of the fields written one by one
+/// waited for them (a failed store forward: a fifth of the RFC5424 parse's samples).
+#[inline(always)]
 fn iso(s: &[u8]) -> Option<(WallClock, usize)> {
     let mut wc = match iso_digits(s) {
         Some(wc) => wc,
@@ -242,6 +248,7 @@ fn two_digit_numbers(digits: u64) -> [u8; 8] {
 
 /// `yyyy-mm-ddThh:mm:ss` with every number written in digits, as senders write it: checked
 /// and read eight bytes at a time. `None` for anything else, which [`iso_padded`] reads.
+#[inline(always)]
 fn iso_digits(s: &[u8]) -> Option<WallClock> {
     const DATE: (u64, u64) = shape(b"dddd-dd-");
     const DAY_T: (u64, u64) = shape(b"ddTdd:dd");
@@ -337,6 +344,7 @@ pub fn is_canonical_bsd(text: &[u8; 15], wc: &WallClock) -> bool {
 }
 
 /// The ISO timestamp of an RFC5424 header: the time and the bytes consumed.
+#[inline]
 pub fn scan_rfc5424(s: &[u8]) -> Option<(WallClock, usize)> {
     iso(s)
 }
