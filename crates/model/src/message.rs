@@ -180,8 +180,8 @@ impl LogMessage<'_> {
 
     /// The file line syslog-ng's format writes (`$STAMP $HOST $MSGHDR$MSG`, the stamp as
     /// written) in the frame's own bytes, when they read exactly as that line: the stamp
-    /// copyable (written as a BSD stamp of its time is formatted) and the program's header right before the
-    /// message, both still spans of the frame. With the host too a span of the frame, one space
+    /// written as a BSD stamp of its time is formatted, and the program's header right before
+    /// the message, both still spans of the frame. With the host too a span of the frame, one space
     /// after the stamp and one before the header, the line is one piece of the frame
     /// ([`LineAsWritten::Whole`]); otherwise (the sender's name, `keep-hostname(no)`; a
     /// rewritten host) the host goes between two pieces ([`LineAsWritten::AroundHost`]).
