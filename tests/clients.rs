@@ -350,3 +350,48 @@ fn proxied_tcp_takes_the_announced_client() {
         out.stderr
     );
 }
+
+/// Datagrams from several senders, interleaved and read in one batch, each keep their own
+/// sender: the source looks an origin up once per run of one sender's datagrams.
+#[test]
+fn interleaved_udp_senders_keep_their_own_addresses() {
+    let port = free_udp_port();
+    let mut s = Running::start(
+        Server::Sluice,
+        &format!(
+            "source s {{ udp(ip(0.0.0.0) port({port})); }};\ndestination d {{ file(\"@OUT@/all.log\" template(\"$SOURCEIP $MSG\\n\")); }};\nlog {{ source(s); destination(d); }};\n"
+        ),
+    );
+    let senders: Vec<std::net::UdpSocket> = ["127.0.0.2", "127.0.0.3"]
+        .iter()
+        .map(|ip| std::net::UdpSocket::bind((*ip, 0)).expect("bind a loopback address"))
+        .collect();
+    // The source may not be bound yet when the first datagram leaves: probe until one arrives.
+    let mut seen = 0;
+    for _ in 0..50 {
+        senders[0]
+            .send_to(b"<13>Jan  5 13:56:09 h p: probe", ("127.0.0.1", port))
+            .unwrap();
+        seen = wait_lines(&s.out, 1, Duration::from_millis(100));
+        if seen >= 1 {
+            break;
+        }
+    }
+    assert!(seen >= 1, "no datagram arrived");
+    seen = wait_lines(&s.out, seen, Duration::from_millis(300));
+    let order = [0, 0, 1, 0, 1, 1, 0, 1];
+    for (i, &who) in order.iter().enumerate() {
+        let text = format!("<13>Jan  5 13:56:09 h p: from{who} n{i}");
+        senders[who]
+            .send_to(text.as_bytes(), ("127.0.0.1", port))
+            .unwrap();
+    }
+    assert!(wait_lines(&s.out, seen + order.len(), Duration::from_secs(10)) >= seen + order.len());
+    s.terminate();
+    let text = std::fs::read_to_string(s.out.join("all.log")).unwrap();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.ends_with("probe")).collect();
+    assert_eq!(lines.len(), order.len(), "{text}");
+    for (i, &who) in order.iter().enumerate() {
+        assert_eq!(lines[i], format!("127.0.0.{} from{who} n{i}", who + 2));
+    }
+}

@@ -10,6 +10,7 @@ use crate::internal as log;
 use crate::window::Window;
 use bytes::BytesMut;
 use sluice_model::{MessageVec, Origin, Today, UnixTime};
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -134,18 +135,24 @@ impl DatagramSource {
                 origins.clear();
             }
             for (_, peer) in &datagrams {
-                if !origins.contains_key(peer) {
-                    let origin = self.origin(*peer, source_id).await;
-                    origins.insert(*peer, origin);
+                if let Entry::Vacant(slot) = origins.entry(*peer) {
+                    slot.insert(self.origin(*peer, source_id).await);
                 }
             }
             let recvd = UnixTime::now(&self.reader.ingest.local_zone);
             let today = Today::of(recvd);
             let mut msgs = kept.lend();
+            // A busy sender sends runs of datagrams: its origin is looked up once a run.
+            let mut last: Option<(Option<SocketAddr>, &Origin)> = None;
             for (raw, peer) in &datagrams {
+                let origin = match last {
+                    Some((sender, origin)) if sender == *peer => origin,
+                    _ => &origins[peer],
+                };
+                last = Some((*peer, origin));
                 self.reader
                     .ingest
-                    .push_message(raw, &origins[peer], recvd, today, &mut msgs);
+                    .push_message(raw, origin, recvd, today, &mut msgs);
             }
             self.reader.counted.add(msgs.len());
             let Some(ack) = ctx
