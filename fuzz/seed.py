@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes seed inputs for the fuzz targets from the project's tricky test lines.
 
-The first byte of a `syslog` input selects parser flags (bit 7: RFC5424); the first byte of a
-`framing` input selects framing, trimming and the size limit.
+The first byte of a `syslog` input selects parser flags (bit 7: RFC5424); a `stamps` input is a
+frame as it is; the first byte of a `framing` input selects framing, trimming and the size limit.
 """
 import os
 
@@ -15,12 +15,14 @@ def main():
     for name in ("tricky-rfc3164.log", "tricky-rfc5424.log"):
         with open(os.path.join(DATA, name), "rb") as f:
             lines += [l for l in f.read().split(b"\n") if l]
-    for target in ("syslog", "framing", "config"):
+    for target in ("syslog", "stamps", "framing", "config"):
         os.makedirs(os.path.join(HERE, "corpus", target), exist_ok=True)
     for i, line in enumerate(lines):
         for flags in (0x01, 0x81, 0x45):
             with open(os.path.join(HERE, "corpus", "syslog", f"seed-{i}-{flags}"), "wb") as f:
                 f.write(bytes([flags]) + line)
+        with open(os.path.join(HERE, "corpus", "stamps", f"seed-{i}"), "wb") as f:
+            f.write(line)
         with open(os.path.join(HERE, "corpus", "framing", f"seed-{i}"), "wb") as f:
             f.write(bytes([i % 256]) + line + b"\n" + f"{len(line)} ".encode() + line)
     with open(os.path.join(HERE, "corpus", "config", "seed-0"), "wb") as f:
