@@ -10,7 +10,7 @@
 //! ```
 
 use bytes::Bytes;
-use sluice_engine::sources::Read;
+use sluice_engine::sources::{take_frames, Read};
 use sluice_engine::window::Window;
 use sluice_model::Origin;
 use sluice_protocol::framing::{Frame, FrameDecoder};
@@ -154,20 +154,18 @@ fn main() {
             let mut count = 0u64;
             let mut pending: Vec<u8> = Vec::new();
             let reads = bytes.len().div_ceil(READ);
-            let mut last = 0;
+            let mut frames: Vec<Frame> = Vec::new();
             for (i, read) in bytes.chunks(READ).enumerate() {
-                let mut frames: Vec<Frame> = Vec::with_capacity(last);
                 // What a reader holds: the unfinished line of the last read, then this read.
                 pending.extend_from_slice(read);
                 let used = decoder
                     .decode(&pending, i + 1 == reads, |f| frames.push(f))
                     .expect("the corpus is framed correctly");
-                last = frames.len();
                 let chunk = Bytes::copy_from_slice(&pending[..used]);
                 pending.drain(..used);
                 let read = Read::of(
                     chunk,
-                    frames,
+                    take_frames(&mut frames),
                     origin.clone(),
                     &reader,
                     pipeline.dispatcher.clone(),

@@ -37,25 +37,7 @@ pub mod testing {
     use crate::{Ingest, LogMessage, Origin, Today, UnixTime, Zone};
     use std::sync::{Arc, OnceLock};
 
-    /// `count` values of up to `max_len - 1` bytes drawn from `alphabet`, the same every run
-    /// (xorshift from a fixed seed): inputs for checking a fast routine against a plain one.
-    pub fn random_values(alphabet: &[u8], max_len: u64, count: usize) -> Vec<Vec<u8>> {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
-        (0..count)
-            .map(|_| {
-                let len = next() % max_len;
-                (0..len)
-                    .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
-                    .collect()
-            })
-            .collect()
-    }
+    pub use sluice_protocol::testing::random_values;
 
     /// A UDP-like origin at 10.1.2.3 called `s_test`.
     pub fn origin() -> &'static Origin {

@@ -335,17 +335,14 @@ mod tests {
 
     #[test]
     fn line_ends_are_found_in_every_block_and_tail() {
-        // Buffers of every length up to three blocks and a bit, line ends sprinkled at random
-        // (xorshift), scanned from every offset, against a byte-by-byte scan.
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        // Buffers of every length up to three blocks and a bit, line ends sprinkled at random,
+        // scanned from every offset, against a byte-by-byte scan.
+        let mut random = crate::testing::Xorshift::default();
         for len in 0..200 {
-            let buf: Vec<u8> = (0..len)
-                .map(|_| {
-                    seed ^= seed << 13;
-                    seed ^= seed >> 7;
-                    seed ^= seed << 17;
-                    [b'\n', 0, b'\r', 0xff, b'a', b'b', b'c', b'd'][(seed % 8) as usize]
-                })
+            let buf: Vec<u8> = random
+                .by_ref()
+                .take(len)
+                .map(|r| [b'\n', 0, b'\r', 0xff, b'a', b'b', b'c', b'd'][(r % 8) as usize])
                 .collect();
             for from in 0..=len {
                 let expected: Vec<usize> = (from..len)

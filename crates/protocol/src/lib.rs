@@ -23,6 +23,44 @@ pub use syslog::{
 pub use text::{Span, Text};
 pub use timestamp::WallClock;
 
+/// Inputs for tests of this crate and of the crates above it.
+pub mod testing {
+    /// The same pseudo-random numbers every run (xorshift from a fixed seed): inputs for
+    /// checking a fast routine against a plain one.
+    pub struct Xorshift(u64);
+
+    impl Default for Xorshift {
+        fn default() -> Xorshift {
+            Xorshift(0x9e37_79b9_7f4a_7c15)
+        }
+    }
+
+    impl Iterator for Xorshift {
+        type Item = u64;
+
+        fn next(&mut self) -> Option<u64> {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            Some(self.0)
+        }
+    }
+
+    /// `count` values of up to `max_len - 1` bytes drawn from `alphabet`, the same every run.
+    pub fn random_values(alphabet: &[u8], max_len: u64, count: usize) -> Vec<Vec<u8>> {
+        let mut random = Xorshift::default();
+        let mut next = move || random.next().expect("endless");
+        (0..count)
+            .map(|_| {
+                let len = next() % max_len;
+                (0..len)
+                    .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                    .collect()
+            })
+            .collect()
+    }
+}
+
 /// Facility and severity packed as on the wire: `facility * 8 + severity`.
 pub type Pri = u16;
 

@@ -293,10 +293,7 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
                 // connection waits: the unfinished frame moves to a buffer of its own.
                 buf = BytesMut::from(&buf[..]);
             }
-            // The read takes its frames; the next read's vector starts at this one's size
-            // instead of growing again from nothing.
-            let next = Vec::with_capacity(frames.len());
-            let frames = std::mem::replace(&mut frames, next);
+            let frames = take_frames(&mut frames);
             let Some(read) = Read::new(chunk, frames, &mut routed, spec, ctx, peer) else {
                 break;
             };
@@ -360,6 +357,13 @@ fn bytes_read(read: std::io::Result<usize>, peer: &str) -> usize {
             0
         }
     }
+}
+
+/// The frames a reader cut, for its read to take; the reader's next vector starts at this
+/// one's size instead of growing again from nothing.
+pub fn take_frames(frames: &mut Vec<Frame>) -> Vec<Frame> {
+    let next = Vec::with_capacity(frames.len());
+    std::mem::replace(frames, next)
 }
 
 /// One read's frames on their way to the destinations.
