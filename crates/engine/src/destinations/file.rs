@@ -86,8 +86,11 @@ enum Target {
 /// The hash that places a file name with a writer and finds it in tables. Fixed, so that a
 /// name maps to the same writer from every reader.
 fn name_hash(name: &[u8]) -> u64 {
-    use std::hash::BuildHasher;
-    foldhash::fast::FixedState::with_seed(0x5_1ce).hash_one(name)
+    use std::hash::{BuildHasher, Hasher};
+    // The bytes alone: `hash_one` would hash the length first, a second round for nothing.
+    let mut hasher = foldhash::fast::FixedState::with_seed(0x5_1ce).build_hasher();
+    hasher.write(name);
+    hasher.finish()
 }
 
 /// The writer (of `writers`) that owns the file whose name hashes to `hash`.
@@ -96,11 +99,12 @@ fn writer_of(hash: u64, writers: usize) -> usize {
 }
 
 /// Byte strings kept back to back in one buffer, each known by its index: the distinct file
-/// names of a job, the keys of a batch's files. No allocation per string.
+/// names of a job, the keys of a batch's files. No allocation per string; a string is one
+/// load of its bounds away (no look at the previous string's end).
 #[derive(Default)]
 struct Strings {
     bytes: Vec<u8>,
-    ends: Vec<u32>,
+    bounds: Vec<(u32, u32)>,
 }
 
 impl Strings {
@@ -111,23 +115,24 @@ impl Strings {
 
     /// Adds the string `make` appends; returns its index.
     fn push_with(&mut self, make: impl FnOnce(&mut Vec<u8>)) -> u32 {
+        let start = self.bytes.len() as u32;
         make(&mut self.bytes);
-        self.ends.push(self.bytes.len() as u32);
-        (self.ends.len() - 1) as u32
+        self.bounds.push((start, self.bytes.len() as u32));
+        (self.bounds.len() - 1) as u32
     }
 
     fn get(&self, i: usize) -> &[u8] {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
-        &self.bytes[start..self.ends[i] as usize]
+        let (start, end) = self.bounds[i];
+        &self.bytes[start as usize..end as usize]
     }
 
     fn len(&self) -> usize {
-        self.ends.len()
+        self.bounds.len()
     }
 
     fn clear(&mut self) {
         self.bytes.clear();
-        self.ends.clear();
+        self.bounds.clear();
     }
 }
 
