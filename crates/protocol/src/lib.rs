@@ -12,6 +12,7 @@
 pub mod framing;
 pub mod proxy;
 pub mod relp;
+mod scan;
 pub mod syslog;
 mod text;
 pub mod timestamp;

@@ -7,6 +7,7 @@
 //! follow syslog-ng 4.x, which keeps such a line whole instead of replacing it with an error
 //! text (see `docs/compatibility.md`).
 
+use crate::scan;
 use crate::text::{Span, Text};
 use crate::timestamp::{self, WallClock};
 use crate::{Pri, DEFAULT_PRI};
@@ -714,7 +715,7 @@ impl Parser<'_> {
     /// A space-delimited header column; `-` is the nil value. Values are cut at `max` bytes.
     fn column(&mut self, max: usize, missing: ParseTag) -> Option<Span> {
         let start = self.at;
-        let end = memchr::memchr(b' ', self.rest()).map(|i| start + i);
+        let end = scan::find(self.rest(), b' ').map(|i| start + i);
         let Some(end) = end else {
             // No space follows: syslog-ng consumes the rest without storing it.
             self.at = self.s.len();
@@ -829,7 +830,7 @@ impl Parser<'_> {
         self.at += 1;
         let start = self.at;
         let max = self.opts.sdata_param_value_max;
-        match memchr::memchr3(b'"', b'\\', b']', self.rest()).map(|i| (i, self.s[start + i])) {
+        match scan::find3(self.rest(), b'"', b'\\', b']').map(|i| (i, self.s[start + i])) {
             Some((len, b'"')) => {
                 self.at = start + len + 1;
                 return Ok((self.span(start, start + len.min(max)), len <= max));
