@@ -806,7 +806,7 @@ impl Parser<'_> {
         let start = self.at;
         let rest = &self.s[start..];
         // A name is looked at up to one byte past the longest it may be. A plain loop: the
-        // iterator chain (`take`, `position`) cost three times the instructions a byte.
+        // iterator chain (`take`, `position`) cost twice the instructions a byte.
         let limit = rest.len().min(256);
         let mut len = 0;
         while len < limit && NAME_BYTE[usize::from(rest[len])] {
