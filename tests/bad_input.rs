@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{free_port, wait_lines, Running, Server};
+use common::{free_port, send_udp_until_written, wait_lines, Running, Server};
 
 /// The value of the counter of `kind` in `sluice ctl stats`, which lists every counter.
 fn counter(s: &Running, kind: &str) -> u64 {
@@ -159,13 +159,7 @@ fn long_datagrams_are_cut_at_log_msg_size() {
     );
     let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let long = "x".repeat(100);
-    // The socket may not be bound yet when the first datagram leaves: send until one arrives.
-    for _ in 0..50 {
-        udp.send_to(long.as_bytes(), ("127.0.0.1", port)).unwrap();
-        if wait_lines(&s.out, 1, Duration::from_millis(100)) >= 1 {
-            break;
-        }
-    }
+    send_udp_until_written(&udp, port, long.as_bytes(), &s.out);
     assert!(counter(&s, "oversized_messages") >= 1);
     s.terminate();
     let text = std::fs::read_to_string(s.out.join("all.log")).unwrap();

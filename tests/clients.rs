@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{free_port, free_udp_port, wait_lines, Running, Server};
+use common::{free_port, free_udp_port, send_udp_until_written, wait_lines, Running, Server};
 use std::process::Command;
 use std::time::Duration;
 
@@ -366,17 +366,8 @@ fn interleaved_udp_senders_keep_their_own_addresses() {
         .iter()
         .map(|ip| std::net::UdpSocket::bind((*ip, 0)).expect("bind a loopback address"))
         .collect();
-    // The source may not be bound yet when the first datagram leaves: probe until one arrives.
-    let mut seen = 0;
-    for _ in 0..50 {
-        senders[0]
-            .send_to(b"<13>Jan  5 13:56:09 h p: probe", ("127.0.0.1", port))
-            .unwrap();
-        seen = wait_lines(&s.out, 1, Duration::from_millis(100));
-        if seen >= 1 {
-            break;
-        }
-    }
+    let mut seen =
+        send_udp_until_written(&senders[0], port, b"<13>Jan  5 13:56:09 h p: probe", &s.out);
     assert!(seen >= 1, "no datagram arrived");
     seen = wait_lines(&s.out, seen, Duration::from_millis(300));
     let order = [0, 0, 1, 0, 1, 1, 0, 1];

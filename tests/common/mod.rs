@@ -309,6 +309,25 @@ pub fn wait_lines(dir: &Path, lines: usize, limit: Duration) -> usize {
     have
 }
 
+/// Sends `datagram` from `udp` to a UDP source on `port` until a line shows up under `out`:
+/// the source may not be bound yet when the first datagram leaves. Returns the lines seen.
+pub fn send_udp_until_written(
+    udp: &std::net::UdpSocket,
+    port: u16,
+    datagram: &[u8],
+    out: &Path,
+) -> usize {
+    let mut seen = 0;
+    for _ in 0..50 {
+        udp.send_to(datagram, ("127.0.0.1", port)).unwrap();
+        seen = wait_lines(out, 1, Duration::from_millis(100));
+        if seen >= 1 {
+            break;
+        }
+    }
+    seen
+}
+
 pub fn read_tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();
     let mut stack = vec![dir.to_path_buf()];

@@ -134,25 +134,23 @@ impl DatagramSource {
             if origins.len() + datagrams.len() > PEER_CACHE {
                 origins.clear();
             }
-            for (_, peer) in &datagrams {
-                if let Entry::Vacant(slot) = origins.entry(*peer) {
-                    slot.insert(self.origin(*peer, source_id).await);
+            // A busy sender sends runs of datagrams: its origin is looked up once a run.
+            let runs = || datagrams.chunk_by(|a, b| a.1 == b.1);
+            for run in runs() {
+                if let Entry::Vacant(slot) = origins.entry(run[0].1) {
+                    slot.insert(self.origin(run[0].1, source_id).await);
                 }
             }
             let recvd = UnixTime::now(&self.reader.ingest.local_zone);
             let today = Today::of(recvd);
             let mut msgs = kept.lend();
-            // A busy sender sends runs of datagrams: its origin is looked up once a run.
-            let mut last: Option<(Option<SocketAddr>, &Origin)> = None;
-            for (raw, peer) in &datagrams {
-                let origin = match last {
-                    Some((sender, origin)) if sender == *peer => origin,
-                    _ => &origins[peer],
-                };
-                last = Some((*peer, origin));
-                self.reader
-                    .ingest
-                    .push_message(raw, origin, recvd, today, &mut msgs);
+            for run in runs() {
+                let origin = &origins[&run[0].1];
+                for (raw, _) in run {
+                    self.reader
+                        .ingest
+                        .push_message(raw, origin, recvd, today, &mut msgs);
+                }
             }
             self.reader.counted.add(msgs.len());
             let Some(ack) = ctx
