@@ -7,6 +7,7 @@
 
 use crate::destinations::diskq::DiskBufferOptions;
 use crate::destinations::file::{FileDestination, FileOptions};
+use crate::destinations::file_name::NameReports;
 use crate::destinations::format::{Format, Formatter};
 use crate::destinations::network::{Failback, NetworkDestination, NetworkOptions, Transport};
 use crate::destinations::{Destination, Group};
@@ -721,6 +722,7 @@ impl Builder<'_> {
             source: self.stats.counter("source", name, "", "processed"),
             oversized: counter("oversized_messages"),
             framing_errors: counter("framing_errors"),
+            empty: counter("empty_messages"),
         };
         let connections = || counter("connections");
         let reader = |framing: Framing, window: u32| ReaderSpec {
@@ -728,6 +730,7 @@ impl Builder<'_> {
             log_msg_size: opts.log_msg_size,
             trim_large_messages: opts.trim_large_messages,
             window,
+            keep_empty: opts.empty_lines,
             budget: ReadBudget::new(READ_BUDGET),
             ingest: ingest.clone(),
             counted: counted.clone(),
@@ -1010,6 +1013,8 @@ impl Builder<'_> {
         driver: DriverName,
     ) -> Result<Arc<dyn Destination>, ConfigError> {
         let mut file: FileOptions = self.globals.file.clone();
+        file.log_fifo_size = self.globals.log_fifo_size;
+        file.time_reopen = self.globals.time_reopen;
         let mut format = FormatOptions::new(&self.globals);
         let mut persist_name: Option<String> = None;
         let mut disk_buffer: Option<DiskBufferOptions> = None;
@@ -1022,9 +1027,11 @@ impl Builder<'_> {
                 ));
             }
             match k.as_str() {
-                "flush_lines" | "flush_timeout" | "log_fifo_size" | "time_reopen" => {
+                "flush_lines" | "flush_timeout" => {
                     opt.u64()?;
                 }
+                "log_fifo_size" => file.log_fifo_size = opt.u64()?.max(1) as usize,
+                "time_reopen" => file.time_reopen = Duration::from_secs(opt.u64()?.max(1)),
                 "persist_name" => persist_name = Some(opt.string()?),
                 "disk_buffer" => disk_buffer = Some(disk_buffer_options(opt)?),
                 _ if format.apply(opt, &self.templates)? => {}
@@ -1078,8 +1085,21 @@ impl Builder<'_> {
         let counters = self
             .stats
             .destination(&driver.component, &driver.id, &path.text);
-        let mut dest =
-            FileDestination::file(label.clone(), path_template, formatter, file, counters);
+        let reports = NameReports::new(
+            label.as_str().into(),
+            self.stats
+                .counter(&driver.component, &driver.id, &path.text, "names_rewritten"),
+            self.stats
+                .counter(&driver.component, &driver.id, &path.text, "names_refused"),
+        );
+        let mut dest = FileDestination::file(
+            label.clone(),
+            path_template,
+            formatter,
+            file,
+            counters,
+            reports,
+        );
         if let Some(d) = disk_buffer {
             // Named after the destination and its file name (hashed: a template can be long).
             let name = persist_name.unwrap_or_else(|| {

@@ -28,15 +28,77 @@ pub struct Control {
     pub started: Instant,
 }
 
+/// The process at the other end of a unix socket connection.
+fn peer_pid(conn: &std::os::unix::net::UnixStream) -> Option<i32> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt(2) on an open socket, writing at most `len` bytes into `cred`.
+    let got = unsafe {
+        libc::getsockopt(
+            conn.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (got == 0 && cred.pid > 0).then_some(cred.pid)
+}
+
 /// The longest command line accepted.
 const MAX_LINE: u64 = 4096;
 
 impl Control {
-    /// Listens on `path` (replacing a stale socket) and serves commands until the task is
-    /// dropped.
-    pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
-        let _ = std::fs::remove_file(path);
-        UnixListener::bind(path)
+    /// Listens on `path`, readable and writable by sluice's user alone whatever the umask
+    /// (the socket can stop the server). A stale socket there is replaced; anything else — a
+    /// file that is not a socket, a socket a live server answers on — is refused, never
+    /// removed. Returns the listener and the socket's inode (see [`Control::remove`]).
+    pub fn bind(path: &Path) -> std::io::Result<(UnixListener, u64)> {
+        use std::io::{Error, ErrorKind};
+        use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if !meta.file_type().is_socket() => {
+                return Err(Error::new(
+                    ErrorKind::AlreadyExists,
+                    "something that is not a socket is there; sluice does not remove it",
+                ))
+            }
+            Ok(_) => {
+                if let Ok(live) = std::os::unix::net::UnixStream::connect(path) {
+                    let holder =
+                        peer_pid(&live).map_or(String::new(), |pid| format!(" (process {pid})"));
+                    return Err(Error::new(
+                        ErrorKind::AddrInUse,
+                        format!("a running server{holder} answers on it; stop it, or give this one another -c PATH"),
+                    ));
+                }
+                std::fs::remove_file(path)?;
+            }
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        // The socket is made with the umask's permissions: none for others from the start. A
+        // file another thread makes meanwhile gets no more than 0600 either, never more.
+        let old = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o177));
+        let bound = UnixListener::bind(path);
+        rustix::process::umask(old);
+        let listener = bound?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+        Ok((listener, std::fs::symlink_metadata(path)?.ino()))
+    }
+
+    /// Removes the control socket at `path` when it is still the one bound (`ino`): another
+    /// server may have taken the path since.
+    pub fn remove(path: &Path, ino: u64) {
+        use std::os::unix::fs::MetadataExt;
+        if std::fs::symlink_metadata(path).is_ok_and(|m| m.ino() == ino) {
+            let _ = std::fs::remove_file(path);
+        }
     }
 
     pub async fn serve(self: Arc<Self>, listener: UnixListener) {

@@ -296,10 +296,15 @@ async fn serve(
         .clone()
         .unwrap_or_else(|| opts.state_dir.join("sluice.ctl"));
     if opts.control.is_none() {
-        let _ = std::fs::create_dir_all(&opts.state_dir);
+        use std::os::unix::fs::DirBuilderExt;
+        // Disk buffers and the control socket live there: private.
+        let _ = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&opts.state_dir);
     }
     let control = match control::Control::bind(&ctl_path) {
-        Ok(listener) => Some(listener),
+        Ok(bound) => Some(bound),
         Err(e) if opts.control.is_some() => {
             return Err(e).with_context(|| {
                 format!("cannot create the control socket {}", ctl_path.display())
@@ -343,7 +348,8 @@ async fn serve(
         _ => None,
     };
     let mut services = tokio::task::JoinSet::new();
-    let control = control.map(|listener| {
+    let ctl_ino = control.as_ref().map(|(_, ino)| *ino);
+    let control = control.map(|(listener, _)| {
         let c = Arc::new(control::Control {
             stats: stats.clone(),
             dispatcher: ctx.dispatcher.clone(),
@@ -425,8 +431,20 @@ async fn serve(
         }
     }
     internal::notice(format!("sluice shutting down; version='{VERSION}'"));
+    // Stopping writes what was accepted, giving failing destinations a bounded grace; a
+    // second SIGTERM or SIGINT does not wait for it.
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        internal::error("a second signal: stopping at once; what was not written yet is lost");
+        std::process::exit(1);
+    });
     services.abort_all();
-    let _ = std::fs::remove_file(&ctl_path);
+    if let Some(ino) = ctl_ino {
+        control::Control::remove(&ctl_path, ino);
+    }
     let _ = running.globals_stop.send(true);
     for l in &running.listening {
         let _ = l.stop.send(true);

@@ -82,6 +82,8 @@ impl Globals {
                 dir_group: None,
                 fsync: false,
                 time_reap: Duration::from_secs(60),
+                log_fifo_size: 10_000,
+                time_reopen: Duration::from_secs(60),
             },
             local_zone: Zone::local().clone(),
             stats_level: 0,
@@ -399,6 +401,8 @@ fn lookup_id(name: &str, user: bool) -> Option<u32> {
 pub struct SourceOptions {
     pub flags: ParseFlags,
     pub no_parse: bool,
+    /// `flags(empty-lines)`: empty messages are kept (by default they are dropped, counted).
+    pub empty_lines: bool,
     pub store_raw_message: bool,
     pub keep_hostname: bool,
     pub chain_hostnames: bool,
@@ -449,6 +453,7 @@ impl SourceOptions {
                 ..ParseFlags::default()
             },
             no_parse: false,
+            empty_lines: false,
             store_raw_message: false,
             keep_hostname: g.keep_hostname,
             chain_hostnames: g.chain_hostnames,
@@ -594,10 +599,11 @@ impl SourceOptions {
         }
         match name.as_str() {
             "no_parse" => self.no_parse = true,
+            "empty_lines" => self.empty_lines = true,
             "store_raw_message" => self.store_raw_message = true,
             "kernel" => self.flags.local = true,
             "threaded" => {}
-            "empty_lines" | "no_rfc3164_fallback" | "guess_timezone" => {
+            "no_rfc3164_fallback" | "guess_timezone" => {
                 return Err(ConfigError::not_supported(
                     f.pos,
                     &format!("flags({})", f.text),

@@ -156,13 +156,38 @@ impl Template {
         }
     }
 
+    /// The text before the first macro or function (`/var/log/` of `/var/log/${HOST}.log`).
+    pub fn literal_prefix(&self) -> &[u8] {
+        match self.ops.first() {
+            Some(Op::Literal(l)) => l,
+            _ => b"",
+        }
+    }
+
     /// Appends the template's expansion for `msg` to `out`. `seq` is the destination's sequence
     /// number for the message (`$SEQNUM`, `$SDATA`); 0 outside destinations.
     pub fn append(&self, msg: &LogMessage, seq: u32, out: &mut Vec<u8>) {
+        self.append_with(msg, seq, out, |_, _| {});
+    }
+
+    /// [`Template::append`], calling `each_value(out, start)` after each macro, pair or
+    /// function has appended its part at `out[start..]` (literals are left alone): a file
+    /// name makes what a sender sent safe there (`destinations::file_name`).
+    pub fn append_with(
+        &self,
+        msg: &LogMessage,
+        seq: u32,
+        out: &mut Vec<u8>,
+        mut each_value: impl FnMut(&mut Vec<u8>, usize),
+    ) {
         for op in &self.ops {
             match op {
                 Op::Literal(bytes) => out.extend_from_slice(bytes),
-                Op::Call(call) => call.append(msg, seq, out),
+                Op::Call(call) => {
+                    let start = out.len();
+                    call.append(msg, seq, out);
+                    each_value(out, start);
+                }
                 Op::Value { value, default } => {
                     let start = out.len();
                     match value {
@@ -185,6 +210,7 @@ impl Template {
                             out.extend_from_slice(d);
                         }
                     }
+                    each_value(out, start);
                 }
             }
         }

@@ -32,7 +32,7 @@ use crate::stats::DestCounters;
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -322,7 +322,12 @@ fn recover(label: &str, dir: &Path) -> std::io::Result<Recovered> {
                     let aside = dir.join(format!("{id:020}.seg.damaged-at-{offset}"));
                     let mut rest = vec![0u8; (len - offset) as usize];
                     file.read_exact_at(&mut rest, offset)?;
-                    std::fs::write(&aside, &rest)?;
+                    OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .mode(0o600)
+                        .open(&aside)?
+                        .write_all(&rest)?;
                     file.set_len(offset)?;
                     file.sync_all()?;
                     internal::error(format!(
@@ -352,13 +357,18 @@ impl DiskQueue {
         opts: DiskBufferOptions,
         counters: DestCounters,
     ) -> std::io::Result<Arc<DiskQueue>> {
-        std::fs::create_dir_all(&dir)?;
+        // What a buffer holds is private: the directory 0700, its files 0600.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)?;
         let recovered = recover(&label, &dir)?;
         let position = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
+            .mode(0o600)
             .open(dir.join(POSITION_FILE))?;
         let first_live = segments(&dir)?
             .first()
@@ -798,6 +808,7 @@ impl SegmentWriter {
         let mut file = OpenOptions::new()
             .create(true)
             .append(true)
+            .mode(0o600)
             .open(segment_path(dir, at.segment))?;
         file.seek(SeekFrom::End(0))?;
         Ok(SegmentWriter { file, at })

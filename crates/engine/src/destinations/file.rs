@@ -8,14 +8,26 @@
 //! for one file into one `writev`), `fsync()`s when asked, closes files idle for `time-reap()`
 //! seconds, and keeps at most [`MAX_OPEN_PER_WRITER`] files open.
 //!
-//! A write that fails (disk full, permissions) is retried with backoff, holding the batch's
-//! acknowledgement: readers stop when their window is spent, nothing is dropped.
+//! File names are made and opened by [`super::file_name`]: beneath the template's root, whatever
+//! a sender sent.
+//!
+//! A failing file is a problem of that file alone; its writer goes on with its other files:
+//! - a file that cannot be opened (a name the system refuses, no permission, a link) is said
+//!   once with its name and reason, and its messages are dropped and counted until it can be;
+//! - a write that fails (disk full) is retried with backoff from the byte where it stopped, so
+//!   a line is never torn or written twice. Meanwhile the file keeps what it has and takes
+//!   more, up to `log-fifo-size()` messages for the writer's failing files; past that, messages
+//!   of paths without `flags(flow-control)` are dropped and counted, while flow-controlled ones
+//!   keep their readers' credits (backpressure, as the path asked);
+//! - a stopping writer tries its failing files for [`STOP_GRACE`] and then says what it could
+//!   not write.
 //!
 //! With `disk-buffer()`, readers queue each formatted message with its file name in the
 //! buffer instead ([`super::diskq`]), and a feeder thread hands what the buffer holds to the
 //! writers in order, recording it as sent once the writers have written it.
 
 use super::diskq::{DiskBufferOptions, DiskQueue};
+use super::file_name::{open_beneath, FileName, NameReports, OpenError, OpenRules};
 use super::format::Formatter;
 use super::queue::{Batch, BatchQueue};
 use super::{Destination, Outbox};
@@ -23,10 +35,8 @@ use crate::internal;
 use crate::stats::DestCounters;
 use crate::window::Ack;
 use sluice_model::{LogMessage, Template};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-use std::path::Path;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -46,7 +56,30 @@ pub struct FileOptions {
     pub dir_group: Option<u32>,
     pub fsync: bool,
     pub time_reap: Duration,
+    /// Messages a writer keeps for its failing files before it drops those of paths without
+    /// flow control.
+    pub log_fifo_size: usize,
+    /// The longest wait between two tries of a failing file.
+    pub time_reopen: Duration,
 }
+
+impl FileOptions {
+    fn open_rules(&self, regular_only: bool) -> OpenRules {
+        OpenRules {
+            create_dirs: self.create_dirs,
+            perm: self.perm,
+            dir_perm: self.dir_perm,
+            owner: self.owner,
+            group: self.group,
+            dir_owner: self.dir_owner,
+            dir_group: self.dir_group,
+            regular_only,
+        }
+    }
+}
+
+/// How long a stopping writer keeps trying its failing files.
+const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// Files one writer keeps open at most; past that the least recently written is closed.
 pub const MAX_OPEN_PER_WRITER: usize = 512;
@@ -153,6 +186,9 @@ struct Job {
     ack: Option<Ack>,
     /// The disk buffer feeder's count: dropped once written.
     written: Option<Written>,
+    /// The messages came through a path with `flags(flow-control)`: a failing file keeps them
+    /// and their credits rather than dropping them.
+    flow_control: bool,
 }
 
 impl Job {
@@ -162,7 +198,7 @@ impl Job {
         self.written.is_some() || self.ack.as_ref().is_some_and(Ack::acknowledged)
     }
 
-    fn new(ack: Option<&Ack>, written: Option<Written>) -> Job {
+    fn new(ack: Option<&Ack>, written: Option<Written>, flow_control: bool) -> Job {
         Job {
             data: Vec::new(),
             names: Strings::default(),
@@ -171,6 +207,7 @@ impl Job {
             messages: 0,
             ack: ack.cloned(),
             written,
+            flow_control,
         }
     }
 
@@ -341,7 +378,9 @@ impl KnownFiles {
 
 pub struct FileDestination {
     name: Arc<str>,
-    path: Option<Template>,
+    path: Option<FileName>,
+    /// Names rewritten to stay beneath the root, and names refused.
+    reports: Arc<NameReports>,
     formatter: Formatter,
     opts: Arc<FileOptions>,
     counters: DestCounters,
@@ -370,18 +409,35 @@ pub struct FileDestination {
 }
 
 /// Dropped by a writer with a job it wrote: counts down what a disk buffer's feeder waits for.
-struct Written(Arc<(Mutex<usize>, Condvar)>);
+struct Written(Arc<Feed>);
+
+/// What a disk buffer's feeder waits for: the jobs of one take not yet written.
+#[derive(Default)]
+struct Feed {
+    left: Mutex<usize>,
+    done: Condvar,
+    /// A stopping writer gave up on some: the take stays in the buffer.
+    lost: AtomicBool,
+}
+
+impl Written {
+    fn lost(&self) {
+        self.0.lost.store(true, Ordering::SeqCst);
+    }
+}
 
 impl Drop for Written {
     fn drop(&mut self) {
-        let (left, done) = &*self.0;
-        *left.lock().expect("feeder count lock") -= 1;
-        done.notify_all();
+        *self.0.left.lock().expect("feeder count lock") -= 1;
+        self.0.done.notify_all();
     }
 }
 
 /// Hands what a disk buffer holds to the writers in order; records it as sent once written.
+/// Stopping, it waits at most [`STOP_GRACE`] for writers whose files fail; what they did not
+/// write stays in the buffer.
 fn feed(
+    label: Arc<str>,
     buffer: Arc<dyn BatchQueue>,
     writers: Vec<mpsc::Sender<Msg>>,
     counters: DestCounters,
@@ -400,8 +456,10 @@ fn feed(
             }
             continue;
         }
-        let pending = Arc::new((Mutex::new(0usize), Condvar::new()));
-        let mut jobs: Vec<Job> = (0..writers.len()).map(|_| Job::new(None, None)).collect();
+        let pending = Arc::new(Feed::default());
+        let mut jobs: Vec<Job> = (0..writers.len())
+            .map(|_| Job::new(None, None, false))
+            .collect();
         for b in &batches {
             for i in 0..b.len() {
                 // Each message is its file name, a NUL, and the formatted line.
@@ -425,30 +483,56 @@ fn feed(
             // The writer takes these off `queued` when written, as it does for readers' jobs.
             job.count_queued(&counters);
             job.written = Some(Written(pending.clone()));
-            *pending.0.lock().expect("feeder count lock") += 1;
+            *pending.left.lock().expect("feeder count lock") += 1;
             // A writer that stopped drops the job, which counts it down all the same.
             let _ = writers[w].send(Msg::Job(job));
         }
-        let (left, done) = &*pending;
-        let mut left = left.lock().expect("feeder count lock");
+        let mut left = pending.left.lock().expect("feeder count lock");
+        let mut stopping_since: Option<Instant> = None;
         while *left > 0 {
-            left = done.wait(left).expect("feeder count lock");
+            left = (pending.done)
+                .wait_timeout(left, Duration::from_millis(500))
+                .expect("feeder count lock")
+                .0;
+            let stopping = buffer
+                .is_stopping()
+                .then(|| *stopping_since.get_or_insert_with(Instant::now));
+            if *left > 0 && stopping.is_some_and(|t| t.elapsed() >= STOP_GRACE) {
+                drop(left);
+                let said = buffer.abandon(&mut batches);
+                internal::error(format!("{label}: stopping while files fail: {said}"));
+                return;
+            }
         }
         drop(left);
+        if pending.lost.load(Ordering::SeqCst) {
+            let said = buffer.abandon(&mut batches);
+            internal::error(format!("{label}: stopping while files fail: {said}"));
+            return;
+        }
         buffer.done(&mut batches);
     }
 }
 
 impl FileDestination {
-    /// A `file()` destination; `path` is the file name template.
+    /// A `file()` destination; `path` is the file name template; `reports` counts the names
+    /// it rewrites or refuses.
     pub fn file(
         name: String,
         path: Template,
         formatter: Formatter,
         opts: FileOptions,
         counters: DestCounters,
+        reports: NameReports,
     ) -> FileDestination {
-        FileDestination::new(name, Some(path), formatter, opts, counters)
+        FileDestination::new(
+            name,
+            Some(FileName::new(path)),
+            formatter,
+            opts,
+            counters,
+            reports,
+        )
     }
 
     pub fn stdout(
@@ -457,19 +541,22 @@ impl FileDestination {
         opts: FileOptions,
         counters: DestCounters,
     ) -> FileDestination {
-        FileDestination::new(name, None, formatter, opts, counters)
+        let reports = NameReports::new(name.as_str().into(), Arc::default(), Arc::default());
+        FileDestination::new(name, None, formatter, opts, counters, reports)
     }
 
     fn new(
         name: String,
-        path: Option<Template>,
+        path: Option<FileName>,
         formatter: Formatter,
         opts: FileOptions,
         counters: DestCounters,
+        reports: NameReports,
     ) -> FileDestination {
         FileDestination {
             name: name.into(),
             path,
+            reports: Arc::new(reports),
             formatter,
             counters,
             opts: Arc::new(opts),
@@ -507,7 +594,12 @@ impl FileDestination {
             let msg = &msgs[i as usize];
             match (self.fixed_name(), &self.path) {
                 (Some(name), _) => batch.data.extend_from_slice(name),
-                (None, Some(t)) => t.append(msg, 0, &mut batch.data),
+                (None, Some(path)) => {
+                    let start = batch.data.len();
+                    if path.append(msg, &mut batch.data) {
+                        self.rewritten(path, &batch.data[start..], msg);
+                    }
+                }
                 (None, None) => unreachable!("standard output has a fixed name"),
             }
             batch.data.push(0);
@@ -537,10 +629,12 @@ impl FileDestination {
                     let (tx, rx) = mpsc::channel();
                     let writer = Writer::new(
                         target,
+                        self.root(),
                         self.opts.clone(),
                         self.opening.clone(),
                         self.name.clone(),
                         self.counters.clone(),
+                        self.reports.clone(),
                     );
                     let handle = std::thread::Builder::new()
                         .name(format!("writer-{i}"))
@@ -557,14 +651,41 @@ impl FileDestination {
     fn fixed_name(&self) -> Option<&[u8]> {
         match &self.path {
             None => Some(b"-"),
-            Some(t) => t.literal(),
+            Some(path) => path.template().literal(),
         }
+    }
+
+    /// Where the writers open files from, and whether its names are made from values.
+    fn root(&self) -> Root {
+        Root {
+            dir: self
+                .path
+                .as_ref()
+                .map_or(Arc::default(), |p| p.root().into()),
+            templated: self.fixed_name().is_none(),
+        }
+    }
+
+    /// Says that `name` was made for `msg` instead of what its values would make.
+    fn rewritten(&self, path: &FileName, name: &[u8], msg: &LogMessage) {
+        let mut as_sent = Vec::new();
+        path.append_as_sent(msg, &mut as_sent);
+        self.reports.rewritten(name, &as_sent, msg);
     }
 
     /// Formats the messages in one job per writer, each message after the previous one for
     /// its file, and returns the jobs that hold any.
-    fn group(&self, msgs: &[LogMessage], which: &[u32], ack: &Ack, writers: usize) -> Vec<Job> {
-        let mut jobs: Vec<Job> = (0..writers).map(|_| Job::new(Some(ack), None)).collect();
+    fn group(
+        &self,
+        msgs: &[LogMessage],
+        which: &[u32],
+        ack: &Ack,
+        flow_control: bool,
+        writers: usize,
+    ) -> Vec<Job> {
+        let mut jobs: Vec<Job> = (0..writers)
+            .map(|_| Job::new(Some(ack), None, flow_control))
+            .collect();
         let f = &self.formatter;
         if let Some(name) = self.fixed_name() {
             let job = &mut jobs[0];
@@ -578,10 +699,10 @@ impl FileDestination {
             f.learn_size(job.data.len(), which.len());
             return jobs;
         }
-        let template = self.path.as_ref().expect("templated file name");
+        let path = self.path.as_ref().expect("templated file name");
         // A file name made of one field of the message (`/var/log/${HOST}.log`) is known by
         // that field: the name is formatted when the file is new, not for every message.
-        let only = template.only_macro();
+        let only = path.template().only_macro();
         let mut known = self.known.get_or_default().borrow_mut();
         let k = &mut *known;
         k.start_read(writers);
@@ -590,11 +711,12 @@ impl FileDestination {
         for &i in which {
             let msg = &msgs[i as usize];
             let field = only.and_then(|m| m.in_place(msg));
+            let mut rewritten = false;
             let key: &[u8] = match field {
                 Some(value) => value,
                 None => {
                     name.clear();
-                    template.append(msg, 0, &mut name);
+                    rewritten = path.append(msg, &mut name);
                     &name
                 }
             };
@@ -604,10 +726,20 @@ impl FileDestination {
             let hash = name_hash(key);
             let at = match last {
                 Some(at) if k.files[at].key_hash == hash && k.keys.get(at) == key => at,
-                _ => k.find_or_add(key, hash, |made| match field {
-                    Some(_) => template.append(msg, 0, made),
-                    None => made.extend_from_slice(key),
-                }),
+                _ => {
+                    let mut new = false;
+                    let at = k.find_or_add(key, hash, |made| {
+                        match field {
+                            Some(_) => rewritten = path.append(msg, made),
+                            None => made.extend_from_slice(key),
+                        }
+                        new = true;
+                    });
+                    if new && rewritten {
+                        self.rewritten(path, k.names.get(at), msg);
+                    }
+                    at
+                }
             };
             last = Some(at);
             k.meet(at);
@@ -674,7 +806,7 @@ impl Destination for FileDestination {
             return;
         }
         let writers = self.writers();
-        for job in self.group(msgs, which, ack, writers.len()) {
+        for job in self.group(msgs, which, ack, flow_control, writers.len()) {
             let writer = writers[writer_of(job.name_hashes[0], writers.len())].clone();
             let label = self.name.clone();
             let counters = self.counters.clone();
@@ -701,7 +833,7 @@ impl Destination for FileDestination {
         // Writers first: taken over when they would work alike.
         if let Some(old) = old {
             let alike = old.opts == self.opts
-                && old.fixed_name().is_some() == self.fixed_name().is_some()
+                && old.root() == self.root()
                 && old.path.is_some() == self.path.is_some();
             if let Some(writers) = old.writers.get().filter(|_| alike) {
                 if !old.writers_taken.swap(true, Ordering::SeqCst) {
@@ -741,14 +873,15 @@ impl Destination for FileDestination {
         };
         let _ = self.buffer_dir.set(dir);
         let _ = self.buffer.set(buffer.clone());
-        let (writers, counters, retire) = (
+        let (label, writers, counters, retire) = (
+            self.name.clone(),
             self.writers().to_vec(),
             self.counters.clone(),
             self.retire.clone(),
         );
         let handle = std::thread::Builder::new()
             .name("disk-feeder".into())
-            .spawn(move || feed(buffer, writers, counters, retire))?;
+            .spawn(move || feed(label, buffer, writers, counters, retire))?;
         *self.feeder.lock().expect("feeder lock") = Some(handle);
         Ok(())
     }
@@ -794,6 +927,14 @@ impl Destination for FileDestination {
     }
 }
 
+/// Where a destination's writers open files: the root every name is beneath, and whether the
+/// names are made from values (then only regular files are written).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Root {
+    dir: Arc<[u8]>,
+    templated: bool,
+}
+
 /// A file a writer knows: its name, its descriptor while open, and what waits to be written
 /// to it, in order: pieces of held jobs and runs copied into `copied`.
 struct Slot {
@@ -806,7 +947,48 @@ struct Slot {
     pending: Vec<Piece>,
     copied: Vec<u8>,
     pending_bytes: usize,
+    pending_messages: usize,
+    /// While the file fails: what was said, and when to try again.
+    failure: Option<Failure>,
 }
+
+/// A file that failed to open or to take a write.
+struct Failure {
+    /// The error as said; said again only when it changes.
+    said: String,
+    retry_at: Instant,
+    backoff: Duration,
+}
+
+/// Why a file's pending pieces were not all written.
+enum Trouble {
+    Open(OpenError),
+    Write(std::io::Error),
+}
+
+/// Errors of opening that pass (no descriptor, no space, no memory, a directory not made yet
+/// with `create-dirs(no)`): the file keeps its messages and is tried again, as after a failed
+/// write. Any other error of opening is the file's own (a name too long, no permission, a
+/// link): its messages are dropped.
+fn passing(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::NotFound
+        || matches!(
+            e.raw_os_error(),
+            Some(
+                libc::EMFILE
+                    | libc::ENFILE
+                    | libc::ENOSPC
+                    | libc::EDQUOT
+                    | libc::ENOMEM
+                    | libc::EIO
+                    | libc::EAGAIN
+                    | libc::EINTR
+            )
+        )
+}
+
+/// The first wait before a failed file is tried again; it doubles up to `time-reopen()`.
+const FIRST_RETRY: Duration = Duration::from_millis(100);
 
 /// Bytes `start..end` waiting to be written to a file: of held job `job`, or of the file's
 /// `copied` buffer when `job` is `COPIED`.
@@ -855,10 +1037,12 @@ fn receive(
 /// One writer thread: the files whose names hash to it.
 struct Writer {
     target: Target,
+    root: Root,
     opts: Arc<FileOptions>,
     opening: Arc<Mutex<()>>,
     label: Arc<str>,
     counters: DestCounters,
+    reports: Arc<NameReports>,
     slots: Vec<Slot>,
     free: Vec<usize>,
     by_name: hashbrown::HashTable<usize>,
@@ -876,22 +1060,31 @@ struct Writer {
     held_awaited: usize,
     /// When the oldest piece still held arrived.
     held_since: Option<Instant>,
+    /// Messages pending in failing files; past `log-fifo-size()`, those of paths without flow
+    /// control are dropped.
+    failing_messages: usize,
+    /// The drop at `log-fifo-size()` was said (again once the failing files empty).
+    said_full: bool,
 }
 
 impl Writer {
     fn new(
         target: Target,
+        root: Root,
         opts: Arc<FileOptions>,
         opening: Arc<Mutex<()>>,
         label: Arc<str>,
         counters: DestCounters,
+        reports: Arc<NameReports>,
     ) -> Writer {
         Writer {
             target,
+            root,
             opts,
             opening,
             label,
             counters,
+            reports,
             slots: Vec::new(),
             free: Vec::new(),
             by_name: hashbrown::HashTable::new(),
@@ -903,6 +1096,8 @@ impl Writer {
             held_bytes: 0,
             held_awaited: 0,
             held_since: None,
+            failing_messages: 0,
+            said_full: false,
         }
     }
 
@@ -911,7 +1106,7 @@ impl Writer {
     /// over many files (a file per host) the shares are small and the writes cost more than
     /// the copying: then small shares wait for more, until the writer has had nothing new for
     /// `LINGER`, holds `MAX_HELD`, has held a share for `MAX_AGE`, or holds a job someone
-    /// waits to see written.
+    /// waits to see written. Failing files are tried when their wait is over.
     fn run(mut self, rx: mpsc::Receiver<Msg>) {
         let tick = self.opts.time_reap.min(Duration::from_secs(5));
         let mut last_reap = Instant::now();
@@ -921,16 +1116,14 @@ impl Writer {
                 self.reap();
                 last_reap = Instant::now();
             }
-            let wait = if self.dirty.is_empty() { tick } else { LINGER };
-            let mut next = match receive(&rx, wait, small) {
+            let mut next = match receive(&rx, self.wait(tick), small) {
                 Ok(Msg::Job(job)) => Some(job),
                 Ok(Msg::Reopen) => {
-                    self.write_all();
-                    self.close_all();
+                    self.reopen();
                     continue;
                 }
                 Ok(Msg::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    self.write_all();
+                    self.stop();
                     return;
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {
@@ -956,12 +1149,11 @@ impl Writer {
             }
             small = bytes < FILE_CHUNK;
             if stop {
-                self.write_all();
+                self.stop();
                 return;
             }
             if reopen {
-                self.write_all();
-                self.close_all();
+                self.reopen();
                 continue;
             }
             let small = self
@@ -978,6 +1170,84 @@ impl Writer {
         }
     }
 
+    /// How long to wait for work: until small shares are due, or a failing file's next try.
+    fn wait(&self, tick: Duration) -> Duration {
+        let mut wait = tick;
+        let now = Instant::now();
+        for &at in &self.dirty {
+            match &self.slots[at].failure {
+                None => return LINGER,
+                Some(f) => wait = wait.min(f.retry_at.saturating_duration_since(now)),
+            }
+        }
+        wait.max(Duration::from_millis(1))
+    }
+
+    /// `ctl reopen`, SIGUSR1: writes what is held, closes every file, and tries failing files
+    /// again at once (logrotate moved them; someone made room).
+    fn reopen(&mut self) {
+        let now = Instant::now();
+        for slot in &mut self.slots {
+            if let Some(f) = &mut slot.failure {
+                f.retry_at = now;
+            }
+        }
+        self.write_all();
+        self.close_all();
+    }
+
+    /// Writes what is queued. Files that fail are tried for [`STOP_GRACE`]; what they still
+    /// hold then is said and counted as dropped.
+    fn stop(&mut self) {
+        let deadline = Instant::now() + STOP_GRACE;
+        loop {
+            self.write_all();
+            let now = Instant::now();
+            if self.dirty.is_empty() || now >= deadline {
+                break;
+            }
+            std::thread::sleep(self.wait(deadline - now).min(deadline - now));
+        }
+        for at in std::mem::take(&mut self.dirty) {
+            let slot = &self.slots[at];
+            let buffered: u32 = slot
+                .pending
+                .iter()
+                .filter(|p| p.job != COPIED)
+                .filter(|p| {
+                    self.held[p.job as usize]
+                        .as_ref()
+                        .is_some_and(|h| h.job.written.is_some())
+                })
+                .map(|p| p.messages)
+                .sum();
+            let said = slot.failure.as_ref().map_or("", |f| f.said.as_str());
+            internal::error(format!(
+                "{}: stopping after {}s with {} messages for {} not written ({said}); {}",
+                self.label,
+                STOP_GRACE.as_secs(),
+                slot.pending_messages,
+                String::from_utf8_lossy(&slot.name),
+                if buffered > 0 {
+                    format!("{buffered} of them stay in the disk buffer, the rest are lost")
+                } else {
+                    "they are lost".to_string()
+                },
+            ));
+            for piece in &slot.pending {
+                if let Some(Held { job, .. }) =
+                    self.held.get(piece.job as usize).and_then(Option::as_ref)
+                {
+                    if let Some(w) = &job.written {
+                        w.lost();
+                    }
+                }
+            }
+            let bytes = slot.pending_bytes;
+            self.consume(at, bytes, true);
+        }
+    }
+
     /// Takes `job`'s runs into their files' pending pieces: runs under `COPY_BELOW` are copied
     /// into the file's buffer, longer ones keep the job until they are written. A job copied
     /// whole is let go at once.
@@ -989,6 +1259,10 @@ impl Writer {
     /// Memory stays bounded (by `MAX_HELD`, then by the windows again), and what the writer
     /// holds is in memory either way. Jobs someone waits to see written — a RELP
     /// acknowledgement, a disk buffer's feeder — keep theirs and are written at once.
+    ///
+    /// A run for a failing file is kept up to `log-fifo-size()` messages in the writer's
+    /// failing files, then dropped unless its path is flow-controlled; a flow-controlled job
+    /// with a run for a failing file keeps its credits until that file takes it.
     fn hold(&mut self, mut job: Job) {
         let at = match self.free_held.pop() {
             Some(at) => at,
@@ -999,6 +1273,9 @@ impl Writer {
         };
         // Beyond `MAX_HELD` jobs keep their credits until written, so nothing is copied.
         let copy = !job.awaited() && self.held_bytes < MAX_HELD;
+        let may_drop = !job.awaited() && !job.flow_control;
+        let mut keep_credits = false;
+        let (mut dropped, mut dropped_bytes) = (0u64, 0u64);
         let mut start = 0;
         let mut pieces = 0;
         let mut names = std::mem::take(&mut self.job_slots);
@@ -1010,11 +1287,22 @@ impl Writer {
         for run in &job.runs {
             let at_slot = names[run.name as usize];
             let slot = &mut self.slots[at_slot];
+            let len = run.end - start;
+            let failing = slot.failure.is_some();
+            if failing && may_drop && self.failing_messages >= self.opts.log_fifo_size {
+                dropped += u64::from(run.messages);
+                dropped_bytes += u64::from(len);
+                start = run.end;
+                continue;
+            }
             if slot.pending.is_empty() {
                 self.dirty.push(at_slot);
             }
-            let len = run.end - start;
-            if copy && (len as usize) < COPY_BELOW {
+            if failing {
+                self.failing_messages += run.messages as usize;
+                keep_credits |= job.flow_control;
+            }
+            if copy && !(failing && job.flow_control) && (len as usize) < COPY_BELOW {
                 let from = slot.copied.len() as u32;
                 slot.copied
                     .extend_from_slice(&job.data[start as usize..run.end as usize]);
@@ -1042,19 +1330,23 @@ impl Writer {
                 kept += len as usize;
             }
             slot.pending_bytes += len as usize;
+            slot.pending_messages += run.messages as usize;
             start = run.end;
         }
         self.job_slots = names;
+        if dropped > 0 {
+            self.count_dropped(dropped, dropped_bytes);
+        }
         self.held_since.get_or_insert_with(Instant::now);
         if pieces == 0 {
-            // All copied: the job goes, and its credits with it.
+            // All copied (or dropped): the job goes, and its credits with it.
             self.free_held.push(at);
             return;
         }
         self.held_bytes += kept;
         if job.awaited() {
             self.held_awaited += 1;
-        } else if self.held_bytes < MAX_HELD {
+        } else if self.held_bytes < MAX_HELD && !keep_credits {
             job.ack = None;
         }
         self.held[at] = Some(Held {
@@ -1064,19 +1356,39 @@ impl Writer {
         });
     }
 
+    /// Runs for failing files dropped at `log-fifo-size()`: counted, and said once until the
+    /// failing files are empty again.
+    fn count_dropped(&mut self, messages: u64, bytes: u64) {
+        let c = &self.counters;
+        c.dropped.fetch_add(messages, Ordering::Relaxed);
+        c.queued.fetch_sub(messages, Ordering::Relaxed);
+        c.memory_usage.fetch_sub(bytes, Ordering::Relaxed);
+        if !self.said_full {
+            self.said_full = true;
+            internal::error(format!(
+                "{}: files that fail hold log-fifo-size({}) messages; dropping what more comes for them on paths without flow-control (counted as dropped)",
+                self.label, self.opts.log_fifo_size
+            ));
+        }
+    }
+
     fn write_all(&mut self) {
         self.write_where(|_| true);
     }
 
-    /// Writes the pending pieces of the dirty files that `due` picks, then lets go of the
-    /// jobs whose pieces are all written.
+    /// Writes the pending pieces of the dirty files that `due` picks (failing files once
+    /// their wait is over), then lets go of the jobs whose pieces are all written.
     fn write_where(&mut self, due: impl Fn(&Slot) -> bool) {
         let dirty = std::mem::take(&mut self.dirty);
         let mut still = Vec::with_capacity(dirty.len());
+        let now = Instant::now();
         for at in dirty {
-            if due(&self.slots[at]) {
-                self.write_with_retry(at);
-            } else {
+            let slot = &self.slots[at];
+            let waiting = slot.failure.as_ref().is_some_and(|f| f.retry_at > now);
+            if due(slot) && !waiting {
+                self.flush(at);
+            }
+            if !self.slots[at].pending.is_empty() {
                 still.push(at);
             }
         }
@@ -1084,6 +1396,128 @@ impl Writer {
         if self.dirty.is_empty() {
             self.held_since = None;
         }
+    }
+
+    /// Writes file `at`'s pending pieces. What was written is let go even when the write
+    /// stopped early; the file then fails: see the module's comment.
+    fn flush(&mut self, at: usize) {
+        let (written, result) = self.write(at);
+        self.consume(at, written, false);
+        let trouble = match result {
+            Ok(()) => return self.recovered(at),
+            Err(trouble) => trouble,
+        };
+        self.close(at);
+        let name = String::from_utf8_lossy(&self.slots[at].name).into_owned();
+        match trouble {
+            Trouble::Open(e) if !passing(&e.error) => {
+                if e.refused {
+                    self.reports.refused(&self.slots[at].name);
+                }
+                let said = format!(
+                    "{}: cannot open {name}: {}; its messages are dropped (counted) until it can be opened",
+                    self.label, e.error
+                );
+                self.failed(at, said, true);
+                let bytes = self.slots[at].pending_bytes;
+                self.consume(at, bytes, true);
+            }
+            Trouble::Open(OpenError { error: e, .. }) | Trouble::Write(e) => {
+                let said = format!(
+                    "{}: error writing {name}: {e}; its messages are kept and it is tried again, at most every {}s",
+                    self.label,
+                    self.opts.time_reopen.as_secs()
+                );
+                self.failed(at, said, false);
+            }
+        }
+    }
+
+    /// File `at` failed: says so unless it was said last time, and sets its next try (at
+    /// once when its messages are dropped meanwhile, else after a growing wait).
+    fn failed(&mut self, at: usize, said: String, dropping: bool) {
+        let now = Instant::now();
+        let slot = &mut self.slots[at];
+        let backoff = match &slot.failure {
+            None => {
+                self.failing_messages += slot.pending_messages;
+                FIRST_RETRY
+            }
+            Some(f) => (f.backoff * 2).min(self.opts.time_reopen.max(FIRST_RETRY)),
+        };
+        if slot.failure.as_ref().is_none_or(|f| f.said != said) {
+            internal::error(said.clone());
+        }
+        let retry_at = if dropping { now } else { now + backoff };
+        slot.failure = Some(Failure {
+            said,
+            retry_at,
+            backoff,
+        });
+    }
+
+    /// File `at` took a write: if it was failing, say that it works again.
+    fn recovered(&mut self, at: usize) {
+        let slot = &mut self.slots[at];
+        if slot.failure.take().is_some() {
+            self.failing_messages -= slot.pending_messages;
+            if self.failing_messages == 0 {
+                self.said_full = false;
+            }
+            internal::notice(format!(
+                "{}: {} is written again",
+                self.label,
+                String::from_utf8_lossy(&slot.name)
+            ));
+        }
+    }
+
+    /// Takes `bytes` off the front of file `at`'s pending pieces, written or dropped: a piece
+    /// taken whole lets go of its share of its job, one taken in part starts later (the next
+    /// write goes on from the byte where the last stopped, so a line is never torn).
+    fn consume(&mut self, at: usize, bytes: usize, dropped: bool) {
+        let slot = &mut self.slots[at];
+        let mut pieces = std::mem::take(&mut slot.pending);
+        let (mut left, mut whole, mut messages) = (bytes, 0, 0u64);
+        for piece in &mut pieces {
+            let len = (piece.end - piece.start) as usize;
+            if len > left {
+                piece.start += left as u32;
+                left = 0;
+                break;
+            }
+            left -= len;
+            whole += 1;
+            messages += u64::from(piece.messages);
+        }
+        let taken = bytes - left;
+        slot.pending_bytes -= taken;
+        slot.pending_messages -= messages as usize;
+        if slot.failure.is_some() {
+            self.failing_messages -= messages as usize;
+        }
+        for piece in pieces.drain(..whole) {
+            if piece.job != COPIED {
+                self.piece_written(piece.job);
+            }
+        }
+        let slot = &mut self.slots[at];
+        slot.pending = pieces; // keeps its room
+        if slot.pending.is_empty() {
+            self.held_bytes -= slot.copied.len();
+            slot.copied.clear();
+            if slot.copied.capacity() > 2 * (FILE_CHUNK + COPY_BELOW) {
+                slot.copied = Vec::new(); // a burst's room is not kept
+            }
+        }
+        let c = &self.counters;
+        if dropped {
+            c.dropped.fetch_add(messages, Ordering::Relaxed);
+        } else {
+            c.written.fetch_add(messages, Ordering::Relaxed);
+        }
+        c.queued.fetch_sub(messages, Ordering::Relaxed);
+        c.memory_usage.fetch_sub(taken as u64, Ordering::Relaxed);
     }
 
     /// The job of a piece just written: one piece less; gone (acknowledged) at none.
@@ -1125,6 +1559,8 @@ impl Writer {
             pending: Vec::new(),
             copied: Vec::new(),
             pending_bytes: 0,
+            pending_messages: 0,
+            failure: None,
         };
         let at = match self.free.pop() {
             Some(at) => {
@@ -1141,51 +1577,9 @@ impl Writer {
         at
     }
 
-    fn write_with_retry(&mut self, slot: usize) {
-        let mut backoff = Duration::from_millis(100);
-        loop {
-            match self.write(slot) {
-                Ok(()) => {
-                    let s = &mut self.slots[slot];
-                    let mut pieces = std::mem::take(&mut s.pending);
-                    let (bytes, copied) = (s.pending_bytes, s.copied.len());
-                    s.pending_bytes = 0;
-                    s.copied.clear();
-                    if s.copied.capacity() > 2 * (FILE_CHUNK + COPY_BELOW) {
-                        s.copied = Vec::new(); // a burst's room is not kept
-                    }
-                    self.held_bytes -= copied;
-                    let mut messages = 0;
-                    for piece in &pieces {
-                        messages += u64::from(piece.messages);
-                        if piece.job != COPIED {
-                            self.piece_written(piece.job);
-                        }
-                    }
-                    self.counters.written.fetch_add(messages, Ordering::Relaxed);
-                    self.counters.queued.fetch_sub(messages, Ordering::Relaxed);
-                    self.counters
-                        .memory_usage
-                        .fetch_sub(bytes as u64, Ordering::Relaxed);
-                    pieces.clear();
-                    self.slots[slot].pending = pieces; // keeps its room
-                    return;
-                }
-                Err(e) => {
-                    let name = String::from_utf8_lossy(&self.slots[slot].name).into_owned();
-                    internal::error(format!(
-                        "{}: error writing {name}: {e}; retrying in {backoff:?}",
-                        self.label
-                    ));
-                    self.close(slot);
-                    std::thread::sleep(backoff);
-                    backoff = (backoff * 2).min(Duration::from_secs(60));
-                }
-            }
-        }
-    }
-
-    fn write(&mut self, slot: usize) -> std::io::Result<()> {
+    /// Writes file `at`'s pending pieces, opening it first if need be; says how many bytes
+    /// went out, whatever happened after.
+    fn write(&mut self, at: usize) -> (usize, Result<(), Trouble>) {
         fn pieces<'a>(
             pending: &[Piece],
             copied: &'a [u8],
@@ -1204,43 +1598,63 @@ impl Writer {
         }
         if let Target::Stdout = self.target {
             let mut out = std::io::stdout().lock();
-            let s = &self.slots[slot];
+            let s = &self.slots[at];
+            let mut written = 0;
             for piece in pieces(&s.pending, &s.copied, &self.held) {
-                out.write_all(&piece)?;
+                if let Err(e) = out.write_all(&piece) {
+                    return (written, Err(Trouble::Write(e)));
+                }
+                written += piece.len();
             }
-            return out.flush();
+            return (written, out.flush().map_err(Trouble::Write));
         }
-        if self.slots[slot].file.is_none() {
+        if self.slots[at].file.is_none() {
             if self.open >= MAX_OPEN_PER_WRITER {
                 self.close_least_recent();
             }
-            let name = &self.slots[slot].name;
-            let path =
-                Path::new(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(name));
-            let file = {
+            // Every name starts with the root: the template's text before its first macro.
+            let name = &self.slots[at].name;
+            let rest = name.strip_prefix(&*self.root.dir).unwrap_or(name);
+            let rules = self.opts.open_rules(self.root.templated);
+            let opened = {
                 let _turn = self.opening.lock().expect("opening lock");
-                open(path, &self.opts)?
+                open_beneath(&self.root.dir, rest, &rules)
             };
-            self.slots[slot].file = Some(file);
+            match opened {
+                Ok(file) => self.slots[at].file = Some(file),
+                Err(e) => return (0, Err(Trouble::Open(e))),
+            }
             self.open += 1;
         }
-        let s = &mut self.slots[slot];
+        let s = &mut self.slots[at];
         s.last_write = Instant::now();
         let mut slices = pieces(&s.pending, &s.copied, &self.held);
         let f = s.file.as_mut().expect("opened above");
         let mut slices = &mut slices[..];
+        let mut written = 0;
         while !slices.is_empty() {
             let upto = slices.len().min(IOV_MAX);
-            let n = f.write_vectored(&slices[..upto])?;
-            if n == 0 {
-                return Err(std::io::ErrorKind::WriteZero.into());
+            match f.write_vectored(&slices[..upto]) {
+                Ok(0) => {
+                    return (
+                        written,
+                        Err(Trouble::Write(std::io::ErrorKind::WriteZero.into())),
+                    )
+                }
+                Ok(n) => {
+                    written += n;
+                    std::io::IoSlice::advance_slices(&mut slices, n);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return (written, Err(Trouble::Write(e))),
             }
-            std::io::IoSlice::advance_slices(&mut slices, n);
         }
         if self.opts.fsync {
-            f.sync_data()?;
+            if let Err(e) = f.sync_data() {
+                return (written, Err(Trouble::Write(e)));
+            }
         }
-        Ok(())
+        (written, Ok(()))
     }
 
     fn close(&mut self, slot: usize) {
@@ -1265,6 +1679,7 @@ impl Writer {
             self.slots[at].free = true;
             self.slots[at].name = Vec::new();
             self.slots[at].copied = Vec::new();
+            self.slots[at].failure = None;
             self.free.push(at);
         }
     }
@@ -1279,53 +1694,13 @@ impl Writer {
     }
 }
 
-fn open(path: &Path, opts: &FileOptions) -> std::io::Result<File> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        if !dir.exists() {
-            if !opts.create_dirs {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    format!(
-                        "directory {} does not exist and create-dirs() is off",
-                        dir.display()
-                    ),
-                ));
-            }
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(opts.dir_perm.unwrap_or(0o700))
-                .create(dir)?;
-            chown(dir, opts.dir_owner, opts.dir_group);
-        }
-    }
-    let perm = opts.perm.unwrap_or(0o600);
-    let file = OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(perm)
-        .open(path)?;
-    if opts.perm.is_some() {
-        file.set_permissions(std::fs::Permissions::from_mode(perm))?;
-    }
-    chown(path, opts.owner, opts.group);
-    Ok(file)
-}
-
-fn chown(path: &Path, uid: Option<u32>, gid: Option<u32>) {
-    if uid.is_none() && gid.is_none() {
-        return;
-    }
-    if let Err(e) = std::os::unix::fs::chown(path, uid, gid) {
-        internal::warning(format!("cannot change owner of {}: {e}", path.display()));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     fn job(dir: &Path, runs: &[(&str, &[u8])], written: Option<Written>) -> Job {
-        let mut job = Job::new(None, written);
+        let mut job = Job::new(None, written, false);
         for &(file, data) in runs {
             let name = dir.join(file).into_os_string().into_encoded_bytes();
             let at = job.name_index(&name, name_hash(&name));
@@ -1334,6 +1709,23 @@ mod tests {
             job.close_run(at, 1);
         }
         job
+    }
+
+    /// A writer of files beneath `dir`.
+    fn writer(dir: &Path, opts: FileOptions, counters: &DestCounters) -> Writer {
+        let root = [dir.as_os_str().as_encoded_bytes(), b"/"].concat();
+        Writer::new(
+            Target::Files,
+            Root {
+                dir: root.into(),
+                templated: true,
+            },
+            Arc::new(opts),
+            Arc::default(),
+            "d".into(),
+            counters.clone(),
+            Arc::new(NameReports::new("d".into(), Arc::default(), Arc::default())),
+        )
     }
 
     /// What `group` gives each file for `frames` (as `$PROGRAM $MSG` lines), file by file;
@@ -1349,6 +1741,7 @@ mod tests {
             formatter,
             crate::options::Globals::new().file,
             DestCounters::default(),
+            NameReports::new("d".into(), Arc::default(), Arc::default()),
         );
         let msgs: Vec<LogMessage> = frames.iter().map(sluice_model::testing::message).collect();
         let which: Vec<u32> = (0..msgs.len() as u32).collect();
@@ -1356,8 +1749,8 @@ mod tests {
             .build()
             .unwrap()
             .block_on(crate::window::Window::new(100).take(1));
-        let first = files_of(d.group(&msgs, &which, &ack, 2));
-        assert_eq!(files_of(d.group(&msgs, &which, &ack, 2)), first);
+        let first = files_of(d.group(&msgs, &which, &ack, false, 2));
+        assert_eq!(files_of(d.group(&msgs, &which, &ack, false, 2)), first);
         first
     }
 
@@ -1467,18 +1860,12 @@ mod tests {
     fn small_runs_are_copied_and_every_file_keeps_its_order() {
         let scratch = tempfile::tempdir().unwrap();
         let dir = scratch.path();
-        let opts = crate::options::Globals::new().file;
         let counters = DestCounters::default();
-        let mut writer = Writer::new(
-            Target::Files,
-            Arc::new(opts),
-            Arc::default(),
-            "d".into(),
-            counters.clone(),
-        );
+        let mut writer = writer(dir, crate::options::Globals::new().file, &counters);
         let big = [b'b'; COPY_BELOW * 2];
         let big = [&big[..], b"\n"].concat();
-        let pending = Arc::new((Mutex::new(1usize), Condvar::new()));
+        let pending = Arc::new(Feed::default());
+        *pending.left.lock().unwrap() = 1;
         let jobs = [
             job(dir, &[("a", b"a1\n"), ("b", &big), ("a", b"a2\n")], None),
             job(dir, &[("b", b"b2\n"), ("a", b"a3\n")], None),
@@ -1497,11 +1884,149 @@ mod tests {
         let read = |f: &str| std::fs::read(dir.join(f)).unwrap();
         assert_eq!(read("a"), b"a1\na2\na3\na4\na5\n");
         assert_eq!(read("b"), [&big[..], b"b2\nb3\n"].concat());
-        assert_eq!(*pending.0.lock().unwrap(), 0, "the awaited job was let go");
+        assert_eq!(
+            *pending.left.lock().unwrap(),
+            0,
+            "the awaited job was let go"
+        );
         assert_eq!(writer.held.iter().flatten().count(), 0);
         assert_eq!(writer.held_bytes, 0);
         assert_eq!(counters.written.load(Ordering::Relaxed), 8);
         assert_eq!(counters.queued.load(Ordering::Relaxed), 0);
         assert_eq!(counters.memory_usage.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_opened_loses_its_own_messages_only() {
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path();
+        // A name the system refuses to open for writing: a directory is there.
+        std::fs::create_dir(dir.join("taken")).unwrap();
+        let counters = DestCounters::default();
+        let mut writer = writer(dir, crate::options::Globals::new().file, &counters);
+        for round in 0..3 {
+            let job = job(
+                dir,
+                &[("good", b"g\n"), ("taken", b"t\n"), ("good", b"g\n")],
+                None,
+            );
+            job.count_queued(&counters);
+            writer.hold(job);
+            writer.write_all();
+            let taken = writer.slot(&root_of(dir, "taken"), name_hash(&root_of(dir, "taken")));
+            assert!(writer.slots[taken].failure.is_some(), "round {round}");
+            assert!(
+                writer.dirty.is_empty(),
+                "nothing waits for the file: round {round}"
+            );
+        }
+        assert_eq!(std::fs::read(dir.join("good")).unwrap(), b"g\n".repeat(6));
+        assert_eq!(counters.written.load(Ordering::Relaxed), 6);
+        assert_eq!(counters.dropped.load(Ordering::Relaxed), 3);
+        assert_eq!(counters.queued.load(Ordering::Relaxed), 0);
+        assert_eq!(writer.failing_messages, 0);
+        // Once it can be opened, it is written again.
+        std::fs::remove_dir(dir.join("taken")).unwrap();
+        let job = job(dir, &[("taken", b"t\n")], None);
+        job.count_queued(&counters);
+        writer.hold(job);
+        writer.write_all();
+        assert_eq!(std::fs::read(dir.join("taken")).unwrap(), b"t\n");
+    }
+
+    fn root_of(dir: &Path, file: &str) -> Vec<u8> {
+        dir.join(file).into_os_string().into_encoded_bytes()
+    }
+
+    #[test]
+    fn a_failing_file_keeps_log_fifo_size_then_drops_what_is_not_flow_controlled() {
+        // Every write to /dev/full fails with ENOSPC, as on a full disk.
+        let counters = DestCounters::default();
+        let opts = FileOptions {
+            log_fifo_size: 3,
+            ..crate::options::Globals::new().file
+        };
+        let mut writer = Writer::new(
+            Target::Files,
+            Root {
+                dir: b"/dev/"[..].into(),
+                templated: false,
+            },
+            Arc::new(opts),
+            Arc::default(),
+            "d".into(),
+            counters.clone(),
+            Arc::new(NameReports::new("d".into(), Arc::default(), Arc::default())),
+        );
+        let full = |messages: usize, flow_control: bool| {
+            let mut job = Job::new(None, None, flow_control);
+            let at = job.name_index(b"/dev/full", name_hash(b"/dev/full"));
+            for _ in 0..messages {
+                job.data.extend_from_slice(b"line\n");
+                job.messages += 1;
+                job.close_run(at, 1);
+            }
+            job.count_queued(&counters);
+            job
+        };
+        writer.hold(full(2, false));
+        writer.write_all();
+        let slot = writer.slot(b"/dev/full", name_hash(b"/dev/full"));
+        assert!(writer.slots[slot].failure.is_some());
+        assert_eq!(writer.failing_messages, 2, "kept, to be tried again");
+        writer.hold(full(2, false));
+        assert_eq!(
+            writer.failing_messages, 4,
+            "kept: below log-fifo-size when it came"
+        );
+        writer.hold(full(2, false));
+        assert_eq!(counters.dropped.load(Ordering::Relaxed), 2);
+        writer.hold(full(2, true));
+        assert_eq!(
+            writer.failing_messages, 6,
+            "a flow-controlled path's are kept"
+        );
+        assert_eq!(writer.dirty, vec![slot]);
+        // Its next try waits; the writer sleeps until then, not on every round.
+        assert!(writer.wait(Duration::from_secs(5)) > Duration::from_millis(50));
+    }
+
+    #[test]
+    fn a_write_that_stopped_goes_on_from_the_byte_where_it_stopped() {
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path();
+        let counters = DestCounters::default();
+        let mut writer = writer(dir, crate::options::Globals::new().file, &counters);
+        let long = [b'x'; COPY_BELOW * 2];
+        let long = [&long[..], b"\n"].concat();
+        let job = job(
+            dir,
+            &[
+                ("f", b"Nov 24 12:00:00 one\n"),
+                ("f", &long),
+                ("f", b"three\n"),
+            ],
+            None,
+        );
+        job.count_queued(&counters);
+        writer.hold(job);
+        let slot = writer.slot(&root_of(dir, "f"), name_hash(&root_of(dir, "f")));
+        // As if the kernel took the first 6 bytes, then the disk was full: they are in the
+        // file, and what follows them is what is still to write.
+        std::fs::write(dir.join("f"), b"Nov 24").unwrap();
+        writer.consume(slot, 6, false);
+        assert_eq!(
+            counters.written.load(Ordering::Relaxed),
+            0,
+            "no line is whole yet"
+        );
+        writer.write_all();
+        let mut expected = b"Nov 24 12:00:00 one\n".to_vec();
+        expected.extend_from_slice(&long);
+        expected.extend_from_slice(b"three\n");
+        assert_eq!(std::fs::read(dir.join("f")).unwrap(), expected);
+        assert_eq!(counters.written.load(Ordering::Relaxed), 3);
+        assert_eq!(counters.memory_usage.load(Ordering::Relaxed), 0);
+        assert_eq!(writer.held_bytes, 0);
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod diskq;
 pub mod file;
+pub mod file_name;
 pub mod format;
 pub mod network;
 pub mod queue;

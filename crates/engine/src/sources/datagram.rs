@@ -98,6 +98,10 @@ impl DatagramSource {
                 match try_recv(&bound, &mut buf) {
                     Ok((n, peer)) => {
                         let mut raw = buf.split_to(n).freeze();
+                        if raw.is_empty() && !self.reader.keep_empty {
+                            self.reader.counted.empty.fetch_add(1, Ordering::Relaxed);
+                            continue;
+                        }
                         // A datagram longer than log-msg-size() is cut, as syslog-ng's buffer cuts it.
                         if raw.len() > self.reader.log_msg_size {
                             raw.truncate(self.reader.log_msg_size);

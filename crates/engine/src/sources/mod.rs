@@ -38,14 +38,21 @@ pub struct UnixSocket {
 }
 
 impl UnixSocket {
-    /// Makes room for the socket: its directory exists, a stale socket file is gone.
+    /// Makes room for the socket: its directory exists, a stale socket is gone. Anything
+    /// else at the path (a file, a directory, a link) is left and refused.
     pub fn prepare(&self) -> std::io::Result<()> {
+        use std::os::unix::fs::FileTypeExt;
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        match std::fs::remove_file(&self.path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
+        match std::fs::symlink_metadata(&self.path) {
+            Ok(meta) if meta.file_type().is_socket() => std::fs::remove_file(&self.path),
+            Ok(_) => Err(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "something that is not a socket is there; sluice does not remove it",
+            )),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
         }
     }
 
@@ -73,6 +80,8 @@ pub struct ReaderSpec {
     pub trim_large_messages: bool,
     /// Credits of one reader (`log-iw-size()` shared among `max-connections()`).
     pub window: u32,
+    /// `flags(empty-lines)`: keep empty frames as messages.
+    pub keep_empty: bool,
     /// What the source's readers may hold in large reads, all connections together.
     pub budget: ReadBudget,
     pub ingest: Arc<Ingest>,
@@ -89,6 +98,8 @@ pub struct SourceCounters {
     pub oversized: Arc<AtomicU64>,
     /// Connections closed for a frame or PROXY header that cannot be read: `framing_errors`.
     pub framing_errors: Arc<AtomicU64>,
+    /// Empty lines, lone NULs and zero-length frames dropped: `empty_messages`.
+    pub empty: Arc<AtomicU64>,
 }
 
 impl SourceCounters {
@@ -275,7 +286,19 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
         } else if n < read_size / 4 && read_size > MIN_READ {
             read_size /= 2;
         }
-        let decoded = decoder.decode(&buf, eof, |f| frames.push(f));
+        // Empty lines, lone NULs and zero-length frames are no messages (as in syslog-ng),
+        // unless `flags(empty-lines)`.
+        let mut empty = 0;
+        let decoded = decoder.decode(&buf, eof, |f| {
+            if f.range.is_empty() && !spec.keep_empty {
+                empty += 1;
+            } else {
+                frames.push(f);
+            }
+        });
+        if empty > 0 {
+            spec.counted.empty.fetch_add(empty, Ordering::Relaxed);
+        }
         // A framing error ends the connection, but the frames cut before it were accepted.
         let (consumed, failed) = match decoded {
             Ok(consumed) => (consumed, false),

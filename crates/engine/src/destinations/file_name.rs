@@ -1,0 +1,666 @@
+//! File names made from templates, and opening them: what a sender sends never chooses where
+//! sluice writes.
+//!
+//! The *root* of a `file()` name is the directory part of its template before the first macro
+//! or function: `/var/log/hosts/` of `/var/log/hosts/${HOST}/${YEAR}.log`, `/var/log/` of
+//! `/var/log/host-${HOST}.log`, the working directory of `${HOST}.log`. Whatever the values, the
+//! file is beneath the root, and the message is still written:
+//!
+//! - in each value substituted into the name (a macro, a name-value pair, a function's result),
+//!   `/`, NUL and the other control bytes become `_`, as `$(sanitize)` makes them;
+//! - after the root, a component that is `.` or `..` becomes `_` or `__`, and one longer than
+//!   `NAME_MAX` is cut and ends in `~` and 16 hex digits of the hash of the whole component;
+//! - the file is opened beneath the root one directory at a time ([`open_beneath`]), never
+//!   through a symbolic link below the root; a link at the file's own name is followed only
+//!   when root or sluice's own user made it (`/dev/stdout`), never one another user planted.
+//!
+//! So a name can be rewritten (counted, and said once per name with the sender's address) but
+//! not lead outside the root. `docs/compatibility.md` compares this with syslog-ng, which drops
+//! such messages.
+
+use sluice_model::{LogMessage, Template};
+use std::collections::HashSet;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rustix::fs::{AtFlags, Mode, OFlags, CWD};
+
+/// The longest name of one directory entry (Linux's `NAME_MAX`).
+pub const NAME_MAX: usize = 255;
+
+/// A `file()` name template and the root its values cannot leave.
+#[derive(Clone, Debug)]
+pub struct FileName {
+    template: Template,
+    /// The root: this many bytes at the start of every name the template makes.
+    root_len: usize,
+}
+
+impl FileName {
+    pub fn new(template: Template) -> FileName {
+        let prefix = template.literal_prefix();
+        let root_len = match template.literal() {
+            // A name without macros: its directory is the root.
+            Some(name) => name.iter().rposition(|&b| b == b'/').map_or(0, |at| at + 1),
+            None => prefix
+                .iter()
+                .rposition(|&b| b == b'/')
+                .map_or(0, |at| at + 1),
+        };
+        FileName { template, root_len }
+    }
+
+    pub fn template(&self) -> &Template {
+        &self.template
+    }
+
+    /// The directory every name is beneath, as written (empty: the working directory).
+    pub fn root(&self) -> &[u8] {
+        match self.template.literal() {
+            Some(name) => &name[..self.root_len],
+            None => &self.template.literal_prefix()[..self.root_len],
+        }
+    }
+
+    /// Appends the name of `msg`'s file to `out`; says whether a value had to be changed to
+    /// keep it beneath the root (see the module's rules).
+    pub fn append(&self, msg: &LogMessage, out: &mut Vec<u8>) -> bool {
+        let start = out.len();
+        let mut changed = false;
+        self.template.append_with(msg, 0, out, |out, from| {
+            changed |= sanitize_value(&mut out[from..]);
+        });
+        changed | fix_components(out, start + self.root_len)
+    }
+
+    /// What the name would be without the rules: to say what a rewritten name came from.
+    pub fn append_as_sent(&self, msg: &LogMessage, out: &mut Vec<u8>) {
+        self.template.append(msg, 0, out);
+    }
+}
+
+/// Names said in internal messages at most; past that they are only counted.
+const MAX_SAID: usize = 10_000;
+
+/// Counts the file names that had to be rewritten or were refused (`sluice ctl stats`:
+/// `names_rewritten`, `names_refused`) and says each once, with the sender's address.
+#[derive(Debug)]
+pub struct NameReports {
+    label: Arc<str>,
+    rewritten: Arc<AtomicU64>,
+    refused: Arc<AtomicU64>,
+    said: Mutex<HashSet<Vec<u8>>>,
+}
+
+impl NameReports {
+    pub fn new(label: Arc<str>, rewritten: Arc<AtomicU64>, refused: Arc<AtomicU64>) -> NameReports {
+        NameReports {
+            label,
+            rewritten,
+            refused,
+            said: Mutex::default(),
+        }
+    }
+
+    /// True the first time `name` is met for `what` (`b'w'`ritten elsewhere, `b'r'`efused),
+    /// and always past [`MAX_SAID`] names.
+    fn first_time(&self, what: u8, name: &[u8]) -> bool {
+        let key = [&[what][..], name].concat();
+        let mut said = self.said.lock().expect("names said lock");
+        if said.len() >= MAX_SAID {
+            return !said.contains(&key);
+        }
+        said.insert(key)
+    }
+
+    /// `name` was written instead of `as_sent`, what the values of `msg` would have made.
+    pub fn rewritten(&self, name: &[u8], as_sent: &[u8], msg: &LogMessage) {
+        if !self.first_time(b'w', name) {
+            return;
+        }
+        self.rewritten.fetch_add(1, Ordering::Relaxed);
+        let sender = match msg.origin.peer {
+            Some(peer) => peer.ip().to_string(),
+            None => format!("the local source {}", msg.origin.source_name),
+        };
+        crate::internal::warning(format!(
+            "{}: a message from {sender} names the file \"{}\"; written to \"{}\" (values in a file name cannot leave its directory, hold '/' or control bytes, or be '.', '..' or longer than {NAME_MAX} bytes)",
+            self.label,
+            String::from_utf8_lossy(as_sent).escape_debug(),
+            String::from_utf8_lossy(name).escape_debug(),
+        ));
+    }
+
+    /// `name` was refused for what is at its place (`why`); counted once.
+    pub fn refused(&self, name: &[u8]) {
+        if self.first_time(b'r', name) {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// `/`, NUL and the other control bytes (and DEL) become `_`.
+fn sanitize_value(value: &mut [u8]) -> bool {
+    let mut changed = false;
+    for b in value {
+        if *b == b'/' || *b < 0x20 || *b == 0x7f {
+            *b = b'_';
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// Makes each component of `path[from..]` a plain name: `.` → `_`, `..` → `__`, longer than
+/// [`NAME_MAX`] → cut, with `~` and a hash of the whole. Empty components (`a//b`) are left:
+/// they name nothing.
+fn fix_components(path: &mut Vec<u8>, from: usize) -> bool {
+    let mut changed = false;
+    let mut start = from;
+    while start <= path.len() {
+        let end = memchr::memchr(b'/', &path[start..]).map_or(path.len(), |at| start + at);
+        let component = &mut path[start..end];
+        match component {
+            [b'.'] | [b'.', b'.'] => {
+                component.fill(b'_');
+                changed = true;
+            }
+            _ if component.len() > NAME_MAX => {
+                let short = shorten(component);
+                let cut = short.len();
+                path.splice(start..end, short);
+                changed = true;
+                start += cut + 1;
+                continue;
+            }
+            _ => {}
+        }
+        start = end + 1;
+    }
+    changed
+}
+
+/// A component cut to [`NAME_MAX`]: its start (ending on a character boundary when it is
+/// UTF-8), `~`, and 16 hex digits of the SHA-1 of the whole, so that two long names that
+/// start alike stay two files, the same in every run.
+fn shorten(component: &[u8]) -> Vec<u8> {
+    use sha1::Digest;
+    const SUFFIX: usize = 17;
+    let mut keep = NAME_MAX - SUFFIX;
+    // Back up to the start of a UTF-8 character (at most three continuation bytes).
+    for _ in 0..3 {
+        if component[keep] & 0xc0 == 0x80 {
+            keep -= 1;
+        }
+    }
+    let digest = sha1::Sha1::digest(component);
+    let mut short = component[..keep].to_vec();
+    short.push(b'~');
+    for b in &digest[..8] {
+        short.extend_from_slice(format!("{b:02x}").as_bytes());
+    }
+    short
+}
+
+/// How a file beneath the root is made and opened: `file()`'s options that govern it.
+#[derive(Clone, Copy, Debug)]
+pub struct OpenRules {
+    pub create_dirs: bool,
+    pub perm: Option<u32>,
+    pub dir_perm: Option<u32>,
+    pub owner: Option<u32>,
+    pub group: Option<u32>,
+    pub dir_owner: Option<u32>,
+    pub dir_group: Option<u32>,
+    /// The name is made from values: only a regular file is written (never a FIFO or a
+    /// device that a local user put where a sender's name leads).
+    pub regular_only: bool,
+}
+
+/// Why a file could not be opened.
+#[derive(Debug)]
+pub struct OpenError {
+    pub error: io::Error,
+    /// The file was refused for what is at its name (a link, not a regular file), not for an
+    /// error of the system: counted as a refused name.
+    pub refused: bool,
+}
+
+impl From<io::Error> for OpenError {
+    fn from(error: io::Error) -> OpenError {
+        OpenError {
+            error,
+            refused: false,
+        }
+    }
+}
+
+impl From<rustix::io::Errno> for OpenError {
+    fn from(errno: rustix::io::Errno) -> OpenError {
+        io::Error::from(errno).into()
+    }
+}
+
+impl std::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+fn refused(text: String) -> OpenError {
+    OpenError {
+        error: io::Error::other(text),
+        refused: true,
+    }
+}
+
+/// Opens `root` + `rest` to append, beneath `root`: `root` is the administrator's (opened as
+/// written, made with `create_dirs`), `rest` is walked one directory at a time, each opened
+/// with `O_NOFOLLOW` relative to the one before and made when missing. Returns the file and
+/// whether it was made now: only a file sluice made gets `perm()`, `owner()` and `group()`.
+pub fn open_beneath(root: &[u8], rest: &[u8], rules: &OpenRules) -> Result<File, OpenError> {
+    let root_path = if root.is_empty() { &b"."[..] } else { root };
+    let dir_flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let mut dir = match rustix::fs::openat(CWD, root_path, dir_flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT) if rules.create_dirs => {
+            let path = std::path::Path::new(std::ffi::OsStr::from_bytes(root_path));
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(rules.dir_perm.unwrap_or(0o700))
+                .create(path)?;
+            rustix::fs::openat(CWD, root_path, dir_flags, Mode::empty())?
+        }
+        Err(rustix::io::Errno::NOENT) => return Err(missing_dir(root_path).into()),
+        Err(e) => return Err(e.into()),
+    };
+    let mut components = rest.split(|&b| b == b'/').filter(|c| !c.is_empty());
+    let Some(mut name) = components.next() else {
+        return Err(
+            io::Error::new(io::ErrorKind::InvalidInput, "the file name is a directory").into(),
+        );
+    };
+    for next in components {
+        dir = open_dir(&dir, name, rules)?;
+        name = next;
+    }
+    open_file(&dir, name, rules)
+}
+
+fn missing_dir(path: &[u8]) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotFound,
+        format!(
+            "directory {} does not exist and create-dirs() is off",
+            String::from_utf8_lossy(path)
+        ),
+    )
+}
+
+/// The directory `name` in `dir`, made when missing and `create-dirs(yes)`; never a link.
+fn open_dir(dir: &OwnedFd, name: &[u8], rules: &OpenRules) -> Result<OwnedFd, OpenError> {
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    for _ in 0..2 {
+        match rustix::fs::openat(dir, name, flags, Mode::empty()) {
+            Ok(fd) => return Ok(fd),
+            Err(rustix::io::Errno::NOENT) if rules.create_dirs => {
+                let mode = Mode::from_raw_mode(rules.dir_perm.unwrap_or(0o700));
+                match rustix::fs::mkdirat(dir, name, mode) {
+                    Ok(()) => {
+                        chown_dir(dir, name, rules.dir_owner, rules.dir_group);
+                        return Ok(rustix::fs::openat(dir, name, flags, Mode::empty())?);
+                    }
+                    // Made meanwhile by another writer: open it.
+                    Err(rustix::io::Errno::EXIST) => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Err(rustix::io::Errno::NOENT) => return Err(missing_dir(name).into()),
+            Err(rustix::io::Errno::NOTDIR | rustix::io::Errno::LOOP) if is_link(dir, name) => {
+                return Err(refused(format!(
+                    "{} is a symbolic link; sluice does not follow links beneath a file name's root",
+                    String::from_utf8_lossy(name)
+                )));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(io::Error::other("the directory keeps changing").into())
+}
+
+fn is_link(dir: &OwnedFd, name: &[u8]) -> bool {
+    rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+        .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFLNK)
+}
+
+/// The file `name` in `dir`, opened to append: made (with `perm()`, `owner()`, `group()`) when
+/// missing; a link is followed only when root or sluice's user owns it.
+fn open_file(dir: &OwnedFd, name: &[u8], rules: &OpenRules) -> Result<File, OpenError> {
+    let append = OFlags::WRONLY | OFlags::APPEND | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let mode = Mode::from_raw_mode(rules.perm.unwrap_or(0o600));
+    for _ in 0..2 {
+        let create = append | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW;
+        match rustix::fs::openat(dir, name, create, mode) {
+            Ok(fd) => {
+                let file = File::from(fd);
+                // The mode went through the umask: set it as asked.
+                if let Some(perm) = rules.perm {
+                    file.set_permissions(std::fs::Permissions::from_mode(perm))?;
+                }
+                chown(&file, rules.owner, rules.group, name);
+                return Ok(file);
+            }
+            Err(rustix::io::Errno::EXIST) => {}
+            Err(e) => return Err(e.into()),
+        }
+        // There already: open it as it is, without following a link, and without waiting for
+        // a reader when it is a FIFO (checked below).
+        let existing = if rules.regular_only {
+            append | OFlags::NOFOLLOW | OFlags::NONBLOCK
+        } else {
+            append | OFlags::NOFOLLOW
+        };
+        let fd = match rustix::fs::openat(dir, name, existing, Mode::empty()) {
+            Ok(fd) => fd,
+            // Removed meanwhile: make it.
+            Err(rustix::io::Errno::NOENT) => continue,
+            Err(rustix::io::Errno::LOOP) => follow_trusted_link(dir, name, append)?,
+            // A FIFO without a reader.
+            Err(rustix::io::Errno::NXIO) if rules.regular_only => return Err(not_regular(name)),
+            Err(e) => return Err(e.into()),
+        };
+        let file = File::from(fd);
+        if rules.regular_only {
+            if !file.metadata()?.file_type().is_file() {
+                return Err(not_regular(name));
+            }
+            rustix::fs::fcntl_setfl(&file, OFlags::APPEND)?;
+        }
+        return Ok(file);
+    }
+    Err(io::Error::other("the file keeps changing").into())
+}
+
+fn not_regular(name: &[u8]) -> OpenError {
+    refused(format!(
+        "{} is not a regular file; a file name made from values is only written to a regular file",
+        String::from_utf8_lossy(name)
+    ))
+}
+
+/// Opens what the link `name` in `dir` points to, when root or sluice's own user made the
+/// link (`/dev/stdout`): a link another user planted where a log file was is refused. The
+/// link is held open while its target is read, so it cannot be swapped in between.
+fn follow_trusted_link(dir: &OwnedFd, name: &[u8], append: OFlags) -> Result<OwnedFd, OpenError> {
+    let link = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let owner = File::from(link.try_clone()?).metadata()?.uid();
+    let me = rustix::process::geteuid().as_raw();
+    if owner != 0 && owner != me {
+        return Err(refused(format!(
+            "{} is a symbolic link made by user {owner}; sluice follows a link at a log file's name only when root or its own user made it",
+            String::from_utf8_lossy(name)
+        )));
+    }
+    let target = rustix::fs::readlinkat(&link, "", Vec::new())?;
+    // A relative target is relative to the link's directory.
+    Ok(rustix::fs::openat(
+        dir,
+        target.as_c_str(),
+        append,
+        Mode::empty(),
+    )?)
+}
+
+fn chown(fd: &impl AsFd, uid: Option<u32>, gid: Option<u32>, name: &[u8]) {
+    if uid.is_none() && gid.is_none() {
+        return;
+    }
+    if let Err(e) = std::os::unix::fs::fchown(fd, uid, gid) {
+        owner_warning(name, e);
+    }
+}
+
+/// `dir-owner()`, `dir-group()` of a directory just made (`dir` holds it).
+fn chown_dir(dir: &OwnedFd, name: &[u8], uid: Option<u32>, gid: Option<u32>) {
+    if uid.is_none() && gid.is_none() {
+        return;
+    }
+    let uid = uid.map(rustix::process::Uid::from_raw_unchecked);
+    let gid = gid.map(rustix::process::Gid::from_raw_unchecked);
+    if let Err(e) = rustix::fs::chownat(dir, name, uid, gid, AtFlags::SYMLINK_NOFOLLOW) {
+        owner_warning(name, e.into());
+    }
+}
+
+fn owner_warning(name: &[u8], e: io::Error) {
+    crate::internal::warning(format!(
+        "cannot change owner of {}: {e}",
+        String::from_utf8_lossy(name)
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn name(template: &str, frame: &str) -> (String, bool) {
+        let path = FileName::new(Template::compile(template).unwrap());
+        let msg = sluice_model::testing::message(frame);
+        let mut out = b"ignored:".to_vec();
+        let changed = path.append(&msg, &mut out);
+        (String::from_utf8(out[8..].to_vec()).unwrap(), changed)
+    }
+
+    #[test]
+    fn the_root_is_the_directory_before_the_first_macro() {
+        let root = |t: &str| {
+            String::from_utf8(FileName::new(Template::compile(t).unwrap()).root().to_vec()).unwrap()
+        };
+        assert_eq!(
+            root("/var/log/hosts/${HOST}/${YEAR}.log"),
+            "/var/log/hosts/"
+        );
+        assert_eq!(root("/var/log/host-${HOST}.log"), "/var/log/");
+        assert_eq!(root("/var/log/messages"), "/var/log/");
+        assert_eq!(root("logs/$(lowercase $HOST).log"), "logs/");
+        assert_eq!(root("${HOST}.log"), "");
+    }
+
+    #[test]
+    fn values_cannot_leave_the_root() {
+        let t = "/l/${HOST}/${PROGRAM}.log";
+        // The reproductions: a host of `../..`, a program of `../../x`.
+        assert_eq!(
+            name(t, "<13>Nov 24 10:00:00 host ../../x: m"),
+            ("/l/host/.._.._x.log".into(), true)
+        );
+        assert_eq!(
+            name("/l/${PROGRAM}/a.log", "<13>Nov 24 10:00:00 host ..: m"),
+            ("/l/__/a.log".into(), true)
+        );
+        assert_eq!(
+            name("/l/${PROGRAM}/a.log", "<13>Nov 24 10:00:00 host .: m"),
+            ("/l/_/a.log".into(), true)
+        );
+        // A dot next to a literal dot makes `..` only with it: still a name.
+        assert_eq!(
+            name("/l/.${PROGRAM}/a.log", "<13>Nov 24 10:00:00 host .: m"),
+            ("/l/__/a.log".into(), true)
+        );
+        // Percent-encoding is not decoded; NUL and control bytes are replaced.
+        assert_eq!(
+            name("/l/${PROGRAM}.log", "<13>Nov 24 10:00:00 host %2e%2e%2f: m"),
+            ("/l/%2e%2e%2f.log".into(), false)
+        );
+        assert_eq!(
+            name(
+                "/l/${MSG}.log",
+                "<13>Nov 24 10:00:00 host p: a\u{1}b\u{7f}c"
+            ),
+            ("/l/a_b_c.log".into(), true)
+        );
+        // Ordinary names are left as they are.
+        assert_eq!(
+            name(t, "<13>Nov 24 10:00:00 web-1.example.org sshd[1]: m"),
+            ("/l/web-1.example.org/sshd.log".into(), false)
+        );
+    }
+
+    #[test]
+    fn a_long_component_is_cut_with_a_hash_of_the_whole() {
+        let long = "p".repeat(300);
+        let (made, changed) = name("/l/${MSG}.log", &format!("<13>Nov 24 10:00:00 h p: {long}"));
+        assert!(changed);
+        let file = made.strip_prefix("/l/").unwrap();
+        assert_eq!(file.len(), NAME_MAX);
+        assert!(file.starts_with(&"p".repeat(200)));
+        // Another long name with the same start is another file; the same name, the same.
+        let (other, _) = name(
+            "/l/${MSG}.log",
+            &format!("<13>Nov 24 10:00:00 h p: {long}q"),
+        );
+        assert_ne!(made, other);
+        let (again, _) = name("/l/${MSG}.log", &format!("<13>Nov 24 10:00:00 h p: {long}"));
+        assert_eq!(made, again);
+        // Exactly NAME_MAX bytes is left whole; a multi-byte character is not cut in two.
+        let exact = "e".repeat(NAME_MAX - 4);
+        let (made, changed) = name(
+            "/l/${MSG}.log",
+            &format!("<13>Nov 24 10:00:00 h p: {exact}"),
+        );
+        assert_eq!((made.len(), changed), (3 + NAME_MAX, false));
+        let wide = "é".repeat(200);
+        let (made, _) = name("/l/${MSG}", &format!("<13>Nov 24 10:00:00 h p: {wide}"));
+        let file = made.strip_prefix("/l/").unwrap();
+        assert!(file.len() <= NAME_MAX, "{}", file.len());
+        assert!(file.split('~').next().unwrap().chars().all(|c| c == 'é'));
+    }
+
+    fn rules() -> OpenRules {
+        OpenRules {
+            create_dirs: true,
+            perm: None,
+            dir_perm: None,
+            owner: None,
+            group: None,
+            dir_owner: None,
+            dir_group: None,
+            regular_only: true,
+        }
+    }
+
+    fn root_of(dir: &std::path::Path) -> Vec<u8> {
+        [dir.as_os_str().as_encoded_bytes(), b"/"].concat()
+    }
+
+    #[test]
+    fn files_are_made_beneath_the_root_and_links_below_it_are_refused() {
+        let scratch = tempfile::tempdir().unwrap();
+        let root = scratch.path().join("root");
+        let outside = scratch.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        let r = root_of(&root);
+        // The root and the directories beneath it are made.
+        open_beneath(&r, b"a/b/c.log", &rules()).unwrap();
+        assert!(root.join("a/b/c.log").is_file());
+        // A directory beneath the root that is a link is not followed.
+        symlink(&outside, root.join("a/out")).unwrap();
+        let e = open_beneath(&r, b"a/out/x.log", &rules()).unwrap_err();
+        assert!(e.refused, "{e}");
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert!(!outside.join("x.log").exists());
+        // A file that is a link made by another user is not followed, nor re-permissioned.
+        let secret = outside.join("secret");
+        std::fs::write(&secret, b"s").unwrap();
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o400)).unwrap();
+        symlink(&secret, root.join("a/link.log")).unwrap();
+        rustix::fs::chownat(
+            CWD,
+            root.join("a/link.log"),
+            Some(rustix::process::Uid::from_raw_unchecked(65534)),
+            None,
+            AtFlags::SYMLINK_NOFOLLOW,
+        )
+        .unwrap();
+        let with_perm = OpenRules {
+            perm: Some(0o644),
+            ..rules()
+        };
+        let e = open_beneath(&r, b"a/link.log", &with_perm).unwrap_err();
+        assert!(
+            e.refused && e.to_string().contains("made by user 65534"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read(&secret).unwrap(), b"s");
+        let mode = std::fs::metadata(&secret).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o400);
+        // A link root made (as `/dev/stdout` is) is followed, for names without values.
+        let target = outside.join("target");
+        std::fs::write(&target, b"").unwrap();
+        symlink(&target, root.join("a/mine.log")).unwrap();
+        let fixed = OpenRules {
+            regular_only: false,
+            ..rules()
+        };
+        use std::io::Write;
+        open_beneath(&r, b"a/mine.log", &fixed)
+            .unwrap()
+            .write_all(b"x")
+            .unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"x");
+    }
+
+    #[test]
+    fn perm_is_set_on_files_sluice_makes_only() {
+        let scratch = tempfile::tempdir().unwrap();
+        let r = root_of(scratch.path());
+        let rules = OpenRules {
+            perm: Some(0o640),
+            ..rules()
+        };
+        open_beneath(&r, b"new.log", &rules).unwrap();
+        let mode = |f: &str| std::fs::metadata(scratch.path().join(f)).unwrap().mode() & 0o777;
+        assert_eq!(mode("new.log"), 0o640);
+        std::fs::write(scratch.path().join("old.log"), b"").unwrap();
+        std::fs::set_permissions(
+            scratch.path().join("old.log"),
+            std::fs::Permissions::from_mode(0o600),
+        )
+        .unwrap();
+        open_beneath(&r, b"old.log", &rules).unwrap();
+        assert_eq!(mode("old.log"), 0o600);
+        // Without perm(), files are private.
+        open_beneath(&r, b"private.log", &super::tests::rules()).unwrap();
+        assert_eq!(mode("private.log"), 0o600);
+    }
+
+    #[test]
+    fn a_fifo_or_a_directory_at_a_templated_name_is_refused() {
+        let scratch = tempfile::tempdir().unwrap();
+        let r = root_of(scratch.path());
+        rustix::fs::mknodat(
+            CWD,
+            scratch.path().join("fifo"),
+            rustix::fs::FileType::Fifo,
+            Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let e = open_beneath(&r, b"fifo", &rules()).unwrap_err();
+        assert!(e.refused, "{e}");
+        std::fs::create_dir(scratch.path().join("dir")).unwrap();
+        let e = open_beneath(&r, b"dir", &rules()).unwrap_err();
+        assert_eq!(e.error.raw_os_error(), Some(libc::EISDIR), "{e}");
+    }
+}

@@ -1,0 +1,525 @@
+//! A hostile sender must not choose where sluice writes, nor stall it (issue 25), end to end:
+//! values in file names stay beneath the template's root and every message is still written;
+//! a file that cannot be opened, or a destination on a full disk, is a problem of that file
+//! alone; a stop finishes within its grace; a full disk never tears a line.
+
+mod common;
+
+use common::{free_port, free_udp_port, read_tree, send_raw_tcp, wait_lines, Running, Server};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// The value of counter `kind` of the destination whose instance contains `instance`.
+fn counter(s: &Running, instance: &str, kind: &str) -> u64 {
+    let (ok, stats) = common::ctl(s, &["stats"]);
+    assert!(ok, "{stats}");
+    let wanted = format!(";{kind};");
+    stats
+        .lines()
+        .filter(|l| l.contains(&wanted) && l.contains(instance))
+        .map(|l| l.rsplit(';').next().unwrap().parse::<u64>().unwrap())
+        .sum()
+}
+
+/// Every regular file beneath `dir`, as paths relative to it.
+fn files_beneath(dir: &Path) -> Vec<String> {
+    read_tree(dir).into_keys().collect()
+}
+
+/// The senders' lines of the issue and more: hosts and programs that name directories above
+/// the log directory, encoded dots, NUL and control bytes, names at and past NAME_MAX.
+fn hostile_lines() -> Vec<Vec<u8>> {
+    let mut lines: Vec<Vec<u8>> = [
+        "<13>Nov 24 10:00:00 .. evil: m1",
+        "<13>Nov 24 10:00:00 ../.. evil: m2",
+        "<13>Nov 24 10:00:00 host ../../x: m3",
+        "<13>Nov 24 10:00:00 ../../../escape/x app: m4",
+        "<13>Nov 24 10:00:00 %2e%2e %2e%2e%2fx: m5",
+        "<13>Nov 24 10:00:00 . .: m6",
+    ]
+    .iter()
+    .map(|l| l.as_bytes().to_vec())
+    .collect();
+    lines.push(b"<13>Nov 24 10:00:00 nul a\x00b: m7".to_vec());
+    lines.push(b"<13>Nov 24 10:00:00 ctl a\x01\x7fb: m8".to_vec());
+    lines.push(format!("<13>Nov 24 10:00:00 long {}: m9", "p".repeat(300)).into_bytes());
+    lines.push(format!("<13>Nov 24 10:00:00 max {}: m10", "q".repeat(251)).into_bytes());
+    lines
+}
+
+#[test]
+fn values_in_file_names_stay_beneath_the_root_and_every_message_is_written() {
+    let port = free_port();
+    let mut s = Running::start(
+        Server::Sluice,
+        &format!(
+            r#"options {{ keep-hostname(yes); stats-level(1); }};
+            source s {{ network(ip(127.0.0.1) port({port}) transport(tcp)); }};
+            destination d {{ file("@OUT@/root/logs/${{HOST}}/${{PROGRAM}}.log"
+                create-dirs(yes) template("$MSG\n")); }};
+            log {{ source(s); destination(d); }};"#
+        ),
+    );
+    s.wait_tcp(port);
+    let lines = hostile_lines();
+    let mut input = Vec::new();
+    for line in &lines {
+        input.extend_from_slice(line);
+        input.push(b'\n');
+    }
+    send_raw_tcp(port, &input);
+    let root = s.out.join("root/logs");
+    // A NUL ends a frame, as a newline does: that line is two messages.
+    let messages = lines.len() + 1;
+    assert_eq!(
+        wait_lines(&s.out, messages, Duration::from_secs(20)),
+        messages,
+        "every message is written: {:?}",
+        files_beneath(&s.out)
+    );
+    // Nothing outside the root: every file under the output directory is under root/logs.
+    for file in files_beneath(&s.out) {
+        assert!(file.starts_with("root/logs/"), "{file} is outside the root");
+    }
+    let written: Vec<String> = files_beneath(&root);
+    assert!(written.contains(&"__/evil.log".to_string()), "{written:?}");
+    assert!(
+        written.contains(&"host/.._.._x.log".to_string()),
+        "{written:?}"
+    );
+    assert!(written.iter().all(|f| f.split('/').all(|c| c.len() <= 255)));
+    // Counted and said once per name, with the sender's address.
+    assert!(counter(&s, "root/logs", "names_rewritten") >= 6);
+    let stderr = s.stderr();
+    assert!(
+        stderr.contains("a message from 127.0.0.1 names the file"),
+        "{stderr}"
+    );
+    // syslog-ng's `spurious path` case is written, not dropped: nothing was dropped.
+    assert_eq!(counter(&s, "root/logs", "dropped"), 0);
+}
+
+#[test]
+fn the_embedded_default_configuration_keeps_hostile_hosts_beneath_its_directory() {
+    let text = std::process::Command::new(common::sluice_bin())
+        .arg("--print-default-config")
+        .output()
+        .unwrap()
+        .stdout;
+    let text = String::from_utf8(text).unwrap();
+    let (udp, tcp, syslog) = (free_udp_port(), free_port(), free_port());
+    // The default's ports and directory, moved where a test may use them.
+    let dir = if text.contains("/var/log/sluice") {
+        "/var/log/sluice"
+    } else {
+        "./sluice-logs"
+    };
+    let config = text
+        .replace(dir, "@OUT@/sluice")
+        .replace(
+            "port(514) transport(udp)",
+            &format!("port({udp}) transport(udp)"),
+        )
+        .replace(
+            "port(5514) transport(udp)",
+            &format!("port({udp}) transport(udp)"),
+        )
+        .replace(
+            "port(514) transport(tcp)",
+            &format!("port({tcp}) transport(tcp)"),
+        )
+        .replace(
+            "port(5514) transport(tcp)",
+            &format!("port({tcp}) transport(tcp)"),
+        )
+        .replace("port(601)", &format!("port({syslog})"))
+        .replace("port(5601)", &format!("port({syslog})"));
+    assert!(config.contains(&format!("port({udp})")), "{config}");
+    let mut s = Running::start(Server::Sluice, &config);
+    s.wait_tcp(tcp);
+    let lines = hostile_lines();
+    let mut input = Vec::new();
+    for line in &lines {
+        input.extend_from_slice(line);
+        input.push(b'\n');
+    }
+    send_raw_tcp(tcp, &input);
+    let udp_socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    for line in &lines {
+        udp_socket.send_to(line, ("127.0.0.1", udp)).unwrap();
+    }
+    // TCP's and UDP's messages (a NUL makes two of one line over TCP; a datagram is one).
+    let want = 2 * lines.len() + 1;
+    let have = wait_lines(&s.out, want, Duration::from_secs(20));
+    assert!(
+        have >= want,
+        "{have} of {want}: {:?}",
+        files_beneath(&s.out)
+    );
+    for file in files_beneath(&s.out) {
+        assert!(file.starts_with("sluice/"), "{file} is outside the root");
+        let host = file.split('/').nth(1).unwrap();
+        assert!(host != "." && host != "..", "{file}");
+    }
+    assert!(Path::new(&s.out).join("sluice/__").is_dir());
+}
+
+#[test]
+fn a_file_that_cannot_be_opened_stalls_nothing_else_and_the_stop_is_bounded() {
+    let port = free_port();
+    let mut s = Running::start(
+        Server::Sluice,
+        &format!(
+            r#"source s {{ network(ip(127.0.0.1) port({port}) transport(tcp)); }};
+            destination d {{ file("@OUT@/${{PROGRAM}}.log" template("$MSG\n")); }};
+            log {{ source(s); destination(d); }};"#
+        ),
+    );
+    s.wait_tcp(port);
+    // A name the system refuses: a directory stands where the file would be (EISDIR). (A
+    // program with a '/' is written: `plain/x` to plain_x.log.)
+    std::fs::create_dir(s.out.join("taken.log")).unwrap();
+    let bad = b"<13>Nov 24 10:00:00 h taken: refused\n<13>Nov 24 10:00:00 h plain/x: kept\n";
+    send_raw_tcp(port, bad);
+    // An innocent client on the same writer: all of it is written.
+    let mut innocent = Vec::new();
+    for i in 0..3000 {
+        innocent.extend_from_slice(format!("<13>Nov 24 10:00:00 h ok: {i}\n").as_bytes());
+        if i % 500 == 0 {
+            innocent.extend_from_slice(bad);
+        }
+    }
+    send_raw_tcp(port, &innocent);
+    assert_eq!(wait_lines(&s.out, 3007, Duration::from_secs(20)), 3007);
+    let ok = std::fs::read_to_string(s.out.join("ok.log")).unwrap();
+    assert_eq!(ok.lines().count(), 3000);
+    let kept = std::fs::read_to_string(s.out.join("plain_x.log")).unwrap();
+    assert_eq!(kept.lines().count(), 7);
+    assert_eq!(counter(&s, "PROGRAM", "dropped"), 7);
+    let stderr = s.stderr();
+    assert_eq!(
+        stderr.matches("cannot open").count(),
+        1,
+        "said once:\n{stderr}"
+    );
+    let start = Instant::now();
+    s.terminate();
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+#[test]
+fn a_full_disk_on_one_destination_does_not_stop_the_others() {
+    let port = free_port();
+    // Every write to /dev/full fails with ENOSPC, as on a full disk.
+    let mut s = Running::start(
+        Server::Sluice,
+        &format!(
+            r#"source s {{ network(ip(127.0.0.1) port({port}) transport(tcp)); }};
+            destination full {{ file("/dev/full" log-fifo-size(1000) time-reopen(1)); }};
+            destination good {{ file("@OUT@/good.log" template("$MSG\n")); }};
+            log {{ source(s); destination(full); destination(good); }};"#
+        ),
+    );
+    s.wait_tcp(port);
+    let mut input = Vec::new();
+    for i in 0..20_000 {
+        input.extend_from_slice(format!("<13>Nov 24 10:00:00 h app: {i}\n").as_bytes());
+    }
+    send_raw_tcp(port, &input);
+    assert_eq!(
+        wait_lines(&s.out, 20_000, Duration::from_secs(30)),
+        20_000,
+        "{}",
+        s.stderr()
+    );
+    // The full destination kept log-fifo-size() (and what its writer had gathered before its
+    // first write failed, at most 256 KiB) and dropped the rest, counted.
+    let dropped = counter(&s, "/dev/full", "dropped");
+    assert!((14_000..20_000).contains(&dropped), "dropped {dropped}");
+    // The stop gives the failing file its grace, then says what it could not write.
+    let start = Instant::now();
+    s.terminate();
+    let took = start.elapsed();
+    assert!(took < Duration::from_secs(15), "{took:?}");
+    let stderr = s.stderr();
+    assert!(stderr.contains("not written"), "{stderr}");
+    assert!(stderr.contains("they are lost"), "{stderr}");
+}
+
+/// A tmpfs of `size` mounted at `at` for the test, unmounted when dropped; `None` (with a
+/// word on standard error) where this process may not mount.
+struct SmallDisk(std::path::PathBuf);
+
+impl SmallDisk {
+    fn mount(at: &Path, size: &str) -> Option<SmallDisk> {
+        std::fs::create_dir_all(at).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(at)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!("skipping: cannot mount a tmpfs here (needs root)");
+            return None;
+        }
+        Some(SmallDisk(at.to_path_buf()))
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+#[test]
+fn a_full_disk_tears_no_line_and_writes_none_twice() {
+    let port = free_port();
+    let mut s = Running::start(
+        Server::Sluice,
+        &format!(
+            r#"source s {{ network(ip(127.0.0.1) port({port}) transport(tcp) log-iw-size(100000)); }};
+            destination d {{ file("@DIR@/small/all.log" time-reopen(1)); }};
+            log {{ source(s); destination(d); flags(flow-control); }};"#
+        ),
+    );
+    let Some(_disk) = SmallDisk::mount(&s.dir.path().join("small"), "1m") else {
+        return;
+    };
+    s.wait_tcp(port);
+    let small = s.dir.path().join("small");
+    // Most of the disk taken; the rest fills within the messages sent.
+    let filler = small.join("filler");
+    let free = || {
+        let st = free_space_of(&small);
+        st.0 * st.1
+    };
+    std::fs::write(&filler, vec![b'f'; (free() - 200 * 1024) as usize]).unwrap();
+    let n = 5000;
+    let sender = std::thread::spawn(move || {
+        let mut input = Vec::new();
+        for i in 0..n {
+            input.extend_from_slice(
+                format!(
+                    "<13>Nov 24 12:00:00 host app: message {i:05} {}\n",
+                    "x".repeat(40)
+                )
+                .as_bytes(),
+            );
+        }
+        send_raw_tcp(port, &input);
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !s.stderr().contains("error writing") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(s.stderr().contains("error writing"), "{}", s.stderr());
+    std::fs::remove_file(&filler).unwrap();
+    sender.join().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut text = String::new();
+    while Instant::now() < deadline {
+        text = std::fs::read_to_string(small.join("all.log")).unwrap_or_default();
+        if text.lines().count() >= n {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), n, "{}", s.stderr());
+    for (i, line) in lines.iter().enumerate() {
+        let want = format!("host app: message {i:05} {}", "x".repeat(40));
+        assert!(
+            line.starts_with("Nov 24 12:00:00 ") && line.ends_with(&want),
+            "line {i} is {line:?}"
+        );
+    }
+    s.terminate();
+}
+
+/// Block size and free blocks of the file system holding `path`.
+fn free_space_of(path: &Path) -> (u64, u64) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: statvfs(3) with a valid C string and a zeroed struct it fills.
+    unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        assert_eq!(libc::statvfs(c.as_ptr(), &mut st), 0);
+        (st.f_bsize, st.f_bavail)
+    }
+}
+
+#[test]
+fn empty_input_becomes_no_messages_unless_empty_lines_is_asked() {
+    let (lines, octets, kept) = (free_port(), free_port(), free_port());
+    let mut s = Running::start(
+        Server::Sluice,
+        &format!(
+            r#"source s {{ network(ip(127.0.0.1) port({lines}) transport(tcp));
+                         syslog(ip(127.0.0.1) port({octets}) transport(tcp)); }};
+            source k {{ network(ip(127.0.0.1) port({kept}) transport(tcp) flags(empty-lines)); }};
+            destination d {{ file("@OUT@/all.log" template("[$MSG]\n")); }};
+            destination e {{ file("@OUT@/kept.log" template("[$MSG]\n")); }};
+            log {{ source(s); destination(d); }};
+            log {{ source(k); destination(e); }};"#
+        ),
+    );
+    s.wait_tcp(lines);
+    s.wait_tcp(octets);
+    s.wait_tcp(kept);
+    // 1 MiB of NUL bytes, empty lines and CRLFs, then one message.
+    let mut input = vec![0u8; 1 << 20];
+    input.extend_from_slice(b"\n\n\r\n\n<13>Nov 24 10:00:00 h app: after\n");
+    send_raw_tcp(lines, &input);
+    // Zero-length octet-counted frames, then one message.
+    send_raw_tcp(octets, b"0 0 0 27 <13>1 - h app - - - counted");
+    send_raw_tcp(kept, b"\n\n<13>Nov 24 10:00:00 h app: kept\n");
+    assert_eq!(wait_lines(&s.out, 5, Duration::from_secs(20)), 5);
+    std::thread::sleep(Duration::from_millis(300));
+    let all = std::fs::read_to_string(s.out.join("all.log")).unwrap();
+    let mut got: Vec<&str> = all.lines().collect();
+    got.sort();
+    assert_eq!(got, ["[after]", "[counted]"]);
+    assert_eq!(
+        std::fs::read_to_string(s.out.join("kept.log")).unwrap(),
+        "[]\n[]\n[kept]\n"
+    );
+    assert!(counter(&s, "", "empty_messages") >= (1 << 20) + 4 + 3);
+}
+
+/// Runs sluice on a configuration with only an internal() source and `-c ctl`, under `umask`;
+/// returns its exit status and standard error if it exits within `wait`, else the child.
+fn sluice_with_control(
+    dir: &Path,
+    ctl: &Path,
+    umask: &str,
+    wait: Duration,
+) -> Result<(std::process::ExitStatus, String), std::process::Child> {
+    let conf = dir.join("other.conf");
+    std::fs::write(
+        &conf,
+        "source s { internal(); };\ndestination d { file(\"/dev/null\"); };\nlog { source(s); destination(d); };\n",
+    )
+    .unwrap();
+    let mut child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "umask {umask}; exec \"$0\" -F -f \"$1\" -c \"$2\" -R \"$3\""
+        ))
+        .arg(common::sluice_bin())
+        .arg(&conf)
+        .arg(ctl)
+        .arg(dir.join("other-persist"))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + wait;
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+            return Ok((status, err));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Err(child)
+}
+
+#[test]
+fn the_control_socket_replaces_nothing_but_a_stale_socket_and_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let port = free_port();
+    let mut s = Running::start(
+        Server::Sluice,
+        &format!(
+            r#"source s {{ network(ip(127.0.0.1) port({port}) transport(tcp)); }};
+            destination d {{ file("@OUT@/all.log"); }};
+            log {{ source(s); destination(d); }};"#
+        ),
+    );
+    s.wait_tcp(port);
+    let dir = s.dir.path().to_path_buf();
+    // A regular file at -c: refused, and left as it was.
+    let file = dir.join("precious");
+    std::fs::write(&file, b"keep me").unwrap();
+    let (status, err) =
+        sluice_with_control(&dir, &file, "022", Duration::from_secs(10)).expect("exits");
+    assert!(!status.success(), "{err}");
+    assert!(err.contains("not a socket"), "{err}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"keep me");
+    // The running server's socket: refused, naming the process; the first keeps it.
+    let (status, err) =
+        sluice_with_control(&dir, &dir.join("ctl"), "022", Duration::from_secs(10)).expect("exits");
+    assert!(!status.success(), "{err}");
+    assert!(err.contains(&format!("process {}", s.child.id())), "{err}");
+    let (ok, _) = common::ctl(&s, &["stats"]);
+    assert!(ok, "the first server still answers");
+    // Made 0600 whatever the umask.
+    let fresh = dir.join("fresh.ctl");
+    let mut child =
+        sluice_with_control(&dir, &fresh, "000", Duration::ZERO).expect_err("keeps running");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !fresh.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mode = std::fs::metadata(&fresh).unwrap().permissions().mode() & 0o777;
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(mode, 0o600);
+}
+
+#[test]
+fn what_sluice_keeps_about_messages_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let (port, dead) = (free_port(), free_port());
+    let mut s = Running::start(
+        Server::Sluice,
+        &format!(
+            r#"options {{ keep-hostname(yes); }};
+            source s {{ network(ip(127.0.0.1) port({port}) transport(tcp)); }};
+            destination d {{ network("127.0.0.1" port({dead}) transport(tcp)
+                disk-buffer(reliable(yes) dir("@DIR@/buffers"))); }};
+            destination f {{ file("@OUT@/${{HOST}}/all.log" create-dirs(yes)); }};
+            log {{ source(s); destination(d); destination(f); }};"#
+        ),
+    );
+    s.wait_tcp(port);
+    send_raw_tcp(port, b"<13>Nov 24 10:00:00 h app: kept\n");
+    assert_eq!(wait_lines(&s.out, 1, Duration::from_secs(10)), 1);
+    let buffers = s.dir.path().join("buffers");
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut files = Vec::new();
+    while files.len() < 2 && Instant::now() < deadline {
+        files = walk(&buffers);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(files.len() >= 2, "{files:?}");
+    for p in files {
+        let want = if p.is_dir() { 0o700 } else { 0o600 };
+        assert_eq!(mode(&p), want, "{}", p.display());
+    }
+    // A log file and its directory, without perm() and dir-perm(): private too.
+    assert_eq!(mode(&s.out.join("h")), 0o700);
+    assert_eq!(mode(&s.out.join("h/all.log")), 0o600);
+}
+
+/// Every directory and file beneath `dir`, `dir` itself included.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut all = vec![dir.to_path_buf()];
+    let mut at = 0;
+    while at < all.len() {
+        if let Ok(entries) = std::fs::read_dir(&all[at]) {
+            all.extend(entries.flatten().map(|e| e.path()));
+        }
+        at += 1;
+    }
+    all.retain(|p| p.exists());
+    all
+}
