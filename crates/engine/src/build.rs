@@ -7,7 +7,7 @@
 
 use crate::destinations::diskq::DiskBufferOptions;
 use crate::destinations::file::{FileDestination, FileOptions};
-use crate::destinations::file_name::NameReports;
+use crate::destinations::file_open::NameReports;
 use crate::destinations::format::{Format, Formatter};
 use crate::destinations::network::{Failback, NetworkDestination, NetworkOptions, Transport};
 use crate::destinations::{Destination, Group};

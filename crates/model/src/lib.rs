@@ -11,6 +11,7 @@
 //! - [`path`]: log paths and the router that decides which destinations a message reaches,
 //!   and which version of it (rewritten on the way) each one gets.
 
+pub mod file_name;
 pub mod filter;
 pub mod find;
 pub mod ingest;

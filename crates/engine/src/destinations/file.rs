@@ -8,8 +8,8 @@
 //! for one file into one `writev`), `fsync()`s when asked, closes files idle for `time-reap()`
 //! seconds, and keeps at most [`MAX_OPEN_PER_WRITER`] files open.
 //!
-//! File names are made and opened by [`super::file_name`]: beneath the template's root, whatever
-//! a sender sent.
+//! File names are made by [`FileName`] and opened by [`super::file_open`]: beneath the
+//! template's root, whatever a sender sent.
 //!
 //! A failing file is a problem of that file alone; its writer goes on with its other files:
 //! - a file that cannot be opened (a name the system refuses, no permission, a link) is said
@@ -27,13 +27,14 @@
 //! writers in order, recording it as sent once the writers have written it.
 
 use super::diskq::{DiskBufferOptions, DiskQueue};
-use super::file_name::{open_beneath, FileName, NameReports, OpenError, OpenRules};
+use super::file_open::{open_beneath, NameReports, OpenError, OpenRules};
 use super::format::Formatter;
 use super::queue::{Batch, BatchQueue};
 use super::{Destination, Outbox};
 use crate::internal;
 use crate::stats::DestCounters;
 use crate::window::Ack;
+use sluice_model::file_name::FileName;
 use sluice_model::{LogMessage, Template};
 use std::fs::File;
 use std::io::Write;

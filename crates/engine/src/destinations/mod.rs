@@ -4,7 +4,7 @@
 
 pub mod diskq;
 pub mod file;
-pub mod file_name;
+pub mod file_open;
 pub mod format;
 pub mod network;
 pub mod queue;
