@@ -523,3 +523,71 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     all.retain(|p| p.exists());
     all
 }
+
+/// The resident memory of process `pid`, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn made_up_hosts_do_not_grow_the_counters_without_end() {
+    for (option, max) in [
+        ("stats-max-dynamics(100)", 100),
+        ("stats(max-dynamics(50))", 50),
+    ] {
+        let port = free_port();
+        let mut s = Running::start(
+            Server::Sluice,
+            &format!(
+                r#"options {{ keep-hostname(yes); stats-level(3); {option}; }};
+                source s {{ network(ip(127.0.0.1) port({port}) transport(tcp)); }};
+                destination d {{ file("/dev/null"); }};
+                log {{ source(s); destination(d); }};"#
+            ),
+        );
+        s.wait_tcp(port);
+        let mut input = Vec::new();
+        for i in 0..2000 {
+            input.extend_from_slice(format!("<13>Nov 24 10:00:00 host{i} app{i}: m\n").as_bytes());
+        }
+        send_raw_tcp(port, &input);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while counter(&s, "", "processed") < 2000 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let (_, stats) = common::ctl(&s, &["stats"]);
+        let dynamic = stats
+            .lines()
+            .filter(|l| l.split(';').nth(3) == Some("d"))
+            .count();
+        assert_eq!(dynamic, max, "{option}");
+        assert!(counter(&s, "dynamic_counters", "dropped") > 0, "{stats}");
+    }
+    // 200,000 made-up hosts at the default limit: memory stays where it was.
+    let port = free_port();
+    let mut s = Running::start(
+        Server::Sluice,
+        &format!(
+            r#"options {{ keep-hostname(yes); stats-level(3); }};
+            source s {{ network(ip(127.0.0.1) port({port}) transport(tcp)); }};
+            destination d {{ file("/dev/null"); }};
+            log {{ source(s); destination(d); }};"#
+        ),
+    );
+    s.wait_tcp(port);
+    let mut input = Vec::new();
+    for i in 0..200_000 {
+        input.extend_from_slice(format!("<13>Nov 24 10:00:00 h{i} p{i}: m\n").as_bytes());
+    }
+    send_raw_tcp(port, &input);
+    let (_, stats) = common::ctl(&s, &["stats"]);
+    let dynamic = stats
+        .lines()
+        .filter(|l| l.split(';').nth(3) == Some("d"))
+        .count();
+    assert_eq!(dynamic, 10_000);
+    let rss = rss_kib(s.child.id());
+    assert!(rss < 100 * 1024, "{rss} KiB");
+}

@@ -364,6 +364,7 @@ async fn serve(
     if let Some(listener) = prometheus {
         services.spawn(control::serve_prometheus(listener, stats.clone()));
     }
+    stats.set_max_dynamics(globals.stats_max_dynamics);
     if globals.stats_freq > 0 {
         let stats = stats.clone();
         let every = std::time::Duration::from_secs(globals.stats_freq);

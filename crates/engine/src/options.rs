@@ -48,7 +48,14 @@ pub struct Globals {
     pub stats_freq: u64,
     /// `stats(prometheus-listen("ADDR:PORT"))`: serve the counters to Prometheus there.
     pub prometheus_listen: Option<std::net::SocketAddr>,
+    /// `stats-max-dynamics()`, `stats(max-dynamics())`: the most counters made for what
+    /// messages carry (hosts, senders, programs); `-1` is no limit.
+    pub stats_max_dynamics: usize,
 }
+
+/// The default of `stats-max-dynamics()`. syslog-ng's is no limit (it forgets counters unused
+/// for `stats-lifetime()`); a sender that makes up host names would grow them without end.
+pub const STATS_MAX_DYNAMICS: usize = 10_000;
 
 impl Globals {
     pub fn new() -> Globals {
@@ -89,6 +96,7 @@ impl Globals {
             stats_level: 0,
             stats_freq: 600,
             prometheus_listen: None,
+            stats_max_dynamics: STATS_MAX_DYNAMICS,
         }
     }
 
@@ -134,6 +142,7 @@ impl Globals {
         "threaded",
         "stats_freq",
         "stats_level",
+        "stats_max_dynamics",
         "stats",
         "mark_freq",
         "mark_mode",
@@ -193,6 +202,7 @@ impl Globals {
             }
             "stats_freq" => self.stats_freq = opt.u64()?,
             "stats_level" => self.stats_level = stats_level(opt)?,
+            "stats_max_dynamics" => self.stats_max_dynamics = max_dynamics(opt)?,
             "stats" => {
                 for o in opt.options() {
                     match o.key().as_str() {
@@ -210,7 +220,8 @@ impl Globals {
                                 )
                             })?);
                         }
-                        "lifetime" | "max_dynamics" | "syslog_stats" | "healthcheck_freq" => {
+                        "max_dynamics" => self.stats_max_dynamics = max_dynamics(o)?,
+                        "lifetime" | "syslog_stats" | "healthcheck_freq" => {
                             o.value()?;
                         }
                         _ => {
@@ -296,6 +307,15 @@ fn stats_level(opt: &Node) -> Result<u8, ConfigError> {
         n @ 0..=3 => Ok(n as u8),
         _ => Err(ConfigError::new(v.pos, "stats level is 0, 1, 2 or 3")),
     }
+}
+
+/// A number of counters, or `-1` for no limit.
+fn max_dynamics(opt: &Node) -> Result<usize, ConfigError> {
+    let v = opt.value()?;
+    if v.text.trim() == "-1" {
+        return Ok(usize::MAX);
+    }
+    Ok(v.as_u64()? as usize)
 }
 
 fn positive(opt: &Node) -> Result<u64, ConfigError> {

@@ -52,11 +52,31 @@ pub struct Registry {
     counters: Mutex<Counters>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Counters {
     list: Vec<Counter>,
     /// (component, id, instance, type) → place in `list`.
     index: HashMap<(String, String, String, &'static str), usize>,
+    /// Dynamic counters made, and the most that may be (`stats-max-dynamics()`).
+    dynamic: usize,
+    max_dynamic: usize,
+    /// Counts made for what messages carry that found no counter past the limit:
+    /// `global;dynamic_counters;;a;dropped`.
+    refused: Arc<AtomicU64>,
+}
+
+impl Default for Counters {
+    fn default() -> Counters {
+        let mut counters = Counters {
+            list: Vec::new(),
+            index: HashMap::new(),
+            dynamic: 0,
+            max_dynamic: crate::options::STATS_MAX_DYNAMICS,
+            refused: Arc::default(),
+        };
+        counters.refused = counters.get("global", "dynamic_counters", "", "dropped", false);
+        counters
+    }
 }
 
 impl Counters {
@@ -76,6 +96,9 @@ impl Counters {
         );
         if let Some(&at) = self.index.get(&key) {
             return self.list[at].value.clone();
+        }
+        if dynamic {
+            self.dynamic += 1;
         }
         let value = Arc::new(AtomicU64::new(0));
         self.index.insert(key, self.list.len());
@@ -162,6 +185,18 @@ impl Registry {
             let mut all = self.counters.lock().expect("stats lock");
             for ((component, instance), n) in counts.iter() {
                 let dynamic = matches!(*component, "src.host" | "src.sender" | "src.program");
+                if dynamic && all.dynamic >= all.max_dynamic {
+                    let known = all.index.contains_key(&(
+                        component.to_string(),
+                        String::new(),
+                        String::from_utf8_lossy(instance).into_owned(),
+                        "processed",
+                    ));
+                    if !known {
+                        all.refused.fetch_add(*n, Ordering::Relaxed);
+                        continue;
+                    }
+                }
                 all.get(
                     component,
                     "",
@@ -172,6 +207,12 @@ impl Registry {
                 .fetch_add(*n, Ordering::Relaxed);
             }
         });
+    }
+
+    /// `stats-max-dynamics()`: the most counters [`Registry::count_messages`] makes; counts for
+    /// new hosts, senders or programs past it are dropped and counted.
+    pub fn set_max_dynamics(&self, max: usize) {
+        self.counters.lock().expect("stats lock").max_dynamic = max;
     }
 
     /// The counters of destination driver `id` (`d_file#0`) of kind `component` (`dst.file`).
@@ -371,5 +412,28 @@ mod tests {
         assert!(glob_match("dst.*.written", "dst.file.d#0./x.written"));
         assert!(!glob_match("dst.*.written", "dst.file.d#0./x.dropped"));
         assert!(glob_match("s?c*", "src.network"));
+    }
+
+    #[test]
+    fn dynamic_counters_stop_at_the_limit_and_what_they_miss_is_counted() {
+        let r = Registry::default();
+        r.set_max_dynamics(4);
+        let frames: Vec<String> = (0..100)
+            .map(|i| format!("<13>Nov 24 10:00:00 host{i} app: m"))
+            .collect();
+        let msgs: Vec<LogMessage> = frames.iter().map(sluice_model::testing::message).collect();
+        r.count_messages(3, &msgs);
+        // The first batch's hosts in whatever order the batch's table gives: four counters,
+        // $HOST's and the sender's (one sender: 10.1.2.3) and the program's among them.
+        let dynamic = r.snapshot().iter().filter(|(c, _)| c.dynamic).count();
+        assert_eq!(dynamic, 4);
+        let refused = r.get("global.dynamic_counters.dropped", false);
+        let refused: u64 = refused.trim().rsplit('=').next().unwrap().parse().unwrap();
+        assert!(refused >= 96, "{refused}");
+        // Counters that exist go on counting.
+        let before = r.get("*.processed", true);
+        r.count_messages(3, &msgs);
+        assert_ne!(r.get("*.processed", true), before);
+        assert_eq!(r.snapshot().iter().filter(|(c, _)| c.dynamic).count(), 4);
     }
 }
