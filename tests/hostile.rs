@@ -591,3 +591,136 @@ fn made_up_hosts_do_not_grow_the_counters_without_end() {
     let rss = rss_kib(s.child.id());
     assert!(rss < 100 * 1024, "{rss} KiB");
 }
+
+/// A RELP frame: `TXNR COMMAND LEN DATA\n`.
+fn relp_frame(txnr: u32, command: &str, data: &[u8]) -> Vec<u8> {
+    let mut f = format!("{txnr} {command} {}", data.len()).into_bytes();
+    if !data.is_empty() {
+        f.push(b' ');
+        f.extend_from_slice(data);
+    }
+    f.push(b'\n');
+    f
+}
+
+const RELP_OPEN: &[u8] = b"relp_version=0\nrelp_software=test\ncommands=syslog";
+
+/// A sluice with a `relp()` source on a new port writing `$MSG` lines to `all.log`.
+fn relp_sluice() -> (Running, u16) {
+    let port = free_port();
+    let mut s = Running::start(
+        Server::Sluice,
+        &format!(
+            r#"source s {{ relp(ip(127.0.0.1) port({port}) log-iw-size(100000)); }};
+            destination d {{ file("@OUT@/all.log" template("$MSG\n")); }};
+            log {{ source(s); destination(d); }};"#
+        ),
+    );
+    s.wait_tcp(port);
+    (s, port)
+}
+
+/// Whether the server closes `conn` within 10 s (what it sends first is read and dropped).
+fn closed_by_server(conn: &mut std::net::TcpStream) -> bool {
+    use std::io::Read;
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut buf = [0u8; 4096];
+    loop {
+        match conn.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
+#[test]
+fn a_relp_peer_cannot_make_a_connection_hold_more_than_a_bound() {
+    use std::io::Write;
+    let (s, port) = relp_sluice();
+    let pid = s.child.id();
+    let before = rss_kib(pid);
+    // A peer that never reads its responses and sends 40 MB of short messages: their 44 MB
+    // of responses fill the sockets' buffers, then a bounded queue; then the reader stops
+    // reading and the sender's writes stop.
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    conn.write_all(&relp_frame(1, "open", RELP_OPEN)).unwrap();
+    conn.set_nonblocking(true).unwrap();
+    let mut sent = 0usize;
+    let mut txnr = 2;
+    let mut pending = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut progress = Instant::now();
+    while sent < 40 << 20
+        && Instant::now() < deadline
+        && progress.elapsed() < Duration::from_secs(2)
+    {
+        if pending.is_empty() {
+            for _ in 0..100 {
+                pending.extend(relp_frame(txnr, "syslog", b"x"));
+                txnr += 1;
+            }
+        }
+        match conn.write(&pending) {
+            Ok(n) => {
+                sent += n;
+                pending.drain(..n);
+                progress = Instant::now();
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(sent < 40 << 20, "the server kept reading all {sent} bytes");
+    let grown = rss_kib(pid).saturating_sub(before);
+    assert!(grown < 64 * 1024, "grew {grown} KiB after {sent} bytes");
+    drop(conn);
+    // A frame announcing 64 MiB is refused as soon as its length is read.
+    let mut big = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    big.write_all(&relp_frame(1, "open", RELP_OPEN)).unwrap();
+    big.write_all(b"2 syslog 67108864 ").unwrap();
+    big.write_all(&[b'y'; 1 << 20]).unwrap_or(());
+    assert!(closed_by_server(&mut big), "a 64 MiB frame is refused");
+    // An unknown command closes the session, as librelp does.
+    let mut odd = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    odd.write_all(&relp_frame(1, "open", RELP_OPEN)).unwrap();
+    odd.write_all(&relp_frame(2, "bogus", b"x")).unwrap();
+    assert!(closed_by_server(&mut odd), "an unknown command closes");
+    assert!(
+        s.stderr().contains("closing RELP connection"),
+        "{}",
+        s.stderr()
+    );
+}
+
+#[test]
+fn a_repeated_relp_transaction_number_is_refused_not_written_twice() {
+    use std::io::Write;
+    let (s, port) = relp_sluice();
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    conn.write_all(&relp_frame(1, "open", RELP_OPEN)).unwrap();
+    conn.write_all(&relp_frame(2, "syslog", b"<13>Nov 24 10:00:00 h app: once"))
+        .unwrap();
+    conn.write_all(&relp_frame(2, "syslog", b"<13>Nov 24 10:00:00 h app: once"))
+        .unwrap();
+    assert!(closed_by_server(&mut conn));
+    // Out of order on another connection: refused too.
+    let mut other = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    other.write_all(&relp_frame(1, "open", RELP_OPEN)).unwrap();
+    other
+        .write_all(&relp_frame(
+            5,
+            "syslog",
+            b"<13>Nov 24 10:00:00 h app: skipped",
+        ))
+        .unwrap();
+    assert!(closed_by_server(&mut other));
+    std::thread::sleep(Duration::from_millis(500));
+    let all = std::fs::read_to_string(s.out.join("all.log")).unwrap_or_default();
+    assert_eq!(all, "once\n");
+    assert!(s.stderr().contains("where 3 was due"), "{}", s.stderr());
+}

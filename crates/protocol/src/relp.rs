@@ -15,9 +15,19 @@
 
 use std::ops::Range;
 
-/// The longest data a frame may announce; larger is an error (librelp's own limit is its
-/// `maxDataSize`, 128 KiB by default; sluice cuts a message to `log-msg-size()` later).
+/// The longest data a frame may announce to [`parse`]; larger is an error. A server reads
+/// with [`parse_within`] and its own limit (librelp's `maxDataSize` is 128 KiB by default).
 pub const MAX_DATA: usize = 64 << 20;
+
+/// The transaction number that must follow `txnr`: numbers go up by one from 1 and wrap
+/// from 999,999,999 back to 1.
+pub fn next_txnr(txnr: u32) -> u32 {
+    if txnr >= 999_999_999 {
+        1
+    } else {
+        txnr + 1
+    }
+}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Frame {
@@ -69,6 +79,12 @@ fn invalid(what: impl Into<String>) -> RelpError {
 /// Cuts the frame at the start of `buf`: the frame and the bytes it took, `None` when `buf`
 /// holds only the start of one, an error when it cannot be a RELP frame.
 pub fn parse(buf: &[u8]) -> Result<Option<(Frame, usize)>, RelpError> {
+    parse_within(buf, MAX_DATA)
+}
+
+/// [`parse`], refusing a frame that announces more than `max_data` bytes as soon as its
+/// length is read: a peer cannot make the reader buffer more.
+pub fn parse_within(buf: &[u8], max_data: usize) -> Result<Option<(Frame, usize)>, RelpError> {
     let mut at = 0;
     let Some(txnr) = number(buf, &mut at, "transaction number")? else {
         return Ok(None);
@@ -82,9 +98,9 @@ pub fn parse(buf: &[u8]) -> Result<Option<(Frame, usize)>, RelpError> {
     };
     // `number` stopped at the byte after the digits: a space before data, or the end.
     let len = len as usize;
-    if len > MAX_DATA {
+    if len > max_data {
         return Err(invalid(format!(
-            "data length {len} is over the {MAX_DATA} bytes accepted"
+            "data length {len} is over the {max_data} bytes accepted"
         )));
     }
     let data = if len == 0 {

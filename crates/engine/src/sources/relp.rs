@@ -11,6 +11,12 @@
 //! not yet stored; what was stored is never acknowledged before it was.
 //!
 //! When sluice stops, the reader sends `serverclose` once what it read is acknowledged.
+//!
+//! A peer cannot make a connection hold more than a bounded amount: a frame may announce at
+//! most [`max_frame`] bytes (refused as soon as its length is read), the responses waiting to
+//! be written are at most [`REPLY_BACKLOG`] (past that the reader stops reading until the
+//! peer reads them), and a command sluice does not know, or a transaction number other than
+//! the one after the last, closes the connection as librelp does.
 
 use super::{bytes_read, Context, Read, ReaderSpec, Routed};
 use crate::internal as log;
@@ -37,6 +43,18 @@ enum Reply {
 
 const READ_SIZE: usize = 64 << 10;
 
+/// Responses the reader may queue ahead of the responder; then it waits for the peer to read.
+/// One is a read's batch (up to 64 KiB of frames, some 6,000 transaction numbers at most), so
+/// a connection holds at most about a megabyte of reads and two of responses for a peer
+/// that does not read.
+const REPLY_BACKLOG: usize = 16;
+
+/// The longest frame data a connection reads: `log-msg-size()` (longer messages are cut to
+/// it), but at least librelp's 128 KiB, as rsyslog may send up to its own limit.
+fn max_frame(spec: &ReaderSpec) -> usize {
+    spec.log_msg_size.max(128 << 10)
+}
+
 /// Serves one RELP connection until it closes, sluice stops, or it breaks the protocol.
 pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     stream: S,
@@ -47,7 +65,7 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     peer: &str,
 ) {
     let (input, output) = tokio::io::split(stream);
-    let (replies, queue) = mpsc::unbounded_channel();
+    let (replies, queue) = mpsc::channel(REPLY_BACKLOG);
     let reader = read(input, origin, spec, window, ctx, peer, replies);
     tokio::join!(reader, respond(output, queue, ctx, peer));
 }
@@ -61,21 +79,25 @@ async fn read<R: AsyncRead + Unpin>(
     window: &Window,
     ctx: &Context,
     peer: &str,
-    replies: mpsc::UnboundedSender<Reply>,
+    replies: mpsc::Sender<Reply>,
 ) {
     let mut shutdown = ctx.shutdown.clone();
     let mut routed = Routed::new(origin);
     let mut buf = BytesMut::new();
     let mut opened = false;
+    // The transaction number the next command must carry, once `open` set the first.
+    let mut expected: Option<u32> = None;
+    let max_data = max_frame(spec);
     loop {
         buf.reserve(READ_SIZE);
         let n = tokio::select! {
             biased;
-            _ = shutdown.wait_for(|stop| *stop) => {
-                let _ = replies.send(Reply::Close(None));
-                return;
-            }
-            read = input.read_buf(&mut buf) => bytes_read(read, peer),
+            _ = shutdown.wait_for(|stop| *stop) => None,
+            read = input.read_buf(&mut buf) => Some(bytes_read(read, peer)),
+        };
+        let Some(n) = n else {
+            let _ = replies.send(Reply::Close(None)).await;
+            return;
         };
         let eof = n == 0;
         let mut frames = Vec::new();
@@ -83,8 +105,10 @@ async fn read<R: AsyncRead + Unpin>(
         let mut at = 0;
         let mut close = None;
         let mut failed = None;
+        // Responses ready now, sent after this read's frames are looked at.
+        let mut now = Vec::new();
         while close.is_none() {
-            let (frame, used) = match relp::parse(&buf[at..]) {
+            let (frame, used) = match relp::parse_within(&buf[at..], max_data) {
                 Ok(Some(f)) => f,
                 Ok(None) => break,
                 Err(e) => {
@@ -93,6 +117,15 @@ async fn read<R: AsyncRead + Unpin>(
                 }
             };
             let data = at + frame.data.start..at + frame.data.end;
+            if let Some(want) = expected.filter(|&want| frame.txnr != want) {
+                // Repeated or out of order: taking it could store a message twice.
+                failed = Some(format!(
+                    "transaction number {} where {want} was due",
+                    frame.txnr
+                ));
+                break;
+            }
+            expected = Some(relp::next_txnr(frame.txnr));
             match frame.command {
                 Command::Open if opened => {
                     failed = Some("a second open on an open session".into());
@@ -100,10 +133,10 @@ async fn read<R: AsyncRead + Unpin>(
                 Command::Open => match open_response(&buf[data]) {
                     Ok(offers) => {
                         opened = true;
-                        let _ = replies.send(Reply::Now(frame.txnr, offers));
+                        now.push(Reply::Now(frame.txnr, offers));
                     }
                     Err(why) => {
-                        let _ = replies.send(Reply::Now(frame.txnr, format!("500 {why}").into()));
+                        now.push(Reply::Now(frame.txnr, format!("500 {why}").into()));
                         failed = Some(why);
                     }
                 },
@@ -119,9 +152,13 @@ async fn read<R: AsyncRead + Unpin>(
                 }
                 Command::Close => close = Some(frame.txnr),
                 Command::Rsp | Command::ServerClose | Command::Other(_) => {
-                    let _ = replies.send(Reply::Now(
+                    now.push(Reply::Now(
                         frame.txnr,
                         b"500 command not supported".to_vec(),
+                    ));
+                    failed = Some(format!(
+                        "the command {:?}, which a client does not send",
+                        frame.command
                     ));
                 }
             }
@@ -129,6 +166,13 @@ async fn read<R: AsyncRead + Unpin>(
                 break;
             }
             at += used;
+        }
+        // The responses before the batch: `open`'s comes first. The queue is bounded, so a
+        // peer that does not read them stops this reader.
+        for reply in now {
+            if replies.send(reply).await.is_err() {
+                return;
+            }
         }
         if !frames.is_empty() {
             let chunk = buf.split_to(at).freeze();
@@ -142,7 +186,13 @@ async fn read<R: AsyncRead + Unpin>(
             };
             read.prepare(&ack).commit();
             drop(ack);
-            let _ = replies.send(Reply::Delivered(on_delivery, txnrs));
+            if replies
+                .send(Reply::Delivered(on_delivery, txnrs))
+                .await
+                .is_err()
+            {
+                return;
+            }
         } else {
             let _ = buf.split_to(at);
         }
@@ -152,7 +202,7 @@ async fn read<R: AsyncRead + Unpin>(
             return;
         }
         if close.is_some() {
-            let _ = replies.send(Reply::Close(close));
+            let _ = replies.send(Reply::Close(close)).await;
             return;
         }
         if eof {
@@ -185,7 +235,7 @@ fn open_response(offers: &[u8]) -> Result<Vec<u8>, String> {
 /// that are ready in one write.
 async fn respond<W: AsyncWrite + Unpin>(
     mut output: W,
-    mut queue: mpsc::UnboundedReceiver<Reply>,
+    mut queue: mpsc::Receiver<Reply>,
     ctx: &Context,
     peer: &str,
 ) {
