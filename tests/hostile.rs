@@ -724,3 +724,155 @@ fn a_repeated_relp_transaction_number_is_refused_not_written_twice() {
     assert_eq!(all, "once\n");
     assert!(s.stderr().contains("where 3 was due"), "{}", s.stderr());
 }
+
+#[test]
+fn only_trusted_proxies_may_say_who_connected() {
+    use std::io::Write;
+    let (trusting, distrusting) = (free_port(), free_port());
+    let mut s = Running::start(
+        Server::Sluice,
+        &format!(
+            r#"source s {{ network(ip(127.0.0.1) port({trusting}) transport(proxied-tcp)
+                                   trusted-proxies("10.0.0.1" "127.0.0.0/8"));
+                         network(ip(127.0.0.1) port({distrusting}) transport(proxied-tcp)
+                                   trusted-proxies("10.0.0.1")); }};
+            destination d {{ file("@OUT@/all.log" template("$SOURCEIP $MSG\n")); }};
+            log {{ source(s); filter {{ netmask("10.0.0.0/8"); }}; destination(d); }};"#
+        ),
+    );
+    s.wait_tcp(trusting);
+    s.wait_tcp(distrusting);
+    let header = b"PROXY TCP4 10.9.9.9 127.0.0.1 5000 514\r\n<13>Nov 24 10:00:00 h app: m\n";
+    let mut forged = std::net::TcpStream::connect(("127.0.0.1", distrusting)).unwrap();
+    forged.write_all(header).unwrap();
+    assert!(
+        closed_by_server(&mut forged),
+        "a direct client's header is refused"
+    );
+    send_raw_tcp(trusting, header);
+    assert_eq!(wait_lines(&s.out, 1, Duration::from_secs(10)), 1);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        std::fs::read_to_string(s.out.join("all.log")).unwrap(),
+        "10.9.9.9 m\n"
+    );
+    assert!(
+        s.stderr().contains("the peer is not in trusted-proxies()"),
+        "{}",
+        s.stderr()
+    );
+}
+
+#[test]
+fn half_finished_headers_hold_half_the_slots_and_time_out() {
+    use std::io::Write;
+    let port = free_port();
+    let mut s = Running::start(
+        Server::Sluice,
+        &format!(
+            r#"source s {{ network(ip(127.0.0.1) port({port}) transport(proxied-tcp)
+                                   max-connections(4) handshake-timeout(1)); }};
+            destination d {{ file("@OUT@/all.log" template("$MSG\n")); }};
+            log {{ source(s); destination(d); }};"#
+        ),
+    );
+    s.wait_tcp(port);
+    let header = |m: &str| {
+        format!("PROXY TCP4 10.9.9.9 127.0.0.1 5000 514\r\n<13>Nov 24 10:00:00 h app: {m}\n")
+    };
+    // A client that got through keeps its connection.
+    let mut through = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    through.write_all(header("first").as_bytes()).unwrap();
+    assert_eq!(wait_lines(&s.out, 1, Duration::from_secs(10)), 1);
+    // Two connections that never send their header take the half of max-connections(4) that
+    // unfinished handshakes may hold: the next is refused at once.
+    let _stalled: Vec<_> = (0..2)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut refused = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    assert!(closed_by_server(&mut refused));
+    through
+        .write_all(b"<13>Nov 24 10:00:00 h app: second\n")
+        .unwrap();
+    assert_eq!(wait_lines(&s.out, 2, Duration::from_secs(10)), 2);
+    // After handshake-timeout(1) the stalled ones are closed, and a new client gets in.
+    std::thread::sleep(Duration::from_millis(1500));
+    send_raw_tcp(port, header("third").as_bytes());
+    assert_eq!(wait_lines(&s.out, 3, Duration::from_secs(10)), 3);
+    assert!(
+        s.stderr().contains("no PROXY header within 1s"),
+        "{}",
+        s.stderr()
+    );
+}
+
+#[test]
+fn idle_prometheus_clients_cannot_take_the_descriptors_the_syslog_port_needs() {
+    let (port, prom) = (free_port(), free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("c.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            r#"options {{ stats(prometheus-listen("0.0.0.0:{prom}")); }};
+            source s {{ network(ip(127.0.0.1) port({port}) transport(tcp)); }};
+            destination d {{ file("{}/out/all.log" template("$MSG\n")); }};
+            log {{ source(s); destination(d); }};"#,
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    std::fs::create_dir(dir.path().join("out")).unwrap();
+    let stderr = dir.path().join("stderr");
+    // At a small open-file limit, as in the issue's 1,024 with 1,100 connections.
+    let child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -n 256; exec \"$0\" -F -f \"$1\" -c \"$2\"")
+        .arg(common::sluice_bin())
+        .arg(&conf)
+        .arg(dir.path().join("ctl"))
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .unwrap();
+    let mut child = Killed(child);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Past the 16 it serves, the rest wait in the kernel's listen queue; once that is full
+    // a connect waits for its SYN to be sent again: stop there.
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{prom}").parse().unwrap();
+    let idle: Vec<_> = (0..300)
+        .map_while(|_| std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok())
+        .collect();
+    assert!(idle.len() >= 100, "{}", idle.len());
+    std::thread::sleep(Duration::from_millis(300));
+    let descriptors = std::fs::read_dir(format!("/proc/{}/fd", child.0.id()))
+        .unwrap()
+        .count();
+    assert!(descriptors < 100, "sluice holds {descriptors} descriptors");
+    send_raw_tcp(port, b"<13>Nov 24 10:00:00 h app: through\n");
+    assert_eq!(
+        wait_lines(&dir.path().join("out"), 1, Duration::from_secs(10)),
+        1
+    );
+    drop(idle);
+    let _ = child.0.kill();
+    let _ = child.0.wait();
+    let said = std::fs::read_to_string(&stderr).unwrap();
+    assert!(
+        said.contains("can be reached from other machines"),
+        "{said}"
+    );
+}
+
+/// A child process killed when dropped, also when a test fails.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

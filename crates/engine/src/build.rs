@@ -212,6 +212,8 @@ const NETWORK_OPTIONS: &[&str] = &[
     "so_keepalive",
     "listen_backlog",
     "tls",
+    "trusted_proxies",
+    "handshake_timeout",
     "so_broadcast",
     "so_sndbuf",
     "ip_ttl",
@@ -803,6 +805,9 @@ impl Builder<'_> {
                         listen_backlog: net.listen_backlog.unwrap_or(DEFAULT_LISTEN_BACKLOG),
                         connections: connections(),
                         proxied: Proxied::No,
+                        trusted_proxies: Vec::new(),
+                        handshake_timeout: HANDSHAKE_TIMEOUT,
+                        unauthenticated: Arc::default(),
                         tls: None,
                         tls_failures: Arc::default(),
                         rejected: counter("rejected_connections"),
@@ -936,6 +941,9 @@ impl Builder<'_> {
                         listen_backlog: net.listen_backlog.unwrap_or(DEFAULT_LISTEN_BACKLOG),
                         connections: connections(),
                         proxied,
+                        trusted_proxies: net.trusted_proxies.clone(),
+                        handshake_timeout: net.handshake_timeout.unwrap_or(HANDSHAKE_TIMEOUT),
+                        unauthenticated: Arc::default(),
                         tls,
                         tls_failures: counter("tls_handshake_failures"),
                         rejected: counter("rejected_connections"),
@@ -1348,6 +1356,9 @@ use sluice_model::macros::DateOptions;
 /// connection the kernel drops waits a second for its SYN to be sent again. The kernel caps it
 /// at `net.core.somaxconn` (4096 on current kernels).
 const DEFAULT_LISTEN_BACKLOG: u32 = 4096;
+/// `handshake-timeout()` not given: how long a connection may take to finish its TLS
+/// handshake or PROXY header. syslog-ng waits for ever for a PROXY header.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// RELP has no assigned port; rsyslog's examples use 2514.
 const RELP_PORT: u16 = 2514;
@@ -1368,6 +1379,9 @@ struct NetOptions {
     owner: Option<u32>,
     group: Option<u32>,
     tls: Option<TlsOptions>,
+    /// `trusted-proxies()`: the peers whose PROXY headers are believed.
+    trusted_proxies: Vec<sluice_model::filter::Network>,
+    handshake_timeout: Option<Duration>,
 }
 
 impl NetOptions {
@@ -1395,6 +1409,23 @@ impl NetOptions {
             "owner" => self.owner = Some(options::user(opt)?),
             "group" => self.group = Some(options::group(opt)?),
             "tls" => self.tls = Some(TlsOptions::parse(opt)?),
+            "trusted_proxies" => {
+                for v in opt.words()? {
+                    let network = sluice_model::filter::Network::parse(&v.text).ok_or_else(|| {
+                        ConfigError::new(
+                            v.pos,
+                            format!(
+                                "trusted-proxies() takes addresses and networks such as \"10.0.0.5\", \"10.0.0.0/24\" or \"2001:db8::/32\", not \"{}\"",
+                                v.text
+                            ),
+                        )
+                    })?;
+                    self.trusted_proxies.push(network);
+                }
+            }
+            "handshake_timeout" => {
+                self.handshake_timeout = Some(Duration::from_secs(opt.u64()?.max(1)))
+            }
             "optional" | "create_dirs" => {
                 opt.bool()?;
             }

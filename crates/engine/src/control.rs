@@ -103,8 +103,12 @@ impl Control {
 
     pub async fn serve(self: Arc<Self>, listener: UnixListener) {
         loop {
-            let Ok((conn, _)) = listener.accept().await else {
-                continue;
+            let conn = match listener.accept().await {
+                Ok((conn, _)) => conn,
+                Err(e) => {
+                    accept_failed("the control socket", &e).await;
+                    continue;
+                }
             };
             let me = self.clone();
             tokio::spawn(async move {
@@ -204,33 +208,64 @@ fn on_off(b: bool) -> &'static str {
 }
 
 /// Serves the counters to Prometheus: any GET gets them.
+///
+/// At most [`SCRAPERS`] connections are served at once (more wait in the kernel's listen
+/// queue, holding no descriptor of sluice's), and each has [`SCRAPE_TIMEOUT`] to send its
+/// request and take the answer: idle or slow peers cannot take the descriptors the syslog
+/// ports need.
 pub async fn serve_prometheus(listener: TcpListener, stats: Arc<Registry>) {
+    let scrapers = Arc::new(tokio::sync::Semaphore::new(SCRAPERS));
     loop {
-        let Ok((mut conn, _)) = listener.accept().await else {
-            continue;
+        let permit = scrapers
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the semaphore is never closed");
+        let mut conn = match listener.accept().await {
+            Ok((conn, _)) => conn,
+            Err(e) => {
+                accept_failed("the Prometheus endpoint", &e).await;
+                continue;
+            }
         };
         let stats = stats.clone();
         tokio::spawn(async move {
-            // Read the request head (up to a blank line); its content does not matter.
-            let mut head = Vec::new();
-            let mut buf = [0u8; 1024];
-            while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 8192 {
-                match conn.read(&mut buf).await {
-                    Ok(0) | Err(_) => return,
-                    Ok(n) => head.extend_from_slice(&buf[..n]),
+            let _permit = permit;
+            let _ = tokio::time::timeout(SCRAPE_TIMEOUT, async move {
+                // Read the request head (up to a blank line); its content does not matter.
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 8192 {
+                    match conn.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
                 }
-            }
-            let (status, body) = if head.starts_with(b"GET ") {
-                ("200 OK", stats.prometheus())
-            } else {
-                ("405 Method Not Allowed", String::new())
-            };
-            let reply = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = conn.write_all(reply.as_bytes()).await;
-            let _ = conn.shutdown().await;
+                let (status, body) = if head.starts_with(b"GET ") {
+                    ("200 OK", stats.prometheus())
+                } else {
+                    ("405 Method Not Allowed", String::new())
+                };
+                let reply = format!(
+                    "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = conn.write_all(reply.as_bytes()).await;
+                let _ = conn.shutdown().await;
+            })
+            .await;
         });
     }
+}
+
+/// Connections the Prometheus endpoint serves at once.
+const SCRAPERS: usize = 16;
+/// How long a Prometheus client has to send its request and take the answer.
+const SCRAPE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// An `accept` that failed (out of descriptors, most likely): said, then a pause before the
+/// next, so that a full descriptor table does not make a loop spin.
+pub async fn accept_failed(what: &str, e: &std::io::Error) {
+    internal::error(format!("accepting a connection on {what} failed: {e}"));
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
 }

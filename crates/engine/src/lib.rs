@@ -285,6 +285,7 @@ async fn serve(
         generation: ctx.dispatcher.get().generation,
         state_dir: opts.state_dir.clone(),
     };
+    sources::stream::raise_open_files_limit(streams.iter().map(|s| s.max_connections).sum());
     running
         .listen(streams, datagrams, &fingerprints, false)
         .await?;
@@ -329,11 +330,18 @@ async fn serve(
         }
     };
     let prometheus = match globals.prometheus_listen {
-        Some(addr) => Some(
-            tokio::net::TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("cannot listen for Prometheus on {addr}"))?,
-        ),
+        Some(addr) => {
+            if !addr.ip().is_loopback() {
+                internal::warning(format!(
+                    "the Prometheus endpoint on {addr} can be reached from other machines: anyone who reaches it reads the counters, which name hosts, programs and files; listen on 127.0.0.1 unless a firewall keeps it in"
+                ));
+            }
+            Some(
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("cannot listen for Prometheus on {addr}"))?,
+            )
+        }
         None => None,
     };
     let internal_events = internal_source.as_ref().map(|_| internal::subscribe(1024));

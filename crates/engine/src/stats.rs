@@ -57,25 +57,21 @@ struct Counters {
     list: Vec<Counter>,
     /// (component, id, instance, type) → place in `list`.
     index: HashMap<(String, String, String, &'static str), usize>,
-    /// Dynamic counters made, and the most that may be (`stats-max-dynamics()`).
+    /// Dynamic counters made, and the most that may be (`stats-max-dynamics()`). Counts
+    /// that found no counter past the limit go to `global;dynamic_counters;;a;dropped`, made
+    /// when the first is refused.
     dynamic: usize,
     max_dynamic: usize,
-    /// Counts made for what messages carry that found no counter past the limit:
-    /// `global;dynamic_counters;;a;dropped`.
-    refused: Arc<AtomicU64>,
 }
 
 impl Default for Counters {
     fn default() -> Counters {
-        let mut counters = Counters {
+        Counters {
             list: Vec::new(),
             index: HashMap::new(),
             dynamic: 0,
             max_dynamic: crate::options::STATS_MAX_DYNAMICS,
-            refused: Arc::default(),
-        };
-        counters.refused = counters.get("global", "dynamic_counters", "", "dropped", false);
-        counters
+        }
     }
 }
 
@@ -193,7 +189,8 @@ impl Registry {
                         "processed",
                     ));
                     if !known {
-                        all.refused.fetch_add(*n, Ordering::Relaxed);
+                        all.get("global", "dynamic_counters", "", "dropped", false)
+                            .fetch_add(*n, Ordering::Relaxed);
                         continue;
                     }
                 }

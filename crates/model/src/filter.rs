@@ -36,18 +36,12 @@ pub enum Filter {
     Compare(Box<Comparison>),
     /// `source(s_net)`: the message came from the source statement with this name.
     Source(Arc<str>),
-    /// `netmask("10.0.0.0/8")`: the sender's IPv4 address, masked, is `address` (local
-    /// messages count as 127.0.0.1, IPv6 senders never match).
-    Netmask {
-        address: u32,
-        mask: u32,
-    },
+    /// `netmask("10.0.0.0/8")`: the sender's address is in the network (local messages count
+    /// as 127.0.0.1; an IPv4-mapped IPv6 address, `::ffff:10.1.2.3`, as its IPv4 address).
+    Netmask(Network),
     /// `netmask6("2001:db8::/32")`: the sender's IPv6 address in the network (local messages
     /// count as ::1).
-    Netmask6 {
-        address: u128,
-        prefix: u32,
-    },
+    Netmask6(Network),
     /// `rate-limit(template("$HOST") rate(100))`: at most `rate` messages a second per key.
     RateLimit(Arc<RateLimit>),
     /// `in-list("/etc/list" value("PROGRAM"))`: the value is one of the file's lines.
@@ -337,19 +331,16 @@ impl Filter {
             Filter::Tags(tags) => tags.iter().any(|t| msg.tags.contains(*t)),
             Filter::Compare(c) => c.matches(msg, scratch),
             Filter::Source(name) => *msg.origin.source_name == **name,
-            Filter::Netmask { address, mask } => match msg.origin.peer.map(|p| p.ip()) {
-                Some(std::net::IpAddr::V4(ip)) => u32::from(ip) & mask == *address,
-                Some(std::net::IpAddr::V6(_)) => false,
-                None => u32::from(std::net::Ipv4Addr::LOCALHOST) & mask == *address,
-            },
-            Filter::Netmask6 { address, prefix } => {
-                let ip = match msg.origin.peer.map(|p| p.ip()) {
-                    Some(std::net::IpAddr::V6(ip)) => u128::from(ip),
-                    Some(std::net::IpAddr::V4(_)) => return false,
-                    None => u128::from(std::net::Ipv6Addr::LOCALHOST),
-                };
-                ip & mask6(*prefix) == *address
-            }
+            Filter::Netmask(network) => network.contains(
+                msg.origin
+                    .peer
+                    .map_or(std::net::Ipv4Addr::LOCALHOST.into(), |p| p.ip()),
+            ),
+            Filter::Netmask6(network) => network.contains(
+                msg.origin
+                    .peer
+                    .map_or(std::net::Ipv6Addr::LOCALHOST.into(), |p| p.ip()),
+            ),
             Filter::RateLimit(limit) => {
                 scratch.clear();
                 if let Some(t) = &limit.key {
@@ -455,6 +446,9 @@ fn call(node: &Node, named: &mut NamedFilters) -> Result<Filter, ConfigError> {
 /// Token buckets per key, as syslog-ng's `rate-limit()` keeps them: each key starts with `rate`
 /// tokens, gains `rate` a second (counted in whole tokens) up to `rate`, and a message passes
 /// when it can take one.
+/// The most keys a `rate-limit()` keeps buckets for.
+pub const MAX_BUCKETS: usize = 10_000;
+
 pub struct RateLimit {
     key: Option<Template>,
     rate: i64,
@@ -471,9 +465,21 @@ impl std::fmt::Debug for RateLimit {
 
 impl RateLimit {
     /// Whether a message with `key`, arriving `now`, is within the rate.
+    ///
+    /// Keys are what senders send (`$HOST`), so the buckets are bounded: past
+    /// [`MAX_BUCKETS`], those untouched for a second are forgotten (one refills in a second at
+    /// most, so it is as a new one); if all are busier, a new key is let through as a new
+    /// bucket would be, without being kept.
     pub fn take(&self, key: &[u8], now: std::time::Instant) -> bool {
         let mut buckets = self.buckets.lock().expect("rate-limit lock");
         if !buckets.contains_key(key) {
+            if buckets.len() >= MAX_BUCKETS {
+                let second = std::time::Duration::from_secs(1);
+                buckets.retain(|_, (_, last)| now.saturating_duration_since(*last) < second);
+            }
+            if buckets.len() >= MAX_BUCKETS {
+                return true;
+            }
             buckets.insert(key.to_vec(), (self.rate, now));
         }
         let (tokens, last) = buckets.get_mut(key).expect("inserted above");
@@ -524,39 +530,46 @@ fn rate_limit(node: &Node) -> Result<Filter, ConfigError> {
     })))
 }
 
-/// The mask of an IPv6 prefix length.
-fn mask6(prefix: u32) -> u128 {
-    if prefix == 0 {
-        0
-    } else {
-        u128::MAX << (128 - prefix.min(128))
+/// An IPv4 or IPv6 network: what `netmask()` and `netmask6()` match, and what lists of
+/// trusted peers (`trusted-proxies()`) hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Network {
+    V4 { address: u32, mask: u32 },
+    V6 { address: u128, prefix: u32 },
+}
+
+impl Network {
+    /// Whether `ip` is in the network. An IPv4-mapped IPv6 address (`::ffff:10.1.2.3`, as a
+    /// dual-stack listener sees IPv4 clients) is its IPv4 address.
+    pub fn contains(&self, ip: std::net::IpAddr) -> bool {
+        use std::net::IpAddr;
+        match (*self, ip) {
+            (Network::V4 { address, mask }, IpAddr::V4(ip)) => u32::from(ip) & mask == address,
+            (Network::V4 { .. }, IpAddr::V6(ip)) => ip
+                .to_ipv4_mapped()
+                .is_some_and(|v4| self.contains(v4.into())),
+            (Network::V6 { address, prefix }, IpAddr::V6(ip)) => {
+                u128::from(ip) & mask6(prefix) == address
+            }
+            (Network::V6 { .. }, IpAddr::V4(_)) => false,
+        }
+    }
+
+    /// An IPv4 network as `netmask()` reads it (`address/bits`, `address/dotted-mask`, a bare
+    /// address), else an IPv6 one as `netmask6()` does.
+    pub fn parse(text: &str) -> Option<Network> {
+        ipv4_network(text).or_else(|| ipv6_network(text))
     }
 }
 
 /// `address/bits`, `address/dotted-mask` or a bare address (a /32), as syslog-ng reads them.
-fn netmask(v: &Value) -> Result<Filter, ConfigError> {
-    let bad = || {
-        ConfigError::new(
-            v.pos,
-            format!(
-                "netmask() needs an IPv4 network such as \"10.0.0.0/8\", not \"{}\"",
-                v.text
-            ),
-        )
-    };
-    let ip = |s: &str| {
-        s.parse::<std::net::Ipv4Addr>()
-            .map(u32::from)
-            .map_err(|_| bad())
-    };
-    let (address, mask) = match v.text.split_once('/') {
-        None => (ip(&v.text)?, u32::MAX),
+fn ipv4_network(text: &str) -> Option<Network> {
+    let ip = |s: &str| s.parse::<std::net::Ipv4Addr>().ok().map(u32::from);
+    let (address, mask) = match text.split_once('/') {
+        None => (ip(text)?, u32::MAX),
         Some((a, m)) if m.contains('.') => (ip(a)?, ip(m)?),
         Some((a, bits)) => {
-            let bits: u32 = bits.parse().map_err(|_| bad())?;
-            if bits > 32 {
-                return Err(bad());
-            }
+            let bits: u32 = bits.parse().ok().filter(|&b| b <= 32)?;
             (
                 ip(a)?,
                 if bits == 0 {
@@ -567,14 +580,48 @@ fn netmask(v: &Value) -> Result<Filter, ConfigError> {
             )
         }
     };
-    Ok(Filter::Netmask {
+    Some(Network::V4 {
         address: address & mask,
         mask,
     })
 }
 
+/// `address/prefix` or a bare address (a /128).
+fn ipv6_network(text: &str) -> Option<Network> {
+    let (a, prefix) = match text.split_once('/') {
+        Some((a, p)) => (a, p.parse::<u32>().ok().filter(|&p| p <= 128)?),
+        None => (text, 128),
+    };
+    let address = u128::from(a.parse::<std::net::Ipv6Addr>().ok()?);
+    Some(Network::V6 {
+        address: address & mask6(prefix),
+        prefix,
+    })
+}
+
+/// The mask of an IPv6 prefix length.
+fn mask6(prefix: u32) -> u128 {
+    if prefix == 0 {
+        0
+    } else {
+        u128::MAX << (128 - prefix.min(128))
+    }
+}
+
+fn netmask(v: &Value) -> Result<Filter, ConfigError> {
+    ipv4_network(&v.text).map(Filter::Netmask).ok_or_else(|| {
+        ConfigError::new(
+            v.pos,
+            format!(
+                "netmask() needs an IPv4 network such as \"10.0.0.0/8\", not \"{}\"",
+                v.text
+            ),
+        )
+    })
+}
+
 fn netmask6(v: &Value) -> Result<Filter, ConfigError> {
-    let bad = || {
+    ipv6_network(&v.text).map(Filter::Netmask6).ok_or_else(|| {
         ConfigError::new(
             v.pos,
             format!(
@@ -582,18 +629,6 @@ fn netmask6(v: &Value) -> Result<Filter, ConfigError> {
                 v.text
             ),
         )
-    };
-    let (a, prefix) = match v.text.split_once('/') {
-        Some((a, p)) => (a, p.parse::<u32>().map_err(|_| bad())?),
-        None => (v.text.as_str(), 128),
-    };
-    if prefix > 128 {
-        return Err(bad());
-    }
-    let address = u128::from(a.parse::<std::net::Ipv6Addr>().map_err(|_| bad())?);
-    Ok(Filter::Netmask6 {
-        address: address & mask6(prefix),
-        prefix,
     })
 }
 
@@ -831,5 +866,45 @@ mod tests {
         ] {
             assert_eq!(atoi(text), want, "{}", String::from_utf8_lossy(text));
         }
+    }
+
+    #[test]
+    fn networks_take_ipv4_mapped_addresses_as_ipv4() {
+        let ten = Network::parse("10.0.0.0/8").unwrap();
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+        assert!(ten.contains(ip("10.9.9.9")));
+        assert!(ten.contains(ip("::ffff:10.9.9.9")));
+        assert!(!ten.contains(ip("::ffff:11.9.9.9")));
+        assert!(!ten.contains(ip("2001:db8::1")));
+        assert_eq!(
+            Network::parse("10.1.2.3/255.255.0.0"),
+            Network::parse("10.1.0.0/16")
+        );
+        let v6 = Network::parse("2001:db8::/32").unwrap();
+        assert!(v6.contains(ip("2001:db8:1::5")));
+        assert!(!v6.contains(ip("10.0.0.1")));
+        assert_eq!(Network::parse("10.0.0.0/33"), None);
+        assert_eq!(Network::parse("host.example"), None);
+    }
+
+    #[test]
+    fn rate_limit_buckets_stay_bounded_whatever_the_keys() {
+        let limit = RateLimit {
+            key: None,
+            rate: 2,
+            buckets: Default::default(),
+        };
+        let start = std::time::Instant::now();
+        for i in 0..MAX_BUCKETS + 500 {
+            assert!(limit.take(i.to_string().as_bytes(), start));
+        }
+        assert_eq!(limit.buckets.lock().unwrap().len(), MAX_BUCKETS);
+        // A second later the idle buckets go when a new key comes.
+        let later = start + std::time::Duration::from_secs(2);
+        assert!(limit.take(b"new", later));
+        assert_eq!(limit.buckets.lock().unwrap().len(), 1);
+        // A kept key is still limited.
+        assert!(limit.take(b"new", later));
+        assert!(!limit.take(b"new", later));
     }
 }

@@ -46,6 +46,15 @@ pub struct StreamSource {
     /// `transport(proxied-*)`: where each connection has a PROXY protocol header; the client
     /// it announces is the messages' `$SOURCEIP`.
     pub proxied: Proxied,
+    /// `trusted-proxies()`: the peers whose PROXY headers are believed; others are refused.
+    /// Empty: every peer's (said when the source starts).
+    pub trusted_proxies: Vec<sluice_model::filter::Network>,
+    /// `handshake-timeout()`: how long a connection may take for its TLS handshake and its
+    /// PROXY header.
+    pub handshake_timeout: std::time::Duration,
+    /// Connections still in their TLS handshake or PROXY header. They may hold at most half
+    /// of `max-connections()`: the other half stays for peers that got through.
+    pub unauthenticated: Arc<std::sync::atomic::AtomicUsize>,
     /// `transport(tls)`: connections are TLS ([`crate::tls`]).
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// Connections closed because their TLS handshake failed (an untrusted peer, no
@@ -126,6 +135,12 @@ impl StreamSource {
                 .spawn(move || me.accept_loop(&listener, &tx, &stopping))
                 .expect("spawning an acceptor thread")
         };
+        if self.proxied != Proxied::No && self.trusted_proxies.is_empty() {
+            log::warning(format!(
+                "source {}: any peer's PROXY header is believed, so any client that reaches {:?} can claim any address; trusted-proxies() names the proxies to believe",
+                self.source_name, self.listen
+            ));
+        }
         let active = self.connections.clone();
         let mut connections = JoinSet::new();
         let mut shutdown = ctx.shutdown.clone();
@@ -148,6 +163,21 @@ impl StreamSource {
                 ));
                 continue;
             }
+            let pending = if self.tls.is_some() || self.proxied != Proxied::No {
+                let Some(pending) = Unauthenticated::take(&self) else {
+                    self.rejected.fetch_add(1, Ordering::Relaxed);
+                    log::warning(format!(
+                        "refusing connection from {}: half of max-connections({}) are in their TLS handshake or PROXY header on source {}",
+                        peer.map_or("a local client".to_string(), |p| p.to_string()),
+                        self.max_connections,
+                        self.source_name
+                    ));
+                    continue;
+                };
+                Some(pending)
+            } else {
+                None
+            };
             let stream = match Stream::from_accepted(socket, &self.listen) {
                 Ok(stream) => stream,
                 Err(e) => {
@@ -163,7 +193,7 @@ impl StreamSource {
             let ctx = ctx.clone();
             let active = active.clone();
             connections.spawn(async move {
-                me.connection(stream, peer, &ctx).await;
+                me.connection(stream, peer, pending, &ctx).await;
                 active.fetch_sub(1, Ordering::Relaxed);
             });
         }
@@ -218,7 +248,15 @@ impl StreamSource {
         }
     }
 
-    async fn connection(&self, stream: Stream, peer: Option<SocketAddr>, ctx: &Context) {
+    /// Serves one connection. `pending` holds its place among the connections still in their
+    /// handshake or header; it is let go once they are done.
+    async fn connection(
+        &self,
+        stream: Stream,
+        peer: Option<SocketAddr>,
+        pending: Option<Unauthenticated>,
+        ctx: &Context,
+    ) {
         let mut s = match stream {
             Stream::Unix(s) => {
                 let local = Endpoints::default();
@@ -238,14 +276,18 @@ impl StreamSource {
             proxy: None,
             proto: 6,
         };
+        if self.proxied != Proxied::No && !self.trusts(peer) {
+            return self.refuse(peer, "the peer is not in trusted-proxies()", false);
+        }
         let mut leftover = Vec::new();
         if self.proxied == Proxied::First {
-            match proxy_header(&mut s, &mut peer, &mut endpoints).await {
+            match self.proxy_header(&mut s, &mut peer, &mut endpoints).await {
                 Ok(rest) => leftover = rest,
                 Err(e) => return self.refuse(peer, &e, false),
             }
         }
-        let Some(config) = &self.tls else {
+        if self.tls.is_none() {
+            drop(pending);
             // What came after the PROXY header in its read is read first.
             let s = Prefixed::new(leftover, s);
             return self.read(s, peer, endpoints, Vec::new(), ctx).await;
@@ -253,27 +295,51 @@ impl StreamSource {
         // A TLS connection's state (rustls's, the handshake's) is kilobytes: boxed, so that
         // every plain connection's task does not carry room for it (10,000 idle connections
         // held 70 MB more).
-        let tls = self.tls_connection(config.clone(), s, leftover, peer, endpoints, ctx);
+        let tls = self.tls_connection(s, leftover, peer, endpoints, pending, ctx);
         Box::pin(tls).await
+    }
+
+    /// Whether `peer` may send a PROXY header: `trusted-proxies()` names it, or is empty.
+    fn trusts(&self, peer: Option<SocketAddr>) -> bool {
+        self.trusted_proxies.is_empty()
+            || peer.is_some_and(|p| self.trusted_proxies.iter().any(|n| n.contains(p.ip())))
+    }
+
+    /// [`proxy_header`] within `handshake-timeout()`.
+    async fn proxy_header<R: AsyncRead + Unpin>(
+        &self,
+        s: &mut R,
+        peer: &mut Option<SocketAddr>,
+        endpoints: &mut Endpoints,
+    ) -> Result<Vec<u8>, String> {
+        tokio::time::timeout(self.handshake_timeout, proxy_header(s, peer, endpoints))
+            .await
+            .unwrap_or_else(|_| {
+                Err(format!(
+                    "no PROXY header within {}s (handshake-timeout())",
+                    self.handshake_timeout.as_secs()
+                ))
+            })
     }
 
     /// The TLS handshake of a connection (after a PROXY header before it, whose unread rest
     /// is `leftover`), then its messages.
     async fn tls_connection(
         &self,
-        config: Arc<rustls::ServerConfig>,
         s: tokio::net::TcpStream,
         leftover: Vec<u8>,
         mut peer: Option<SocketAddr>,
         mut endpoints: Endpoints,
+        pending: Option<Unauthenticated>,
         ctx: &Context,
     ) {
+        let config = self.tls.clone().expect("a TLS source");
         let acceptor = tokio_rustls::TlsAcceptor::from(config);
         // rustls reads the socket 4 KiB at a time: from a buffer, that is a copy instead of a
         // system call.
         let buffered = tokio::io::BufReader::with_capacity(TLS_READ, Prefixed::new(leftover, s));
         let handshake = acceptor.accept(buffered);
-        let mut tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
+        let mut tls = match tokio::time::timeout(self.handshake_timeout, handshake).await {
             Ok(Ok(tls)) => tls,
             // Closed before or during the handshake: a port probe (a load balancer's health
             // check, a monitoring script), not a peer that failed to authenticate.
@@ -282,7 +348,10 @@ impl StreamSource {
             }
             Ok(Err(e)) => return self.refuse(peer, &e.to_string(), true),
             Err(_) => {
-                let e = format!("no handshake within {}s", HANDSHAKE_TIMEOUT.as_secs());
+                let e = format!(
+                    "no handshake within {}s (handshake-timeout())",
+                    self.handshake_timeout.as_secs()
+                );
                 return self.refuse(peer, &e, true);
             }
         };
@@ -295,11 +364,12 @@ impl StreamSource {
             .unwrap_or_default();
         let mut leftover = Vec::new();
         if self.proxied == Proxied::InsideTls {
-            match proxy_header(&mut tls, &mut peer, &mut endpoints).await {
+            match self.proxy_header(&mut tls, &mut peer, &mut endpoints).await {
                 Ok(rest) => leftover = rest,
                 Err(e) => return self.refuse(peer, &e, false),
             }
         }
+        drop(pending);
         let s = Prefixed::new(leftover, Filling(tls));
         self.read(s, peer, endpoints, pairs, ctx).await
     }
@@ -412,6 +482,42 @@ fn reserve_descriptors(open: std::os::fd::RawFd, connections: usize) {
     }
 }
 
+/// Descriptors sluice needs beside its connections: files (a writer keeps up to 512 open),
+/// disk buffers, listeners, the control socket.
+const FILES_NEEDED: u64 = 4096;
+
+/// Raises the soft limit on open files to what `connections` (every stream source's
+/// `max-connections()` together) and [`FILES_NEEDED`] take, within the hard limit (at the
+/// common soft limit of 1,024, a thousand connections left nothing for files); says so when
+/// the hard limit is lower.
+pub fn raise_open_files_limit(connections: usize) {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit fills the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return;
+    }
+    let need = (connections as u64).saturating_add(FILES_NEEDED);
+    if limit.rlim_cur >= need {
+        return;
+    }
+    let raised = need.min(limit.rlim_max);
+    if raised > limit.rlim_cur {
+        limit.rlim_cur = raised;
+        // SAFETY: setrlimit with a soft limit within the hard one.
+        unsafe {
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+    if raised < need {
+        log::warning(format!(
+            "the open-file limit is {raised}, below the {need} that max-connections() and files need: raise it (ulimit -n, LimitNOFILE=) or lower max-connections()"
+        ));
+    }
+}
+
 /// The soft limit on open files (`RLIMIT_NOFILE`).
 fn open_files_limit() -> Option<u64> {
     let mut limit = libc::rlimit {
@@ -425,8 +531,29 @@ fn open_files_limit() -> Option<u64> {
 /// What a TLS connection reads from its socket at once.
 const TLS_READ: usize = 128 << 10;
 
-/// How long a TLS client may take to finish its handshake.
-const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+/// A connection's place among those still in their TLS handshake or PROXY header; let go
+/// when dropped.
+struct Unauthenticated(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Unauthenticated {
+    /// A place, unless half of the source's `max-connections()` are taken.
+    fn take(source: &StreamSource) -> Option<Unauthenticated> {
+        let most = (source.max_connections / 2).max(1);
+        let count = &source.unauthenticated;
+        count
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < most).then_some(n + 1)
+            })
+            .ok()?;
+        Some(Unauthenticated(count.clone()))
+    }
+}
+
+impl Drop for Unauthenticated {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 /// What every message of a TLS connection carries of its peer's certificate, as syslog-ng
 /// names it.
