@@ -27,7 +27,7 @@
 //! writers in order, recording it as sent once the writers have written it.
 
 use super::diskq::{DiskBufferOptions, DiskQueue};
-use super::file_open::{open_beneath, NameReports, OpenError, OpenRules};
+use super::file_open::{open_beneath, NameReports, OpenError};
 use super::format::Formatter;
 use super::queue::{Batch, BatchQueue};
 use super::{Destination, Outbox};
@@ -62,21 +62,6 @@ pub struct FileOptions {
     pub log_fifo_size: usize,
     /// The longest wait between two tries of a failing file.
     pub time_reopen: Duration,
-}
-
-impl FileOptions {
-    fn open_rules(&self, regular_only: bool) -> OpenRules {
-        OpenRules {
-            create_dirs: self.create_dirs,
-            perm: self.perm,
-            dir_perm: self.dir_perm,
-            owner: self.owner,
-            group: self.group,
-            dir_owner: self.dir_owner,
-            dir_group: self.dir_group,
-            regular_only,
-        }
-    }
 }
 
 /// How long a stopping writer keeps trying its failing files.
@@ -1616,10 +1601,9 @@ impl Writer {
             // Every name starts with the root: the template's text before its first macro.
             let name = &self.slots[at].name;
             let rest = name.strip_prefix(&*self.root.dir).unwrap_or(name);
-            let rules = self.opts.open_rules(self.root.templated);
             let opened = {
                 let _turn = self.opening.lock().expect("opening lock");
-                open_beneath(&self.root.dir, rest, &rules)
+                open_beneath(&self.root.dir, rest, &self.opts, self.root.templated)
             };
             match opened {
                 Ok(file) => self.slots[at].file = Some(file),

@@ -8,6 +8,7 @@
 //! never one another user planted; and with a name made from values only a regular file is
 //! written. `docs/compatibility.md` compares this with syslog-ng, which drops such messages.
 
+use super::file::FileOptions;
 use sluice_model::file_name::NAME_MAX;
 use sluice_model::LogMessage;
 use std::collections::HashSet;
@@ -81,21 +82,6 @@ impl NameReports {
     }
 }
 
-/// How a file beneath the root is made and opened: `file()`'s options that govern it.
-#[derive(Clone, Copy, Debug)]
-pub struct OpenRules {
-    pub create_dirs: bool,
-    pub perm: Option<u32>,
-    pub dir_perm: Option<u32>,
-    pub owner: Option<u32>,
-    pub group: Option<u32>,
-    pub dir_owner: Option<u32>,
-    pub dir_group: Option<u32>,
-    /// The name is made from values: only a regular file is written (never a FIFO or a
-    /// device that a local user put where a sender's name leads).
-    pub regular_only: bool,
-}
-
 /// Why a file could not be opened.
 #[derive(Debug)]
 pub struct OpenError {
@@ -134,10 +120,17 @@ fn refused(text: String) -> OpenError {
 }
 
 /// Opens `root` + `rest` to append, beneath `root`: `root` is the administrator's (opened as
-/// written, made with `create_dirs`), `rest` is walked one directory at a time, each opened
-/// with `O_NOFOLLOW` relative to the one before and made when missing. Returns the file and
-/// whether it was made now: only a file sluice made gets `perm()`, `owner()` and `group()`.
-pub fn open_beneath(root: &[u8], rest: &[u8], rules: &OpenRules) -> Result<File, OpenError> {
+/// written, made with `create-dirs()`), `rest` is walked one directory at a time, each opened
+/// with `O_NOFOLLOW` relative to the one before and made when missing. Only a file sluice
+/// makes gets `perm()`, `owner()` and `group()`. With `regular_only` (the name is made from
+/// values) only a regular file is written, never a FIFO or a device a local user put where a
+/// sender's name leads.
+pub fn open_beneath(
+    root: &[u8],
+    rest: &[u8],
+    rules: &FileOptions,
+    regular_only: bool,
+) -> Result<File, OpenError> {
     let root_path = if root.is_empty() { &b"."[..] } else { root };
     let dir_flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
     let mut dir = match rustix::fs::openat(CWD, root_path, dir_flags, Mode::empty()) {
@@ -163,7 +156,7 @@ pub fn open_beneath(root: &[u8], rest: &[u8], rules: &OpenRules) -> Result<File,
         dir = open_dir(&dir, name, rules)?;
         name = next;
     }
-    open_file(&dir, name, rules)
+    open_file(&dir, name, rules, regular_only)
 }
 
 fn missing_dir(path: &[u8]) -> io::Error {
@@ -177,7 +170,7 @@ fn missing_dir(path: &[u8]) -> io::Error {
 }
 
 /// The directory `name` in `dir`, made when missing and `create-dirs(yes)`; never a link.
-fn open_dir(dir: &OwnedFd, name: &[u8], rules: &OpenRules) -> Result<OwnedFd, OpenError> {
+fn open_dir(dir: &OwnedFd, name: &[u8], rules: &FileOptions) -> Result<OwnedFd, OpenError> {
     let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     for _ in 0..2 {
         match rustix::fs::openat(dir, name, flags, Mode::empty()) {
@@ -214,7 +207,12 @@ fn is_link(dir: &OwnedFd, name: &[u8]) -> bool {
 
 /// The file `name` in `dir`, opened to append: made (with `perm()`, `owner()`, `group()`) when
 /// missing; a link is followed only when root or sluice's user owns it.
-fn open_file(dir: &OwnedFd, name: &[u8], rules: &OpenRules) -> Result<File, OpenError> {
+fn open_file(
+    dir: &OwnedFd,
+    name: &[u8],
+    rules: &FileOptions,
+    regular_only: bool,
+) -> Result<File, OpenError> {
     let append = OFlags::WRONLY | OFlags::APPEND | OFlags::NOCTTY | OFlags::CLOEXEC;
     let mode = Mode::from_raw_mode(rules.perm.unwrap_or(0o600));
     for _ in 0..2 {
@@ -234,7 +232,7 @@ fn open_file(dir: &OwnedFd, name: &[u8], rules: &OpenRules) -> Result<File, Open
         }
         // There already: open it as it is, without following a link, and without waiting for
         // a reader when it is a FIFO (checked below).
-        let existing = if rules.regular_only {
+        let existing = if regular_only {
             append | OFlags::NOFOLLOW | OFlags::NONBLOCK
         } else {
             append | OFlags::NOFOLLOW
@@ -245,11 +243,11 @@ fn open_file(dir: &OwnedFd, name: &[u8], rules: &OpenRules) -> Result<File, Open
             Err(rustix::io::Errno::NOENT) => continue,
             Err(rustix::io::Errno::LOOP) => follow_trusted_link(dir, name, append)?,
             // A FIFO without a reader.
-            Err(rustix::io::Errno::NXIO) if rules.regular_only => return Err(not_regular(name)),
+            Err(rustix::io::Errno::NXIO) if regular_only => return Err(not_regular(name)),
             Err(e) => return Err(e.into()),
         };
         let file = File::from(fd);
-        if rules.regular_only {
+        if regular_only {
             if !file.metadata()?.file_type().is_file() {
                 return Err(not_regular(name));
             }
@@ -328,16 +326,10 @@ mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
 
-    fn rules() -> OpenRules {
-        OpenRules {
+    fn rules() -> FileOptions {
+        FileOptions {
             create_dirs: true,
-            perm: None,
-            dir_perm: None,
-            owner: None,
-            group: None,
-            dir_owner: None,
-            dir_group: None,
-            regular_only: true,
+            ..crate::options::Globals::new().file
         }
     }
 
@@ -353,11 +345,11 @@ mod tests {
         std::fs::create_dir(&outside).unwrap();
         let r = root_of(&root);
         // The root and the directories beneath it are made.
-        open_beneath(&r, b"a/b/c.log", &rules()).unwrap();
+        open_beneath(&r, b"a/b/c.log", &rules(), true).unwrap();
         assert!(root.join("a/b/c.log").is_file());
         // A directory beneath the root that is a link is not followed.
         symlink(&outside, root.join("a/out")).unwrap();
-        let e = open_beneath(&r, b"a/out/x.log", &rules()).unwrap_err();
+        let e = open_beneath(&r, b"a/out/x.log", &rules(), true).unwrap_err();
         assert!(e.refused, "{e}");
         assert!(e.to_string().contains("symbolic link"), "{e}");
         assert!(!outside.join("x.log").exists());
@@ -374,11 +366,11 @@ mod tests {
             AtFlags::SYMLINK_NOFOLLOW,
         )
         .unwrap();
-        let with_perm = OpenRules {
+        let with_perm = FileOptions {
             perm: Some(0o644),
             ..rules()
         };
-        let e = open_beneath(&r, b"a/link.log", &with_perm).unwrap_err();
+        let e = open_beneath(&r, b"a/link.log", &with_perm, true).unwrap_err();
         assert!(
             e.refused && e.to_string().contains("made by user 65534"),
             "{e}"
@@ -390,12 +382,9 @@ mod tests {
         let target = outside.join("target");
         std::fs::write(&target, b"").unwrap();
         symlink(&target, root.join("a/mine.log")).unwrap();
-        let fixed = OpenRules {
-            regular_only: false,
-            ..rules()
-        };
+
         use std::io::Write;
-        open_beneath(&r, b"a/mine.log", &fixed)
+        open_beneath(&r, b"a/mine.log", &rules(), false)
             .unwrap()
             .write_all(b"x")
             .unwrap();
@@ -406,11 +395,11 @@ mod tests {
     fn perm_is_set_on_files_sluice_makes_only() {
         let scratch = tempfile::tempdir().unwrap();
         let r = root_of(scratch.path());
-        let rules = OpenRules {
+        let rules = FileOptions {
             perm: Some(0o640),
             ..rules()
         };
-        open_beneath(&r, b"new.log", &rules).unwrap();
+        open_beneath(&r, b"new.log", &rules, true).unwrap();
         let mode = |f: &str| std::fs::metadata(scratch.path().join(f)).unwrap().mode() & 0o777;
         assert_eq!(mode("new.log"), 0o640);
         std::fs::write(scratch.path().join("old.log"), b"").unwrap();
@@ -419,10 +408,10 @@ mod tests {
             std::fs::Permissions::from_mode(0o600),
         )
         .unwrap();
-        open_beneath(&r, b"old.log", &rules).unwrap();
+        open_beneath(&r, b"old.log", &rules, true).unwrap();
         assert_eq!(mode("old.log"), 0o600);
         // Without perm(), files are private.
-        open_beneath(&r, b"private.log", &super::tests::rules()).unwrap();
+        open_beneath(&r, b"private.log", &super::tests::rules(), true).unwrap();
         assert_eq!(mode("private.log"), 0o600);
     }
 
@@ -438,10 +427,10 @@ mod tests {
             0,
         )
         .unwrap();
-        let e = open_beneath(&r, b"fifo", &rules()).unwrap_err();
+        let e = open_beneath(&r, b"fifo", &rules(), true).unwrap_err();
         assert!(e.refused, "{e}");
         std::fs::create_dir(scratch.path().join("dir")).unwrap();
-        let e = open_beneath(&r, b"dir", &rules()).unwrap_err();
+        let e = open_beneath(&r, b"dir", &rules(), true).unwrap_err();
         assert_eq!(e.error.raw_os_error(), Some(libc::EISDIR), "{e}");
     }
 }

@@ -154,24 +154,15 @@ impl StreamSource {
                 },
             };
             if active.load(Ordering::Relaxed) as usize >= self.max_connections {
-                self.rejected.fetch_add(1, Ordering::Relaxed);
-                log::warning(format!(
-                    "refusing connection from {}: max-connections({}) reached on source {}",
-                    peer.map_or("a local client".to_string(), |p| p.to_string()),
-                    self.max_connections,
-                    self.source_name
-                ));
+                self.reject(peer, "max-connections({}) reached");
                 continue;
             }
             let pending = if self.tls.is_some() || self.proxied != Proxied::No {
                 let Some(pending) = Unauthenticated::take(&self) else {
-                    self.rejected.fetch_add(1, Ordering::Relaxed);
-                    log::warning(format!(
-                        "refusing connection from {}: half of max-connections({}) are in their TLS handshake or PROXY header on source {}",
-                        peer.map_or("a local client".to_string(), |p| p.to_string()),
-                        self.max_connections,
-                        self.source_name
-                    ));
+                    self.reject(
+                        peer,
+                        "half of max-connections({}) are in their TLS handshake or PROXY header",
+                    );
                     continue;
                 };
                 Some(pending)
@@ -209,6 +200,18 @@ impl StreamSource {
         if let Listen::Unix(unix) = &self.listen {
             unix.remove();
         }
+    }
+
+    /// Refuses an accepted connection (closed when its socket drops): counted, and said with
+    /// `why`, whose `{}` is `max-connections()`.
+    fn reject(&self, peer: Option<SocketAddr>, why: &str) {
+        self.rejected.fetch_add(1, Ordering::Relaxed);
+        log::warning(format!(
+            "refusing connection from {}: {} on source {}",
+            peer.map_or("a local client".to_string(), |p| p.to_string()),
+            why.replace("{}", &self.max_connections.to_string()),
+            self.source_name
+        ));
     }
 
     fn accept_loop(
