@@ -176,3 +176,84 @@ fn a_file_behind_a_disk_buffer_is_handed_over_on_reload() {
     let report = check(&r.out.join("all.log"));
     assert!(report.clean(60_000), "{}", report.text);
 }
+
+/// Sends one line to each of a source's listeners and waits until the output has `total` lines.
+fn reach_every_listener(
+    s: &Running,
+    udp: u16,
+    tcp: u16,
+    syslog: u16,
+    unix: &std::path::Path,
+    total: usize,
+    tag: &str,
+) {
+    let line = |via: &str| format!("<13>Nov 24 10:00:00 h app: {tag} {via}\n");
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.send_to(line("udp").trim_end().as_bytes(), ("127.0.0.1", udp))
+        .unwrap();
+    send_tcp(tcp, line("tcp").as_bytes(), Framing::Newline);
+    send_tcp(syslog, line("syslog").as_bytes(), Framing::OctetCounted);
+    common::send_unix(unix, line("unix").as_bytes());
+    assert_eq!(
+        wait_lines(&s.out, total, Duration::from_secs(10)),
+        total,
+        "{tag}: {:?}\n{}",
+        common::read_tree(&s.out)
+            .get("all.log")
+            .map(|b| String::from_utf8_lossy(b).into_owned()),
+        s.stderr()
+    );
+}
+
+#[test]
+fn a_reload_keeps_every_listener_of_every_source() {
+    let (udp, tcp, syslog, other) = (
+        common::free_udp_port(),
+        free_port(),
+        free_port(),
+        free_port(),
+    );
+    let config = |variant: u32| {
+        format!(
+            r#"source s {{ network(ip(127.0.0.1) port({udp}) transport(udp));
+                         network(ip(127.0.0.1) port({tcp}) transport(tcp));
+                         syslog(ip(127.0.0.1) port({syslog}) transport(tcp));
+                         unix-stream("@DIR@/log.sock"); }};
+            source o {{ network(ip(127.0.0.1) port({other}) transport(tcp) log-iw-size({})); }};
+            destination d {{ file("@OUT@/all.log" template("$MSG\n")); }};
+            log {{ source(s); source(o); destination(d); }};"#,
+            1000 + variant
+        )
+    };
+    let mut s = Running::start(Server::Sluice, &config(0));
+    s.wait_tcp(tcp);
+    s.wait_tcp(syslog);
+    s.wait_tcp(other);
+    let unix = s.dir.path().join("log.sock");
+    s.wait_unix(&unix);
+    let mut total = 4;
+    reach_every_listener(&s, udp, tcp, syslog, &unix, total, "start");
+    // The same file, then one where only the other source changed: s keeps all four.
+    for (round, variant) in [(1, 0), (2, 1)] {
+        rewrite_config(&s, &config(variant));
+        let (ok, said) = ctl(&s, &["reload"]);
+        assert!(ok, "{said}");
+        total += 4;
+        reach_every_listener(
+            &s,
+            udp,
+            tcp,
+            syslog,
+            &unix,
+            total,
+            &format!("reload {round}"),
+        );
+        send_tcp(
+            other,
+            b"<13>Nov 24 10:00:00 h app: other\n",
+            Framing::Newline,
+        );
+        total += 1;
+        assert_eq!(wait_lines(&s.out, total, Duration::from_secs(10)), total);
+    }
+}

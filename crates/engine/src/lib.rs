@@ -191,19 +191,33 @@ impl Running {
         .context("starting destinations")?
         .context("starting a destination")?;
 
-        // Sources: stop the changed and removed ones, keep the rest, start the new.
+        // Sources: stop the changed and removed ones, keep the rest, start the new. A source
+        // has a listener for each of its drivers and is kept or restarted whole: decided once
+        // per source, before any of its listeners is looked at.
         let mut streams = std::mem::take(&mut new.streams);
         let mut datagrams = std::mem::take(&mut new.datagrams);
+        let used: std::collections::HashSet<Arc<str>> = streams
+            .iter()
+            .map(|s| s.source_name.clone())
+            .chain(datagrams.iter().map(|s| s.source_name.clone()))
+            .collect();
+        let kept_sources: std::collections::HashSet<Arc<str>> = self
+            .listening
+            .iter()
+            .filter(|l| {
+                let print = new.fingerprints.sources.get(&*l.name);
+                same_shared
+                    && l.fingerprint.is_some()
+                    && print == l.fingerprint.as_ref()
+                    && used.contains(&l.name)
+            })
+            .map(|l| l.name.clone())
+            .collect();
+        streams.retain(|s| !kept_sources.contains(&s.source_name));
+        datagrams.retain(|s| !kept_sources.contains(&s.source_name));
         let mut listening = Vec::new();
         for l in std::mem::take(&mut self.listening) {
-            let print = new.fingerprints.sources.get(&*l.name);
-            let unchanged =
-                same_shared && l.fingerprint.is_some() && print == l.fingerprint.as_ref();
-            let still_used = streams.iter().any(|s| s.source_name == l.name)
-                || datagrams.iter().any(|s| s.source_name == l.name);
-            if unchanged && still_used {
-                streams.retain(|s| s.source_name != l.name);
-                datagrams.retain(|s| s.source_name != l.name);
+            if kept_sources.contains(&l.name) {
                 listening.push(l);
             } else {
                 let _ = l.stop.send(true);
