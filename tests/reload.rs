@@ -257,3 +257,32 @@ fn a_reload_keeps_every_listener_of_every_source() {
         assert_eq!(wait_lines(&s.out, total, Duration::from_secs(10)), total);
     }
 }
+
+#[test]
+fn a_reload_that_cannot_listen_changes_nothing() {
+    let (port, busy) = (free_port(), free_port());
+    let _taken = std::net::TcpListener::bind(("127.0.0.1", busy)).unwrap();
+    let config = |port: u16| {
+        format!(
+            r#"source s {{ network(ip(127.0.0.1) port({port}) transport(tcp)); }};
+            destination d {{ file("@OUT@/all.log" template("$MSG\n")); }};
+            log {{ source(s); destination(d); }};"#
+        )
+    };
+    let mut s = Running::start(Server::Sluice, &config(port));
+    s.wait_tcp(port);
+    let (_, before) = ctl(&s, &["config"]);
+    // The source moves to a port another process holds: refused, and nothing changed.
+    rewrite_config(&s, &config(busy));
+    let (ok, said) = ctl(&s, &["reload"]);
+    assert!(!ok, "{said}");
+    assert!(said.contains(&format!("127.0.0.1:{busy}/tcp")), "{said}");
+    send_tcp(
+        port,
+        b"<13>Nov 24 10:00:00 h app: still\n",
+        Framing::Newline,
+    );
+    assert_eq!(wait_lines(&s.out, 1, Duration::from_secs(10)), 1);
+    let (_, after) = ctl(&s, &["config"]);
+    assert_eq!(after, before, "ctl config shows what runs");
+}

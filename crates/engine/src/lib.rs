@@ -86,9 +86,14 @@ async fn bind_until<B>(
 /// A running network or unix source: what a reload compares, and how to stop it alone.
 struct Listening {
     name: Arc<str>,
+    /// Where it listens (`StreamSource::address`).
+    address: String,
     fingerprint: Option<String>,
     stop: watch::Sender<bool>,
 }
+
+/// A source to start, and its socket when it was bound beforehand.
+type ToStart<S, B> = Vec<(Arc<S>, Option<B>)>;
 
 /// What the main loop keeps of the running configuration.
 struct Running {
@@ -106,36 +111,50 @@ impl Running {
     /// A port still held by a source being stopped is tried again for a few seconds.
     async fn listen(
         &mut self,
-        streams: Vec<Arc<StreamSource>>,
-        datagrams: Vec<Arc<DatagramSource>>,
+        streams: ToStart<StreamSource, sources::stream::Bound>,
+        datagrams: ToStart<DatagramSource, sources::datagram::Bound>,
         fingerprints: &Fingerprints,
         retry: bool,
     ) -> anyhow::Result<()> {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        for s in streams {
-            let bound = bind_until(retry.then_some(deadline), || s.bind())
-                .await
-                .with_context(|| {
-                    format!("source {}: cannot listen on {:?}", s.source_name, s.listen)
-                })?;
-            let ctx = self.own_stop(&s.source_name, fingerprints);
+        for (s, bound) in streams {
+            let bound = match bound {
+                Some(bound) => bound,
+                None => bind_until(retry.then_some(deadline), || s.bind())
+                    .await
+                    .with_context(|| {
+                        format!("source {}: cannot listen on {}", s.source_name, s.address())
+                    })?,
+            };
+            let ctx = self.own_stop(&s.source_name, s.address(), fingerprints);
             self.tasks.spawn(s.serve(bound, ctx));
         }
-        for s in datagrams {
-            let bound = bind_until(retry.then_some(deadline), || s.bind())
-                .await
-                .with_context(|| format!("source {}: cannot bind {:?}", s.source_name, s.bind))?;
-            let ctx = self.own_stop(&s.source_name, fingerprints);
+        for (s, bound) in datagrams {
+            let bound = match bound {
+                Some(bound) => bound,
+                None => bind_until(retry.then_some(deadline), || s.bind())
+                    .await
+                    .with_context(|| {
+                        format!("source {}: cannot bind {}", s.source_name, s.address())
+                    })?,
+            };
+            let ctx = self.own_stop(&s.source_name, s.address(), fingerprints);
             self.tasks.spawn(s.serve(bound, ctx));
         }
         Ok(())
     }
 
     /// A context whose shutdown stops only this source (and everything at the end).
-    fn own_stop(&mut self, name: &Arc<str>, fingerprints: &Fingerprints) -> Context {
+    fn own_stop(
+        &mut self,
+        name: &Arc<str>,
+        address: String,
+        fingerprints: &Fingerprints,
+    ) -> Context {
         let (stop, rx) = watch::channel(false);
         self.listening.push(Listening {
             name: name.clone(),
+            address,
             fingerprint: fingerprints.sources.get(&**name).cloned(),
             stop,
         });
@@ -154,6 +173,57 @@ impl Running {
         }
         let old = self.ctx.dispatcher.get();
         let same_shared = new.fingerprints.shared == self.fingerprints.shared;
+        // Sources: stop the changed and removed ones, keep the rest, start the new. A source
+        // has a listener for each of its drivers and is kept or restarted whole: decided once
+        // per source, before any of its listeners is looked at.
+        let mut streams = std::mem::take(&mut new.streams);
+        let mut datagrams = std::mem::take(&mut new.datagrams);
+        let used: std::collections::HashSet<Arc<str>> = streams
+            .iter()
+            .map(|s| s.source_name.clone())
+            .chain(datagrams.iter().map(|s| s.source_name.clone()))
+            .collect();
+        let kept_sources: std::collections::HashSet<Arc<str>> = self
+            .listening
+            .iter()
+            .filter(|l| {
+                let print = new.fingerprints.sources.get(&*l.name);
+                same_shared
+                    && l.fingerprint.is_some()
+                    && print == l.fingerprint.as_ref()
+                    && used.contains(&l.name)
+            })
+            .map(|l| l.name.clone())
+            .collect();
+        streams.retain(|s| !kept_sources.contains(&s.source_name));
+        datagrams.retain(|s| !kept_sources.contains(&s.source_name));
+        // Every new listener whose address no running listener holds is bound now, before
+        // anything changes: a port in use fails the reload with everything still running.
+        // (A listener on an address its changed source held is bound once that one stops.)
+        let held: std::collections::HashSet<&str> =
+            self.listening.iter().map(|l| l.address.as_str()).collect();
+        let mut stream_starts = Vec::new();
+        for s in streams {
+            let bound = if held.contains(s.address().as_str()) {
+                None
+            } else {
+                Some(s.bind().with_context(|| {
+                    format!("source {}: cannot listen on {}", s.source_name, s.address())
+                })?)
+            };
+            stream_starts.push((s, bound));
+        }
+        let mut datagram_starts = Vec::new();
+        for s in datagrams {
+            let bound = if held.contains(s.address().as_str()) {
+                None
+            } else {
+                Some(s.bind().with_context(|| {
+                    format!("source {}: cannot bind {}", s.source_name, s.address())
+                })?)
+            };
+            datagram_starts.push((s, bound));
+        }
         // Destinations: keep the unchanged, start the others (taking over queues).
         let old_names = &self.fingerprints.destinations;
         let mut kept = vec![false; old.destinations.len()];
@@ -191,30 +261,6 @@ impl Running {
         .context("starting destinations")?
         .context("starting a destination")?;
 
-        // Sources: stop the changed and removed ones, keep the rest, start the new. A source
-        // has a listener for each of its drivers and is kept or restarted whole: decided once
-        // per source, before any of its listeners is looked at.
-        let mut streams = std::mem::take(&mut new.streams);
-        let mut datagrams = std::mem::take(&mut new.datagrams);
-        let used: std::collections::HashSet<Arc<str>> = streams
-            .iter()
-            .map(|s| s.source_name.clone())
-            .chain(datagrams.iter().map(|s| s.source_name.clone()))
-            .collect();
-        let kept_sources: std::collections::HashSet<Arc<str>> = self
-            .listening
-            .iter()
-            .filter(|l| {
-                let print = new.fingerprints.sources.get(&*l.name);
-                same_shared
-                    && l.fingerprint.is_some()
-                    && print == l.fingerprint.as_ref()
-                    && used.contains(&l.name)
-            })
-            .map(|l| l.name.clone())
-            .collect();
-        streams.retain(|s| !kept_sources.contains(&s.source_name));
-        datagrams.retain(|s| !kept_sources.contains(&s.source_name));
         let mut listening = Vec::new();
         for l in std::mem::take(&mut self.listening) {
             if kept_sources.contains(&l.name) {
@@ -229,7 +275,7 @@ impl Running {
         drop(old);
         let old = self.ctx.dispatcher.replace(new.dispatcher.clone());
         let listened = self
-            .listen(streams, datagrams, &new.fingerprints, true)
+            .listen(stream_starts, datagram_starts, &new.fingerprints, true)
             .await;
         self.fingerprints = new.fingerprints;
         // Reads prepared with the old routing hold it until they are queued: then the
@@ -300,6 +346,8 @@ async fn serve(
         state_dir: opts.state_dir.clone(),
     };
     sources::stream::raise_open_files_limit(streams.iter().map(|s| s.max_connections).sum());
+    let streams = streams.into_iter().map(|s| (s, None)).collect();
+    let datagrams = datagrams.into_iter().map(|s| (s, None)).collect();
     running
         .listen(streams, datagrams, &fingerprints, false)
         .await?;

@@ -74,6 +74,14 @@ impl DatagramSource {
         }
     }
 
+    /// Where it listens, as people write it: `0.0.0.0:514/udp`, or the socket's path.
+    pub fn address(&self) -> String {
+        match &self.bind {
+            Bind::Udp(addr) => format!("{addr}/udp"),
+            Bind::Unix(unix) => unix.path.display().to_string(),
+        }
+    }
+
     pub async fn serve(self: Arc<Self>, bound: Bound, ctx: Context) {
         let window = Window::new(self.reader.window);
         let mut shutdown = ctx.shutdown.clone();
