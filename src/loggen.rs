@@ -665,32 +665,40 @@ impl Seen {
     }
 }
 
-/// Reads a destination's file and counts, per loggen thread, lost, duplicated and out-of-order
-/// sequence numbers (lost: missing below the highest number that arrived).
+/// Reads a destination's file and counts, per loggen run and thread, lost, duplicated and
+/// out-of-order sequence numbers (lost: missing below the highest number that arrived). Runs
+/// are told apart by their `runid`, so an earlier run's messages in the same file are not
+/// duplicates. A file with no loggen message is not clean: there was nothing to check.
 pub fn check(path: &std::path::Path) -> std::io::Result<Report> {
     let file = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(path)?);
-    let mut threads: std::collections::BTreeMap<u64, Seen> = std::collections::BTreeMap::new();
+    let mut threads: std::collections::BTreeMap<(u64, u64), Seen> =
+        std::collections::BTreeMap::new();
     let mut other = 0u64;
     for line in file.split(b'\n') {
         let line = line?;
         match counters(&line) {
-            Some((seq, thread)) => threads.entry(thread).or_default().record(seq),
+            Some((seq, thread, run)) => threads.entry((run, thread)).or_default().record(seq),
             None => other += 1,
         }
     }
     let mut text = String::new();
-    let mut clean = true;
-    for (thread, seen) in &threads {
+    let mut clean = !threads.is_empty();
+    if threads.is_empty() {
+        text.push_str("no loggen messages found (seq: …, thread: …): nothing to check\n");
+    }
+    for ((run, thread), seen) in &threads {
         let lost = seen.lost();
         clean &= lost == 0 && seen.duplicated == 0 && seen.out_of_order == 0;
         text.push_str(&format!(
-            "thread {thread:04}: received={}, lost={lost}, duplicated={}, out-of-order={}\n",
+            "run {run}, thread {thread:04}: received={}, lost={lost}, duplicated={}, out-of-order={}\n",
             seen.received, seen.duplicated, seen.out_of_order
         ));
     }
     let total = |f: fn(&Seen) -> u64| threads.values().map(f).sum::<u64>();
+    let runs: std::collections::BTreeSet<u64> = threads.keys().map(|(run, _)| *run).collect();
     text.push_str(&format!(
-        "total: connections={}, received={}, lost={}, duplicated={}, out-of-order={}, other lines={other}\n",
+        "total: runs={}, connections={}, received={}, lost={}, duplicated={}, out-of-order={}, other lines={other}\n",
+        runs.len(),
         threads.len(),
         total(|s| s.received),
         total(Seen::lost),
@@ -700,8 +708,9 @@ pub fn check(path: &std::path::Path) -> std::io::Result<Report> {
     Ok(Report { text, clean })
 }
 
-/// `seq: NNNNNNNNNN, thread: TTTT` in a line.
-fn counters(line: &[u8]) -> Option<(u64, u64)> {
+/// `seq: NNNNNNNNNN, thread: TTTT[, runid: R]` in a line: the number, the thread and the run
+/// (0 for a loggen that writes no run id).
+fn counters(line: &[u8]) -> Option<(u64, u64, u64)> {
     let at = memchr::memmem::find(line, b"seq: ")? + 5;
     let seq_end = at + line[at..].iter().take_while(|b| b.is_ascii_digit()).count();
     let seq: u64 = std::str::from_utf8(&line[at..seq_end]).ok()?.parse().ok()?;
@@ -709,7 +718,15 @@ fn counters(line: &[u8]) -> Option<(u64, u64)> {
     let t = memchr::memmem::find(rest, b"thread: ")? + 8;
     let t_end = t + rest[t..].iter().take_while(|b| b.is_ascii_digit()).count();
     let thread: u64 = std::str::from_utf8(&rest[t..t_end]).ok()?.parse().ok()?;
-    Some((seq, thread))
+    let rest = &rest[t_end..];
+    let run = rest
+        .strip_prefix(b", runid: ")
+        .and_then(|r| {
+            let end = r.iter().take_while(|b| b.is_ascii_digit()).count();
+            std::str::from_utf8(&r[..end]).ok()?.parse().ok()
+        })
+        .unwrap_or(0);
+    Some((seq, thread, run))
 }
 
 #[cfg(test)]
@@ -750,5 +767,20 @@ mod tests {
         );
         std::fs::write(&path, format!("{}{}", line(0, 0), line(3, 0))).unwrap();
         assert!(check(&path).unwrap().text.contains("lost=2"));
+        // Two runs in one file are two runs, not duplicates.
+        let second = line(0, 0).replace("runid: 1", "runid: 2")
+            + &line(1, 0).replace("runid: 1", "runid: 2");
+        std::fs::write(&path, format!("{}{}{second}", line(0, 0), line(1, 0))).unwrap();
+        let report = check(&path).unwrap();
+        assert!(report.clean, "{}", report.text);
+        assert!(report.text.contains("runs=2"), "{}", report.text);
+        // No loggen line at all: nothing was checked, so not clean.
+        std::fs::write(&path, "a line from elsewhere\n").unwrap();
+        let report = check(&path).unwrap();
+        assert!(
+            !report.clean && report.text.contains("nothing to check"),
+            "{}",
+            report.text
+        );
     }
 }

@@ -75,7 +75,9 @@ fn every_mode_delivers_everything_in_order() {
     let (clean, text) = check(&s.out.join("tcp.log"));
     assert!(clean, "{text}");
     assert!(
-        text.contains("total: connections=3, received=60000, lost=0, duplicated=0, out-of-order=0"),
+        text.contains(
+            "total: runs=1, connections=3, received=60000, lost=0, duplicated=0, out-of-order=0"
+        ),
         "{text}"
     );
 
@@ -148,7 +150,7 @@ fn many_connections_share_threads_and_keep_their_pace() {
     assert!(clean, "{text}");
     assert!(
         text.contains(
-            "total: connections=40, received=12000, lost=0, duplicated=0, out-of-order=0"
+            "total: runs=1, connections=40, received=12000, lost=0, duplicated=0, out-of-order=0"
         ),
         "{text}"
     );
