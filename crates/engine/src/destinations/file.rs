@@ -74,7 +74,7 @@ pub const MAX_OPEN_PER_WRITER: usize = 512;
 /// page cache from there. Gathered past the size of a core's cache (4 MiB used to be the
 /// limit), the oldest jobs are evicted before the copy and `copy_folio_from_iter` reads them
 /// from memory: 30-38 % of sluice's samples in a one-file run instead of 6 %, 0.41-0.51 µs
-/// a message instead of 0.28-0.35 (BENCHMARKS.md, fourteenth session). A `writev` of 256 KiB
+/// a message instead of 0.28-0.35 (BENCHMARKS.md). A `writev` of 256 KiB
 /// is ~1,500 messages, so the calls saved by gathering more are worth nothing.
 const MAX_GATHER: usize = 256 << 10;
 /// A file's share of what a writer gathered that is written at once, however many files wait.
