@@ -25,7 +25,7 @@ use anyhow::Context as _;
 use dispatch::Current;
 use sources::datagram::DatagramSource;
 use sources::stream::StreamSource;
-use sources::Context;
+use sources::{Context, Listener};
 use std::sync::Arc;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{mpsc, watch};
@@ -92,8 +92,34 @@ struct Listening {
     stop: watch::Sender<bool>,
 }
 
-/// A source to start, and its socket when it was bound beforehand.
-type ToStart<S, B> = Vec<(Arc<S>, Option<B>)>;
+/// Sources to start, each with its socket when it was bound beforehand.
+type ToStart<S> = Vec<(Arc<S>, Option<<S as Listener>::Bound>)>;
+
+/// Binds now each of `sources` whose address no running listener holds (`held`).
+fn bind_new<S: Listener>(
+    sources: Vec<Arc<S>>,
+    held: &std::collections::HashSet<&str>,
+) -> anyhow::Result<ToStart<S>> {
+    sources
+        .into_iter()
+        .map(|s| {
+            let bound = if held.contains(s.address().as_str()) {
+                None
+            } else {
+                Some(s.bind().with_context(|| cannot_listen(&*s))?)
+            };
+            Ok((s, bound))
+        })
+        .collect()
+}
+
+fn cannot_listen<S: Listener>(s: &S) -> String {
+    format!(
+        "source {}: cannot listen on {}",
+        s.source_name(),
+        s.address()
+    )
+}
 
 /// What the main loop keeps of the running configuration.
 struct Running {
@@ -111,34 +137,31 @@ impl Running {
     /// A port still held by a source being stopped is tried again for a few seconds.
     async fn listen(
         &mut self,
-        streams: ToStart<StreamSource, sources::stream::Bound>,
-        datagrams: ToStart<DatagramSource, sources::datagram::Bound>,
+        streams: ToStart<StreamSource>,
+        datagrams: ToStart<DatagramSource>,
+        fingerprints: &Fingerprints,
+        retry: bool,
+    ) -> anyhow::Result<()> {
+        self.start(streams, fingerprints, retry).await?;
+        self.start(datagrams, fingerprints, retry).await
+    }
+
+    /// Serves each of `sources`, binding those not bound beforehand.
+    async fn start<S: Listener>(
+        &mut self,
+        sources: ToStart<S>,
         fingerprints: &Fingerprints,
         retry: bool,
     ) -> anyhow::Result<()> {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        for (s, bound) in streams {
+        for (s, bound) in sources {
             let bound = match bound {
                 Some(bound) => bound,
                 None => bind_until(retry.then_some(deadline), || s.bind())
                     .await
-                    .with_context(|| {
-                        format!("source {}: cannot listen on {}", s.source_name, s.address())
-                    })?,
+                    .with_context(|| cannot_listen(&*s))?,
             };
-            let ctx = self.own_stop(&s.source_name, s.address(), fingerprints);
-            self.tasks.spawn(s.serve(bound, ctx));
-        }
-        for (s, bound) in datagrams {
-            let bound = match bound {
-                Some(bound) => bound,
-                None => bind_until(retry.then_some(deadline), || s.bind())
-                    .await
-                    .with_context(|| {
-                        format!("source {}: cannot bind {}", s.source_name, s.address())
-                    })?,
-            };
-            let ctx = self.own_stop(&s.source_name, s.address(), fingerprints);
+            let ctx = self.own_stop(s.source_name(), s.address(), fingerprints);
             self.tasks.spawn(s.serve(bound, ctx));
         }
         Ok(())
@@ -202,28 +225,8 @@ impl Running {
         // (A listener on an address its changed source held is bound once that one stops.)
         let held: std::collections::HashSet<&str> =
             self.listening.iter().map(|l| l.address.as_str()).collect();
-        let mut stream_starts = Vec::new();
-        for s in streams {
-            let bound = if held.contains(s.address().as_str()) {
-                None
-            } else {
-                Some(s.bind().with_context(|| {
-                    format!("source {}: cannot listen on {}", s.source_name, s.address())
-                })?)
-            };
-            stream_starts.push((s, bound));
-        }
-        let mut datagram_starts = Vec::new();
-        for s in datagrams {
-            let bound = if held.contains(s.address().as_str()) {
-                None
-            } else {
-                Some(s.bind().with_context(|| {
-                    format!("source {}: cannot bind {}", s.source_name, s.address())
-                })?)
-            };
-            datagram_starts.push((s, bound));
-        }
+        let stream_starts = bind_new(streams, &held)?;
+        let datagram_starts = bind_new(datagrams, &held)?;
         // Destinations: keep the unchanged, start the others (taking over queues).
         let old_names = &self.fingerprints.destinations;
         let mut kept = vec![false; old.destinations.len()];

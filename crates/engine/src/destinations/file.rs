@@ -267,7 +267,7 @@ enum Msg {
 #[derive(Default)]
 struct KnownFiles {
     /// What each file is known by: the value of the one field its name is made of, or its
-    /// name.
+    /// name as the template formats it before the naming rule (two keys may make one name).
     keys: Strings,
     names: Strings,
     files: Vec<KnownFile>,
@@ -696,13 +696,14 @@ impl FileDestination {
         let mut name = std::mem::take(&mut k.name);
         for &i in which {
             let msg = &msgs[i as usize];
-            let field = only.and_then(|m| m.in_place(msg));
-            let mut rewritten = false;
-            let key: &[u8] = match field {
+            // A file is known by what the sender's values make of the template as they are
+            // (the one field, or the name formatted plainly); the naming rule that keeps the
+            // name beneath the root runs only when the file is new.
+            let key: &[u8] = match only.and_then(|m| m.in_place(msg)) {
                 Some(value) => value,
                 None => {
                     name.clear();
-                    rewritten = path.append(msg, &mut name);
+                    path.template().append(msg, 0, &mut name);
                     &name
                 }
             };
@@ -713,15 +714,11 @@ impl FileDestination {
             let at = match last {
                 Some(at) if k.files[at].key_hash == hash && k.keys.get(at) == key => at,
                 _ => {
-                    let mut new = false;
+                    let mut rewritten = None;
                     let at = k.find_or_add(key, hash, |made| {
-                        match field {
-                            Some(_) => rewritten = path.append(msg, made),
-                            None => made.extend_from_slice(key),
-                        }
-                        new = true;
+                        rewritten = Some(path.append(msg, made));
                     });
-                    if new && rewritten {
+                    if rewritten == Some(true) {
                         self.rewritten(path, k.names.get(at), msg);
                     }
                     at
@@ -1696,15 +1693,20 @@ mod tests {
         job
     }
 
-    /// A writer of files beneath `dir`.
+    /// A writer of files beneath `dir`, whose names are made from values.
     fn writer(dir: &Path, opts: FileOptions, counters: &DestCounters) -> Writer {
         let root = [dir.as_os_str().as_encoded_bytes(), b"/"].concat();
+        let root = Root {
+            dir: root.into(),
+            templated: true,
+        };
+        writer_at(root, opts, counters)
+    }
+
+    fn writer_at(root: Root, opts: FileOptions, counters: &DestCounters) -> Writer {
         Writer::new(
             Target::Files,
-            Root {
-                dir: root.into(),
-                templated: true,
-            },
+            root,
             Arc::new(opts),
             Arc::default(),
             "d".into(),
@@ -1931,18 +1933,11 @@ mod tests {
             log_fifo_size: 3,
             ..crate::options::Globals::new().file
         };
-        let mut writer = Writer::new(
-            Target::Files,
-            Root {
-                dir: b"/dev/"[..].into(),
-                templated: false,
-            },
-            Arc::new(opts),
-            Arc::default(),
-            "d".into(),
-            counters.clone(),
-            Arc::new(NameReports::new("d".into(), Arc::default(), Arc::default())),
-        );
+        let root = Root {
+            dir: b"/dev/"[..].into(),
+            templated: false,
+        };
+        let mut writer = writer_at(root, opts, &counters);
         let full = |messages: usize, flow_control: bool| {
             let mut job = Job::new(None, None, flow_control);
             let at = job.name_index(b"/dev/full", name_hash(b"/dev/full"));

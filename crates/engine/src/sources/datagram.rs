@@ -74,14 +74,6 @@ impl DatagramSource {
         }
     }
 
-    /// Where it listens, as people write it: `0.0.0.0:514/udp`, or the socket's path.
-    pub fn address(&self) -> String {
-        match &self.bind {
-            Bind::Udp(addr) => format!("{addr}/udp"),
-            Bind::Unix(unix) => unix.path.display().to_string(),
-        }
-    }
-
     pub async fn serve(self: Arc<Self>, bound: Bound, ctx: Context) {
         let window = Window::new(self.reader.window);
         let mut shutdown = ctx.shutdown.clone();
@@ -214,5 +206,32 @@ fn try_recv(bound: &Bound, buf: &mut BytesMut) -> std::io::Result<(usize, Option
     match bound {
         Bound::Udp(s) => s.try_recv_buf_from(buf).map(|(n, peer)| (n, Some(peer))),
         Bound::Unix(s) => s.try_recv_buf(buf).map(|n| (n, None)),
+    }
+}
+
+impl super::Listener for DatagramSource {
+    type Bound = Bound;
+
+    fn source_name(&self) -> &Arc<str> {
+        &self.source_name
+    }
+
+    fn address(&self) -> String {
+        match &self.bind {
+            Bind::Udp(addr) => format!("{addr}/udp"),
+            Bind::Unix(unix) => unix.path.display().to_string(),
+        }
+    }
+
+    fn bind(&self) -> std::io::Result<Bound> {
+        DatagramSource::bind(self)
+    }
+
+    fn serve(
+        self: Arc<Self>,
+        bound: Bound,
+        ctx: Context,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        DatagramSource::serve(self, bound, ctx)
     }
 }

@@ -88,6 +88,24 @@ pub struct ReaderSpec {
     pub counted: SourceCounters,
 }
 
+/// A source that listens (a stream or datagram listener): what starting it, and finding it
+/// again on a reload, take.
+pub trait Listener: Send + Sync + 'static {
+    /// Its socket, bound and not yet served.
+    type Bound: Send + 'static;
+    /// The source statement it belongs to.
+    fn source_name(&self) -> &Arc<str>;
+    /// Where it listens, as people write it: `0.0.0.0:514/tcp`, or a socket's path.
+    fn address(&self) -> String;
+    fn bind(&self) -> std::io::Result<Self::Bound>;
+    /// Serves until `ctx` says stop.
+    fn serve(
+        self: Arc<Self>,
+        bound: Self::Bound,
+        ctx: Context,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static;
+}
+
 /// What a source driver counts: its own `processed` and its source statement's, and the bad
 /// input its readers met (SPEC §6: counted, and shown by `sluice ctl stats`).
 #[derive(Clone, Debug, Default)]

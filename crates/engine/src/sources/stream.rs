@@ -79,6 +79,33 @@ pub enum Proxied {
     InsideTls,
 }
 
+impl super::Listener for StreamSource {
+    type Bound = Bound;
+
+    fn source_name(&self) -> &Arc<str> {
+        &self.source_name
+    }
+
+    fn address(&self) -> String {
+        match &self.listen {
+            Listen::Tcp(addr) => format!("{addr}/tcp"),
+            Listen::Unix(unix) => unix.path.display().to_string(),
+        }
+    }
+
+    fn bind(&self) -> std::io::Result<Bound> {
+        StreamSource::bind(self)
+    }
+
+    fn serve(
+        self: Arc<Self>,
+        bound: Bound,
+        ctx: Context,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        StreamSource::serve(self, bound, ctx)
+    }
+}
+
 /// A bound listener, ready to serve. Binding happens before sluice reports it started, so
 /// a port in use is a startup error.
 pub struct Bound(socket2::Socket);
@@ -123,14 +150,6 @@ impl StreamSource {
     /// A thread of its own accepts, so that a burst of thousands of connections is taken
     /// from the kernel's queue at once instead of waiting behind the tasks that read; the
     /// connections then go to the runtime.
-    /// Where it listens, as people write it: `0.0.0.0:514/tcp`, or the socket's path.
-    pub fn address(&self) -> String {
-        match &self.listen {
-            Listen::Tcp(addr) => format!("{addr}/tcp"),
-            Listen::Unix(unix) => unix.path.display().to_string(),
-        }
-    }
-
     pub async fn serve(self: Arc<Self>, bound: Bound, ctx: Context) {
         let listener = Arc::new(bound.0);
         reserve_descriptors(listener.as_raw_fd(), self.max_connections);
