@@ -137,6 +137,8 @@ enum Via {
     Tcp(Framing),
     /// `unix-stream("@DIR@/log.sock")`, newline framing.
     Unix,
+    /// `stdin()`: the server reads the input to its end and stops by itself.
+    Stdin,
 }
 
 /// Runs `config` over `input` through syslog-ng and sluice, delivered `via`, and compares.
@@ -155,8 +157,10 @@ fn run_both(name: &str, config: &str, input: Input, via: Via, deliberate: Option
                     .replace("port(@PORT@)", WINDOW)
                     .replace("@PORT@", &port.to_string())
             );
-            let mut server = Running::start(kind, &text);
+            let stdin = matches!(via, Via::Stdin).then_some(&bytes[..]);
+            let mut server = Running::start_reading(kind, &text, stdin);
             match via {
+                Via::Stdin => server.wait_exit(),
                 Via::Tcp(framing) => {
                     server.wait_tcp(port);
                     send_tcp(port, &bytes, framing);
@@ -1214,6 +1218,42 @@ fn template_function_template() {
             template t_escaped {{ template("'$MSG'"); template-escape(yes); }};
             destination d {{ file("@OUT@/t.log" template("$(template t_inner) $(template t_escaped) $(uppercase $(template t_inner))\n")); }};
             log {{ source(s); destination(d); }};"#
+        ),
+    );
+}
+
+/// `stdin()` is a file named `-` (`FILE_NAME`), and the `meta sequenceId` of local messages
+/// counts them in the order they are written, over several runs (formatting in parallel once
+/// numbered them out of order).
+#[test]
+fn stdin_file_name_and_sequence_ids() {
+    for _ in 0..3 {
+        run_both(
+            "stdin_seq",
+            r#"source s { stdin(flags(syslog-protocol) log-iw-size(10000000)); };
+            destination d { file("@OUT@/seq.log" template("$SDATA|$(format-json --scope nv-pairs)\n")); };
+            destination proto { file("@OUT@/proto.log" flags(syslog-protocol)); };
+            log { source(s); destination(d); destination(proto); };"#,
+            Input::Rfc5424,
+            Via::Stdin,
+            None,
+        );
+    }
+}
+
+/// `level(crit .. emerg)` as syslog-ng reads it: a range, spaces or not.
+#[test]
+fn level_and_facility_ranges_with_spaces() {
+    bsd(
+        "ranges",
+        &format!(
+            r#"options {{ keep-hostname(yes); }}; {NET}
+            filter f_high {{ level(crit .. emerg) or level(debug ..info); }};
+            filter f_fac {{ facility(kern.. mail, local7); }};
+            destination high {{ file("@OUT@/high.log" template("$LEVEL $MSG\n")); }};
+            destination fac {{ file("@OUT@/fac.log" template("$FACILITY $MSG\n")); }};
+            log {{ source(s); filter(f_high); destination(high); }};
+            log {{ source(s); filter(f_fac); destination(fac); }};"#
         ),
     );
 }

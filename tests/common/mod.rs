@@ -120,6 +120,11 @@ pub struct Running {
 impl Running {
     /// Writes `config` (with `@OUT@` replaced by the output directory) and starts the server.
     pub fn start(kind: Server, config: &str) -> Running {
+        Running::start_reading(kind, config, None)
+    }
+
+    /// As [`Running::start`], with `input` as the server's standard input (for `stdin()`).
+    pub fn start_reading(kind: Server, config: &str, input: Option<&[u8]>) -> Running {
         raise_open_file_limit();
         let dir = tempfile::tempdir().expect("temporary directory");
         let out = dir.path().join("out");
@@ -147,12 +152,23 @@ impl Running {
             .arg(d.join("pid"))
             .arg("-c")
             .arg(d.join("ctl"))
-            .stdin(Stdio::null())
+            // A pipe, as syslog-ng cannot poll a regular file on its standard input.
+            .stdin(match input {
+                Some(_) => Stdio::piped(),
+                None => Stdio::null(),
+            })
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(d.join("stderr")).expect("stderr file"));
-        let child = cmd
+        let mut child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("starting {kind:?}: {e}"));
+        if let (Some(bytes), Some(mut pipe)) = (input, child.stdin.take()) {
+            let bytes = bytes.to_vec();
+            std::thread::spawn(move || {
+                use std::io::Write;
+                let _ = pipe.write_all(&bytes);
+            });
+        }
         Running {
             child,
             dir,
@@ -201,6 +217,22 @@ impl Running {
         }
         panic!(
             "{:?} did not listen on {what}:\n{}",
+            self.kind,
+            self.stderr()
+        );
+    }
+
+    /// Waits until the server exits by itself (`stdin()` at the end of its input), at most 60 s.
+    pub fn wait_exit(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!(
+            "{:?} did not stop at the end of its input:\n{}",
             self.kind,
             self.stderr()
         );

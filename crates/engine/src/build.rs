@@ -32,7 +32,7 @@ use sluice_model::{Router, Template};
 use sluice_protocol::framing::Framing;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Everything a configuration starts.
@@ -501,6 +501,11 @@ pub fn build_with(
         dispatcher: Arc::new(Dispatcher {
             router,
             generation,
+            numbering: b
+                .destinations
+                .iter()
+                .any(|d| d.numbers_local())
+                .then(Mutex::default),
             source_ids: b
                 .source_ids
                 .iter()

@@ -13,7 +13,7 @@ use sluice_model::path::SourceId;
 use sluice_model::{LogMessage, Router};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 /// What all readers share: the routing graph and the destinations it names.
 pub struct Dispatcher {
@@ -25,6 +25,9 @@ pub struct Dispatcher {
     /// The id this configuration gives each source name (readers that outlive a reload look
     /// theirs up again).
     pub source_ids: Vec<(Arc<str>, SourceId)>,
+    /// Held while a read of a local source is prepared and committed, when some destination
+    /// numbers local messages; `None` when none does.
+    pub numbering: Option<Mutex<()>>,
 }
 
 /// The dispatcher readers use now. A reload replaces it; a reader takes it once per read.
@@ -80,9 +83,20 @@ impl Dispatcher {
             .map(|(_, id)| *id)
     }
 
+    /// A destination numbers local messages as they are queued (syslog-ng's writer numbers
+    /// them as written): a read of a local source takes its numbers and queues its messages
+    /// while holding this, after every earlier read of its connection is queued, so that the
+    /// numbers follow each other in the order written. `None` when no numbers are needed:
+    /// reads are then formatted in parallel.
+    pub fn in_order(&self, local: bool) -> Option<MutexGuard<'_, ()>> {
+        let numbering = self.numbering.as_ref().filter(|_| local)?;
+        Some(numbering.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
     /// Routes `msgs` and queues them with their destinations at once, under credits the
     /// caller took. For readers with one batch in flight at a time.
     pub fn dispatch(&self, msgs: &mut Vec<LogMessage>, ack: &Ack) {
+        let _numbered = self.in_order(msgs.first().is_some_and(|m| m.origin.local));
         let mut outbox = Outbox::default();
         self.prepare(msgs, ack, &mut outbox);
         outbox.commit();

@@ -397,8 +397,8 @@ fn call(node: &Node, named: &mut NamedFilters) -> Result<Filter, ConfigError> {
     match key.as_str() {
         "facility" => {
             let mut mask = 0u128;
-            for v in node.words()? {
-                for n in range(v, |s| facility_by_name(s).map(u32::from))? {
+            for v in range_words(node.words()?) {
+                for n in range(&v, |s| facility_by_name(s).map(u32::from))? {
                     mask |= 1 << n;
                 }
             }
@@ -406,8 +406,8 @@ fn call(node: &Node, named: &mut NamedFilters) -> Result<Filter, ConfigError> {
         }
         "level" | "severity" | "priority" => {
             let mut mask = 0u8;
-            for v in node.words()? {
-                for n in range(v, |s| severity_by_name(s).map(u32::from))? {
+            for v in range_words(node.words()?) {
+                for n in range(&v, |s| severity_by_name(s).map(u32::from))? {
                     mask |= 1 << n;
                 }
             }
@@ -678,6 +678,24 @@ fn in_list(node: &Node) -> Result<Filter, ConfigError> {
     })
 }
 
+/// The words of `level()`/`facility()` with ranges written apart (`crit .. emerg`,
+/// `crit ..emerg`, `crit.. emerg`, as syslog-ng's lexer reads `..` as a token) joined into one
+/// `crit..emerg`.
+fn range_words(words: Vec<&Value>) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::with_capacity(words.len());
+    let mut open = false; // the last word ended in `..`: the next one completes it
+    for w in words {
+        match out.last_mut() {
+            Some(last) if open || w.text.starts_with("..") => {
+                last.text.push_str(&w.text);
+            }
+            _ => out.push(w.clone()),
+        }
+        open = out.last().is_some_and(|l| l.text.ends_with(".."));
+    }
+    out
+}
+
 /// `a`, `a..b` (either order) of names or numbers.
 fn range(
     v: &Value,
@@ -865,6 +883,43 @@ mod tests {
             (b"99999999999999999999", -1),
         ] {
             assert_eq!(atoi(text), want, "{}", String::from_utf8_lossy(text));
+        }
+    }
+
+    fn filter(text: &str) -> Filter {
+        let config = sluice_config::load_str("t.conf", &format!("filter f {{ {text} }};"))
+            .unwrap_or_else(|e| panic!("{}", e.render()));
+        let sluice_config::Body::Filter(expr) = &config.statements[0].body else {
+            panic!("a filter statement")
+        };
+        compile(expr, &mut |name, pos| {
+            Err(ConfigError::new(pos, format!("no filter {name}")))
+        })
+        .unwrap_or_else(|e| panic!("{}", e.render(&config.map)))
+    }
+
+    #[test]
+    fn level_ranges_may_be_written_with_spaces() {
+        // Each accepted by syslog-ng 3.38 (`syslog-ng -s`), which lexes `..` as a token.
+        let crit_up = 0b111; // emerg 0, alert 1, crit 2
+        for text in [
+            "level(crit..emerg)",
+            "level(crit .. emerg)",
+            "level(crit ..emerg)",
+            "level(crit.. emerg)",
+        ] {
+            match filter(text) {
+                Filter::Severity(mask) => assert_eq!(mask, crit_up, "{text}"),
+                _ => panic!("{text}: a severity filter"),
+            }
+        }
+        match filter("level(err .. emerg, debug)") {
+            Filter::Severity(mask) => assert_eq!(mask, 0b1000_1111),
+            _ => panic!("a severity filter"),
+        }
+        match filter("facility(kern .. mail)") {
+            Filter::Facility(mask) => assert_eq!(mask, 0b111),
+            _ => panic!("a facility filter"),
         }
     }
 

@@ -767,6 +767,10 @@ impl FileDestination {
 }
 
 impl Destination for FileDestination {
+    fn numbers_local(&self) -> bool {
+        self.formatter.numbers_local()
+    }
+
     /// Files have syslog-ng's *soft* flow control: every message holds its batch's
     /// acknowledgement until written, whether or not its path asked for flow control. With a
     /// disk buffer, as for forwarding destinations: flow-controlled messages hold it until

@@ -149,6 +149,11 @@ impl Formatter {
         }
     }
 
+    /// The format shows local messages' sequence numbers.
+    pub fn numbers_local(&self) -> bool {
+        self.counts_seq
+    }
+
     /// Appends `msg` formatted.
     pub fn append(&self, msg: &LogMessage, out: &mut Vec<u8>) {
         self.format

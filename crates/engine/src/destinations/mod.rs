@@ -51,6 +51,13 @@ pub trait Destination: Send + Sync {
     /// `sluice ctl reopen`, SIGUSR1: closes files so that the next write opens them again
     /// (after logrotate moved them away).
     fn reopen(&self) {}
+
+    /// The destination's format numbers local messages (`meta sequenceId`, `$SEQNUM`): their
+    /// reads must then be formatted in the order they are queued (see
+    /// [`crate::dispatch::Dispatcher::in_order`]).
+    fn numbers_local(&self) -> bool {
+        false
+    }
 }
 
 /// A `destination` statement with several drivers: every message goes to each of them.
@@ -97,6 +104,10 @@ impl Destination for Group {
         for d in &self.0 {
             d.reopen();
         }
+    }
+
+    fn numbers_local(&self) -> bool {
+        self.0.iter().any(|d| d.numbers_local())
     }
 }
 

@@ -215,6 +215,10 @@ impl NetworkDestination {
 }
 
 impl Destination for NetworkDestination {
+    fn numbers_local(&self) -> bool {
+        self.formatter.numbers_local()
+    }
+
     fn start(
         &self,
         state_dir: &Path,

@@ -356,7 +356,7 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
             } else {
                 // A small read with nothing ahead of it: a task of its own would cost more
                 // than it saves (thousands of quiet connections).
-                read.prepare(&ack).commit();
+                read.prepare_and_commit(&ack);
             }
         } else if consumed > 0 {
             let _ = buf.split_to(consumed);
@@ -477,12 +477,30 @@ impl Read {
         after: Option<oneshot::Receiver<()>>,
         done: oneshot::Sender<()>,
     ) {
-        let mut outbox = self.prepare(&ack);
-        if let Some(after) = after {
-            let _ = after.await;
+        if self.numbered() {
+            if let Some(after) = after {
+                let _ = after.await;
+            }
+            self.prepare_and_commit(&ack);
+        } else {
+            let mut outbox = self.prepare(&ack);
+            if let Some(after) = after {
+                let _ = after.await;
+            }
+            outbox.commit();
         }
-        outbox.commit();
         let _ = done.send(());
+    }
+
+    /// Some destination numbers this read's messages (see [`Dispatcher::in_order`]).
+    fn numbered(&self) -> bool {
+        self.origin.local && self.dispatcher.numbering.is_some()
+    }
+
+    /// Parses, routes, formats and queues the read: for a read nothing before it waits for.
+    pub fn prepare_and_commit(&self, ack: &Ack) {
+        let _numbered = self.dispatcher.in_order(self.origin.local);
+        self.prepare(ack).commit();
     }
 
     /// Parses, routes and formats the read; the result waits in the outbox.

@@ -4,7 +4,9 @@
 use super::{read_stream, Context, ReaderSpec};
 use crate::dns::{self, NameOptions};
 use crate::window::Window;
+use sluice_model::values::name_id;
 use sluice_model::Origin;
+use sluice_protocol::Text;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
@@ -25,7 +27,8 @@ impl StdinSource {
             peer: None,
             host_from: dns::local_name(self.names.use_fqdn),
             local: true,
-            pairs: Vec::new(),
+            // syslog-ng's `stdin()` is a file source named `-`.
+            pairs: vec![(name_id("FILE_NAME"), Text::Static(b"-"))],
             endpoints: Default::default(),
         });
         let window = Window::new(self.reader.window);
