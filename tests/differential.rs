@@ -143,6 +143,19 @@ enum Via {
 
 /// Runs `config` over `input` through syslog-ng and sluice, delivered `via`, and compares.
 fn run_both(name: &str, config: &str, input: Input, via: Via, deliberate: Option<Deliberate>) {
+    run_both_masked(name, config, input, via, deliberate, None)
+}
+
+/// As [`run_both`], with both outputs first rewritten as `mask` says (a deliberate
+/// difference that shows in what sluice writes).
+fn run_both_masked(
+    name: &str,
+    config: &str,
+    input: Input,
+    via: Via,
+    deliberate: Option<Deliberate>,
+    mask: Option<Deliberate>,
+) {
     if syslog_ng().is_none() {
         return;
     }
@@ -180,6 +193,9 @@ fn run_both(name: &str, config: &str, input: Input, via: Via, deliberate: Option
         }
         if let Some(rewrite) = deliberate {
             rewrite(&mut outputs[0].files);
+        }
+        if let Some(rewrite) = mask {
+            outputs.iter_mut().for_each(|o| rewrite(&mut o.files));
         }
         let (ng, us) = (&outputs[0], &outputs[1]);
         assert!(
@@ -1255,5 +1271,31 @@ fn level_and_facility_ranges_with_spaces() {
             log {{ source(s); filter(f_high); destination(high); }};
             log {{ source(s); filter(f_fac); destination(fac); }};"#
         ),
+    );
+}
+
+/// `$TAGS` lists tags in the order their names were registered: the configuration's names
+/// in the order written, then the sources' `.source.NAME`.
+#[test]
+fn tags_in_registration_order() {
+    /// docs/compatibility.md: sluice's parser tags (`syslog.missing_pri`…) are not in 3.38.
+    fn without_parser_tags(files: &mut std::collections::BTreeMap<String, Vec<u8>>) {
+        let re = regex::bytes::Regex::new(r"(?m)^((syslog|message)\.[a-z0-9_]+,)+")
+            .expect("valid pattern");
+        for bytes in files.values_mut() {
+            *bytes = re.replace_all(bytes, &b""[..]).into_owned();
+        }
+    }
+    run_both_masked(
+        "tags_order",
+        r#"source s { network(ip(127.0.0.1) port(@PORT@) tags("net")); };
+        rewrite r { set-tag("fw"); set-tag("later"); };
+        filter f { tags("filt") or tags("net"); };
+        destination d { file("@OUT@/tags.log" template("$TAGS $MSG\n")); };
+        log { source(s); rewrite(r); if (filter(f)) { rewrite { set-tag("inner"); }; }; destination(d); };"#,
+        Input::Rfc3164,
+        Via::Tcp(Framing::Newline),
+        None,
+        Some(without_parser_tags),
     );
 }

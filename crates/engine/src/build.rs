@@ -22,12 +22,13 @@ use crate::sources::{ReaderSpec, SourceCounters, UnixSocket, READ_BUDGET};
 use crate::stats::Registry;
 use crate::tls::TlsOptions;
 use crate::window::ReadBudget;
-use sluice_config::{Body, Config, ConfigError, Node, Pos, Statement};
+use sluice_config::{Body, Condition, Config, ConfigError, Expr, Node, Pos, Statement};
 use sluice_model::filter::{self, Filter};
 use sluice_model::parsers::Parsers;
 use sluice_model::path::{DestId, LogPath, PathContext, SourceId, Tally};
 use sluice_model::rewrite::Rewrite;
 use sluice_model::template::functions;
+use sluice_model::message::tag_id;
 use sluice_model::{Router, Template};
 use sluice_protocol::framing::Framing;
 use std::collections::HashMap;
@@ -310,6 +311,55 @@ struct Builder<'a> {
     anon: usize,
 }
 
+/// Registers the tag names the configuration writes (`tags()` of sources and filters,
+/// `set-tag()`, `clear-tag()`) in the order they stand, before the sources' `.source.NAME`:
+/// `$TAGS` lists tags in the order their names were registered, and syslog-ng registers these
+/// while parsing, the sources' when it starts them.
+fn register_tag_names(config: &Config) {
+    fn node(n: &Node) {
+        if matches!(n.key().as_str(), "tags" | "set_tag" | "clear_tag") {
+            for v in n.values() {
+                tag_id(&v.text);
+            }
+        }
+        for opt in n.options() {
+            node(opt);
+        }
+        if let Some(b) = &n.block {
+            body(b);
+        }
+    }
+    fn expr(e: &Expr) {
+        match e {
+            Expr::And(a, b) | Expr::Or(a, b) => {
+                expr(a);
+                expr(b);
+            }
+            Expr::Not(a) => expr(a),
+            Expr::Call(n) => node(n),
+            Expr::Compare { .. } => {}
+        }
+    }
+    fn body(b: &Body) {
+        match b {
+            Body::Nodes(nodes) => nodes.iter().for_each(node),
+            Body::Filter(e) => expr(e),
+            Body::Text(_) => {}
+            Body::If(arms) => {
+                for arm in arms {
+                    if let Condition::Filter(e) = &arm.condition {
+                        expr(e);
+                    }
+                    arm.body.iter().for_each(node);
+                }
+            }
+        }
+    }
+    for s in &config.statements {
+        body(&s.body);
+    }
+}
+
 pub fn build(config: &Config) -> Result<Pipeline, ConfigError> {
     build_with(config, Arc::default(), 0)
 }
@@ -321,6 +371,7 @@ pub fn build_with(
     stats: Arc<Registry>,
     generation: u64,
 ) -> Result<Pipeline, ConfigError> {
+    register_tag_names(config);
     let mut b = Builder {
         globals: Globals::new(),
         statements: HashMap::new(),
