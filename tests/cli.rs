@@ -94,11 +94,100 @@ fn later_features_are_refused_by_name() {
             "template_function t \"x\";",
             "the 'template_function' statement is not supported yet",
         ),
+        (
+            "parser p { grouping-by(key(\"$HOST\")); };",
+            "the grouping-by() parser is not supported yet",
+        ),
+        (
+            "parser p { add-contextual-data(selector(\"$HOST\")); };",
+            "the add-contextual-data() parser is not supported yet",
+        ),
+        (
+            "parser p { geoip2(\"$SOURCEIP\"); };",
+            "the geoip2() parser is not supported yet",
+        ),
+        (
+            "parser p { panos-parser(); sudo-parser(); };",
+            "the panos-parser() parser is not supported yet",
+        ),
+        (
+            "destination d { graylog2(host(\"x\")); };",
+            "the graylog2() destination is not supported yet",
+        ),
+        (
+            "source s { network(so-broadcast(yes)); };",
+            "so-broadcast() in network() is not supported yet",
+        ),
     ] {
         let (code, err) = check_config(text);
         assert_eq!(code, 1, "{text}: {err}");
         assert!(err.contains(what), "{text}: {err}");
         assert!(err.contains('^'), "{text}: no caret in {err}");
+    }
+}
+
+/// An option a driver does not act on is refused, as syslog-ng refuses it, never accepted
+/// and ignored.
+#[test]
+fn options_a_driver_does_not_read_are_refused() {
+    for (text, valid) in [
+        (
+            "parser p { date-parser(prefix(\"x.\")); };",
+            "valid options: ",
+        ),
+        ("parser p { tags-parser(prefix(\"x.\")); };", "template"),
+        (
+            "parser p { syslog-parser(prefix(\"x.\")); };",
+            "drop-invalid",
+        ),
+        (
+            "parser p { csv-parser(columns(a) marker(\"@\")); };",
+            "columns",
+        ),
+        ("parser p { kv-parser(marker(\"@\")); };", "value-separator"),
+        ("rewrite r { set-tag(\"x\" value(\"X\")); };", "condition"),
+        (
+            "rewrite r { rename(\"a\" \"b\" value(\"X\")); };",
+            "condition",
+        ),
+    ] {
+        let (code, err) = check_config(text);
+        assert_eq!(code, 1, "{text}: {err}");
+        assert!(
+            err.contains("unknown option") && err.contains(valid),
+            "{text}: {err}"
+        );
+    }
+    let (code, err) = check_config("source s { apache-accesslog-parser(); };");
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("unknown source driver")
+            && err
+                .lines()
+                .any(|l| l.contains("valid source drivers") && !l.contains("accesslog")),
+        "a parser is not offered as a source: {err}"
+    );
+}
+
+/// syslog-ng refuses a file without `@version` (and an empty one), and warns of versions other
+/// than its own; sluice reads each as 3.38 and warns.
+#[test]
+fn versions_other_than_3_38_are_warned_of() {
+    for (text, warning) in [
+        ("", "the configuration is empty"),
+        ("source s { stdin(); };", "has no @version"),
+        (
+            "@version: 4.2\nsource s { stdin(); };",
+            "written for syslog-ng 4.2",
+        ),
+        (
+            "@version: 3.20\nsource s { stdin(); };",
+            "no compatibility mode",
+        ),
+    ] {
+        let (code, err) = check_config(text);
+        assert_eq!(code, 0, "{text}: {err}");
+        assert!(err.contains(warning), "{text}: {err}");
     }
 }
 

@@ -24,11 +24,11 @@ use crate::tls::TlsOptions;
 use crate::window::ReadBudget;
 use sluice_config::{Body, Condition, Config, ConfigError, Expr, Node, Pos, Statement};
 use sluice_model::filter::{self, Filter};
+use sluice_model::message::tag_id;
 use sluice_model::parsers::Parsers;
 use sluice_model::path::{DestId, LogPath, PathContext, SourceId, Tally};
 use sluice_model::rewrite::Rewrite;
 use sluice_model::template::functions;
-use sluice_model::message::tag_id;
 use sluice_model::{Router, Template};
 use sluice_protocol::framing::Framing;
 use std::collections::HashMap;
@@ -88,9 +88,17 @@ const SOURCES_NOT_YET: &[&str] = &[
     "opentelemetry",
     "http",
     "osquery",
-    "apache_accesslog_parser",
     "default_network_drivers",
     "syslog_ng",
+    "pacct",
+    "mbox",
+    "nodejs",
+    "darwin_oslog",
+    "hypr_audit_trail",
+    "hypr_app_audit_trail",
+    "network_load_balancer",
+    "example_msg_generator",
+    "example_random_generator",
 ];
 const SOURCES: &[&str] = &[
     "network",
@@ -138,6 +146,19 @@ const DESTINATIONS_NOT_YET: &[&str] = &[
     "loki",
     "opentelemetry",
     "s3",
+    "graylog2",
+    "elasticsearch2",
+    "slack",
+    "telegram",
+    "discord",
+    "sumologic_http",
+    "sumologic_syslog",
+    "collectd",
+    "osquery",
+    "pubsub",
+    "google_pubsub",
+    "logscale",
+    "openobserve",
 ];
 const DESTINATIONS: &[&str] = &[
     "file",
@@ -215,17 +236,9 @@ const NETWORK_OPTIONS: &[&str] = &[
     "tls",
     "trusted_proxies",
     "handshake_timeout",
-    "so_broadcast",
-    "so_sndbuf",
-    "ip_ttl",
-    "ip_tos",
-    "dynamic_window_size",
-    "dynamic_window_stats_freq",
-    "dynamic_window_realloc_ticks",
-    "interface",
-    "failover",
-    "idle_timeout",
 ];
+/// Options of syslog-ng's network sources that sluice does not honour yet: refused, never
+/// accepted and ignored.
 const NETWORK_NOT_YET: &[&str] = &[
     "so_broadcast",
     "so_sndbuf",
@@ -480,6 +493,7 @@ pub fn build_with(
         }
     }
     let mut notes = config.map.notes.clone();
+    notes.extend(version_note(config));
     let used = |id: SourceId, name: &str, notes: &mut Vec<String>| {
         let used = router.is_used(id);
         if !used {
@@ -575,6 +589,40 @@ pub fn build_with(
         config_text: Arc::from(config.map.text.as_str()),
         notes,
     })
+}
+
+/// What to say of the configuration's `@version`: syslog-ng 3.38 refuses a file without one
+/// (an empty file too), runs an older one in a compatibility mode and a 4.x one with
+/// experimental behaviours; sluice reads each as 3.38's language and says so.
+fn version_note(config: &Config) -> Option<String> {
+    const READ_AS: (u32, u32) = (3, 38);
+    let Some(version) = &config.version else {
+        return Some(if config.statements.is_empty() {
+            "the configuration is empty: nothing is received or written (syslog-ng 3.38 \
+             refuses an empty file)"
+                .to_string()
+        } else {
+            "the configuration has no @version: it is read as syslog-ng 3.38's language \
+             (syslog-ng 3.38 refuses it); put '@version: 3.38' on its first line"
+                .to_string()
+        });
+    };
+    let number = |s: Option<&str>| s.and_then(|s| s.trim().parse::<u32>().ok());
+    let mut parts = version.split('.');
+    let (major, minor) = (number(parts.next())?, number(parts.next()).unwrap_or(0));
+    match (major, minor).cmp(&READ_AS) {
+        std::cmp::Ordering::Equal => None,
+        std::cmp::Ordering::Greater => Some(format!(
+            "the configuration is written for syslog-ng {version}: sluice reads syslog-ng \
+             3.38's language, so what later versions changed may be refused or read the 3.38 way \
+             (see docs/compatibility.md)"
+        )),
+        std::cmp::Ordering::Less => Some(format!(
+            "the configuration is written for syslog-ng {version}: sluice reads it as syslog-ng \
+             3.38 does and has no compatibility mode for older versions; review what changed \
+             since {version}, then change @version to 3.38"
+        )),
+    }
 }
 
 /// The error for a driver name that is not implemented: not supported yet when syslog-ng has

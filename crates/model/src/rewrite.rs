@@ -271,7 +271,9 @@ impl Rule {
                         })?);
                     }
                 }
-                "value" => field = Some(Field::named(&opt.value()?.text)),
+                "value" if matches!(key.as_str(), "set" | "unset" | "subst") => {
+                    field = Some(Field::named(&opt.value()?.text))
+                }
                 "condition" => {
                     let Some(Body::Filter(expr)) = opt.block.as_deref() else {
                         return Err(ConfigError::new(

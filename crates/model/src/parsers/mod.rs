@@ -88,6 +88,7 @@ const DRIVERS: &[&str] = &[
     "tags_parser",
     "syslog_parser",
 ];
+/// syslog-ng's parsers (modules and SCL, 3.38 and a few of 4.x) that sluice has not yet.
 const NOT_YET: &[&str] = &[
     "xml",
     "linux_audit_parser",
@@ -98,6 +99,24 @@ const NOT_YET: &[&str] = &[
     "python",
     "group_lines",
     "map_value_pairs",
+    "grouping_by",
+    "add_contextual_data",
+    "geoip2",
+    "geoip",
+    "panos_parser",
+    "sudo_parser",
+    "iptables_parser",
+    "ewmm_parser",
+    "snmptrapd_parser",
+    "websense_parser",
+    "fortigate_parser",
+    "netskope_parser",
+    "mariadb_audit_parser",
+    "windows_eventlog_xml_parser",
+    "extract_solaris_msghdr",
+    "osquery",
+    "metrics_probe",
+    "example_parser",
 ];
 
 thread_local! {
@@ -172,6 +191,7 @@ impl Parser {
         let syslog = key == "syslog_parser";
         let mut parse_options = sluice_protocol::ParseOptions::default();
         let tags = key == "tags_parser";
+        let json = key == "json_parser";
         let mut formats: Vec<String> = Vec::new();
         let mut zone = None;
         let mut received = false;
@@ -372,7 +392,7 @@ impl Parser {
                     template =
                         Some(Template::compile(&v.text).map_err(|e| ConfigError::new(v.pos, e))?);
                 }
-                ("prefix", _) => prefix = text()?,
+                ("prefix", _) if !(date || tags || syslog) => prefix = text()?,
                 ("value_separator", true) => {
                     let s = text()?;
                     match s.as_bytes() {
@@ -385,9 +405,9 @@ impl Parser {
                 }
                 ("pair_separator", true) => pair_separator = text()?.into_bytes(),
                 ("extract_stray_words_into", true) => stray_words_into = Some(name_id(&text()?)),
-                ("marker", false) if !regexp => marker = Some(text()?),
-                ("extract_prefix", false) if !regexp => extract_prefix = Some(text()?),
-                ("key_delimiter", false) if !regexp => {
+                ("marker", _) if json => marker = Some(text()?),
+                ("extract_prefix", _) if json => extract_prefix = Some(text()?),
+                ("key_delimiter", _) if json => {
                     let s = text()?;
                     let mut chars = s.chars();
                     match (chars.next(), chars.next()) {
