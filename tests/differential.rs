@@ -1299,3 +1299,19 @@ fn tags_in_registration_order() {
         Some(without_parser_tags),
     );
 }
+
+/// A space before an octet-counting header is an empty frame to syslog-ng, not an error
+/// that closes the connection.
+#[test]
+fn octet_counting_with_spaces_before_headers() {
+    differential(
+        "spaced_frames",
+        &format!(
+            r#"options {{ keep-hostname(yes); }}; {SYSLOG}
+            destination d {{ file("@OUT@/spaced.log" template("$HOST|$PROGRAM|$SDATA|$MSG\n")); }};
+            log {{ source(s); destination(d); }};"#
+        ),
+        Input::Rfc5424,
+        Framing::OctetCountedSpaced,
+    );
+}

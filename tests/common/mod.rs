@@ -385,10 +385,13 @@ pub fn read_tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     out
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Framing {
     Newline,
     OctetCounted,
+    /// Octet counting with a space before each header (`␠43 <13>1 …`), which syslog-ng reads
+    /// as an empty frame before each message.
+    OctetCountedSpaced,
 }
 
 /// Sends every line of `input` over one unix-stream connection and closes it.
@@ -410,7 +413,10 @@ pub fn send_tcp(port: u16, input: &[u8], framing: Framing) {
                 buf.extend_from_slice(line);
                 buf.push(b'\n');
             }
-            Framing::OctetCounted => {
+            Framing::OctetCounted | Framing::OctetCountedSpaced => {
+                if framing == Framing::OctetCountedSpaced {
+                    buf.push(b' ');
+                }
                 buf.extend_from_slice(format!("{} ", line.len()).as_bytes());
                 buf.extend_from_slice(line);
             }

@@ -3,6 +3,7 @@
 
 use crate::message::{for_each_tag_name, LogMessage, FACILITY_NAMES, SEVERITY_NAMES};
 use crate::time::{self, TsFormat, UnixTime, Zone};
+use sluice_protocol::SdPair;
 use std::io::Write;
 
 /// Which of a message's times a date macro shows.
@@ -451,13 +452,62 @@ pub fn msghdr(msg: &LogMessage, escape: bool, out: &mut Vec<u8>) {
 ///
 /// A non-zero `seq` (a local message's sequence number) is added as `meta sequenceId` unless the
 /// message has one, as syslog-ng does.
+///
+/// A parameter written twice in one message (`[a x="1" x="2"]`, or again in a later `[a …]`)
+/// is shown once, where it first stood, with the value written last: syslog-ng keeps
+/// structured data as name-value pairs.
 pub fn format_sdata(msg: &LogMessage, seq: u32, out: &mut Vec<u8>) {
-    let raw = msg.raw;
+    let params = || msg.fields.sd_params(msg.raw);
+    if has_repeated_params(params) {
+        append_sdata(msg, seq, once_each(params()).into_iter(), out);
+    } else {
+        append_sdata(msg, seq, params(), out);
+    }
+}
+
+/// Some parameter (an id and a name) is written twice. Pairwise for the usual handful,
+/// through a set for many (a sender may write thousands).
+fn has_repeated_params<'a, I: Iterator<Item = SdPair<'a>>>(params: impl Fn() -> I) -> bool {
+    let named = || params().filter_map(|p| Some((p.id, p.name?)));
+    if named().nth(16).is_none() {
+        return named()
+            .enumerate()
+            .any(|(i, key)| named().skip(i + 1).any(|k| k == key));
+    }
+    let mut seen = std::collections::HashSet::new();
+    named().any(|key| !seen.insert(key))
+}
+
+/// The parameters with each id and name once, where it first stood, with its last value.
+fn once_each<'a>(params: impl Iterator<Item = SdPair<'a>>) -> Vec<SdPair<'a>> {
+    let mut kept: Vec<SdPair<'a>> = Vec::new();
+    let mut at: std::collections::HashMap<(&[u8], &[u8]), usize> = Default::default();
+    for p in params {
+        match p.name {
+            Some(name) => match at.entry((p.id, name)) {
+                std::collections::hash_map::Entry::Occupied(e) => kept[*e.get()].value = p.value,
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(kept.len());
+                    kept.push(p);
+                }
+            },
+            None => kept.push(p),
+        }
+    }
+    kept
+}
+
+fn append_sdata<'a>(
+    msg: &LogMessage,
+    seq: u32,
+    params: impl Iterator<Item = SdPair<'a>>,
+    out: &mut Vec<u8>,
+) {
     let mut has_seq = msg
         .sdata(b"meta", b"sequenceId")
         .is_some_and(|v| !v.is_empty());
     let mut current: Option<&[u8]> = None;
-    for p in msg.fields.sd_params(raw) {
+    for p in params {
         let id = p.id;
         if current != Some(id) {
             if current.is_some() {

@@ -247,7 +247,8 @@ impl FrameDecoder {
         while at < buf.len() {
             prefetch(buf, at + PREFETCH_AHEAD);
             let rest = &buf[at..];
-            // Senders may separate frames with line ends; syslog-ng tolerates them.
+            // Senders may separate frames with line ends: skipped (syslog-ng 3.38 loses the
+            // connection's next frames, docs/compatibility.md).
             if matches!(rest[0], b'\n' | b'\r' | 0) {
                 at += 1;
                 continue;
@@ -256,7 +257,9 @@ impl FrameDecoder {
             if digits == rest.len() && digits <= MAX_LENGTH_DIGITS {
                 break; // the header is not complete yet
             }
-            if digits == 0 || digits > MAX_LENGTH_DIGITS || rest[digits] != b' ' {
+            // A space with no digits before it is a frame of length 0, as syslog-ng reads it:
+            // ` 43 <13>1 …` is an empty frame, then a message.
+            if digits > MAX_LENGTH_DIGITS || rest[digits] != b' ' {
                 return Err(FrameError::BadHeader {
                     found: rest[..rest.len().min(16)].to_vec(),
                 });
@@ -409,6 +412,10 @@ mod tests {
                 max: 10
             })
         );
+        // Spaces before a header are empty frames (syslog-ng reads them so), not errors.
+        let mut spaced = FrameDecoder::new(Framing::OctetCounted, 10, false);
+        let (got, used) = frames(&mut spaced, b" 5 hello  2 ok", false);
+        assert_eq!((names(&got), used), (vec!["", "hello", "", "", "ok"], 14));
         let mut trim = FrameDecoder::new(Framing::OctetCounted, 5, true);
         let (got, used) = frames(&mut trim, b"11 hello world2 ok", false);
         assert_eq!((names(&got), used), (vec!["hello", "ok"], 18));

@@ -172,3 +172,30 @@ fn format_date_formats_the_message_time_or_a_timestamp() {
     let err = Template::compile("$(format-date --time-zone Nowhere/Atall %Y)").unwrap_err();
     assert!(err.contains("Nowhere/Atall"), "{err}");
 }
+
+#[test]
+fn repeated_sdata_parameters_show_once_with_their_last_value() {
+    // Checked against syslog-ng 3.38 (tests/data/tricky-rfc5424.log has these lines).
+    let t = Template::compile("$SDATA").unwrap();
+    let sdata = |sd: &str| {
+        String::from_utf8(t.format(&message(&format!(
+            "<13>1 2025-01-05T13:56:09Z h app - - {sd} text"
+        ))))
+        .unwrap()
+    };
+    assert_eq!(
+        sdata("[a x=\"1\" x=\"2\" y=\"3\"][b z=\"1\"][a x=\"9\"]"),
+        "[a x=\"9\" y=\"3\"][b z=\"1\"]"
+    );
+    assert_eq!(
+        sdata("[a x=\"1\"][b z=\"1\"][a y=\"2\"]"),
+        "[a x=\"1\"][b z=\"1\"][a y=\"2\"]"
+    );
+    // Many parameters take the set, not the pairwise comparison.
+    let many: String = (0..40).map(|i| format!(" p{i}=\"{i}\"")).collect();
+    assert_eq!(
+        sdata(&format!("[a{many} p3=\"x\"]")),
+        format!("[a{}]", many.replace("p3=\"3\"", "p3=\"x\""))
+    );
+    assert_eq!(sdata(&format!("[a{many}]")), format!("[a{many}]"));
+}
