@@ -1315,3 +1315,56 @@ fn octet_counting_with_spaces_before_headers() {
         Framing::OctetCountedSpaced,
     );
 }
+
+/// `flags(final)` in nested log paths and junction channels: where a message stops.
+#[test]
+fn final_flags_in_junctions_and_nested_paths() {
+    bsd(
+        "final_nested",
+        &format!(
+            r#"options {{ keep-hostname(yes); }}; {NET}
+            destination d1 {{ file("@OUT@/d1.log" template("$LEVEL $MSG\n")); }};
+            destination d2 {{ file("@OUT@/d2.log" template("$LEVEL $MSG\n")); }};
+            destination d3 {{ file("@OUT@/d3.log" template("$LEVEL $MSG\n")); }};
+            destination d4 {{ file("@OUT@/d4.log" template("$LEVEL $MSG\n")); }};
+            destination d5 {{ file("@OUT@/d5.log" template("$LEVEL $MSG\n")); }};
+            destination d6 {{ file("@OUT@/d6.log" template("$LEVEL $MSG\n")); }};
+            log {{ source(s);
+                junction {{
+                    channel {{ filter {{ level(err..emerg); }}; destination(d1); flags(final); }};
+                    channel {{ filter {{ level(warning..emerg); }}; destination(d2); }};
+                    channel {{ log {{ filter {{ level(notice..emerg); }}; destination(d3); flags(final); }}; log {{ destination(d4); }}; }};
+                }};
+                destination(d5);
+            }};
+            log {{ source(s); log {{ filter {{ level(info..emerg); }}; flags(final); }}; log {{ destination(d6); }}; }};"#
+        ),
+    );
+    bsd(
+        "final_nested_in_channel",
+        &format!(
+            r#"options {{ keep-hostname(yes); }}; {NET}
+            destination d1 {{ file("@OUT@/d1.log" template("$LEVEL $MSG
+")); }};
+            destination d2 {{ file("@OUT@/d2.log" template("$LEVEL $MSG
+")); }};
+            destination d3 {{ file("@OUT@/d3.log" template("$LEVEL $MSG
+")); }};
+            destination d4 {{ file("@OUT@/d4.log" template("$LEVEL $MSG
+")); }};
+            destination d5 {{ file("@OUT@/d5.log" template("$LEVEL $MSG
+")); }};
+            log {{ source(s);
+                junction {{
+                    channel {{ junction {{
+                        channel {{ filter {{ level(err..emerg); }}; destination(d1); flags(final); }};
+                        channel {{ destination(d2); }};
+                    }}; }};
+                    channel {{ destination(d3); }};
+                }};
+                log {{ filter {{ level(warning..emerg); }}; destination(d4); flags(final); }};
+                log {{ destination(d5); }};
+            }};"#
+        ),
+    );
+}
