@@ -64,6 +64,66 @@ fn shared_counters(csv: &str) -> Vec<String> {
     lines
 }
 
+/// `sluice ctl stats` or `syslog-ng-ctl stats`, whichever `s` is.
+fn stats_csv(s: &Running) -> String {
+    match s.kind {
+        Server::Sluice => ctl(s, &["stats"]).1,
+        Server::SyslogNg => {
+            let out = Command::new("syslog-ng-ctl")
+                .arg("stats")
+                .arg("-c")
+                .arg(s.dir.path().join("ctl"))
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        }
+    }
+}
+
+/// Every listener of a source has counters of its own, named by its address as syslog-ng
+/// names them (two TCP listeners of one source once shared theirs).
+#[test]
+fn each_listener_has_counters_of_its_own() {
+    let Some(_) = syslog_ng() else { return };
+    let mut listeners = Vec::new();
+    for kind in [Server::Sluice, Server::SyslogNg] {
+        let (a, b) = (free_port(), free_port());
+        let mut s = Running::start(
+            kind,
+            &format!(
+                r#"@version: 3.38
+                source s {{ network(ip(127.0.0.1) port({a})); network(ip(127.0.0.1) port({a}) transport(udp));
+                    syslog(ip(127.0.0.1) port({b}) transport(tcp)); unix-stream("@DIR@/log.sock"); }};
+                destination d {{ file("@OUT@/all.log"); }};
+                log {{ source(s); destination(d); }};"#
+            ),
+        );
+        s.wait_tcp(b);
+        let _held = std::net::TcpStream::connect(("127.0.0.1", a)).unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        let csv = stats_csv(&s)
+            .replace(&a.to_string(), "A")
+            .replace(&b.to_string(), "B")
+            .replace(&*s.dir.path().to_string_lossy(), "DIR");
+        let mut lines: Vec<String> = csv
+            .lines()
+            .filter(|l| l.contains(";connections;"))
+            .map(str::to_string)
+            .collect();
+        lines.sort();
+        listeners.push(lines);
+    }
+    assert_eq!(
+        listeners[0],
+        [
+            "src.network;s;afsocket_sd.(stream,AF_INET(127.0.0.1:A));a;connections;1",
+            "src.syslog;s;afsocket_sd.(stream,AF_INET(127.0.0.1:B));a;connections;0",
+            "src.unix-stream;s;afsocket_sd.(stream,AF_UNIX(DIR/log.sock));a;connections;0",
+        ]
+    );
+    assert_eq!(listeners[0], listeners[1], "sluice, then syslog-ng");
+}
+
 #[test]
 fn counters_match_syslog_ngs() {
     let Some(_) = syslog_ng() else { return };
@@ -76,18 +136,7 @@ fn counters_match_syslog_ngs() {
         // Ten in all.log, the six from `prog` in kv.log.
         assert_eq!(wait_lines(&s.out, 16, Duration::from_secs(10)), 16);
         std::thread::sleep(Duration::from_millis(500));
-        let csv = match kind {
-            Server::Sluice => ctl(&s, &["stats"]).1,
-            Server::SyslogNg => {
-                let out = Command::new("syslog-ng-ctl")
-                    .arg("stats")
-                    .arg("-c")
-                    .arg(s.dir.path().join("ctl"))
-                    .output()
-                    .unwrap();
-                String::from_utf8_lossy(&out.stdout).into_owned()
-            }
-        };
+        let csv = stats_csv(&s);
         // The forwarding destination's port and the output directory differ between runs.
         let csv = csv
             .replace(&fwd.to_string(), "FWD")
@@ -162,7 +211,11 @@ fn queries_prometheus_and_log_statistics() {
 
     // Open connections of a listener: none now.
     let (_, conns) = ctl(&s, &["query", "get", "src.network.s_net.*.connections"]);
-    assert_eq!(conns, "src.network.s_net.tcp,127.0.0.1.connections=0\n");
+    // Named as syslog-ng names a listener: by its address, distinct per listener.
+    assert_eq!(
+        conns,
+        format!("src.network.s_net.afsocket_sd.(stream,AF_INET(127.0.0.1:{port})).connections=0\n")
+    );
     let (ok, health) = ctl(&s, &["healthcheck"]);
     assert!(ok && health.starts_with("OK\n"), "{health}");
     let (ok, text) = ctl(&s, &["config", "--preprocessed"]);

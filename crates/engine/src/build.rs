@@ -809,29 +809,17 @@ impl Builder<'_> {
                 net.ip.as_ref().map_or("0.0.0.0", |ip| ip.0.as_str())
             ),
         };
-        // `src.network;s_net;tcp,127.0.0.1;a;connections`: open connections of a listener.
-        let counter = |what: &'static str| {
+        // A listener's counters are named as syslog-ng names them, by its address:
+        // `src.network;s_net;afsocket_sd.(stream,AF_INET(127.0.0.1:514));a;connections`.
+        let counter = |listener: &str, what: &'static str| {
             self.stats.counter(
                 &format!("src.{}", key.replace('_', "-")),
                 name,
-                &instance,
+                listener,
                 what,
             )
         };
-        let counted = SourceCounters {
-            driver: self.stats.counter(
-                &format!("src.{}", key.replace('_', "-")),
-                &format!("{name}#{n}"),
-                &instance,
-                "processed",
-            ),
-            source: self.stats.counter("source", name, "", "processed"),
-            oversized: counter("oversized_messages"),
-            framing_errors: counter("framing_errors"),
-            empty: counter("empty_messages"),
-        };
-        let connections = || counter("connections");
-        let reader = |framing: Framing, window: u32| ReaderSpec {
+        let reader = |framing: Framing, window: u32, listener: &str| ReaderSpec {
             framing,
             log_msg_size: opts.log_msg_size,
             trim_large_messages: opts.trim_large_messages,
@@ -839,7 +827,18 @@ impl Builder<'_> {
             keep_empty: opts.empty_lines,
             budget: ReadBudget::new(READ_BUDGET),
             ingest: ingest.clone(),
-            counted: counted.clone(),
+            counted: SourceCounters {
+                driver: self.stats.counter(
+                    &format!("src.{}", key.replace('_', "-")),
+                    &format!("{name}#{n}"),
+                    &instance,
+                    "processed",
+                ),
+                source: self.stats.counter("source", name, "", "processed"),
+                oversized: counter(listener, "oversized_messages"),
+                framing_errors: counter(listener, "framing_errors"),
+                empty: counter(listener, "empty_messages"),
+            },
         };
         let per_reader = |max_conn: usize| {
             (opts.log_iw_size / max_conn.max(1) as u32).max(g.min_iw_size_per_reader)
@@ -853,7 +852,7 @@ impl Builder<'_> {
                     ));
                 }
                 let s = StdinSource {
-                    reader: reader(Framing::Newline, opts.log_iw_size),
+                    reader: reader(Framing::Newline, opts.log_iw_size, ""),
                     names,
                     source_name: name.clone(),
                     source_id: id,
@@ -873,7 +872,7 @@ impl Builder<'_> {
                     source_name: name.clone(),
                     source_id: id,
                     use_fqdn: opts.use_fqdn,
-                    counted: counted.clone(),
+                    counted: reader(Framing::Newline, opts.log_iw_size, "").counted,
                 };
                 self.internal = Some((id, Arc::new(s)));
             }
@@ -895,10 +894,11 @@ impl Builder<'_> {
                 };
                 if key == "unix_stream" {
                     let max = net.max_connections.unwrap_or(256);
+                    let listener = format!("afsocket_sd.(stream,AF_UNIX({}))", unix.path.display());
                     let listen = Listen::Unix(unix.clone());
                     let s = StreamSource {
                         listen,
-                        reader: reader(Framing::Newline, per_reader(max)),
+                        reader: reader(Framing::Newline, per_reader(max), &listener),
                         max_connections: max,
                         names,
                         source_name: name.clone(),
@@ -907,23 +907,24 @@ impl Builder<'_> {
                         so_reuseport: false,
                         keep_alive: false,
                         listen_backlog: net.listen_backlog.unwrap_or(DEFAULT_LISTEN_BACKLOG),
-                        connections: connections(),
+                        connections: counter(&listener, "connections"),
                         proxied: Proxied::No,
                         trusted_proxies: Vec::new(),
                         handshake_timeout: HANDSHAKE_TIMEOUT,
                         unauthenticated: Arc::default(),
                         tls: None,
                         tls_failures: Arc::default(),
-                        rejected: counter("rejected_connections"),
+                        rejected: counter(&listener, "rejected_connections"),
                         relp: false,
                         tls_fingerprints: false,
                     };
                     self.streams.push((id, Arc::new(s)));
                 } else {
                     let bind = Bind::Unix(unix.clone());
+                    let listener = format!("afsocket_sd.(dgram,AF_UNIX({}))", unix.path.display());
                     let s = DatagramSource {
                         bind,
-                        reader: reader(Framing::Newline, opts.log_iw_size),
+                        reader: reader(Framing::Newline, opts.log_iw_size, &listener),
                         names,
                         source_name: name.clone(),
                         source_id: id,
@@ -1014,10 +1015,16 @@ impl Builder<'_> {
                     _ => 514,
                 };
                 let addr = SocketAddr::new(ip, net.port.unwrap_or(default_port));
+                let family = if addr.is_ipv6() {
+                    "AF_INET6"
+                } else {
+                    "AF_INET"
+                };
+                let listener = |kind: &str| format!("afsocket_sd.({kind},{family}({addr}))");
                 if udp {
                     let s = DatagramSource {
                         bind: Bind::Udp(addr),
-                        reader: reader(Framing::Newline, opts.log_iw_size),
+                        reader: reader(Framing::Newline, opts.log_iw_size, &listener("dgram")),
                         names,
                         source_name: name.clone(),
                         source_id: id,
@@ -1032,9 +1039,10 @@ impl Builder<'_> {
                         Framing::Newline
                     };
                     let max = net.max_connections.unwrap_or(10);
+                    let listener = listener("stream");
                     let s = StreamSource {
                         listen: Listen::Tcp(addr),
-                        reader: reader(framing, per_reader(max)),
+                        reader: reader(framing, per_reader(max), &listener),
                         max_connections: max,
                         names,
                         source_name: name.clone(),
@@ -1043,14 +1051,14 @@ impl Builder<'_> {
                         so_reuseport: net.so_reuseport,
                         keep_alive: net.keep_alive,
                         listen_backlog: net.listen_backlog.unwrap_or(DEFAULT_LISTEN_BACKLOG),
-                        connections: connections(),
+                        connections: counter(&listener, "connections"),
                         proxied,
                         trusted_proxies: net.trusted_proxies.clone(),
                         handshake_timeout: net.handshake_timeout.unwrap_or(HANDSHAKE_TIMEOUT),
                         unauthenticated: Arc::default(),
                         tls,
-                        tls_failures: counter("tls_handshake_failures"),
-                        rejected: counter("rejected_connections"),
+                        tls_failures: counter(&listener, "tls_handshake_failures"),
+                        rejected: counter(&listener, "rejected_connections"),
                         relp: key == "relp",
                         tls_fingerprints: net
                             .tls

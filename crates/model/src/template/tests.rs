@@ -178,10 +178,8 @@ fn repeated_sdata_parameters_show_once_with_their_last_value() {
     // Checked against syslog-ng 3.38 (tests/data/tricky-rfc5424.log has these lines).
     let t = Template::compile("$SDATA").unwrap();
     let sdata = |sd: &str| {
-        String::from_utf8(t.format(&message(&format!(
-            "<13>1 2025-01-05T13:56:09Z h app - - {sd} text"
-        ))))
-        .unwrap()
+        let frame = format!("<13>1 2025-01-05T13:56:09Z h app - - {sd} text");
+        String::from_utf8(t.format(&message(&frame))).unwrap()
     };
     assert_eq!(
         sdata("[a x=\"1\" x=\"2\" y=\"3\"][b z=\"1\"][a x=\"9\"]"),
