@@ -58,7 +58,13 @@ pub fn detach(serve: impl FnOnce(&dyn Fn()) -> anyhow::Result<()>) -> anyhow::Re
     };
     let result = serve(&started);
     if let (Err(e), Some(mut f)) = (&result, report.borrow_mut().take()) {
+        // The launching process says it, once: not this one too on the same terminal.
         let _ = write!(f, "{e:#}");
+        std::process::exit(2);
+    }
+    if let Err(e) = &result {
+        // Standard error is gone: said where sluice's own messages go.
+        sluice_engine::internal::error(format!("{e:#}"));
     }
     result
 }

@@ -133,6 +133,7 @@ fn main() -> ExitCode {
         worker_threads: cli.worker_threads,
         state_dir,
         control: cli.control.clone(),
+        detached: !cli.foreground,
     };
     // SIGHUP and `sluice ctl reload` read the file again; the embedded default has none.
     let reloader: Option<sluice_engine::Reloader> = (!loaded.embedded).then(|| {

@@ -329,17 +329,40 @@ fn detaches_writes_a_pid_file_and_fails_visibly_on_a_busy_port() {
     let port = free_port();
     let conf = dir.path().join("c.conf");
     let pidfile = dir.path().join("sluice.pid");
-    std::fs::write(&conf, format!("source s {{ tcp(ip(127.0.0.1) port({port})); }};\ndestination d {{ file(\"{}/out.log\"); }};\nlog {{ source(s); destination(d); }};\n", dir.path().display())).unwrap();
-    let status = Command::new(sluice_bin())
+    std::fs::write(&conf, format!("@version: 3.38\nsource s {{ tcp(ip(127.0.0.1) port({port})); }};\ndestination d {{ file(\"{}/out.log\"); }};\nlog {{ source(s); destination(d); }};\n", dir.path().display())).unwrap();
+    // The host's syslog socket: no log path reads internal(), so sluice's own messages go
+    // there once it detaches.
+    let dev_log = dir.path().join("dev-log");
+    let host_log = std::os::unix::net::UnixDatagram::bind(&dev_log).unwrap();
+    host_log
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let first = Command::new(sluice_bin())
         .arg("-f")
         .arg(&conf)
         .arg("-p")
         .arg(&pidfile)
-        .status()
+        .env("SLUICE_DEV_LOG", &dev_log)
+        .output()
         .unwrap();
+    let said = String::from_utf8_lossy(&first.stderr);
     assert!(
-        status.success(),
-        "the launcher exits 0 once the daemon listens"
+        first.status.success(),
+        "the launcher exits 0 once the daemon listens: {said}"
+    );
+    assert_eq!(
+        said,
+        format!(
+            "sluice: its own messages go to {} (no log path reads internal())\n",
+            dev_log.display()
+        )
+    );
+    let mut buf = [0u8; 1024];
+    let n = host_log.recv(&mut buf).unwrap();
+    let line = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(
+        line.starts_with("<45>") && line.contains(" sluice[") && line.contains("starting up"),
+        "{line}"
     );
     let pid: i32 = std::fs::read_to_string(&pidfile)
         .unwrap()
@@ -354,10 +377,15 @@ fn detaches_writes_a_pid_file_and_fails_visibly_on_a_busy_port() {
         .output()
         .unwrap();
     assert!(!second.status.success());
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(
+        said.matches("cannot listen").count(),
+        1,
+        "said once: {said}"
+    );
     assert!(
-        String::from_utf8_lossy(&second.stderr).contains("cannot listen"),
-        "{}",
-        String::from_utf8_lossy(&second.stderr)
+        said.contains(&format!("127.0.0.1:{port}/tcp")),
+        "an address as an operator writes it: {said}"
     );
     // SAFETY: kill(2) on the daemon's pid read from its pid file.
     unsafe {
@@ -373,6 +401,9 @@ fn detaches_writes_a_pid_file_and_fails_visibly_on_a_busy_port() {
         !pidfile.exists(),
         "the daemon removes its pid file when it stops"
     );
+    let n = host_log.recv(&mut buf).unwrap();
+    let line = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(line.contains("shutting down"), "{line}");
 }
 
 #[test]

@@ -3,8 +3,13 @@
 //! [`emit`] is callable from any thread. Messages go to the `internal()` source when the
 //! configuration has one, and to standard error when running in the foreground (errors and
 //! warnings always, the rest with `-v`). The queue to `internal()` is bounded; when it is full
-//! the message still reaches standard error and the drop is counted.
+//! the message still reaches standard error and the drop is counted. A detached sluice whose
+//! configuration reads no `internal()` sends them to the host's syslog socket instead
+//! ([`host_log_socket`], [`send_to_host_log`]), where an administrator looks for them.
 
+use std::os::unix::fs::FileTypeExt;
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use tokio::sync::mpsc;
@@ -73,6 +78,66 @@ pub fn unsubscribe() {
     *channel().lock().expect("internal channel lock") = None;
 }
 
+/// The host's syslog socket (`/run/systemd/journal/dev-log`, else `/dev/log`; the
+/// environment's `SLUICE_DEV_LOG` names another) when it is a socket none of `own` (the
+/// configuration's unix listeners, which may replace it) names.
+pub fn host_log_socket(own: &[&Path]) -> Option<PathBuf> {
+    let candidates: Vec<PathBuf> = match std::env::var_os("SLUICE_DEV_LOG") {
+        Some(p) => vec![PathBuf::from(p)],
+        None => vec![
+            PathBuf::from("/run/systemd/journal/dev-log"),
+            PathBuf::from("/dev/log"),
+        ],
+    };
+    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    candidates.into_iter().find(|p| {
+        std::fs::metadata(p).is_ok_and(|m| m.file_type().is_socket())
+            && !own.iter().any(|o| real(o) == real(p))
+    })
+}
+
+/// From now on, messages of severity notice and above (all but debug with `-v`) also go to
+/// the unix datagram socket at `path`, as `<PRI>Mmm dd hh:mm:ss sluice[PID]: text`.
+pub fn send_to_host_log(path: &Path) -> std::io::Result<()> {
+    let socket = UnixDatagram::unbound()?;
+    socket.connect(path)?;
+    socket.set_nonblocking(true)?;
+    *host_log().lock().expect("host log lock") = Some(HostLog {
+        socket,
+        path: path.to_path_buf(),
+    });
+    Ok(())
+}
+
+struct HostLog {
+    socket: UnixDatagram,
+    path: PathBuf,
+}
+
+fn host_log() -> &'static Mutex<Option<HostLog>> {
+    static LOG: OnceLock<Mutex<Option<HostLog>>> = OnceLock::new();
+    LOG.get_or_init(|| Mutex::new(None))
+}
+
+/// Sends one message to the host's syslog socket, if sluice sends there; a socket the log
+/// daemon made anew (after its restart) is connected again once.
+fn to_host_log(severity: u8, text: &str) {
+    let mut guard = host_log().lock().expect("host log lock");
+    let Some(log) = guard.as_mut() else { return };
+    let stamp = jiff::Zoned::now().strftime("%b %e %H:%M:%S");
+    // Facility syslog (5), as syslog-ng's own messages.
+    let line = format!(
+        "<{}>{stamp} sluice[{}]: {text}",
+        5 * 8 + u32::from(severity),
+        std::process::id()
+    );
+    if log.socket.send(line.as_bytes()).is_err()
+        && (log.socket.connect(&log.path).is_err() || log.socket.send(line.as_bytes()).is_err())
+    {
+        DROPPED.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 pub fn dropped() -> u64 {
     DROPPED.load(Ordering::Relaxed)
 }
@@ -100,6 +165,9 @@ pub fn emit(severity: u8, text: impl Into<String>) {
             _ => "debug",
         };
         eprintln!("sluice: {label}: {text}");
+    }
+    if severity <= NOTICE || VERBOSE.load(Ordering::Relaxed) {
+        to_host_log(severity, &text);
     }
     let guard = channel().lock().expect("internal channel lock");
     if let Some(tx) = guard.as_ref() {

@@ -23,8 +23,8 @@ pub use build::{build, build_with, Fingerprints, Pipeline};
 
 use anyhow::Context as _;
 use dispatch::Current;
-use sources::datagram::DatagramSource;
-use sources::stream::StreamSource;
+use sources::datagram::{Bind, DatagramSource};
+use sources::stream::{Listen, StreamSource};
 use sources::{Context, Listener};
 use std::sync::Arc;
 use tokio::signal::unix::{signal, SignalKind};
@@ -41,6 +41,9 @@ pub struct RunOptions {
     /// The control socket `sluice ctl` talks to (`-c`). Without one, `state_dir/sluice.ctl`
     /// is tried and a failure only warned about.
     pub control: Option<std::path::PathBuf>,
+    /// sluice detaches: its own messages go to the host's syslog socket when no log path
+    /// reads `internal()` (standard error is gone).
+    pub detached: bool,
 }
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -305,6 +308,29 @@ impl Running {
     }
 }
 
+/// For a detached sluice whose configuration reads no `internal()`: sends its own messages
+/// to the host's syslog socket, and says on standard error (still the terminal) where they go.
+fn keep_own_messages(own_sockets: &[&std::path::Path]) {
+    let Some(path) = internal::host_log_socket(own_sockets) else {
+        internal::warning(
+            "once detached, sluice's own messages are not kept: no log path reads internal() and \
+             this host has no syslog socket (/dev/log); add internal() to a log path to keep them",
+        );
+        return;
+    };
+    match internal::send_to_host_log(&path) {
+        Ok(()) => eprintln!(
+            "sluice: its own messages go to {} (no log path reads internal())",
+            path.display()
+        ),
+        Err(e) => internal::warning(format!(
+            "once detached, sluice's own messages are not kept: cannot send them to {}: {e}; add \
+             internal() to a log path to keep them",
+            path.display()
+        )),
+    }
+}
+
 async fn serve(
     p: Pipeline,
     opts: &RunOptions,
@@ -348,6 +374,20 @@ async fn serve(
         generation: ctx.dispatcher.get().generation,
         state_dir: opts.state_dir.clone(),
     };
+    if opts.detached && internal_source.is_none() {
+        let own: Vec<&std::path::Path> = streams
+            .iter()
+            .filter_map(|s| match &s.listen {
+                Listen::Unix(u) => Some(&*u.path),
+                Listen::Tcp(_) => None,
+            })
+            .chain(datagrams.iter().filter_map(|s| match &s.bind {
+                Bind::Unix(u) => Some(&*u.path),
+                Bind::Udp(_) => None,
+            }))
+            .collect();
+        keep_own_messages(&own);
+    }
     sources::stream::raise_open_files_limit(streams.iter().map(|s| s.max_connections).sum());
     let streams = streams.into_iter().map(|s| (s, None)).collect();
     let datagrams = datagrams.into_iter().map(|s| (s, None)).collect();

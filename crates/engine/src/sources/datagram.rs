@@ -23,6 +23,16 @@ pub enum Bind {
     Unix(UnixSocket),
 }
 
+/// As an operator reads it: `0.0.0.0:514/udp`, `/dev/log`.
+impl std::fmt::Display for Bind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Bind::Udp(addr) => write!(f, "{addr}/udp"),
+            Bind::Unix(unix) => write!(f, "{}", unix.path.display()),
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct DatagramSource {
     pub bind: Bind,
@@ -217,10 +227,7 @@ impl super::Listener for DatagramSource {
     }
 
     fn address(&self) -> String {
-        match &self.bind {
-            Bind::Udp(addr) => format!("{addr}/udp"),
-            Bind::Unix(unix) => unix.path.display().to_string(),
-        }
+        self.bind.to_string()
     }
 
     fn bind(&self) -> std::io::Result<Bound> {

@@ -28,6 +28,16 @@ pub enum Listen {
     Unix(UnixSocket),
 }
 
+/// As an operator reads it: `0.0.0.0:514/tcp`, `/dev/log`.
+impl std::fmt::Display for Listen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Listen::Tcp(addr) => write!(f, "{addr}/tcp"),
+            Listen::Unix(unix) => write!(f, "{}", unix.path.display()),
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct StreamSource {
     pub listen: Listen,
@@ -87,10 +97,7 @@ impl super::Listener for StreamSource {
     }
 
     fn address(&self) -> String {
-        match &self.listen {
-            Listen::Tcp(addr) => format!("{addr}/tcp"),
-            Listen::Unix(unix) => unix.path.display().to_string(),
-        }
+        self.listen.to_string()
     }
 
     fn bind(&self) -> std::io::Result<Bound> {
@@ -164,7 +171,7 @@ impl StreamSource {
         };
         if self.proxied != Proxied::No && self.trusted_proxies.is_empty() {
             log::warning(format!(
-                "source {}: any peer's PROXY header is believed, so any client that reaches {:?} can claim any address; trusted-proxies() names the proxies to believe",
+                "source {}: any peer's PROXY header is believed, so any client that reaches {} can claim any address; trusted-proxies() names the proxies to believe",
                 self.source_name, self.listen
             ));
         }
@@ -200,7 +207,7 @@ impl StreamSource {
                 Ok(stream) => stream,
                 Err(e) => {
                     log::error(format!(
-                        "taking a connection on {:?} failed: {e}",
+                        "taking a connection on {} failed: {e}",
                         self.listen
                     ));
                     continue;
@@ -269,7 +276,7 @@ impl StreamSource {
                 Err(e) => {
                     // Out of descriptors, most likely: wait for connections to close.
                     log::error(format!(
-                        "accepting a connection on {:?} failed: {e}",
+                        "accepting a connection on {} failed: {e}",
                         self.listen
                     ));
                     std::thread::sleep(std::time::Duration::from_millis(100));
@@ -454,7 +461,7 @@ impl StreamSource {
             pairs,
             endpoints,
         });
-        let label = peer.map_or_else(|| format!("{:?}", self.listen), |p| p.to_string());
+        let label = peer.map_or_else(|| self.listen.to_string(), |p| p.to_string());
         log::emit_debug(|| {
             format!(
                 "connection accepted from {label} on source {}",
