@@ -187,8 +187,13 @@ fn untrusted_clients_are_refused_and_counted_without_disturbing_others() {
         refusals.iter().all(|l| l.contains("from 127.0.0.1:")),
         "{log}"
     );
+    // Each a sentence: the certificate, why, what to do.
     assert!(
-        refusals[0].contains("UnknownIssuer") || refusals[0].contains("unknown issuer"),
+        refusals[0].contains("its certificate 'CN=rogue, O=Elsewhere' is not signed by a CA in ca-file() or ca-dir(): add the CA that signed it"),
+        "{log}"
+    );
+    assert!(
+        refusals[1].contains("it sent no certificate and peer-verify(required-…) asks for one"),
         "{log}"
     );
     let (ok, stats) = common::ctl(&server, &["stats"]);
@@ -324,6 +329,148 @@ fn tls_with_syslog_ng_both_ways() {
     );
     assert!(loggen_wait(loggen_start(port_in, 1, 20_000, 0)).ok);
     assert_delivered(&ng.out, "all.log", 20_000);
+}
+
+/// A self-signed certificate (`openssl req -x509`, which marks itself a CA) trusted as its own
+/// CA, and an X.509 v1 client certificate a trusted CA signed: syslog-ng (OpenSSL) accepts
+/// both, and so does sluice, as server and as client, against syslog-ng and against itself.
+/// A certificate it does refuse is named in a sentence that says what to do.
+#[test]
+fn self_signed_and_v1_certificates_are_accepted_as_syslog_ng_accepts_them() {
+    let pki = Pki::new();
+    let server = pki.self_signed("self-server", "/CN=localhost");
+    let client_v1 = pki.v1_leaf("v1-client", "/O=Old Fleet/CN=v1client");
+    let client_self = pki.self_signed("self-client", "/CN=selfclient");
+    let (ss, ca) = (server.cert.display(), pki.ca());
+    let ca = ca.display();
+    let v1 = format!(
+        r#"cert-file("{}") key-file("{}")"#,
+        client_v1.cert.display(),
+        client_v1.key.display()
+    );
+    let server_tls = format!(
+        r#"tls(cert-file("{ss}") key-file("{}") ca-file("{ca}") peer-verify(required-trusted))"#,
+        server.key.display()
+    );
+    let forward = |port: u16, tls: &str| {
+        format!(r#"syslog("localhost" port({port}) transport(tls) tls({tls}))"#)
+    };
+
+    // sluice → sluice: the client trusts the self-signed server; the server the v1 client.
+    let port = free_port();
+    let s = tls_receiver(
+        port,
+        "syslog",
+        &server_tls,
+        "all.log",
+        "${.tls.x509_cn} $MSG\n",
+    );
+    let port_in = free_port();
+    let r = relay(port_in, &forward(port, &format!(r#"ca-file("{ss}") {v1}"#)));
+    assert!(loggen_wait(loggen_start(port_in, 1, 2_000, 0)).ok);
+    assert_delivered(&s.out, "all.log", 2_000);
+    let text = std::fs::read_to_string(s.out.join("all.log")).unwrap();
+    assert!(
+        text.starts_with("v1client "),
+        "{}\n{}",
+        text.lines().next().unwrap_or_default(),
+        r.stderr()
+    );
+    drop((s, r));
+
+    // A self-signed client trusted as its own CA.
+    let port = free_port();
+    let s = tls_receiver(
+        port,
+        "syslog",
+        &format!(
+            r#"tls(cert-file("{ss}") key-file("{}") ca-file("{}") peer-verify(required-trusted))"#,
+            server.key.display(),
+            client_self.cert.display()
+        ),
+        "all.log",
+        "${.tls.x509_cn} $MSG\n",
+    );
+    let port_in = free_port();
+    let _r = relay(
+        port_in,
+        &forward(
+            port,
+            &format!(
+                r#"ca-file("{ss}") cert-file("{}") key-file("{}")"#,
+                client_self.cert.display(),
+                client_self.key.display()
+            ),
+        ),
+    );
+    assert!(loggen_wait(loggen_start(port_in, 1, 2_000, 0)).ok);
+    assert_delivered(&s.out, "all.log", 2_000);
+    drop(s);
+
+    // A client that trusts only the test CA refuses the self-signed server, and says why.
+    let port = free_port();
+    let s = tls_receiver(port, "syslog", &server_tls, "all.log", "$MSG\n");
+    let port_in = free_port();
+    let r = relay(port_in, &forward(port, &format!(r#"ca-file("{ca}") {v1}"#)));
+    common::send_tcp(
+        port_in,
+        b"<13>Jan  5 13:56:09 host prog: hello\n",
+        common::Framing::Newline,
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !r.stderr().contains("TLS handshake failed") && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let said = r.stderr();
+    assert!(
+        said.contains("its certificate 'CN=localhost' is a CA certificate (basicConstraints CA:TRUE) that is not itself in ca-file()"),
+        "{said}"
+    );
+    drop((s, r));
+
+    if syslog_ng().is_none() {
+        return;
+    }
+    // syslog-ng → sluice: syslog-ng trusts the self-signed sluice, sluice its v1 certificate.
+    let port = free_port();
+    let s = tls_receiver(
+        port,
+        "syslog",
+        &server_tls,
+        "all.log",
+        "${.tls.x509_cn} $MSG\n",
+    );
+    let port_in = free_port();
+    let mut ng = Running::start(
+        Server::SyslogNg,
+        &format!(
+            r#"@version: 3.38
+            source s {{ network(ip(127.0.0.1) port({port_in}) log-iw-size(100000)); }};
+            destination d {{ {}; }};
+            log {{ source(s); destination(d); flags(flow-control); }};"#,
+            forward(port, &format!(r#"ca-file("{ss}") {v1}"#))
+        ),
+    );
+    ng.wait_tcp(port_in);
+    assert!(loggen_wait(loggen_start(port_in, 1, 2_000, 0)).ok);
+    assert_delivered(&s.out, "all.log", 2_000);
+    drop((s, ng));
+    // sluice → syslog-ng, the same certificates the other way.
+    let port = free_port();
+    let mut ng = Running::start(
+        Server::SyslogNg,
+        &format!(
+            r#"@version: 3.38
+            source s {{ syslog(ip(127.0.0.1) port({port}) transport(tls) {server_tls} log-iw-size(100000)); }};
+            destination d {{ file("@OUT@/all.log" template("$MSG\n")); }};
+            log {{ source(s); destination(d); }};"#
+        ),
+    );
+    ng.wait_tcp(port);
+    let port_in = free_port();
+    let _r = relay(port_in, &forward(port, &format!(r#"ca-file("{ss}") {v1}"#)));
+    assert!(loggen_wait(loggen_start(port_in, 1, 2_000, 0)).ok);
+    assert_delivered(&ng.out, "all.log", 2_000);
 }
 
 /// rsyslog (8.2302, unpacked under /opt/rsyslog by .ci/install-test-deps.sh) forwards over

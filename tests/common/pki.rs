@@ -106,6 +106,69 @@ impl Pki {
         self.dir.path().join(out)
     }
 
+    /// A self-signed certificate as most people make one to try TLS: `openssl req -x509`
+    /// with its defaults (RSA, `basicConstraints=CA:TRUE`), for `subject`.
+    pub fn self_signed(&self, name: &str, subject: &str) -> Identity {
+        openssl(
+            self.dir.path(),
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                &format!("{name}.key"),
+                "-out",
+                &format!("{name}.pem"),
+                "-days",
+                "30",
+                "-subj",
+                subject,
+            ],
+        );
+        self.identity(name)
+    }
+
+    /// An X.509 v1 certificate (`openssl x509 -req` without extensions) the test CA signed.
+    pub fn v1_leaf(&self, name: &str, subject: &str) -> Identity {
+        let d = self.dir.path();
+        openssl(
+            d,
+            &[
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                &format!("{name}.key"),
+                "-out",
+                &format!("{name}.csr"),
+                "-subj",
+                subject,
+            ],
+        );
+        openssl(
+            d,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &format!("{name}.csr"),
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                &format!("{name}.pem"),
+                "-days",
+                "30",
+            ],
+        );
+        self.identity(name)
+    }
+
     /// A `tls()` block with this CA, and `name`'s certificate and key.
     pub fn tls(&self, name: &str, extra: &str) -> String {
         let id = self.identity(name);

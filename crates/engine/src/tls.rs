@@ -28,6 +28,10 @@ use sluice_config::{ConfigError, Node, Pos};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+mod openssl_trust;
+pub use openssl_trust::{explain, explain_io};
+use openssl_trust::{Anchors, Refused};
+
 /// The largest piece of plaintext handed to rustls at once; see [`write_plaintext`].
 const PLAINTEXT_PIECE: usize = 2048;
 
@@ -381,10 +385,17 @@ impl TlsOptions {
 
     /// The CA certificates of `ca-file()`, `ca-dir()` and `pkcs12-file()` (all of the
     /// `identity` read from it but its own certificate).
-    fn roots(&self, identity: Option<&Identity>) -> Result<RootCertStore, ConfigError> {
+    /// The trusted CAs for webpki, and the same certificates as read for what OpenSSL
+    /// trusts beyond it ([`Anchors`]).
+    fn roots(
+        &self,
+        identity: Option<&Identity>,
+    ) -> Result<(RootCertStore, Vec<CertificateDer<'static>>), ConfigError> {
         let mut roots = RootCertStore::empty();
+        let mut read = Vec::new();
         if let (Some(_), Some((chain, _))) = (&self.pkcs12_file, identity) {
             roots.add_parsable_certificates(chain.iter().skip(1).cloned());
+            read.extend(chain.iter().skip(1).cloned());
         }
         let mut files: Vec<PathBuf> = self.ca_file.iter().cloned().collect();
         if let Some(dir) = &self.ca_dir {
@@ -398,6 +409,7 @@ impl TlsOptions {
                 Err(e) => return Err(self.error(e)),
             };
             for cert in certs {
+                read.push(cert.clone());
                 roots.add(cert).map_err(|e| {
                     self.error(format!(
                         "{}: a CA certificate cannot be used: {e}",
@@ -406,7 +418,7 @@ impl TlsOptions {
                 })?;
             }
         }
-        Ok(roots)
+        Ok((roots, read))
     }
 
     fn crls(&self) -> Result<Vec<CertificateRevocationListDer<'static>>, ConfigError> {
@@ -436,8 +448,13 @@ impl TlsOptions {
             .identity()?
             .ok_or_else(|| self.error("a TLS source needs key-file() and cert-file()"))?;
         let mode = self.peer_verify;
+        let mut anchors = Anchors::default();
         let trusted = if mode.trusted() {
-            let roots = self.roots(Some(&identity))?;
+            let (roots, read) = self.roots(Some(&identity))?;
+            anchors = Anchors {
+                certs: read,
+                crls: self.crls()?,
+            };
             if roots.is_empty() {
                 return Err(self.error(
                     "peer-verify(required-trusted) and peer-verify(optional-trusted) check clients against ca-file() or ca-dir(): give one, or say peer-verify(optional-untrusted)",
@@ -461,6 +478,7 @@ impl TlsOptions {
         let verifier = Arc::new(ClientVerifier {
             mode,
             trusted,
+            anchors,
             constraints: self.constraints(),
             algorithms: provider.signature_verification_algorithms,
             ignore_validity_period: self.ignore_validity_period,
@@ -485,8 +503,13 @@ impl TlsOptions {
         let provider = self.provider()?;
         let identity = self.identity()?;
         let mode = self.peer_verify;
+        let mut anchors = Anchors::default();
         let trusted = if mode.trusted() {
-            let mut roots = self.roots(identity.as_ref())?;
+            let (mut roots, read) = self.roots(identity.as_ref())?;
+            anchors = Anchors {
+                certs: read,
+                crls: self.crls()?,
+            };
             if self.ca_file.is_none() && self.ca_dir.is_none() && self.pkcs12_file.is_none() {
                 // As OpenSSL does without ca-file(): the system's CAs.
                 if let Ok(certs) = certificates(Path::new(SYSTEM_CAS)) {
@@ -515,17 +538,24 @@ impl TlsOptions {
         };
         let verifier = Arc::new(ServerVerifier {
             trusted,
+            anchors,
             constraints: self.constraints(),
             algorithms: provider.signature_verification_algorithms,
             ignore_hostname_mismatch: self.ignore_hostname_mismatch,
             ignore_validity_period: self.ignore_validity_period,
         });
-        let builder = rustls::ClientConfig::builder_with_provider(provider)
+        let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(&self.versions())
             .map_err(|e| self.error(e.to_string()))?
             .dangerous()
             .with_custom_certificate_verifier(verifier);
         let mut config = match identity {
+            // rustls reads v3 certificates only; syslog-ng (OpenSSL) sends a v1 one too.
+            Some((chain, key)) if openssl_trust::is_v1(&chain[0]) => {
+                let own = openssl_trust::certified_key(chain, key, &provider)
+                    .map_err(|e| self.error(e))?;
+                builder.with_client_cert_resolver(Arc::new(own))
+            }
             Some((chain, key)) => builder
                 .with_client_auth_cert(chain, key)
                 .map_err(|e| self.error(format!("cert-file() and key-file() do not match: {e}")))?,
@@ -542,6 +572,7 @@ pub fn unverified_client() -> Arc<rustls::ClientConfig> {
     let provider = Arc::new(provider::default_provider());
     let verifier = Arc::new(ServerVerifier {
         trusted: None,
+        anchors: Anchors::default(),
         constraints: Constraints {
             trusted_dn: Vec::new(),
             trusted_keys: Vec::new(),
@@ -718,11 +749,27 @@ fn valid_time(err: &rustls::Error, cert: &CertificateDer<'_>) -> Option<UnixTime
     )))
 }
 
+/// A refusal of `end_entity` that names it, for [`explain`].
+fn refused(
+    end_entity: &CertificateDer<'_>,
+    error: CertificateError,
+    name: Option<String>,
+) -> rustls::Error {
+    Refused {
+        subject: PeerInfo::of(end_entity).map_or_else(|| "?".into(), |p| p.dn),
+        error,
+        name,
+    }
+    .into_error()
+}
+
 /// Checks client certificates as `peer-verify()` says.
 #[derive(Debug)]
 struct ClientVerifier {
     mode: PeerVerify,
     trusted: Option<Arc<dyn ClientCertVerifier>>,
+    /// What OpenSSL trusts beyond webpki.
+    anchors: Anchors,
     constraints: Constraints,
     algorithms: WebPkiSupportedAlgorithms,
     ignore_validity_period: bool,
@@ -755,12 +802,24 @@ impl ClientCertVerifier for ClientVerifier {
         let Some(trusted) = &self.trusted else {
             return Ok(ClientCertVerified::assertion());
         };
-        if let Err(e) = trusted.verify_client_cert(end_entity, intermediates, now) {
-            match valid_time(&e, end_entity).filter(|_| self.ignore_validity_period) {
-                Some(then) => {
-                    trusted.verify_client_cert(end_entity, intermediates, then)?;
+        let verdict = trusted
+            .verify_client_cert(end_entity, intermediates, now)
+            .or_else(|e| {
+                match valid_time(&e, end_entity).filter(|_| self.ignore_validity_period) {
+                    Some(then) => trusted.verify_client_cert(end_entity, intermediates, then),
+                    None => Err(e),
                 }
-                None => return Err(e),
+            });
+        if let Err(e) = verdict {
+            let openssl = self
+                .anchors
+                .accepts(end_entity, now, self.ignore_validity_period);
+            match (openssl, e) {
+                (Some(Ok(())), _) => {}
+                (Some(Err(error)), _) | (None, rustls::Error::InvalidCertificate(error)) => {
+                    return Err(refused(end_entity, error, None))
+                }
+                (None, other) => return Err(other),
             }
         }
         self.constraints.check(end_entity)?;
@@ -773,6 +832,9 @@ impl ClientCertVerifier for ClientVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        if openssl_trust::is_v1(cert) {
+            return openssl_trust::verify_v1_signature(message, cert, dss, &self.algorithms);
+        }
         rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
     }
 
@@ -782,6 +844,9 @@ impl ClientCertVerifier for ClientVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        if openssl_trust::is_v1(cert) {
+            return openssl_trust::verify_v1_signature(message, cert, dss, &self.algorithms);
+        }
         rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
     }
 
@@ -796,6 +861,8 @@ impl ClientCertVerifier for ClientVerifier {
 #[derive(Debug)]
 struct ServerVerifier {
     trusted: Option<Arc<rustls::client::WebPkiServerVerifier>>,
+    /// What OpenSSL trusts beyond webpki.
+    anchors: Anchors,
     constraints: Constraints,
     algorithms: WebPkiSupportedAlgorithms,
     ignore_hostname_mismatch: bool,
@@ -849,7 +916,28 @@ impl ServerCertVerifier for ServerVerifier {
                 };
             }
         }
-        result?;
+        if let Err(e) = result {
+            let openssl = self
+                .anchors
+                .accepts(end_entity, now, self.ignore_validity_period);
+            let name = server_name.to_str();
+            match (openssl, e) {
+                (Some(Ok(())), _)
+                    if self.ignore_hostname_mismatch
+                        || openssl_trust::is_for(end_entity, &name) => {}
+                (Some(Ok(())), _) => {
+                    return Err(refused(
+                        end_entity,
+                        CertificateError::NotValidForName,
+                        Some(name.into_owned()),
+                    ))
+                }
+                (Some(Err(error)), _) | (None, rustls::Error::InvalidCertificate(error)) => {
+                    return Err(refused(end_entity, error, Some(name.into_owned())))
+                }
+                (None, other) => return Err(other),
+            }
+        }
         self.constraints.check(end_entity)?;
         Ok(ServerCertVerified::assertion())
     }
@@ -860,6 +948,9 @@ impl ServerCertVerifier for ServerVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        if openssl_trust::is_v1(cert) {
+            return openssl_trust::verify_v1_signature(message, cert, dss, &self.algorithms);
+        }
         rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
     }
 
@@ -869,6 +960,9 @@ impl ServerCertVerifier for ServerVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        if openssl_trust::is_v1(cert) {
+            return openssl_trust::verify_v1_signature(message, cert, dss, &self.algorithms);
+        }
         rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
     }
 

@@ -545,8 +545,10 @@ impl Sender {
         sock.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
         sock.set_write_timeout(Some(HANDSHAKE_TIMEOUT))?;
         while tls.is_handshaking() {
-            tls.complete_io(&mut &sock)
-                .map_err(|e| std::io::Error::new(e.kind(), format!("TLS handshake failed: {e}")))?;
+            tls.complete_io(&mut &sock).map_err(|e| {
+                let why = crate::tls::explain_io(&e);
+                std::io::Error::new(e.kind(), format!("TLS handshake failed: {why}"))
+            })?;
         }
         tls.set_buffer_limit(None);
         sock.set_read_timeout(None)?;

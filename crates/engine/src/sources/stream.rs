@@ -383,7 +383,7 @@ impl StreamSource {
             Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
                 return self.refuse(peer, "", true)
             }
-            Ok(Err(e)) => return self.refuse(peer, &e.to_string(), true),
+            Ok(Err(e)) => return self.refuse(peer, &crate::tls::explain_io(&e), true),
             Err(_) => {
                 let e = format!(
                     "no handshake within {}s (handshake-timeout())",
