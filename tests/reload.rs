@@ -286,3 +286,244 @@ fn a_reload_that_cannot_listen_changes_nothing() {
     let (_, after) = ctl(&s, &["config"]);
     assert_eq!(after, before, "ctl config shows what runs");
 }
+
+/// Twenty reloads that change a source while every one of its listeners receives: a TCP
+/// connection and a unix-stream connection held open throughout, a client that connects anew
+/// for every message, UDP and unix-dgram datagrams. Connections are kept (and parse with the
+/// new options: the tag each reload gives the source), listening sockets are handed to the
+/// new listeners, so nothing is refused and nothing is lost.
+#[test]
+fn reloads_that_change_a_source_keep_its_connections_and_lose_nothing() {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    let (tcp, udp) = (free_port(), common::free_udp_port());
+    let config = |variant: u32| {
+        format!(
+            r#"source s {{ network(ip(127.0.0.1) port({tcp}) transport(tcp) tags("v{variant}"));
+                         network(ip(127.0.0.1) port({udp}) transport(udp) tags("v{variant}") so-rcvbuf(4194304));
+                         unix-stream("@DIR@/stream.sock" tags("v{variant}"));
+                         unix-dgram("@DIR@/dgram.sock" tags("v{variant}")); }};
+            destination d {{ file("@OUT@/all.log" template("$TAGS $MSG\n")); }};
+            log {{ source(s); destination(d); }};"#
+        )
+    };
+    let mut s = Running::start(Server::Sluice, &config(0));
+    s.wait_tcp(tcp);
+    let (stream_sock, dgram_sock) = (
+        s.dir.path().join("stream.sock"),
+        s.dir.path().join("dgram.sock"),
+    );
+    s.wait_unix(&stream_sock);
+    let stop = Arc::new(AtomicBool::new(false));
+    let sent = Arc::new(AtomicU64::new(0));
+    let refused = Arc::new(AtomicU64::new(0));
+    let mut senders = Vec::new();
+    // (kind, how one message is sent): each sender numbers its messages.
+    let line = |kind: &str, i: u64| format!("<13>Nov 24 10:00:00 h app: {kind}-{i}\n");
+    {
+        let (stop, sent) = (stop.clone(), sent.clone());
+        senders.push(std::thread::spawn(move || {
+            let mut conn = std::net::TcpStream::connect(("127.0.0.1", tcp)).unwrap();
+            let mut i = 0;
+            while !stop.load(Ordering::SeqCst) {
+                conn.write_all(line("held", i).as_bytes()).unwrap();
+                i += 1;
+                sent.fetch_add(1, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }));
+    }
+    {
+        let (stop, sent, path) = (stop.clone(), sent.clone(), stream_sock.clone());
+        senders.push(std::thread::spawn(move || {
+            let mut conn = std::os::unix::net::UnixStream::connect(&path).unwrap();
+            let mut i = 0;
+            while !stop.load(Ordering::SeqCst) {
+                conn.write_all(line("unix", i).as_bytes()).unwrap();
+                i += 1;
+                sent.fetch_add(1, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }));
+    }
+    {
+        let (stop, sent, refused) = (stop.clone(), sent.clone(), refused.clone());
+        senders.push(std::thread::spawn(move || {
+            let mut i = 0;
+            while !stop.load(Ordering::SeqCst) {
+                match std::net::TcpStream::connect(("127.0.0.1", tcp)) {
+                    Ok(mut conn) => {
+                        conn.write_all(line("fresh", i).as_bytes()).unwrap();
+                        i += 1;
+                        sent.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Err(_) => {
+                        refused.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }));
+    }
+    {
+        let (stop, sent) = (stop.clone(), sent.clone());
+        senders.push(std::thread::spawn(move || {
+            let udp_out = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            let unix_out = std::os::unix::net::UnixDatagram::unbound().unwrap();
+            let mut i = 0;
+            while !stop.load(Ordering::SeqCst) {
+                udp_out
+                    .send_to(line("udp", i).as_bytes(), ("127.0.0.1", udp))
+                    .unwrap();
+                unix_out
+                    .send_to(line("dgram", i).as_bytes(), &dgram_sock)
+                    .unwrap();
+                i += 1;
+                sent.fetch_add(2, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(3));
+            }
+        }));
+    }
+    for variant in 1..=20 {
+        std::thread::sleep(Duration::from_millis(150));
+        rewrite_config(&s, &config(variant));
+        let (ok, said) = ctl(&s, &["reload"]);
+        assert!(ok, "reload {variant}: {said}");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::SeqCst);
+    for t in senders {
+        t.join().unwrap();
+    }
+    let total = sent.load(Ordering::SeqCst) as usize;
+    assert_eq!(refused.load(Ordering::SeqCst), 0, "connections refused");
+    assert_eq!(
+        wait_lines(&s.out, total, Duration::from_secs(30)),
+        total,
+        "{}",
+        s.stderr()
+    );
+    let text = std::fs::read_to_string(s.out.join("all.log")).unwrap();
+    // The connections held since the start parse with the last reload's options.
+    for kind in ["held", "unix"] {
+        let last = text
+            .lines()
+            .rfind(|l| l.contains(&format!(" {kind}-")))
+            .unwrap();
+        let tags = last.split(' ').next().unwrap();
+        assert!(tags.split(',').any(|t| t == "v20"), "{kind}: {last}");
+    }
+    assert!(!s.stderr().contains("closing connection"), "{}", s.stderr());
+}
+
+/// One reload that changes, removes and adds sources at once: the changed source's TCP and
+/// TLS listeners are handed over (a TLS connection made before goes on), the removed
+/// source's listener closes and its connection ends, the added source's UDP and unix
+/// listeners receive.
+#[test]
+fn one_reload_changes_removes_and_adds_sources() {
+    use std::io::Write;
+    let pki = common::pki::Pki::new();
+    let (tcp, tls, gone, udp) = (
+        free_port(),
+        free_port(),
+        free_port(),
+        common::free_udp_port(),
+    );
+    let tls_block = pki.tls("server", "peer-verify(optional-untrusted)");
+    let before = format!(
+        r#"source a {{ network(ip(127.0.0.1) port({tcp})); network(ip(127.0.0.1) port({tls}) transport(tls) {tls_block}); }};
+        source b {{ network(ip(127.0.0.1) port({gone})); }};
+        destination d {{ file("@OUT@/all.log" template("$SOURCE $MSG\n")); }};
+        log {{ source(a); source(b); destination(d); }};"#
+    );
+    let after = format!(
+        r#"source a {{ network(ip(127.0.0.1) port({tcp}) tags("changed")); network(ip(127.0.0.1) port({tls}) transport(tls) {tls_block} tags("changed")); }};
+        source c {{ network(ip(127.0.0.1) port({udp}) transport(udp)); unix-dgram("@DIR@/c.sock"); }};
+        destination d {{ file("@OUT@/all.log" template("$SOURCE $MSG\n")); }};
+        log {{ source(a); source(c); destination(d); }};"#
+    );
+    let mut s = Running::start(Server::Sluice, &before);
+    s.wait_tcp(tcp);
+    s.wait_tcp(tls);
+    s.wait_tcp(gone);
+    // A TLS connection made before the reload, through openssl s_client.
+    let mut client = std::process::Command::new("openssl")
+        .args([
+            "s_client",
+            "-quiet",
+            "-connect",
+            &format!("127.0.0.1:{tls}"),
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut client_in = client.stdin.take().unwrap();
+    client_in
+        .write_all(b"<13>Nov 24 10:00:00 h app: tls-before\n")
+        .unwrap();
+    client_in.flush().unwrap();
+    let mut held_b = std::net::TcpStream::connect(("127.0.0.1", gone)).unwrap();
+    held_b
+        .write_all(b"<13>Nov 24 10:00:00 h app: b-before\n")
+        .unwrap();
+    assert_eq!(wait_lines(&s.out, 2, Duration::from_secs(10)), 2);
+
+    rewrite_config(&s, &after);
+    let (ok, said) = ctl(&s, &["reload"]);
+    assert!(ok, "{said}");
+    client_in
+        .write_all(b"<13>Nov 24 10:00:00 h app: tls-after\n")
+        .unwrap();
+    client_in.flush().unwrap();
+    send_tcp(
+        tcp,
+        b"<13>Nov 24 10:00:00 h app: tcp-after\n",
+        Framing::Newline,
+    );
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .send_to(
+            b"<13>Nov 24 10:00:00 h app: udp-after\n",
+            ("127.0.0.1", udp),
+        )
+        .unwrap();
+    let c_sock = s.dir.path().join("c.sock");
+    std::os::unix::net::UnixDatagram::unbound()
+        .unwrap()
+        .send_to(b"<13>Nov 24 10:00:00 h app: unix-after\n", &c_sock)
+        .unwrap();
+    assert_eq!(
+        wait_lines(&s.out, 6, Duration::from_secs(10)),
+        6,
+        "{}",
+        s.stderr()
+    );
+    let text = std::fs::read_to_string(s.out.join("all.log")).unwrap();
+    // (A unix socket's messages carry no host name: `h` is the program there.)
+    for line in [
+        "a tls-after",
+        "a tcp-after",
+        "c udp-after",
+        "c app: unix-after",
+    ] {
+        assert!(text.contains(line), "{line} in\n{text}");
+    }
+    // The removed source: its port refuses, its connection was closed.
+    assert!(std::net::TcpStream::connect(("127.0.0.1", gone)).is_err());
+    let mut buf = [0u8; 1];
+    held_b
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    assert!(
+        matches!(std::io::Read::read(&mut held_b, &mut buf), Ok(0) | Err(_)),
+        "the removed source's connection is closed"
+    );
+    // s_client -quiet does not end at the end of its input.
+    drop(client_in);
+    let _ = client.kill();
+    let _ = client.wait();
+}

@@ -571,6 +571,13 @@ pub fn build_with(
                 .iter()
                 .any(|d| d.numbers_local())
                 .then(Mutex::default),
+            ingests: b
+                .streams
+                .iter()
+                .map(|(_, s)| &s.reader)
+                .chain(b.datagrams.iter().map(|(_, s)| &s.reader))
+                .map(|r| (r.listener.clone(), r.ingest.clone()))
+                .collect(),
             source_ids: b
                 .source_ids
                 .iter()
@@ -827,6 +834,7 @@ impl Builder<'_> {
             keep_empty: opts.empty_lines,
             budget: ReadBudget::new(READ_BUDGET),
             ingest: ingest.clone(),
+            listener: Arc::from(listener),
             counted: SourceCounters {
                 driver: self.stats.counter(
                     &format!("src.{}", key.replace('_', "-")),

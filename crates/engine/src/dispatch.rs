@@ -28,6 +28,9 @@ pub struct Dispatcher {
     /// Held while a read of a local source is prepared and committed, when some destination
     /// numbers local messages; `None` when none does.
     pub numbering: Option<Mutex<()>>,
+    /// How each listener (by its name in the statistics) parses: connections that outlive a
+    /// reload take their listener's new options from here.
+    pub ingests: Vec<(Arc<str>, Arc<sluice_model::Ingest>)>,
 }
 
 /// The dispatcher readers use now. A reload replaces it; a reader takes it once per read.
@@ -76,6 +79,17 @@ thread_local! {
 }
 
 impl Dispatcher {
+    /// The parsing options of the listener `listener` (see [`Dispatcher::ingests`]).
+    pub fn ingest_of(&self, listener: &str) -> Option<&Arc<sluice_model::Ingest>> {
+        if listener.is_empty() {
+            return None;
+        }
+        self.ingests
+            .iter()
+            .find(|(name, _)| &**name == listener)
+            .map(|(_, ingest)| ingest)
+    }
+
     pub fn source_id(&self, name: &str) -> Option<SourceId> {
         self.source_ids
             .iter()

@@ -25,7 +25,7 @@ use anyhow::Context as _;
 use dispatch::Current;
 use sources::datagram::{Bind, DatagramSource};
 use sources::stream::{Listen, StreamSource};
-use sources::{Context, Listener};
+use sources::{Context, Listener, Retire};
 use std::sync::Arc;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{mpsc, watch};
@@ -86,30 +86,51 @@ async fn bind_until<B>(
     }
 }
 
-/// A running network or unix source: what a reload compares, and how to stop it alone.
+/// A running network or unix listener: what a reload compares, and how to stop it alone.
 struct Listening {
     name: Arc<str>,
-    /// Where it listens (`StreamSource::address`).
+    /// Where it listens (`Listener::address`), and `Listener::KIND`.
     address: String,
+    kind: &'static str,
     fingerprint: Option<String>,
-    stop: watch::Sender<bool>,
+    retire: watch::Sender<Retire>,
+    /// A second descriptor of its socket, for a successor to take over at a reload.
+    socket: Option<std::os::fd::OwnedFd>,
 }
 
-/// Sources to start, each with its socket when it was bound beforehand.
+/// Sources to start, each with its socket when it was bound (or taken over) beforehand.
 type ToStart<S> = Vec<(Arc<S>, Option<<S as Listener>::Bound>)>;
 
-/// Binds now each of `sources` whose address no running listener holds (`held`).
+/// Binds now each of `sources` whose address no running listener holds, and takes over the
+/// socket of a listener that `retiring` holds at the same address (`None` there: a kept
+/// listener holds it, and the bind is tried once the reload is done). Returns the sources and
+/// the addresses taken over.
+/// Listeners' sockets by kind and address (see [`bind_new`]).
+type Held<'a> =
+    std::collections::HashMap<(&'static str, &'a str), Option<&'a std::os::fd::OwnedFd>>;
+
 fn bind_new<S: Listener>(
     sources: Vec<Arc<S>>,
-    held: &std::collections::HashSet<&str>,
+    held: &Held<'_>,
+    taken: &mut std::collections::HashSet<(&'static str, String)>,
 ) -> anyhow::Result<ToStart<S>> {
     sources
         .into_iter()
         .map(|s| {
-            let bound = if held.contains(s.address().as_str()) {
-                None
-            } else {
-                Some(s.bind().with_context(|| cannot_listen(&*s))?)
+            let address = s.address();
+            let bound = match held.get(&(S::KIND, address.as_str())) {
+                Some(Some(socket)) => {
+                    let adopted = socket.try_clone().and_then(|fd| s.adopt(fd));
+                    match adopted {
+                        Ok(bound) => {
+                            taken.insert((S::KIND, address));
+                            Some(bound)
+                        }
+                        Err(_) => None,
+                    }
+                }
+                Some(None) => None,
+                None => Some(s.bind().with_context(|| cannot_listen(&*s))?),
             };
             Ok((s, bound))
         })
@@ -129,6 +150,9 @@ struct Running {
     ctx: Context,
     fingerprints: Fingerprints,
     listening: Vec<Listening>,
+    /// Per source name, what stops its connections: a reload that changes a source keeps
+    /// them (they route by its name); one that removes it stops them.
+    source_stops: std::collections::HashMap<Arc<str>, watch::Sender<bool>>,
     tasks: tokio::task::JoinSet<()>,
     globals_stop: watch::Sender<bool>,
     generation: u64,
@@ -164,30 +188,31 @@ impl Running {
                     .await
                     .with_context(|| cannot_listen(&*s))?,
             };
-            let ctx = self.own_stop(s.source_name(), s.address(), fingerprints);
-            self.tasks.spawn(s.serve(bound, ctx));
+            let name = s.source_name().clone();
+            let (retire, retired) = watch::channel(Retire::Serving);
+            self.listening.push(Listening {
+                name: name.clone(),
+                address: s.address(),
+                kind: S::KIND,
+                fingerprint: fingerprints.sources.get(&*name).cloned(),
+                retire,
+                socket: S::duplicate(&bound).ok(),
+            });
+            let ctx = Context {
+                shutdown: self.source_stop(&name),
+                ..self.ctx.clone()
+            };
+            self.tasks.spawn(s.serve(bound, ctx, retired));
         }
         Ok(())
     }
 
-    /// A context whose shutdown stops only this source (and everything at the end).
-    fn own_stop(
-        &mut self,
-        name: &Arc<str>,
-        address: String,
-        fingerprints: &Fingerprints,
-    ) -> Context {
-        let (stop, rx) = watch::channel(false);
-        self.listening.push(Listening {
-            name: name.clone(),
-            address,
-            fingerprint: fingerprints.sources.get(&**name).cloned(),
-            stop,
-        });
-        Context {
-            shutdown: rx,
-            ..self.ctx.clone()
-        }
+    /// What stops the connections of the source `name` (and everything at the end).
+    fn source_stop(&mut self, name: &Arc<str>) -> watch::Receiver<bool> {
+        self.source_stops
+            .entry(name.clone())
+            .or_insert_with(|| watch::channel(false).0)
+            .subscribe()
     }
 
     /// Puts `new` in place of the running configuration, keeping what did not change: sources
@@ -223,13 +248,24 @@ impl Running {
             .collect();
         streams.retain(|s| !kept_sources.contains(&s.source_name));
         datagrams.retain(|s| !kept_sources.contains(&s.source_name));
-        // Every new listener whose address no running listener holds is bound now, before
-        // anything changes: a port in use fails the reload with everything still running.
-        // (A listener on an address its changed source held is bound once that one stops.)
-        let held: std::collections::HashSet<&str> =
-            self.listening.iter().map(|l| l.address.as_str()).collect();
-        let stream_starts = bind_new(streams, &held)?;
-        let datagram_starts = bind_new(datagrams, &held)?;
+        // Every new listener is bound now, before anything changes: a port in use fails the
+        // reload with everything still running. One on the address of a listener that is
+        // retiring takes over its socket, so that nothing the kernel queued meanwhile is
+        // refused. (One on a kept listener's address is tried once the reload is done.)
+        let held: Held<'_> = self
+            .listening
+            .iter()
+            .map(|l| {
+                let socket = l
+                    .socket
+                    .as_ref()
+                    .filter(|_| !kept_sources.contains(&l.name));
+                ((l.kind, l.address.as_str()), socket)
+            })
+            .collect();
+        let mut taken = std::collections::HashSet::new();
+        let stream_starts = bind_new(streams, &held, &mut taken)?;
+        let datagram_starts = bind_new(datagrams, &held, &mut taken)?;
         // Destinations: keep the unchanged, start the others (taking over queues).
         let old_names = &self.fingerprints.destinations;
         let mut kept = vec![false; old.destinations.len()];
@@ -267,15 +303,27 @@ impl Running {
         .context("starting destinations")?
         .context("starting a destination")?;
 
+        // Listeners of changed and removed sources stop accepting: handing their socket over
+        // where a successor took it, closing it otherwise. Connections of a changed source go
+        // on; those of a removed one stop.
         let mut listening = Vec::new();
         for l in std::mem::take(&mut self.listening) {
             if kept_sources.contains(&l.name) {
                 listening.push(l);
+            } else if taken.contains(&(l.kind, l.address.clone())) {
+                let _ = l.retire.send(Retire::HandOver);
             } else {
-                let _ = l.stop.send(true);
+                let _ = l.retire.send(Retire::Close);
             }
         }
         self.listening = listening;
+        self.source_stops.retain(|name, stop| {
+            let stays = used.contains(name);
+            if !stays {
+                let _ = stop.send(true);
+            }
+            stays
+        });
         self.generation = new.dispatcher.generation;
         // The new routing takes over before new listeners accept.
         drop(old);
@@ -369,6 +417,7 @@ async fn serve(
         ctx: ctx.clone(),
         fingerprints: fingerprints.clone(),
         listening: Vec::new(),
+        source_stops: std::collections::HashMap::new(),
         tasks: tokio::task::JoinSet::new(),
         globals_stop: stop_tx,
         generation: ctx.dispatcher.get().generation,
@@ -560,8 +609,8 @@ async fn serve(
         control::Control::remove(&ctl_path, ino);
     }
     let _ = running.globals_stop.send(true);
-    for l in &running.listening {
-        let _ = l.stop.send(true);
+    for stop in running.source_stops.values() {
+        let _ = stop.send(true);
     }
     while running.tasks.join_next().await.is_some() {}
     internal::unsubscribe();

@@ -4,7 +4,7 @@
 //! cannot be slowed down: while the window is spent the socket is not read and the kernel
 //! drops what overflows its buffer (`so-rcvbuf()` sizes it).
 
-use super::{Context, ReaderSpec, UnixSocket};
+use super::{Context, ReaderSpec, Retire, UnixSocket};
 use crate::dns::{self, NameOptions};
 use crate::internal as log;
 use crate::window::Window;
@@ -13,9 +13,11 @@ use sluice_model::{MessageVec, Origin, Today, UnixTime};
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::net::{UdpSocket, UnixDatagram};
+use tokio::sync::watch;
 
 #[derive(Clone, Debug)]
 pub enum Bind {
@@ -84,9 +86,17 @@ impl DatagramSource {
         }
     }
 
-    pub async fn serve(self: Arc<Self>, bound: Bound, ctx: Context) {
+    /// Reads datagrams until `retire` (or shutdown). Handed over at a reload, the socket
+    /// stays open and what it holds is read by the successor.
+    pub async fn serve(
+        self: Arc<Self>,
+        bound: Bound,
+        ctx: Context,
+        mut retire: watch::Receiver<Retire>,
+    ) {
         let window = Window::new(self.reader.window);
         let mut shutdown = ctx.shutdown.clone();
+        let mut how = Retire::Close;
         let mut origins: HashMap<Option<SocketAddr>, Origin> = HashMap::new();
         let mut buf = BytesMut::new();
         let mut datagrams: Vec<(bytes::Bytes, Option<SocketAddr>)> = Vec::with_capacity(BATCH);
@@ -96,7 +106,10 @@ impl DatagramSource {
         loop {
             let ready = tokio::select! {
                 biased;
-                _ = shutdown.wait_for(|stop| *stop) => break,
+                stop = Retire::wait(&mut retire, &mut shutdown) => {
+                    how = stop;
+                    break;
+                }
                 ready = readable(&bound) => ready,
             };
             if let Err(e) = ready {
@@ -177,7 +190,7 @@ impl DatagramSource {
             kept.give_back(msgs);
             datagrams.clear();
         }
-        if let Bind::Unix(unix) = &self.bind {
+        if let (Bind::Unix(unix), Retire::Close) = (&self.bind, how) {
             unix.remove();
         }
     }
@@ -221,6 +234,7 @@ fn try_recv(bound: &Bound, buf: &mut BytesMut) -> std::io::Result<(usize, Option
 
 impl super::Listener for DatagramSource {
     type Bound = Bound;
+    const KIND: &'static str = "dgram";
 
     fn source_name(&self) -> &Arc<str> {
         &self.source_name
@@ -234,11 +248,34 @@ impl super::Listener for DatagramSource {
         DatagramSource::bind(self)
     }
 
+    fn duplicate(bound: &Bound) -> std::io::Result<OwnedFd> {
+        match bound {
+            Bound::Udp(s) => s.as_fd().try_clone_to_owned(),
+            Bound::Unix(s) => s.as_fd().try_clone_to_owned(),
+        }
+    }
+
+    fn adopt(&self, socket: OwnedFd) -> std::io::Result<Bound> {
+        match &self.bind {
+            Bind::Udp(_) => {
+                let socket = std::net::UdpSocket::from(socket);
+                socket.set_nonblocking(true)?;
+                Ok(Bound::Udp(UdpSocket::from_std(socket)?))
+            }
+            Bind::Unix(_) => {
+                let socket = std::os::unix::net::UnixDatagram::from(socket);
+                socket.set_nonblocking(true)?;
+                Ok(Bound::Unix(UnixDatagram::from_std(socket)?))
+            }
+        }
+    }
+
     fn serve(
         self: Arc<Self>,
         bound: Bound,
         ctx: Context,
+        retire: watch::Receiver<Retire>,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
-        DatagramSource::serve(self, bound, ctx)
+        DatagramSource::serve(self, bound, ctx, retire)
     }
 }

@@ -22,6 +22,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use sluice_model::{Ingest, MessageVec, Origin, Today, UnixTime};
 use sluice_protocol::framing::{Frame, FrameDecoder, Framing};
 use std::cell::RefCell;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,6 +87,10 @@ pub struct ReaderSpec {
     pub budget: ReadBudget,
     pub ingest: Arc<Ingest>,
     pub counted: SourceCounters,
+    /// The listener's name in the statistics (`afsocket_sd.(stream,AF_INET(…))`): a
+    /// connection kept across a reload parses with the options the new configuration gives
+    /// the listener of this name ([`Dispatcher::ingest_of`]). Empty for stdin and internal.
+    pub listener: Arc<str>,
 }
 
 /// A source that listens (a stream or datagram listener): what starting it, and finding it
@@ -93,17 +98,49 @@ pub struct ReaderSpec {
 pub trait Listener: Send + Sync + 'static {
     /// Its socket, bound and not yet served.
     type Bound: Send + 'static;
+    /// `stream` or `dgram`: a successor takes over a socket of its own kind only.
+    const KIND: &'static str;
     /// The source statement it belongs to.
     fn source_name(&self) -> &Arc<str>;
     /// Where it listens, as people write it: `0.0.0.0:514/tcp`, or a socket's path.
     fn address(&self) -> String;
     fn bind(&self) -> std::io::Result<Self::Bound>;
-    /// Serves until `ctx` says stop.
+    /// A second descriptor of `bound`'s socket, kept for a successor after a reload.
+    fn duplicate(bound: &Self::Bound) -> std::io::Result<OwnedFd>;
+    /// Takes over a predecessor's socket (a [`Listener::duplicate`]): what the kernel queued
+    /// for it meanwhile (connections, datagrams) is served here.
+    fn adopt(&self, socket: OwnedFd) -> std::io::Result<Self::Bound>;
+    /// Serves until `retire` says how to stop accepting (or `ctx` stops everything); its
+    /// connections go on until `ctx` stops them or their peers close.
     fn serve(
         self: Arc<Self>,
         bound: Self::Bound,
         ctx: Context,
+        retire: watch::Receiver<Retire>,
     ) -> impl std::future::Future<Output = ()> + Send + 'static;
+}
+
+/// How a listener stops accepting, at a reload that changed or removed its source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Retire {
+    Serving,
+    /// A successor serves the same socket: leave it open (and a unix socket's path).
+    HandOver,
+    /// Nothing listens there any more: close the socket (and remove a unix socket's path).
+    Close,
+}
+
+impl Retire {
+    /// Waits until the listener is to stop: how, `Close` when everything stops.
+    pub async fn wait(
+        retire: &mut watch::Receiver<Retire>,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Retire {
+        tokio::select! {
+            _ = shutdown.wait_for(|stop| *stop) => Retire::Close,
+            how = retire.wait_for(|r| *r != Retire::Serving) => how.map_or(Retire::Close, |r| *r),
+        }
+    }
 }
 
 /// What a source driver counts: its own `processed` and its source statement's, and the bad
@@ -453,12 +490,17 @@ impl Read {
         spec: &ReaderSpec,
         dispatcher: Arc<Dispatcher>,
     ) -> Read {
+        // After a reload, the options the new configuration gives this listener.
+        let ingest = dispatcher
+            .ingest_of(&spec.listener)
+            .unwrap_or(&spec.ingest)
+            .clone();
         Read {
             chunk,
             frames,
-            recvd: UnixTime::now(&spec.ingest.local_zone),
+            recvd: UnixTime::now(&ingest.local_zone),
             origin,
-            ingest: spec.ingest.clone(),
+            ingest,
             counted: spec.counted.clone(),
             dispatcher,
         }

@@ -3,7 +3,7 @@
 //! own task, window and origin; connections past `max-connections()` are refused, logged and
 //! counted, as are those whose TLS handshake or PROXY header fails.
 
-use super::{read_stream, Context, ReaderSpec, UnixSocket};
+use super::{read_stream, Context, ReaderSpec, Retire, UnixSocket};
 use crate::dns::{self, NameOptions};
 use crate::internal as log;
 use crate::window::Window;
@@ -19,8 +19,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
+
+/// How often a blocked accept() returns to see whether its listener is to stop.
+const ACCEPT_WAKE: std::time::Duration = std::time::Duration::from_millis(100);
 
 #[derive(Clone, Debug)]
 pub enum Listen {
@@ -91,6 +94,7 @@ pub enum Proxied {
 
 impl super::Listener for StreamSource {
     type Bound = Bound;
+    const KIND: &'static str = "stream";
 
     fn source_name(&self) -> &Arc<str> {
         &self.source_name
@@ -104,12 +108,21 @@ impl super::Listener for StreamSource {
         StreamSource::bind(self)
     }
 
+    fn duplicate(bound: &Bound) -> std::io::Result<std::os::fd::OwnedFd> {
+        bound.0.try_clone().map(Into::into)
+    }
+
+    fn adopt(&self, socket: std::os::fd::OwnedFd) -> std::io::Result<Bound> {
+        Ok(Bound(socket.into()))
+    }
+
     fn serve(
         self: Arc<Self>,
         bound: Bound,
         ctx: Context,
+        retire: watch::Receiver<Retire>,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
-        StreamSource::serve(self, bound, ctx)
+        StreamSource::serve(self, bound, ctx, retire)
     }
 }
 
@@ -152,14 +165,26 @@ impl StreamSource {
         Ok(Bound(socket))
     }
 
-    /// Accepts connections until shutdown, then waits for every connection to finish.
+    /// Accepts connections until `retire` (or shutdown), then waits for every connection to
+    /// finish: after a reload that changed the source they go on, routed by the new
+    /// configuration, until their peers close them.
     ///
     /// A thread of its own accepts, so that a burst of thousands of connections is taken
     /// from the kernel's queue at once instead of waiting behind the tasks that read; the
     /// connections then go to the runtime.
-    pub async fn serve(self: Arc<Self>, bound: Bound, ctx: Context) {
+    pub async fn serve(
+        self: Arc<Self>,
+        bound: Bound,
+        ctx: Context,
+        mut retire: watch::Receiver<Retire>,
+    ) {
         let listener = Arc::new(bound.0);
         reserve_descriptors(listener.as_raw_fd(), self.max_connections);
+        // accept() returns every 100 ms to see whether to stop: a listener handed over to a
+        // successor cannot be woken by shutting the shared socket down.
+        if let Err(e) = listener.set_read_timeout(Some(ACCEPT_WAKE)) {
+            log::warning(format!("source {}: {e}", self.source_name));
+        }
         let (tx, mut incoming) = mpsc::unbounded_channel();
         let stopping = Arc::new(AtomicBool::new(false));
         let acceptor = {
@@ -175,29 +200,61 @@ impl StreamSource {
                 self.source_name, self.listen
             ));
         }
-        let active = self.connections.clone();
         let mut connections = JoinSet::new();
         let mut shutdown = ctx.shutdown.clone();
-        loop {
+        let how = loop {
             let (socket, peer) = tokio::select! {
-                _ = shutdown.wait_for(|stop| *stop) => break,
+                how = Retire::wait(&mut retire, &mut shutdown) => break how,
                 Some(_) = connections.join_next(), if !connections.is_empty() => continue,
                 accepted = incoming.recv() => match accepted {
                     Some(accepted) => accepted,
-                    None => break,
+                    None => break Retire::Close,
                 },
             };
+            self.admit(socket, peer, &ctx, &mut connections);
+        };
+        stopping.store(true, Ordering::SeqCst);
+        if how == Retire::Close {
+            // Wake the acceptor from accept() at once.
+            // SAFETY: the listener's descriptor stays open while `listener` lives; shutting a
+            // listening socket down only makes a blocked accept() return.
+            unsafe {
+                libc::shutdown(listener.as_raw_fd(), libc::SHUT_RDWR);
+            }
+        }
+        let _ = tokio::task::spawn_blocking(move || acceptor.join()).await;
+        // What the acceptor took while stopping is served here, not dropped.
+        while let Ok((socket, peer)) = incoming.try_recv() {
+            self.admit(socket, peer, &ctx, &mut connections);
+        }
+        while connections.join_next().await.is_some() {}
+        if let (Listen::Unix(unix), Retire::Close) = (&self.listen, how) {
+            unix.remove();
+        }
+    }
+
+    /// Starts serving an accepted connection, unless `max-connections()` are open or half of
+    /// them are in their handshake.
+    fn admit(
+        self: &Arc<Self>,
+        socket: socket2::Socket,
+        peer: Option<SocketAddr>,
+        ctx: &Context,
+        connections: &mut JoinSet<()>,
+    ) {
+        let active = &self.connections;
+        {
             if active.load(Ordering::Relaxed) as usize >= self.max_connections {
                 self.reject(peer, "max-connections({}) reached");
-                continue;
+                return;
             }
             let pending = if self.tls.is_some() || self.proxied != Proxied::No {
-                let Some(pending) = Unauthenticated::take(&self) else {
+                let Some(pending) = Unauthenticated::take(self) else {
                     self.reject(
                         peer,
                         "half of max-connections({}) are in their TLS handshake or PROXY header",
                     );
-                    continue;
+                    return;
                 };
                 Some(pending)
             } else {
@@ -210,7 +267,7 @@ impl StreamSource {
                         "taking a connection on {} failed: {e}",
                         self.listen
                     ));
-                    continue;
+                    return;
                 }
             };
             active.fetch_add(1, Ordering::Relaxed);
@@ -221,18 +278,6 @@ impl StreamSource {
                 me.connection(stream, peer, pending, &ctx).await;
                 active.fetch_sub(1, Ordering::Relaxed);
             });
-        }
-        // Wake the acceptor from accept() and let it go.
-        stopping.store(true, Ordering::SeqCst);
-        // SAFETY: the listener's descriptor stays open while `listener` lives; shutting a
-        // listening socket down only makes a blocked accept() return.
-        unsafe {
-            libc::shutdown(listener.as_raw_fd(), libc::SHUT_RDWR);
-        }
-        let _ = tokio::task::spawn_blocking(move || acceptor.join()).await;
-        while connections.join_next().await.is_some() {}
-        if let Listen::Unix(unix) = &self.listen {
-            unix.remove();
         }
     }
 
@@ -262,7 +307,8 @@ impl StreamSource {
         unsafe {
             libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -10);
         }
-        loop {
+        // A busy listener's accept() never times out: look at `stopping` before each.
+        while !stopping.load(Ordering::SeqCst) {
             // Non-blocking from the start: the runtime needs it so, and setting it afterwards
             // cost two more system calls a connection.
             match listener.accept4(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) {
@@ -272,7 +318,11 @@ impl StreamSource {
                     }
                 }
                 Err(_) if stopping.load(Ordering::SeqCst) => return,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock
+                    ) => {}
                 Err(e) => {
                     // Out of descriptors, most likely: wait for connections to close.
                     log::error(format!(
