@@ -157,6 +157,19 @@ fn options_a_driver_does_not_read_are_refused() {
             err.contains("unknown option") && err.contains(valid),
             "{text}: {err}"
         );
+        // syslog-ng 3.38 refuses each as well.
+        if let Some(ng) = common::syslog_ng() {
+            let dir = tempfile::tempdir().unwrap();
+            let conf = dir.path().join("ng.conf");
+            std::fs::write(&conf, format!("@version: 3.38\n{text}\n")).unwrap();
+            let out = Command::new(ng)
+                .arg("-s")
+                .arg("-f")
+                .arg(&conf)
+                .output()
+                .unwrap();
+            assert!(!out.status.success(), "syslog-ng accepts {text}");
+        }
     }
     let (code, err) = check_config("source s { apache-accesslog-parser(); };");
     assert_eq!(code, 1);
