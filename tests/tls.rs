@@ -355,16 +355,19 @@ fn self_signed_and_v1_certificates_are_accepted_as_syslog_ng_accepts_them() {
     let forward = |port: u16, tls: &str| {
         format!(r#"syslog("localhost" port({port}) transport(tls) tls({tls}))"#)
     };
+    let receive = |port: u16| {
+        tls_receiver(
+            port,
+            "syslog",
+            &server_tls,
+            "all.log",
+            "${.tls.x509_cn} $MSG\n",
+        )
+    };
 
     // sluice → sluice: the client trusts the self-signed server; the server the v1 client.
     let port = free_port();
-    let s = tls_receiver(
-        port,
-        "syslog",
-        &server_tls,
-        "all.log",
-        "${.tls.x509_cn} $MSG\n",
-    );
+    let s = receive(port);
     let port_in = free_port();
     let r = relay(port_in, &forward(port, &format!(r#"ca-file("{ss}") {v1}"#)));
     assert!(loggen_wait(loggen_start(port_in, 1, 2_000, 0)).ok);
@@ -433,13 +436,7 @@ fn self_signed_and_v1_certificates_are_accepted_as_syslog_ng_accepts_them() {
     }
     // syslog-ng → sluice: syslog-ng trusts the self-signed sluice, sluice its v1 certificate.
     let port = free_port();
-    let s = tls_receiver(
-        port,
-        "syslog",
-        &server_tls,
-        "all.log",
-        "${.tls.x509_cn} $MSG\n",
-    );
+    let s = receive(port);
     let port_in = free_port();
     let mut ng = Running::start(
         Server::SyslogNg,

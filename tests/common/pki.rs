@@ -109,63 +109,15 @@ impl Pki {
     /// A self-signed certificate as most people make one to try TLS: `openssl req -x509`
     /// with its defaults (RSA, `basicConstraints=CA:TRUE`), for `subject`.
     pub fn self_signed(&self, name: &str, subject: &str) -> Identity {
-        openssl(
-            self.dir.path(),
-            &[
-                "req",
-                "-x509",
-                "-newkey",
-                "rsa:2048",
-                "-nodes",
-                "-keyout",
-                &format!("{name}.key"),
-                "-out",
-                &format!("{name}.pem"),
-                "-days",
-                "30",
-                "-subj",
-                subject,
-            ],
-        );
+        self_signed(self.dir.path(), name, subject, &["rsa:2048"], &[]);
         self.identity(name)
     }
 
     /// An X.509 v1 certificate (`openssl x509 -req` without extensions) the test CA signed.
     pub fn v1_leaf(&self, name: &str, subject: &str) -> Identity {
         let d = self.dir.path();
-        openssl(
-            d,
-            &[
-                "req",
-                "-newkey",
-                "rsa:2048",
-                "-nodes",
-                "-keyout",
-                &format!("{name}.key"),
-                "-out",
-                &format!("{name}.csr"),
-                "-subj",
-                subject,
-            ],
-        );
-        openssl(
-            d,
-            &[
-                "x509",
-                "-req",
-                "-in",
-                &format!("{name}.csr"),
-                "-CA",
-                "ca.pem",
-                "-CAkey",
-                "ca.key",
-                "-CAcreateserial",
-                "-out",
-                &format!("{name}.pem"),
-                "-days",
-                "30",
-            ],
-        );
+        request(d, name, subject, &["rsa:2048"]);
+        sign(d, name, "ca", &[]);
         self.identity(name)
     }
 
@@ -196,24 +148,12 @@ fn openssl(dir: &Path, args: &[&str]) -> Vec<u8> {
 }
 
 fn ca(dir: &Path, name: &str, subject: &str) {
-    openssl(
+    self_signed(
         dir,
+        name,
+        subject,
+        &["ec", "-pkeyopt", "ec_paramgen_curve:P-256"],
         &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            &format!("{name}.key"),
-            "-out",
-            &format!("{name}.pem"),
-            "-days",
-            "3650",
-            "-subj",
-            subject,
             "-addext",
             "basicConstraints=critical,CA:TRUE",
             "-addext",
@@ -222,23 +162,25 @@ fn ca(dir: &Path, name: &str, subject: &str) {
     );
 }
 
+/// A new key (`-newkey` and its `key` arguments) and a certificate for `subject` signed with
+/// it, with `extra` arguments (extensions): `name.key`, `name.pem`.
+fn self_signed(dir: &Path, name: &str, subject: &str, key: &[&str], extra: &[&str]) {
+    let (keyout, out) = (format!("{name}.key"), format!("{name}.pem"));
+    let mut args = vec!["req", "-x509", "-newkey"];
+    args.extend_from_slice(key);
+    args.extend_from_slice(&[
+        "-nodes", "-keyout", &keyout, "-out", &out, "-days", "3650", "-subj", subject,
+    ]);
+    args.extend_from_slice(extra);
+    openssl(dir, &args);
+}
+
 fn leaf(dir: &Path, name: &str, ca: &str, subject: &str, usage: &str) {
-    openssl(
+    request(
         dir,
-        &[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            &format!("{name}.key"),
-            "-out",
-            &format!("{name}.csr"),
-            "-subj",
-            subject,
-        ],
+        name,
+        subject,
+        &["ec", "-pkeyopt", "ec_paramgen_curve:P-256"],
     );
     let ext = dir.join(format!("{name}.ext"));
     std::fs::write(
@@ -248,24 +190,42 @@ fn leaf(dir: &Path, name: &str, ca: &str, subject: &str, usage: &str) {
         ),
     )
     .expect("write the extensions");
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &format!("{name}.csr"),
-            "-CA",
-            &format!("{ca}.pem"),
-            "-CAkey",
-            &format!("{ca}.key"),
-            "-CAcreateserial",
-            "-out",
-            &format!("{name}.pem"),
-            "-days",
-            "3650",
-            "-extfile",
-            &format!("{name}.ext"),
-        ],
+    sign(dir, name, ca, &["-extfile", &format!("{name}.ext")]);
+}
+
+/// A new key (`-newkey` and its `key` arguments) and a request for `subject`: `name.key`,
+/// `name.csr`.
+fn request(dir: &Path, name: &str, subject: &str, key: &[&str]) {
+    let (keyout, out) = (format!("{name}.key"), format!("{name}.csr"));
+    let mut args = vec!["req", "-newkey"];
+    args.extend_from_slice(key);
+    args.extend_from_slice(&["-nodes", "-keyout", &keyout, "-out", &out, "-subj", subject]);
+    openssl(dir, &args);
+}
+
+/// `name.csr` signed by `ca` into `name.pem`, with `extra` arguments (extensions).
+fn sign(dir: &Path, name: &str, ca: &str, extra: &[&str]) {
+    let (csr, ca_cert, ca_key, out) = (
+        format!("{name}.csr"),
+        format!("{ca}.pem"),
+        format!("{ca}.key"),
+        format!("{name}.pem"),
     );
+    let mut args = vec![
+        "x509",
+        "-req",
+        "-in",
+        &csr,
+        "-CA",
+        &ca_cert,
+        "-CAkey",
+        &ca_key,
+        "-CAcreateserial",
+        "-out",
+        &out,
+        "-days",
+        "3650",
+    ];
+    args.extend_from_slice(extra);
+    openssl(dir, &args);
 }
