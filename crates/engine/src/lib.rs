@@ -6,6 +6,39 @@
 //! its share; the destination formats it in the reader's thread and queues the bytes with a
 //! writer thread, which writes and then drops the batch's acknowledgement, returning the
 //! credits so the reader reads on. [`build`] makes all of this from a parsed configuration.
+//!
+//! # Startup (`serve`)
+//!
+//! 1. Each destination starts: disk buffers are opened and replayed (a buffer that cannot be
+//!    used fails the start).
+//! 2. Every listener is bound (`Running::listen`); a port in use fails the start. Each gets
+//!    its own retire signal and a duplicate of its socket; its connections get their source's
+//!    stop (`Running::source_stops`).
+//! 3. The control socket, Prometheus, `stdin()` and `internal()` start; a detached sluice
+//!    without `internal()` sends its own messages to the host's syslog socket.
+//! 4. The launcher is told the daemon started (`started`); signals are handled from here.
+//!
+//! # Reload (`Running::reload`)
+//!
+//! 1. The new configuration is built; one that does not build changes nothing.
+//! 2. Sources whose statement (and `options {}`, templates) did not change are kept whole.
+//! 3. Every listener of a changed or new source is bound now, or takes over the socket of the
+//!    retiring listener at its address: a port in use fails the reload before anything changed.
+//! 4. Destinations are kept, or started taking over their predecessor's queue.
+//! 5. Retiring listeners stop accepting (handing their socket over, or closing it); the
+//!    connections of removed sources stop, those of changed sources go on.
+//! 6. The new dispatcher replaces the old; readers take it at their next read, with their
+//!    listener's new parsing options. The new listeners start.
+//! 7. Once no read prepared with the old dispatcher is in flight, destinations no one kept
+//!    finish what they hold and stop.
+//!
+//! # Shutdown
+//!
+//! 1. SIGTERM, SIGINT or `sluice ctl stop`: every source stop is set; readers stop reading,
+//!    queue what they read (waiting at most `STOP_GRACE` for a destination that takes nothing)
+//!    and return. A second signal exits at once.
+//! 2. Destinations write what they hold (failing files are tried for a bounded grace) and stop.
+//! 3. The control socket is removed if it is still sluice's; the pid file by the caller.
 
 pub mod build;
 pub mod control;
