@@ -11,6 +11,7 @@
 //! is the job of whoever builds the driver, using the helpers in [`tree`] (`Node::options`,
 //! [`ConfigError::unknown`]) so that every error has a position, a caret and suggestions.
 
+pub mod declared;
 mod error;
 mod lexer;
 pub mod source;

@@ -3,6 +3,11 @@
 //! optional `condition()` filter and, where it writes a value, `value()` naming which one
 //! (`MESSAGE` when absent, as in syslog-ng).
 //!
+//! Each rule is one [`RuleDriver`] in [`RULES`]: its name, the options it reads (a
+//! [`sluice_config::declared`] table, from which "unknown option" and "not supported yet"
+//! errors come) and its build. A new rule is one entry there; its table test is the loop in
+//! `every_rule_reads_every_option_it_declares`.
+//!
 //! A rule changes the message in place; the router ([`crate::path`]) hands it a private copy
 //! first, so destinations before the rule and sibling paths keep the version they saw.
 
@@ -11,7 +16,8 @@ use crate::find::Finder;
 use crate::message::{facility_by_name, severity_by_name, tag_id, LogMessage, TagId};
 use crate::template::Template;
 use crate::values::{name_id, NameId};
-use sluice_config::{Body, ConfigError, Node, Pos};
+use sluice_config::declared::{read, Declared, Options};
+use sluice_config::{Body, ConfigError, Node, Pos, Value};
 use sluice_protocol::Text;
 
 /// The rules of one `rewrite` statement (or inline `rewrite { … }`), applied in order.
@@ -172,22 +178,161 @@ impl Field {
     }
 }
 
+/// A rewrite rule as syslog-ng names it: the options it reads, a valid use of it (for its
+/// table test) and how it is made from its positional values and options.
+struct RuleDriver {
+    name: &'static str,
+    options: &'static [Declared],
+    /// Read by the table test only.
+    #[cfg_attr(not(test), allow(dead_code))]
+    sample: &'static str,
+    build: fn(&Node, &[&Value], &mut Options) -> Result<Action, ConfigError>,
+}
+
+/// Every rule's `condition(filter expression)`: the rule applies to the messages it matches.
+const CONDITION: Declared = read("condition", "condition(program(\"app\"))");
+/// The value a rule writes (`MESSAGE` when absent, as in syslog-ng).
+const VALUE: Declared = read("value", "value(\"HOST\")");
+const VALUES: Declared = read("values", "values(\".secret.*\")");
+
 /// The rules of this version; others syslog-ng has are refused as not yet supported.
-const RULES: &[&str] = &[
-    "set",
-    "unset",
-    "rename",
-    "subst",
-    "set_tag",
-    "clear_tag",
-    "set_facility",
-    "set_severity",
-    "set_pri",
-    "set_matches",
-    "unset_matches",
-    "groupset",
-    "groupunset",
+static RULES: &[RuleDriver] = &[
+    RuleDriver {
+        name: "set",
+        options: &[VALUE, CONDITION],
+        sample: "set(\"x\")",
+        build: |node, values, o| {
+            want(
+                node,
+                values,
+                1,
+                "a template: set(\"text $HOST\" value(\"NAME\"))",
+            )?;
+            Ok(Action::Set(field(o)?, template(values[0])?))
+        },
+    },
+    RuleDriver {
+        name: "unset",
+        options: &[VALUE, CONDITION],
+        sample: "unset()",
+        build: |node, values, o| {
+            want(node, values, 0, "no text, only value(\"NAME\")")?;
+            Ok(Action::Unset(field(o)?))
+        },
+    },
+    RuleDriver {
+        name: "rename",
+        options: &[CONDITION],
+        sample: "rename(\"a\" \"b\")",
+        build: |node, values, _| {
+            want(node, values, 2, "two names: rename(\"old\" \"new\")")?;
+            Ok(Action::Rename(
+                Field::named(&values[0].text),
+                Field::named(&values[1].text),
+            ))
+        },
+    },
+    RuleDriver {
+        name: "subst",
+        options: &[
+            VALUE,
+            CONDITION,
+            read("type", "type(\"string\")"),
+            read("flags", "flags(global)"),
+        ],
+        sample: "subst(\"a\" \"b\")",
+        build: subst,
+    },
+    RuleDriver {
+        name: "set_tag",
+        options: &[CONDITION],
+        sample: "set-tag(\"t\")",
+        build: |node, values, _| {
+            want(node, values, 1, "a tag name")?;
+            Ok(Action::SetTag(tag_id(&values[0].text)))
+        },
+    },
+    RuleDriver {
+        name: "clear_tag",
+        options: &[CONDITION],
+        sample: "clear-tag(\"t\")",
+        build: |node, values, _| {
+            want(node, values, 1, "a tag name")?;
+            Ok(Action::ClearTag(tag_id(&values[0].text)))
+        },
+    },
+    RuleDriver {
+        name: "set_facility",
+        options: &[CONDITION],
+        sample: "set-facility(\"local0\")",
+        build: |node, values, _| {
+            want(node, values, 1, "a facility name or number (a template)")?;
+            Ok(Action::SetFacility(template(values[0])?))
+        },
+    },
+    RuleDriver {
+        name: "set_severity",
+        options: &[CONDITION],
+        sample: "set-severity(\"err\")",
+        build: |node, values, _| {
+            want(node, values, 1, "a severity name or number (a template)")?;
+            Ok(Action::SetSeverity(template(values[0])?))
+        },
+    },
+    RuleDriver {
+        name: "set_pri",
+        options: &[CONDITION],
+        sample: "set-pri(\"13\")",
+        build: |node, values, _| {
+            want(node, values, 1, "a priority number (a template)")?;
+            Ok(Action::SetPri(template(values[0])?))
+        },
+    },
+    RuleDriver {
+        name: "set_matches",
+        options: &[CONDITION],
+        sample: "set-matches(\"a,b\")",
+        build: |node, values, _| {
+            want(node, values, 1, "a list: set-matches(\"a,b,c\")")?;
+            Ok(Action::SetMatches(template(values[0])?))
+        },
+    },
+    RuleDriver {
+        name: "unset_matches",
+        options: &[CONDITION],
+        sample: "unset-matches()",
+        build: |node, values, _| {
+            want(node, values, 0, "nothing")?;
+            Ok(Action::UnsetMatches)
+        },
+    },
+    RuleDriver {
+        name: "groupset",
+        options: &[VALUES, CONDITION],
+        sample: "groupset(\"***\" values(\".x.*\"))",
+        build: |node, values, o| {
+            let globs = globs(node, o)?;
+            want(
+                node,
+                values,
+                1,
+                "a template and values(…): groupset(\"***\" values(\".secret.*\"))",
+            )?;
+            Ok(Action::GroupSet(template(values[0])?, globs))
+        },
+    },
+    RuleDriver {
+        name: "groupunset",
+        options: &[VALUES, CONDITION],
+        sample: "groupunset(values(\".x.*\"))",
+        build: |node, values, o| {
+            let globs = globs(node, o)?;
+            want(node, values, 0, "only values(…)")?;
+            Ok(Action::GroupUnset(globs))
+        },
+    },
 ];
+/// syslog-ng's rules that sluice does not have yet.
 const NOT_YET: &[&str] = &[
     "credit_card_mask",
     "credit_card_hash",
@@ -196,6 +341,129 @@ const NOT_YET: &[&str] = &[
     "set_time_zone",
     "python",
 ];
+
+/// Refuses a rule given other than `n` positional values, saying what it takes.
+fn want(node: &Node, values: &[&Value], n: usize, usage: &str) -> Result<(), ConfigError> {
+    if values.len() == n {
+        Ok(())
+    } else {
+        Err(ConfigError::new(
+            node.pos,
+            format!("{}() takes {usage}", node.name),
+        ))
+    }
+}
+
+fn template(v: &Value) -> Result<Template, ConfigError> {
+    Template::compile(&v.text).map_err(|e| ConfigError::new(v.pos, e))
+}
+
+/// The value a rule writes: `value()`, else the message.
+fn field(o: &mut Options) -> Result<Field, ConfigError> {
+    Ok(match o.last("value") {
+        Some(opt) => Field::named(&opt.value()?.text),
+        None => Field::Message,
+    })
+}
+
+/// `values("glob" …)` of groupset() and groupunset(): at least one.
+fn globs(node: &Node, o: &mut Options) -> Result<Vec<glob::Pattern>, ConfigError> {
+    let mut globs = Vec::new();
+    for opt in o.all("values") {
+        for v in opt.values() {
+            globs.push(
+                glob::Pattern::new(&v.text)
+                    .map_err(|e| ConfigError::new(v.pos, format!("invalid pattern: {e}")))?,
+            );
+        }
+    }
+    if globs.is_empty() {
+        return Err(ConfigError::new(
+            node.pos,
+            format!("{}() needs values(\"pattern\" …)", node.name),
+        ));
+    }
+    Ok(globs)
+}
+
+/// `subst("pattern" "replacement" type() flags() value())`.
+fn subst(node: &Node, values: &[&Value], o: &mut Options) -> Result<Action, ConfigError> {
+    want(
+        node,
+        values,
+        2,
+        "a pattern and a replacement: subst(\"pattern\" \"replacement\")",
+    )?;
+    let kind = match o.last("type") {
+        Some(t) => t.string()?,
+        None => "pcre".to_string(),
+    };
+    let mut flags = Vec::new();
+    for opt in o.all("flags") {
+        flags.extend(opt.words()?.into_iter().cloned());
+    }
+    let mut global = false;
+    let mut ignore_case = false;
+    let mut mode = StringMode::Exact;
+    for f in &flags {
+        match sluice_config::normalize(&f.text).as_str() {
+            "global" => global = true,
+            "ignore_case" => ignore_case = true,
+            "prefix" => mode = StringMode::Prefix,
+            "substring" => mode = StringMode::Substring,
+            "utf8" | "disable_jit" | "store_matches" => {}
+            _ => {
+                return Err(ConfigError::unknown(
+                    f.pos,
+                    "flag",
+                    &f.text,
+                    " in subst()",
+                    &["global", "ignore-case", "prefix", "substring", "utf8"],
+                ))
+            }
+        }
+    }
+    let text = &values[0].text;
+    let regex =
+        |re: &str| filter::regex(re, ignore_case).map_err(|e| ConfigError::new(values[0].pos, e));
+    let pattern = match kind.as_str() {
+        "pcre" | "posix" => Pattern::Regex(Finder::new(regex(text)?, text, ignore_case)),
+        "string" => Pattern::String {
+            needle: text.as_bytes().to_vec(),
+            mode,
+            ignore_case,
+        },
+        "glob" => {
+            return Err(ConfigError::new(
+                node.pos,
+                "subst() cannot replace what a glob matched (syslog-ng refuses it too): use type(pcre) or type(string)",
+            ))
+        }
+        other => {
+            return Err(ConfigError::unknown(
+                node.pos,
+                "subst() matcher type",
+                other,
+                "",
+                &["pcre", "string", "posix"],
+            ))
+        }
+    };
+    if let Pattern::String { needle, .. } = &pattern {
+        if needle.is_empty() {
+            return Err(ConfigError::new(
+                values[0].pos,
+                "subst() needs a non-empty string to look for",
+            ));
+        }
+    }
+    Ok(Action::Subst {
+        field: field(o)?,
+        pattern,
+        replacement: template(values[1])?,
+        global,
+    })
+}
 
 impl Rewrite {
     /// Compiles the rules of a `rewrite` body; `named` resolves `filter(name)` in conditions.
@@ -248,200 +516,32 @@ impl Rule {
                 &format!("the {}() rewrite rule", node.name),
             ));
         }
-        if !RULES.contains(&key.as_str()) {
+        let Some(driver) = RULES.iter().find(|r| r.name == key) else {
+            let names: Vec<&str> = RULES.iter().map(|r| r.name).collect();
             return Err(ConfigError::unknown(
                 node.pos,
                 "rewrite rule",
                 &node.name,
                 "",
-                RULES,
+                &names,
             ));
-        }
-        let mut field = None;
-        let mut condition = None;
-        let mut kind = "pcre".to_string();
-        let mut flags = Vec::new();
-        let mut globs = Vec::new();
-        for opt in node.options() {
-            match opt.key().as_str() {
-                "values" if key == "groupset" || key == "groupunset" => {
-                    for v in opt.values() {
-                        globs.push(glob::Pattern::new(&v.text).map_err(|e| {
-                            ConfigError::new(v.pos, format!("invalid pattern: {e}"))
-                        })?);
-                    }
-                }
-                "value" if matches!(key.as_str(), "set" | "unset" | "subst") => {
-                    field = Some(Field::named(&opt.value()?.text))
-                }
-                "condition" => {
-                    let Some(Body::Filter(expr)) = opt.block.as_deref() else {
-                        return Err(ConfigError::new(
-                            opt.pos,
-                            "condition() takes a filter expression",
-                        ));
-                    };
-                    condition = Some(filter::compile(expr, named)?);
-                }
-                "type" if key == "subst" => kind = opt.string()?,
-                "flags" if key == "subst" => flags.extend(opt.words()?.into_iter().cloned()),
-                _ => {
-                    let valid: &[&str] = match key.as_str() {
-                        "subst" => &["value", "condition", "type", "flags"],
-                        "set" | "unset" => &["value", "condition"],
-                        _ => &["condition"],
-                    };
-                    return Err(opt.unknown_in(node, valid));
-                }
-            }
-        }
-        let values: Vec<_> = node.values().collect();
-        let want = |n: usize, usage: &str| {
-            if values.len() == n {
-                Ok(())
-            } else {
-                Err(ConfigError::new(
-                    node.pos,
-                    format!("{}() takes {usage}", node.name),
-                ))
-            }
         };
-        let template = |i: usize| {
-            Template::compile(&values[i].text).map_err(|e| ConfigError::new(values[i].pos, e))
-        };
-        let field = field.unwrap_or(Field::Message);
-        let action = match key.as_str() {
-            "set" => {
-                want(1, "a template: set(\"text $HOST\" value(\"NAME\"))")?;
-                Action::Set(field, template(0)?)
-            }
-            "unset" => {
-                want(0, "no text, only value(\"NAME\")")?;
-                Action::Unset(field)
-            }
-            "rename" => {
-                want(2, "two names: rename(\"old\" \"new\")")?;
-                Action::Rename(Field::named(&values[0].text), Field::named(&values[1].text))
-            }
-            "subst" => {
-                want(
-                    2,
-                    "a pattern and a replacement: subst(\"pattern\" \"replacement\")",
-                )?;
-                let mut global = false;
-                let mut ignore_case = false;
-                let mut mode = StringMode::Exact;
-                for f in &flags {
-                    match sluice_config::normalize(&f.text).as_str() {
-                        "global" => global = true,
-                        "ignore_case" => ignore_case = true,
-                        "prefix" => mode = StringMode::Prefix,
-                        "substring" => mode = StringMode::Substring,
-                        "utf8" | "disable_jit" | "store_matches" => {}
-                        _ => {
-                            return Err(ConfigError::unknown(
-                                f.pos,
-                                "flag",
-                                &f.text,
-                                " in subst()",
-                                &["global", "ignore-case", "prefix", "substring", "utf8"],
-                            ))
-                        }
-                    }
-                }
-                let text = &values[0].text;
-                let regex = |re: &str| {
-                    filter::regex(re, ignore_case).map_err(|e| ConfigError::new(values[0].pos, e))
-                };
-                let pattern = match kind.as_str() {
-                    "pcre" | "posix" => {
-                        Pattern::Regex(Finder::new(regex(text)?, text, ignore_case))
-                    }
-                    "string" => Pattern::String {
-                        needle: text.as_bytes().to_vec(),
-                        mode,
-                        ignore_case,
-                    },
-                    "glob" => {
-                        return Err(ConfigError::new(
-                            node.pos,
-                            "subst() cannot replace what a glob matched (syslog-ng refuses it too): use type(pcre) or type(string)",
-                        ))
-                    }
-                    other => {
-                        return Err(ConfigError::unknown(
-                            node.pos,
-                            "subst() matcher type",
-                            other,
-                            "",
-                            &["pcre", "string", "posix"],
-                        ))
-                    }
-                };
-                if let Pattern::String { needle, .. } = &pattern {
-                    if needle.is_empty() {
-                        return Err(ConfigError::new(
-                            values[0].pos,
-                            "subst() needs a non-empty string to look for",
-                        ));
-                    }
-                }
-                Action::Subst {
-                    field,
-                    pattern,
-                    replacement: template(1)?,
-                    global,
-                }
-            }
-            "set_tag" | "clear_tag" => {
-                want(1, "a tag name")?;
-                let tag = tag_id(&values[0].text);
-                if key == "set_tag" {
-                    Action::SetTag(tag)
-                } else {
-                    Action::ClearTag(tag)
-                }
-            }
-            "set_facility" => {
-                want(1, "a facility name or number (a template)")?;
-                Action::SetFacility(template(0)?)
-            }
-            "set_severity" => {
-                want(1, "a severity name or number (a template)")?;
-                Action::SetSeverity(template(0)?)
-            }
-            "set_pri" => {
-                want(1, "a priority number (a template)")?;
-                Action::SetPri(template(0)?)
-            }
-            "set_matches" => {
-                want(1, "a list: set-matches(\"a,b,c\")")?;
-                Action::SetMatches(template(0)?)
-            }
-            "unset_matches" => {
-                want(0, "nothing")?;
-                Action::UnsetMatches
-            }
-            "groupset" | "groupunset" => {
-                if globs.is_empty() {
+        let mut o = Options::check(node, driver.options)?;
+        let condition = match o.last("condition") {
+            Some(opt) => {
+                let Some(Body::Filter(expr)) = opt.block.as_deref() else {
                     return Err(ConfigError::new(
-                        node.pos,
-                        format!("{}() needs values(\"pattern\" …)", node.name),
+                        opt.pos,
+                        "condition() takes a filter expression",
                     ));
-                }
-                if key == "groupset" {
-                    want(
-                        1,
-                        "a template and values(…): groupset(\"***\" values(\".secret.*\"))",
-                    )?;
-                    Action::GroupSet(template(0)?, globs)
-                } else {
-                    want(0, "only values(…)")?;
-                    Action::GroupUnset(globs)
-                }
+                };
+                Some(filter::compile(expr, named)?)
             }
-            _ => unreachable!("rule names are checked above"),
+            None => None,
         };
+        let values: Vec<&Value> = node.values().collect();
+        let action = (driver.build)(node, &values, &mut o)?;
+        o.finish()?;
         Ok(Rule { action, condition })
     }
 }
@@ -622,6 +722,41 @@ mod tests {
         let mut msg = message(frame);
         rewrite(rules).apply(&mut msg, &mut Vec::new());
         msg
+    }
+
+    /// Each rule is built once with each option its table declares: an option is accepted
+    /// exactly when the rule reads it.
+    #[test]
+    fn every_rule_reads_every_option_it_declares() {
+        for driver in RULES {
+            sluice_config::declared::every_option_is_read(driver.sample, driver.options, |rule| {
+                let text = format!("rewrite r {{ {rule}; }};");
+                let config = sluice_config::load_str("t.conf", &text).map_err(|e| e.render())?;
+                let s = &config.statements[0];
+                Rewrite::compile(&s.body, s.pos, &mut |name, pos| {
+                    Err(ConfigError::new(pos, format!("no filter {name}")))
+                })
+                .map(drop)
+                .map_err(|e| e.render(&config.map))
+            });
+        }
+    }
+
+    #[test]
+    fn an_option_a_rule_does_not_read_is_refused_with_the_ones_it_does() {
+        let text = "rewrite r { set-tag(\"x\" value(\"X\")); };";
+        let config = sluice_config::load_str("t.conf", text).unwrap();
+        let s = &config.statements[0];
+        let e = Rewrite::compile(&s.body, s.pos, &mut |name, pos| {
+            Err(ConfigError::new(pos, format!("no filter {name}")))
+        })
+        .unwrap_err()
+        .render(&config.map);
+        assert!(
+            e.contains("unknown option 'value' in set-tag()")
+                && e.contains("valid options: condition"),
+            "{e}"
+        );
     }
 
     #[test]
