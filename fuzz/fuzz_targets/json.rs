@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sluice_model::parsers::json::{parse, Found, Options};
+use sluice_model::parsers::json::{parse, Found, Name, Options};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&f, input)) = data.split_first() else { return };
@@ -12,8 +12,10 @@ fuzz_target!(|data: &[u8]| {
         key_delimiter: if f & 2 != 0 { '.' } else { '/' },
         extract_prefix: (f & 4 != 0).then_some("a.b[1]"),
     };
-    parse(input, &opts, &mut |name, v| {
-        assert!(!name.is_empty() || opts.prefix.is_empty());
+    parse(input, &opts, &mut |name, v, _type| {
+        if let Name::Pair(name) = name {
+            assert!(!name.is_empty() || opts.prefix.is_empty());
+        }
         if let Found::In(r) = v {
             assert!(r.start <= r.end && r.end <= input.len());
         }

@@ -6,6 +6,9 @@
 //! drops the message from its log path only, as in syslog-ng, and counts it in `failed`. Like a
 //! rewrite, a parser changes the router's private copy of the message (see [`crate::path`]).
 //!
+//! Each parser is one [`ParserDriver`] in [`DRIVERS`]: its name, the options it reads (a
+//! [`sluice_config::declared`] table, from which option errors come) and its build function.
+//!
 //! When the input is the received message text itself, values that stand as they were written
 //! are stored as spans of the received frame: parsing copies only what escapes changed.
 
@@ -16,6 +19,7 @@ pub mod kv;
 use crate::message::LogMessage;
 use crate::template::Template;
 use crate::values::{name_id, name_id_of};
+use sluice_config::declared::{read, Declared, Options};
 use sluice_config::{Body, ConfigError, Node, Pos};
 use sluice_protocol::{Span, Text};
 use std::cell::RefCell;
@@ -78,15 +82,117 @@ enum Kind {
 /// A compiled pattern with the pair each named group sets.
 type NamedGroups = (regex::bytes::Regex, Vec<(usize, crate::values::NameId)>);
 
-/// The parser drivers of this version; others syslog-ng has are refused as not yet supported.
-const DRIVERS: &[&str] = &[
-    "kv_parser",
-    "json_parser",
-    "csv_parser",
-    "regexp_parser",
-    "date_parser",
-    "tags_parser",
-    "syslog_parser",
+/// A parser as syslog-ng names it: the options it reads, a valid use of it (for its table
+/// test) and how it is made from them. Every parser reads `template()`.
+struct ParserDriver {
+    name: &'static str,
+    options: &'static [Declared],
+    /// Read by the table test only.
+    #[cfg_attr(not(test), allow(dead_code))]
+    sample: &'static str,
+    build: fn(&Node, &mut Options) -> Result<Built, ConfigError>,
+}
+
+/// What a parser's build makes: its kind, and the prefix of the pairs it sets.
+struct Built {
+    kind: Kind,
+    prefix: String,
+}
+
+const TEMPLATE: Declared = read("template", "template(\"$MSG\")");
+const PREFIX: Declared = read("prefix", "prefix(\".p.\")");
+
+/// The parsers of this version; others syslog-ng has are refused as not yet supported.
+static DRIVERS: &[ParserDriver] = &[
+    ParserDriver {
+        name: "kv_parser",
+        options: &[
+            TEMPLATE,
+            PREFIX,
+            read("value_separator", "value-separator(\":\")"),
+            read("pair_separator", "pair-separator(\";\")"),
+            read(
+                "extract_stray_words_into",
+                "extract-stray-words-into(\"stray\")",
+            ),
+        ],
+        sample: "kv-parser()",
+        build: kv_parser,
+    },
+    ParserDriver {
+        name: "json_parser",
+        options: &[
+            TEMPLATE,
+            PREFIX,
+            read("marker", "marker(\"@cee:\")"),
+            read("extract_prefix", "extract-prefix(\"a.b\")"),
+            read("key_delimiter", "key-delimiter(\"/\")"),
+        ],
+        sample: "json-parser()",
+        build: json_parser,
+    },
+    ParserDriver {
+        name: "csv_parser",
+        options: &[
+            TEMPLATE,
+            PREFIX,
+            read("columns", "columns(\"b\")"),
+            read("delimiters", "delimiters(chars(\",\"))"),
+            read("quotes", "quotes(\"'\")"),
+            read("quote_pairs", "quote-pairs(\"[]\")"),
+            read("null", "null(\"-\")"),
+            read("flags", "flags(greedy)"),
+            read("dialect", "dialect(escape-backslash)"),
+            read("drop_invalid", "drop-invalid(yes)"),
+        ],
+        sample: "csv-parser(columns(\"a\"))",
+        build: csv_parser,
+    },
+    ParserDriver {
+        name: "regexp_parser",
+        options: &[
+            TEMPLATE,
+            PREFIX,
+            read("patterns", "patterns(\"(?<y>b)\")"),
+            read("type", "type(pcre)"),
+            read("flags", "flags(ignore-case)"),
+        ],
+        sample: "regexp-parser(patterns(\"(?<x>a)\"))",
+        build: regexp_parser,
+    },
+    ParserDriver {
+        name: "date_parser",
+        options: &[
+            TEMPLATE,
+            read("format", "format(\"%d/%b/%Y:%H:%M:%S %z\")"),
+            read("time_zone", "time-zone(\"UTC\")"),
+            read("time_stamp", "time-stamp(recvd)"),
+            read("flags", "flags()"),
+        ],
+        sample: "date-parser()",
+        build: date_parser,
+    },
+    ParserDriver {
+        name: "tags_parser",
+        options: &[TEMPLATE],
+        sample: "tags-parser()",
+        build: |_, _| {
+            Ok(Built {
+                kind: Kind::Tags,
+                prefix: String::new(),
+            })
+        },
+    },
+    ParserDriver {
+        name: "syslog_parser",
+        options: &[
+            TEMPLATE,
+            read("flags", "flags(no-hostname)"),
+            read("drop_invalid", "drop-invalid(yes)"),
+        ],
+        sample: "syslog-parser()",
+        build: syslog_parser,
+    },
 ];
 /// syslog-ng's parsers (modules and SCL, 3.38 and a few of 4.x) that sluice has not yet.
 const NOT_YET: &[&str] = &[
@@ -160,11 +266,12 @@ impl Parser {
                 &format!("the {}() parser", node.name),
             ));
         }
-        if !DRIVERS.contains(&key.as_str()) {
+        let Some(driver) = DRIVERS.iter().find(|d| d.name == key) else {
+            let names: Vec<&str> = DRIVERS.iter().map(|d| d.name).collect();
             return Err(ConfigError::unknown(
-                node.pos, "parser", &node.name, "", DRIVERS,
+                node.pos, "parser", &node.name, "", &names,
             ));
-        }
+        };
         if let Some(v) = node.values().next() {
             return Err(ConfigError::new(
                 v.pos,
@@ -174,359 +281,16 @@ impl Parser {
                 ),
             ));
         }
-        let mut template = None;
-        let mut prefix = String::new();
-        let mut value_separator = b'=';
-        let mut pair_separator = b", ".to_vec();
-        let mut stray_words_into = None;
-        let mut marker = None;
-        let mut extract_prefix = None;
-        let mut key_delimiter = '.';
-        let mut patterns = Vec::new();
-        let mut ignore_case = false;
-        let kv = key == "kv_parser";
-        let regexp = key == "regexp_parser";
-        let csv = key == "csv_parser";
-        let date = key == "date_parser";
-        let syslog = key == "syslog_parser";
-        let mut parse_options = sluice_protocol::ParseOptions::default();
-        let tags = key == "tags_parser";
-        let json = key == "json_parser";
-        let mut formats: Vec<String> = Vec::new();
-        let mut zone = None;
-        let mut received = false;
-        let mut csv_options = csv::Options {
-            columns: 0,
-            delimiters: b" ".to_vec(),
-            string_delimiters: Vec::new(),
-            quotes_start: b"\"'".to_vec(),
-            quotes_end: b"\"'".to_vec(),
-            null: None,
-            dialect: csv::Dialect::EscapeNone,
-            strip_whitespace: true,
-            greedy: false,
+        let mut o = Options::check(node, driver.options)?;
+        let template = match o.last("template") {
+            Some(opt) => {
+                let v = opt.value()?;
+                Some(Template::compile(&v.text).map_err(|e| ConfigError::new(v.pos, e))?)
+            }
+            None => None,
         };
-        let mut columns: Vec<String> = Vec::new();
-        let mut drop_invalid = false;
-        for opt in node.options() {
-            let text = || opt.string();
-            match (opt.key().as_str(), kv) {
-                ("flags", _) if syslog => {
-                    for f in opt.words()? {
-                        if !parse_options.flags.set(&sluice_config::normalize(&f.text)) {
-                            return Err(ConfigError::unknown(
-                                f.pos,
-                                "flag",
-                                &f.text,
-                                " in syslog-parser()",
-                                &[
-                                    "syslog-protocol",
-                                    "no-hostname",
-                                    "check-hostname",
-                                    "assume-utf8",
-                                    "validate-utf8",
-                                    "sanitize-utf8",
-                                    "no-multi-line",
-                                    "no-header",
-                                ],
-                            ));
-                        }
-                    }
-                }
-                ("drop_invalid", _) if syslog => drop_invalid = opt.bool()?,
-                ("format", _) if date => formats.extend(opt.values().map(|v| v.text.clone())),
-                ("time_zone", _) if date => {
-                    let v = opt.value()?;
-                    zone = Some(
-                        crate::time::Zone::parse(&v.text)
-                            .map_err(|e| ConfigError::new(v.pos, e))?,
-                    );
-                }
-                ("time_stamp", _) if date => {
-                    received = match text()?.as_str() {
-                        "stamp" => false,
-                        "recvd" => true,
-                        other => {
-                            return Err(ConfigError::unknown(
-                                opt.pos,
-                                "time-stamp()",
-                                other,
-                                "",
-                                &["stamp", "recvd"],
-                            ))
-                        }
-                    }
-                }
-                ("flags", _) if date => {
-                    if let Some(f) = opt.words()?.first() {
-                        if sluice_config::normalize(&f.text) != "guess_timezone" {
-                            return Err(ConfigError::unknown(
-                                f.pos,
-                                "flag",
-                                &f.text,
-                                " in date-parser()",
-                                &["guess-timezone"],
-                            ));
-                        }
-                        return Err(ConfigError::not_supported(
-                            f.pos,
-                            "flags(guess-timezone) in date-parser()",
-                        ));
-                    }
-                }
-                ("columns", _) if csv => columns.extend(opt.values().map(|v| v.text.clone())),
-                ("delimiters", _) if csv => {
-                    if let Some(v) = opt.first_value() {
-                        csv_options.delimiters = v.text.as_bytes().to_vec();
-                    }
-                    for o in opt.options() {
-                        match o.key().as_str() {
-                            "chars" => csv_options.delimiters = o.string()?.into_bytes(),
-                            "strings" => {
-                                csv_options.string_delimiters =
-                                    o.values().map(|v| v.text.as_bytes().to_vec()).collect()
-                            }
-                            _ => return Err(o.unknown_in(opt, &["chars", "strings"])),
-                        }
-                    }
-                }
-                ("quotes", _) if csv => {
-                    let q = text()?.into_bytes();
-                    csv_options.quotes_start = q.clone();
-                    csv_options.quotes_end = q;
-                }
-                ("quote_pairs", _) if csv => {
-                    let pairs = text()?.into_bytes();
-                    csv_options.quotes_start = pairs.chunks_exact(2).map(|p| p[0]).collect();
-                    csv_options.quotes_end = pairs.chunks_exact(2).map(|p| p[1]).collect();
-                }
-                ("null", _) if csv => {
-                    let n = text()?;
-                    csv_options.null = (!n.is_empty()).then(|| n.into_bytes());
-                }
-                ("drop_invalid", _) if csv => drop_invalid = opt.bool()?,
-                ("dialect", _) if csv => {
-                    csv_options.dialect = csv_dialect(&text()?).ok_or_else(|| {
-                        ConfigError::unknown(
-                            opt.pos,
-                            "dialect() argument",
-                            &text().unwrap_or_default(),
-                            " in csv-parser()",
-                            CSV_DIALECTS,
-                        )
-                    })?
-                }
-                ("flags", _) if csv => {
-                    // Flags replace the defaults: strip-whitespace only when named.
-                    csv_options.strip_whitespace = false;
-                    let mut dialect = None;
-                    for f in opt.words()? {
-                        let flag = f.text.replace('_', "-");
-                        match flag.as_str() {
-                            "strip-whitespace" => csv_options.strip_whitespace = true,
-                            "greedy" => csv_options.greedy = true,
-                            "drop-invalid" => drop_invalid = true,
-                            other => {
-                                match csv_dialect(other) {
-                                    Some(d) if dialect.is_none() => dialect = Some(d),
-                                    Some(_) => return Err(ConfigError::new(
-                                        f.pos,
-                                        "only one escape style can be used in the flags argument",
-                                    )),
-                                    None => {
-                                        return Err(ConfigError::unknown(
-                                            f.pos,
-                                            "csv-parser() flag",
-                                            &f.text,
-                                            "",
-                                            &[
-                                                "escape-none",
-                                                "escape-backslash",
-                                                "escape-double-char",
-                                                "strip-whitespace",
-                                                "greedy",
-                                                "drop-invalid",
-                                            ],
-                                        ))
-                                    }
-                                }
-                            }
-                        }
-                    }
-                    if let Some(d) = dialect {
-                        csv_options.dialect = d;
-                    }
-                }
-                ("patterns", _) if regexp => patterns.extend(opt.values().cloned()),
-                ("type", _) if regexp => {
-                    let t = text()?;
-                    if t != "pcre" {
-                        return Err(ConfigError::unknown(
-                            opt.pos,
-                            "regexp-parser() type",
-                            &t,
-                            "",
-                            &["pcre"],
-                        ));
-                    }
-                }
-                ("flags", _) if regexp => {
-                    for f in opt.words()? {
-                        match sluice_config::normalize(&f.text).as_str() {
-                            "ignore_case" => ignore_case = true,
-                            "utf8" | "store_matches" | "disable_jit" | "global" => {}
-                            _ => {
-                                return Err(ConfigError::unknown(
-                                    f.pos,
-                                    "flag",
-                                    &f.text,
-                                    " in regexp-parser()",
-                                    &["ignore-case", "utf8", "store-matches"],
-                                ))
-                            }
-                        }
-                    }
-                }
-                ("template", _) => {
-                    let v = opt.value()?;
-                    template =
-                        Some(Template::compile(&v.text).map_err(|e| ConfigError::new(v.pos, e))?);
-                }
-                ("prefix", _) if !(date || tags || syslog) => prefix = text()?,
-                ("value_separator", true) => {
-                    let s = text()?;
-                    match s.as_bytes() {
-                        [b] if !matches!(b, b' ' | b'\'' | b'"') => value_separator = *b,
-                        _ => return Err(ConfigError::new(
-                            opt.pos,
-                            "value-separator() takes one character other than a space or a quote",
-                        )),
-                    }
-                }
-                ("pair_separator", true) => pair_separator = text()?.into_bytes(),
-                ("extract_stray_words_into", true) => stray_words_into = Some(name_id(&text()?)),
-                ("marker", _) if json => marker = Some(text()?),
-                ("extract_prefix", _) if json => extract_prefix = Some(text()?),
-                ("key_delimiter", _) if json => {
-                    let s = text()?;
-                    let mut chars = s.chars();
-                    match (chars.next(), chars.next()) {
-                        (Some(c), None) => key_delimiter = c,
-                        _ => {
-                            return Err(ConfigError::new(
-                                opt.pos,
-                                "key-delimiter() takes one character",
-                            ))
-                        }
-                    }
-                }
-                _ => {
-                    let valid: &[&str] = if syslog {
-                        &["flags", "drop-invalid", "template"]
-                    } else if date {
-                        &["format", "time-zone", "time-stamp", "flags", "template"]
-                    } else if tags {
-                        &["template"]
-                    } else if csv {
-                        &[
-                            "columns",
-                            "delimiters",
-                            "quotes",
-                            "quote-pairs",
-                            "null",
-                            "flags",
-                            "dialect",
-                            "drop-invalid",
-                            "prefix",
-                            "template",
-                        ]
-                    } else if regexp {
-                        &["patterns", "prefix", "template", "type", "flags"]
-                    } else if kv {
-                        &[
-                            "prefix",
-                            "template",
-                            "value-separator",
-                            "pair-separator",
-                            "extract-stray-words-into",
-                        ]
-                    } else {
-                        &[
-                            "prefix",
-                            "template",
-                            "marker",
-                            "extract-prefix",
-                            "key-delimiter",
-                        ]
-                    };
-                    return Err(opt.unknown_in(node, valid));
-                }
-            }
-        }
-        let kind = if syslog {
-            Kind::Syslog {
-                options: Box::new(parse_options),
-                drop_invalid,
-            }
-        } else if date {
-            if formats.is_empty() {
-                formats.push("%FT%T%z".into());
-            }
-            Kind::Date {
-                formats,
-                zone,
-                received,
-            }
-        } else if tags {
-            Kind::Tags
-        } else if csv {
-            if columns.is_empty() {
-                return Err(ConfigError::new(
-                    node.pos,
-                    "csv-parser() needs columns(\"name\" …)",
-                ));
-            }
-            csv_options.columns = columns.len();
-            Kind::Csv {
-                options: csv_options,
-                names: columns
-                    .iter()
-                    .map(|c| name_id(&format!("{prefix}{c}")))
-                    .collect(),
-                drop_invalid,
-            }
-        } else if regexp {
-            if patterns.is_empty() {
-                return Err(ConfigError::new(
-                    node.pos,
-                    "regexp-parser() needs patterns(\"regular expression\" …)",
-                ));
-            }
-            let mut compiled = Vec::new();
-            for p in &patterns {
-                let re = crate::filter::regex(&p.text, ignore_case)
-                    .map_err(|e| ConfigError::new(p.pos, e))?;
-                let names = re
-                    .capture_names()
-                    .enumerate()
-                    .filter_map(|(i, n)| n.map(|n| (i, name_id(&format!("{prefix}{n}")))))
-                    .collect();
-                compiled.push((re, names));
-            }
-            Kind::Regexp(compiled)
-        } else if kv {
-            Kind::Kv {
-                value_separator,
-                pair_separator,
-                stray_words_into,
-            }
-        } else {
-            Kind::Json {
-                marker,
-                extract_prefix,
-                key_delimiter,
-            }
-        };
+        let Built { kind, prefix } = (driver.build)(node, &mut o)?;
+        o.finish()?;
         Ok(Parser {
             kind,
             template,
@@ -830,6 +594,337 @@ fn parse_date(
     ))
 }
 
+/// `prefix()`: what the pairs a parser sets start with.
+fn prefix(o: &mut Options) -> Result<String, ConfigError> {
+    o.last("prefix").map_or(Ok(String::new()), Node::string)
+}
+
+/// The text of the last option named `name`, if given.
+fn text(o: &mut Options, name: &str) -> Result<Option<String>, ConfigError> {
+    o.last(name).map(Node::string).transpose()
+}
+
+fn kv_parser(_: &Node, o: &mut Options) -> Result<Built, ConfigError> {
+    let mut value_separator = b'=';
+    if let Some(opt) = o.last("value_separator") {
+        match opt.string()?.as_bytes() {
+            [b] if !matches!(b, b' ' | b'\'' | b'"') => value_separator = *b,
+            _ => {
+                return Err(ConfigError::new(
+                    opt.pos,
+                    "value-separator() takes one character other than a space or a quote",
+                ))
+            }
+        }
+    }
+    Ok(Built {
+        kind: Kind::Kv {
+            value_separator,
+            pair_separator: text(o, "pair_separator")?
+                .map_or_else(|| b", ".to_vec(), String::into_bytes),
+            stray_words_into: text(o, "extract_stray_words_into")?.map(|n| name_id(&n)),
+        },
+        prefix: prefix(o)?,
+    })
+}
+
+fn json_parser(_: &Node, o: &mut Options) -> Result<Built, ConfigError> {
+    let mut key_delimiter = '.';
+    if let Some(opt) = o.last("key_delimiter") {
+        let s = opt.string()?;
+        let mut chars = s.chars();
+        match (chars.next(), chars.next()) {
+            (Some(c), None) => key_delimiter = c,
+            _ => {
+                return Err(ConfigError::new(
+                    opt.pos,
+                    "key-delimiter() takes one character",
+                ))
+            }
+        }
+    }
+    Ok(Built {
+        kind: Kind::Json {
+            marker: text(o, "marker")?,
+            extract_prefix: text(o, "extract_prefix")?,
+            key_delimiter,
+        },
+        prefix: prefix(o)?,
+    })
+}
+
+fn csv_parser(node: &Node, o: &mut Options) -> Result<Built, ConfigError> {
+    let mut options = csv::Options {
+        columns: 0,
+        delimiters: b" ".to_vec(),
+        string_delimiters: Vec::new(),
+        quotes_start: b"\"'".to_vec(),
+        quotes_end: b"\"'".to_vec(),
+        null: None,
+        dialect: csv::Dialect::EscapeNone,
+        strip_whitespace: true,
+        greedy: false,
+    };
+    let mut drop_invalid = match o.last("drop_invalid") {
+        Some(opt) => opt.bool()?,
+        None => false,
+    };
+    let columns: Vec<String> = o
+        .all("columns")
+        .flat_map(|opt| opt.values().map(|v| v.text.clone()))
+        .collect();
+    for opt in o.all("delimiters") {
+        if let Some(v) = opt.first_value() {
+            options.delimiters = v.text.as_bytes().to_vec();
+        }
+        for d in opt.options() {
+            match d.key().as_str() {
+                "chars" => options.delimiters = d.string()?.into_bytes(),
+                "strings" => {
+                    options.string_delimiters =
+                        d.values().map(|v| v.text.as_bytes().to_vec()).collect()
+                }
+                _ => return Err(d.unknown_in(opt, &["chars", "strings"])),
+            }
+        }
+    }
+    if let Some(q) = text(o, "quotes")? {
+        options.quotes_start = q.clone().into_bytes();
+        options.quotes_end = q.into_bytes();
+    }
+    if let Some(pairs) = text(o, "quote_pairs")? {
+        let pairs = pairs.into_bytes();
+        options.quotes_start = pairs.chunks_exact(2).map(|p| p[0]).collect();
+        options.quotes_end = pairs.chunks_exact(2).map(|p| p[1]).collect();
+    }
+    if let Some(n) = text(o, "null")? {
+        options.null = (!n.is_empty()).then(|| n.into_bytes());
+    }
+    if let Some(opt) = o.last("dialect") {
+        let name = opt.string()?;
+        options.dialect = csv_dialect(&name).ok_or_else(|| {
+            ConfigError::unknown(
+                opt.pos,
+                "dialect() argument",
+                &name,
+                " in csv-parser()",
+                CSV_DIALECTS,
+            )
+        })?;
+    }
+    for opt in o.all("flags") {
+        // Flags replace the defaults: strip-whitespace only when named.
+        options.strip_whitespace = false;
+        let mut dialect = None;
+        for f in opt.words()? {
+            let flag = f.text.replace('_', "-");
+            match flag.as_str() {
+                "strip-whitespace" => options.strip_whitespace = true,
+                "greedy" => options.greedy = true,
+                "drop-invalid" => drop_invalid = true,
+                other => match csv_dialect(other) {
+                    Some(d) if dialect.is_none() => dialect = Some(d),
+                    Some(_) => {
+                        return Err(ConfigError::new(
+                            f.pos,
+                            "only one escape style can be used in the flags argument",
+                        ))
+                    }
+                    None => {
+                        return Err(ConfigError::unknown(
+                            f.pos,
+                            "csv-parser() flag",
+                            &f.text,
+                            "",
+                            &[
+                                "escape-none",
+                                "escape-backslash",
+                                "escape-double-char",
+                                "strip-whitespace",
+                                "greedy",
+                                "drop-invalid",
+                            ],
+                        ))
+                    }
+                },
+            }
+        }
+        if let Some(d) = dialect {
+            options.dialect = d;
+        }
+    }
+    if columns.is_empty() {
+        return Err(ConfigError::new(
+            node.pos,
+            "csv-parser() needs columns(\"name\" …)",
+        ));
+    }
+    options.columns = columns.len();
+    let prefix = prefix(o)?;
+    Ok(Built {
+        kind: Kind::Csv {
+            options,
+            names: columns
+                .iter()
+                .map(|c| name_id(&format!("{prefix}{c}")))
+                .collect(),
+            drop_invalid,
+        },
+        prefix,
+    })
+}
+
+fn regexp_parser(node: &Node, o: &mut Options) -> Result<Built, ConfigError> {
+    let patterns: Vec<&sluice_config::Value> = o.all("patterns").flat_map(|p| p.values()).collect();
+    if let Some(opt) = o.last("type") {
+        let t = opt.string()?;
+        if t != "pcre" {
+            return Err(ConfigError::unknown(
+                opt.pos,
+                "regexp-parser() type",
+                &t,
+                "",
+                &["pcre"],
+            ));
+        }
+    }
+    let mut ignore_case = false;
+    for opt in o.all("flags") {
+        for f in opt.words()? {
+            match sluice_config::normalize(&f.text).as_str() {
+                "ignore_case" => ignore_case = true,
+                "utf8" | "store_matches" | "disable_jit" | "global" => {}
+                _ => {
+                    return Err(ConfigError::unknown(
+                        f.pos,
+                        "flag",
+                        &f.text,
+                        " in regexp-parser()",
+                        &["ignore-case", "utf8", "store-matches"],
+                    ))
+                }
+            }
+        }
+    }
+    if patterns.is_empty() {
+        return Err(ConfigError::new(
+            node.pos,
+            "regexp-parser() needs patterns(\"regular expression\" …)",
+        ));
+    }
+    let prefix = prefix(o)?;
+    let mut compiled = Vec::new();
+    for p in &patterns {
+        let re =
+            crate::filter::regex(&p.text, ignore_case).map_err(|e| ConfigError::new(p.pos, e))?;
+        let names = re
+            .capture_names()
+            .enumerate()
+            .filter_map(|(i, n)| n.map(|n| (i, name_id(&format!("{prefix}{n}")))))
+            .collect();
+        compiled.push((re, names));
+    }
+    Ok(Built {
+        kind: Kind::Regexp(compiled),
+        prefix,
+    })
+}
+
+fn date_parser(_: &Node, o: &mut Options) -> Result<Built, ConfigError> {
+    let mut formats: Vec<String> = o
+        .all("format")
+        .flat_map(|opt| opt.values().map(|v| v.text.clone()))
+        .collect();
+    if formats.is_empty() {
+        formats.push("%FT%T%z".into());
+    }
+    let zone = match o.last("time_zone") {
+        Some(opt) => {
+            let v = opt.value()?;
+            Some(crate::time::Zone::parse(&v.text).map_err(|e| ConfigError::new(v.pos, e))?)
+        }
+        None => None,
+    };
+    let received = match o.last("time_stamp") {
+        Some(opt) => match opt.string()?.as_str() {
+            "stamp" => false,
+            "recvd" => true,
+            other => {
+                return Err(ConfigError::unknown(
+                    opt.pos,
+                    "time-stamp()",
+                    other,
+                    "",
+                    &["stamp", "recvd"],
+                ))
+            }
+        },
+        None => false,
+    };
+    for opt in o.all("flags") {
+        if let Some(f) = opt.words()?.first() {
+            if sluice_config::normalize(&f.text) != "guess_timezone" {
+                return Err(ConfigError::unknown(
+                    f.pos,
+                    "flag",
+                    &f.text,
+                    " in date-parser()",
+                    &["guess-timezone"],
+                ));
+            }
+            return Err(ConfigError::not_supported(
+                f.pos,
+                "flags(guess-timezone) in date-parser()",
+            ));
+        }
+    }
+    Ok(Built {
+        kind: Kind::Date {
+            formats,
+            zone,
+            received,
+        },
+        prefix: String::new(),
+    })
+}
+
+fn syslog_parser(_: &Node, o: &mut Options) -> Result<Built, ConfigError> {
+    let mut options = sluice_protocol::ParseOptions::default();
+    for opt in o.all("flags") {
+        for f in opt.words()? {
+            if !options.flags.set(&sluice_config::normalize(&f.text)) {
+                return Err(ConfigError::unknown(
+                    f.pos,
+                    "flag",
+                    &f.text,
+                    " in syslog-parser()",
+                    &[
+                        "syslog-protocol",
+                        "no-hostname",
+                        "check-hostname",
+                        "assume-utf8",
+                        "validate-utf8",
+                        "sanitize-utf8",
+                        "no-multi-line",
+                        "no-header",
+                    ],
+                ));
+            }
+        }
+    }
+    let drop_invalid = match o.last("drop_invalid") {
+        Some(opt) => opt.bool()?,
+        None => false,
+    };
+    Ok(Built {
+        kind: Kind::Syslog {
+            options: Box::new(options),
+            drop_invalid,
+        },
+        prefix: String::new(),
+    })
+}
+
 const CSV_DIALECTS: &[&str] = &["escape-none", "escape-backslash", "escape-double-char"];
 
 fn csv_dialect(name: &str) -> Option<csv::Dialect> {
@@ -852,6 +947,22 @@ mod tests {
             sluice_config::load_str("t.conf", &text).unwrap_or_else(|e| panic!("{}", e.render()));
         let s = &config.statements[0];
         Parsers::compile(&s.body, s.pos).unwrap_or_else(|e| panic!("{}", e.render(&config.map)))
+    }
+
+    /// Each parser is built once with each option its table declares: an option is accepted
+    /// exactly when the parser reads it.
+    #[test]
+    fn every_parser_reads_every_option_it_declares() {
+        for driver in DRIVERS {
+            sluice_config::declared::every_option_is_read(driver.sample, driver.options, |p| {
+                let text = format!("parser p {{ {p}; }};");
+                let config = sluice_config::load_str("t.conf", &text).map_err(|e| e.render())?;
+                let s = &config.statements[0];
+                Parsers::compile(&s.body, s.pos)
+                    .map(drop)
+                    .map_err(|e| e.render(&config.map))
+            });
+        }
     }
 
     fn pair(msg: &LogMessage, name: &str) -> String {
