@@ -527,3 +527,71 @@ fn one_reload_changes_removes_and_adds_sources() {
     let _ = client.kill();
     let _ = client.wait();
 }
+
+/// `internal()` follows reloads like any source: added, kept, changed (its new options apply)
+/// and removed.
+#[test]
+fn a_reload_adds_changes_and_removes_internal() {
+    let port = free_port();
+    let config = |internal: &str| {
+        format!(
+            r#"source s {{ network(ip(127.0.0.1) port({port})); }};
+            destination d {{ file("@OUT@/all.log"); }};
+            log {{ source(s); destination(d); }};
+            {internal}"#
+        )
+    };
+    let with = |tags: &str| {
+        config(&format!(
+            r#"source s_int {{ internal({tags}); }};
+            destination di {{ file("@OUT@/internal.log" template("$TAGS $MSG\n")); }};
+            log {{ source(s_int); destination(di); }};"#
+        ))
+    };
+    let mut s = Running::start(Server::Sluice, &config(""));
+    s.wait_tcp(port);
+    let internal_lines = |s: &Running| {
+        std::fs::read_to_string(s.out.join("internal.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let reload = |s: &Running, text: &str| {
+        rewrite_config(s, text);
+        let (ok, said) = ctl(s, &["reload"]);
+        assert!(ok, "{said}");
+    };
+    let wait_for = |s: &Running, what: &dyn Fn(&[String]) -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !what(&internal_lines(s)) {
+            assert!(
+                Instant::now() < deadline,
+                "{:?}\n{}",
+                internal_lines(s),
+                s.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    // Added: the reload's own notice reaches it.
+    reload(&s, &with(""));
+    wait_for(&s, &|l| {
+        l.iter().any(|l| l.contains("configuration reloaded"))
+    });
+    // Kept, then changed: the new options (a tag) apply.
+    reload(&s, &with(""));
+    reload(&s, &with(r#"tags("mine")"#));
+    wait_for(&s, &|l| {
+        l.iter()
+            .any(|l| l.contains("mine") && l.contains("configuration reloaded"))
+    });
+    // Removed: nothing more arrives.
+    reload(&s, &config(""));
+    std::thread::sleep(Duration::from_millis(500));
+    let before = internal_lines(&s).len();
+    let (ok, _) = ctl(&s, &["reload"]);
+    assert!(ok);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(internal_lines(&s).len(), before, "{:?}", internal_lines(&s));
+}

@@ -26,7 +26,9 @@
 //!    retiring listener at its address: a port in use fails the reload before anything changed.
 //! 4. Destinations are kept, or started taking over their predecessor's queue.
 //! 5. Retiring listeners stop accepting (handing their socket over, or closing it); the
-//!    connections of removed sources stop, those of changed sources go on.
+//!    connections of removed sources stop, those of changed sources go on. A changed or new
+//!    `internal()` takes sluice's own messages from here; the one it replaces finishes what it
+//!    holds.
 //! 6. The new dispatcher replaces the old; readers take it at their next read, with their
 //!    listener's new parsing options. The new listeners start.
 //! 7. Once no read prepared with the old dispatcher is in flight, destinations no one kept
@@ -57,6 +59,7 @@ pub use build::{build, build_with, Fingerprints, Pipeline};
 use anyhow::Context as _;
 use dispatch::Current;
 use sources::datagram::{Bind, DatagramSource};
+use sources::internal::InternalSource;
 use sources::stream::{Listen, StreamSource};
 use sources::{Context, Listener, Retire};
 use std::sync::Arc;
@@ -178,6 +181,14 @@ fn cannot_listen<S: Listener>(s: &S) -> String {
     )
 }
 
+/// A running `internal()` source: what a reload compares, how to stop it, its task.
+struct InternalRunning {
+    name: Arc<str>,
+    fingerprint: Option<String>,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
 /// What the main loop keeps of the running configuration.
 struct Running {
     ctx: Context,
@@ -186,6 +197,8 @@ struct Running {
     /// Per source name, what stops its connections: a reload that changes a source keeps
     /// them (they route by its name); one that removes it stops them.
     source_stops: std::collections::HashMap<Arc<str>, watch::Sender<bool>>,
+    /// The `internal()` source, when the configuration has one.
+    internal: Option<InternalRunning>,
     tasks: tokio::task::JoinSet<()>,
     globals_stop: watch::Sender<bool>,
     generation: u64,
@@ -238,6 +251,52 @@ impl Running {
             self.tasks.spawn(s.serve(bound, ctx, retired));
         }
         Ok(())
+    }
+
+    /// Starts `internal()`: sluice's own messages go to it from now on.
+    fn start_internal(&mut self, s: Arc<InternalSource>, fingerprints: &Fingerprints) {
+        let events = internal::subscribe(1024);
+        let (stop, stopped) = watch::channel(false);
+        let ctx = Context {
+            shutdown: stopped,
+            ..self.ctx.clone()
+        };
+        self.internal = Some(InternalRunning {
+            name: s.source_name.clone(),
+            fingerprint: fingerprints.sources.get(&*s.source_name).cloned(),
+            stop,
+            task: tokio::spawn(s.serve(events, ctx)),
+        });
+    }
+
+    /// Keeps `internal()` when its statement did not change; otherwise starts the new one
+    /// (which takes the messages from now on) and lets the old one finish what it holds.
+    fn reload_internal(
+        &mut self,
+        new: Option<Arc<InternalSource>>,
+        fingerprints: &Fingerprints,
+        same_shared: bool,
+    ) {
+        let kept = match (&self.internal, &new) {
+            (Some(old), Some(s)) => {
+                same_shared
+                    && old.name == s.source_name
+                    && old.fingerprint.is_some()
+                    && old.fingerprint.as_ref() == fingerprints.sources.get(&*s.source_name)
+            }
+            _ => false,
+        };
+        if kept {
+            return;
+        }
+        let old = self.internal.take();
+        match new {
+            Some(s) => self.start_internal(s, fingerprints),
+            None => internal::unsubscribe(),
+        }
+        if let Some(old) = old {
+            let _ = old.stop.send(true);
+        }
     }
 
     /// What stops the connections of the source `name` (and everything at the end).
@@ -350,6 +409,8 @@ impl Running {
             }
         }
         self.listening = listening;
+        let internal_source = new.internal.take();
+        self.reload_internal(internal_source, &new.fingerprints, same_shared);
         self.source_stops.retain(|name, stop| {
             let stays = used.contains(name);
             if !stays {
@@ -451,6 +512,7 @@ async fn serve(
         fingerprints: fingerprints.clone(),
         listening: Vec::new(),
         source_stops: std::collections::HashMap::new(),
+        internal: None,
         tasks: tokio::task::JoinSet::new(),
         globals_stop: stop_tx,
         generation: ctx.dispatcher.get().generation,
@@ -531,17 +593,15 @@ async fn serve(
         }
         None => None,
     };
-    let internal_events = internal_source.as_ref().map(|_| internal::subscribe(1024));
+    if let Some(s) = internal_source {
+        running.start_internal(s, &fingerprints);
+    }
     let (stdin_done_tx, mut stdin_done) = mpsc::channel(1);
     if let Some(s) = &stdin {
         running
             .tasks
             .spawn(s.clone().serve(ctx.clone(), stdin_done_tx.clone()));
     }
-    let internal_task = match (&internal_source, internal_events) {
-        (Some(s), Some(events)) => Some(tokio::spawn(s.clone().serve(events, ctx.clone()))),
-        _ => None,
-    };
     let mut services = tokio::task::JoinSet::new();
     let ctl_ino = control.as_ref().map(|(_, ino)| *ino);
     let control = control.map(|(listener, _)| {
@@ -645,10 +705,13 @@ async fn serve(
     for stop in running.source_stops.values() {
         let _ = stop.send(true);
     }
+    if let Some(i) = &running.internal {
+        let _ = i.stop.send(true);
+    }
     while running.tasks.join_next().await.is_some() {}
     internal::unsubscribe();
-    if let Some(t) = internal_task {
-        let _ = t.await;
+    if let Some(i) = running.internal.take() {
+        let _ = i.task.await;
     }
     let dispatcher = ctx.dispatcher.get();
     tokio::task::spawn_blocking(move || {
