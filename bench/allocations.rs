@@ -167,6 +167,7 @@ fn main() {
                     chunk,
                     take_frames(&mut frames),
                     origin.clone(),
+                    reader.ingest.clone(),
                     &reader,
                     pipeline.dispatcher.clone(),
                 );

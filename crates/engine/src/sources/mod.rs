@@ -178,6 +178,9 @@ pub struct Context {
 pub struct Routed {
     origin: Arc<Origin>,
     generation: u64,
+    /// The parsing options of the reader's listener in configuration `.0` (see
+    /// [`Routed::ingest`]).
+    ingest: Option<(u64, Arc<Ingest>)>,
 }
 
 impl Routed {
@@ -185,6 +188,21 @@ impl Routed {
         Routed {
             origin,
             generation: u64::MAX,
+            ingest: None,
+        }
+    }
+
+    /// How a reader of `spec` parses under `d`: its listener's options in `d`'s
+    /// configuration, looked up once per configuration (a connection kept across a reload
+    /// takes the new ones), else the ones it started with.
+    pub fn ingest(&mut self, d: &Dispatcher, spec: &ReaderSpec) -> Arc<Ingest> {
+        match &self.ingest {
+            Some((generation, ingest)) if *generation == d.generation => ingest.clone(),
+            _ => {
+                let ingest = d.ingest_of(&spec.listener).unwrap_or(&spec.ingest).clone();
+                self.ingest = Some((d.generation, ingest.clone()));
+                ingest
+            }
         }
     }
 
@@ -478,23 +496,20 @@ impl Read {
             ));
             return None;
         };
-        Some(Read::of(chunk, frames, origin, spec, dispatcher))
+        let ingest = routed.ingest(&dispatcher, spec);
+        Some(Read::of(chunk, frames, origin, ingest, spec, dispatcher))
     }
 
-    /// A read of `chunk` cut into `frames`, from `origin`, received now, to dispatch with
-    /// `dispatcher`.
+    /// A read of `chunk` cut into `frames`, from `origin`, received now, to parse with
+    /// `ingest` and dispatch with `dispatcher`.
     pub fn of(
         chunk: Bytes,
         frames: Vec<Frame>,
         origin: Arc<Origin>,
+        ingest: Arc<Ingest>,
         spec: &ReaderSpec,
         dispatcher: Arc<Dispatcher>,
     ) -> Read {
-        // After a reload, the options the new configuration gives this listener.
-        let ingest = dispatcher
-            .ingest_of(&spec.listener)
-            .unwrap_or(&spec.ingest)
-            .clone();
         Read {
             chunk,
             frames,
