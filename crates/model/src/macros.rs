@@ -458,24 +458,32 @@ pub fn msghdr(msg: &LogMessage, escape: bool, out: &mut Vec<u8>) {
 /// structured data as name-value pairs.
 pub fn format_sdata(msg: &LogMessage, seq: u32, out: &mut Vec<u8>) {
     let params = || msg.fields.sd_params(msg.raw);
-    if has_repeated_params(params) {
+    if has_repeated_params(params()) {
         append_sdata(msg, seq, once_each(params()).into_iter(), out);
     } else {
         append_sdata(msg, seq, params(), out);
     }
 }
 
-/// Some parameter (an id and a name) is written twice. Pairwise for the usual handful,
-/// through a set for many (a sender may write thousands).
-fn has_repeated_params<'a, I: Iterator<Item = SdPair<'a>>>(params: impl Fn() -> I) -> bool {
-    let named = || params().filter_map(|p| Some((p.id, p.name?)));
-    if named().nth(16).is_none() {
-        return named()
-            .enumerate()
-            .any(|(i, key)| named().skip(i + 1).any(|k| k == key));
+/// Some parameter (an id and a name) is written twice. The structured data is read once:
+/// up to 16 parameters are kept on the stack and compared pairwise, more go through a set (a
+/// sender may write thousands).
+fn has_repeated_params<'a>(params: impl Iterator<Item = SdPair<'a>>) -> bool {
+    const FEW: usize = 16;
+    let mut few: [(&[u8], &[u8]); FEW] = [(&[], &[]); FEW];
+    let mut named = params.filter_map(|p| Some((p.id, p.name?)));
+    for (n, key) in named.by_ref().enumerate() {
+        if few[..n.min(FEW)].contains(&key) {
+            return true;
+        }
+        if n == FEW {
+            let mut seen: std::collections::HashSet<(&[u8], &[u8])> = few.into_iter().collect();
+            seen.insert(key);
+            return named.any(|key| !seen.insert(key));
+        }
+        few[n] = key;
     }
-    let mut seen = std::collections::HashSet::new();
-    named().any(|key| !seen.insert(key))
+    false
 }
 
 /// The parameters with each id and name once, where it first stood, with its last value.
