@@ -187,9 +187,14 @@ fn run_both_masked(
             outputs.push(server.settle_and_stop());
         }
         let ended = jiff::Timestamp::now();
+        // Each server's pid is masked in both outputs: a corpus line from a process
+        // `syslog-ng[N]` is masked alike in both when a server happens to run as pid N.
+        let pids: Vec<u32> = outputs.iter().map(|o| o.pid).collect();
         for o in &mut outputs {
             mask_receive_times(&mut o.files, started, ended);
-            mask_pid(&mut o.files, o.pid);
+            for &pid in &pids {
+                mask_pid(&mut o.files, pid);
+            }
         }
         if let Some(rewrite) = deliberate {
             rewrite(&mut outputs[0].files);
