@@ -10,6 +10,7 @@
 use crate::message::{facility_by_name, severity_by_name, tag_id, LogMessage, TagId};
 use crate::template::{Template, ValueRef};
 use regex::bytes::{Regex, RegexBuilder};
+use sluice_config::declared::{read, Declared, Options};
 use sluice_config::{ConfigError, Expr, Node, Pos, Value};
 use std::sync::Arc;
 
@@ -357,23 +358,123 @@ impl Filter {
     }
 }
 
-/// The filter functions of this version; others syslog-ng has are refused as not yet supported.
-pub const FUNCTIONS: &[&str] = &[
-    "facility",
-    "level",
-    "severity",
-    "priority",
-    "program",
-    "host",
-    "message",
-    "match",
-    "filter",
-    "tags",
-    "source",
-    "netmask",
-    "netmask6",
-    "in-list",
-    "rate-limit",
+/// A filter function as syslog-ng names it: the names it answers to (`key()` spelling), the
+/// options it reads, a valid use of it (for its table test) and how it is compiled.
+struct FilterFunction {
+    names: &'static [&'static str],
+    options: &'static [Declared],
+    #[cfg_attr(not(test), allow(dead_code))]
+    sample: &'static str,
+    build: fn(&Node, &mut Options, &mut NamedFilters) -> Result<Filter, ConfigError>,
+}
+
+const MATCH_TYPE: Declared = read("type", "type(string)");
+const MATCH_FLAGS: Declared = read("flags", "flags(ignore-case)");
+
+/// The filter functions of this version.
+static FUNCTIONS: &[FilterFunction] = &[
+    FilterFunction {
+        names: &["facility"],
+        options: &[],
+        sample: "facility(local0)",
+        build: |node, _, _| {
+            let mut mask = 0u128;
+            for v in range_words(node.words()?) {
+                for n in range(&v, |s| facility_by_name(s).map(u32::from))? {
+                    mask |= 1 << n;
+                }
+            }
+            Ok(Filter::Facility(mask))
+        },
+    },
+    FilterFunction {
+        names: &["level", "severity", "priority"],
+        options: &[],
+        sample: "level(err..emerg)",
+        build: |node, _, _| {
+            let mut mask = 0u8;
+            for v in range_words(node.words()?) {
+                for n in range(&v, |s| severity_by_name(s).map(u32::from))? {
+                    mask |= 1 << n;
+                }
+            }
+            Ok(Filter::Severity(mask))
+        },
+    },
+    FilterFunction {
+        names: &["program", "host", "message"],
+        options: &[MATCH_TYPE, MATCH_FLAGS],
+        sample: "program(\"app\")",
+        build: |node, o, _| matcher_filter(node, o),
+    },
+    FilterFunction {
+        names: &["match"],
+        options: &[
+            MATCH_TYPE,
+            MATCH_FLAGS,
+            read("value", "value(\"HOST\")"),
+            read("template", "template(\"$HOST\")"),
+        ],
+        sample: "match(\"app\")",
+        build: |node, o, _| matcher_filter(node, o),
+    },
+    FilterFunction {
+        names: &["tags"],
+        options: &[],
+        sample: "tags(\"a\")",
+        build: |node, _, _| {
+            let tags: Vec<TagId> = node.values().map(|v| tag_id(&v.text)).collect();
+            if tags.is_empty() {
+                return Err(ConfigError::new(
+                    node.pos,
+                    "tags() takes tag names: tags(\"a\", \"b\")",
+                ));
+            }
+            Ok(Filter::Tags(tags))
+        },
+    },
+    FilterFunction {
+        names: &["source"],
+        options: &[],
+        sample: "source(\"s\")",
+        build: |node, _, _| Ok(Filter::Source(Arc::from(node.value()?.text.as_str()))),
+    },
+    FilterFunction {
+        names: &["netmask"],
+        options: &[],
+        sample: "netmask(\"10.0.0.0/8\")",
+        build: |node, _, _| netmask(node.value()?),
+    },
+    FilterFunction {
+        names: &["netmask6"],
+        options: &[],
+        sample: "netmask6(\"2001:db8::/32\")",
+        build: |node, _, _| netmask6(node.value()?),
+    },
+    FilterFunction {
+        names: &["in_list"],
+        options: &[read("value", "value(\"HOST\")")],
+        sample: "in-list(\"/dev/null\" value(\"HOST\"))",
+        build: |node, o, _| in_list(node, o),
+    },
+    FilterFunction {
+        names: &["rate_limit", "throttle"],
+        options: &[
+            read("rate", "rate(10)"),
+            read("template", "template(\"$HOST\")"),
+        ],
+        sample: "rate-limit(rate(5))",
+        build: |node, o, _| rate_limit(node, o),
+    },
+    FilterFunction {
+        names: &["filter"],
+        options: &[],
+        sample: "filter(f_other)",
+        build: |node, _, named| {
+            let v = node.value()?;
+            Ok(Filter::Named(named(&v.text, v.pos)?))
+        },
+    },
 ];
 
 /// Resolves `filter(name)` references while compiling.
@@ -394,53 +495,25 @@ pub fn compile(expr: &Expr, named: &mut NamedFilters) -> Result<Filter, ConfigEr
 
 fn call(node: &Node, named: &mut NamedFilters) -> Result<Filter, ConfigError> {
     let key = node.key();
-    match key.as_str() {
-        "facility" => {
-            let mut mask = 0u128;
-            for v in range_words(node.words()?) {
-                for n in range(&v, |s| facility_by_name(s).map(u32::from))? {
-                    mask |= 1 << n;
-                }
-            }
-            Ok(Filter::Facility(mask))
-        }
-        "level" | "severity" | "priority" => {
-            let mut mask = 0u8;
-            for v in range_words(node.words()?) {
-                for n in range(&v, |s| severity_by_name(s).map(u32::from))? {
-                    mask |= 1 << n;
-                }
-            }
-            Ok(Filter::Severity(mask))
-        }
-        "program" | "host" | "message" | "match" => matcher_filter(node, &key),
-        "tags" => {
-            let tags: Vec<TagId> = node.values().map(|v| tag_id(&v.text)).collect();
-            if tags.is_empty() || node.options().next().is_some() {
-                return Err(ConfigError::new(
-                    node.pos,
-                    "tags() takes tag names: tags(\"a\", \"b\")",
-                ));
-            }
-            Ok(Filter::Tags(tags))
-        }
-        "source" => Ok(Filter::Source(Arc::from(node.value()?.text.as_str()))),
-        "netmask" => netmask(node.value()?),
-        "netmask6" => netmask6(node.value()?),
-        "in_list" => in_list(node),
-        "rate_limit" | "throttle" => rate_limit(node),
-        "filter" => Ok(Filter::Named(named(
-            &node.value()?.text,
-            node.value()?.pos,
-        )?)),
-        _ => Err(ConfigError::unknown(
+    let Some(function) = FUNCTIONS.iter().find(|f| f.names.contains(&key.as_str())) else {
+        let names: Vec<String> = FUNCTIONS
+            .iter()
+            .flat_map(|f| f.names)
+            .map(|n| n.replace('_', "-"))
+            .collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        return Err(ConfigError::unknown(
             node.pos,
             "filter function",
             &node.name,
             "",
-            FUNCTIONS,
-        )),
-    }
+            &names,
+        ));
+    };
+    let mut o = Options::check(node, function.options)?;
+    let filter = (function.build)(node, &mut o, named)?;
+    o.finish()?;
+    Ok(filter)
 }
 
 /// Token buckets per key, as syslog-ng's `rate-limit()` keeps them: each key starts with `rate`
@@ -498,28 +571,27 @@ impl RateLimit {
     }
 }
 
-fn rate_limit(node: &Node) -> Result<Filter, ConfigError> {
-    let mut key = None;
-    let mut rate = None;
-    for opt in node.options() {
-        match opt.key().as_str() {
-            "template" => {
-                let v = opt.value()?;
-                key = Some(Template::compile(&v.text).map_err(|e| ConfigError::new(v.pos, e))?);
-            }
-            "rate" => {
-                let n = opt.u64()?;
-                if n == 0 {
-                    return Err(ConfigError::new(
-                        opt.pos,
-                        "rate() must be a positive number",
-                    ));
-                }
-                rate = Some(i64::try_from(n).unwrap_or(i64::MAX));
-            }
-            _ => return Err(opt.unknown_in(node, &["template", "rate"])),
+fn rate_limit(node: &Node, o: &mut Options) -> Result<Filter, ConfigError> {
+    let key = match o.last("template") {
+        Some(opt) => {
+            let v = opt.value()?;
+            Some(Template::compile(&v.text).map_err(|e| ConfigError::new(v.pos, e))?)
         }
-    }
+        None => None,
+    };
+    let rate = match o.last("rate") {
+        Some(opt) => {
+            let n = opt.u64()?;
+            if n == 0 {
+                return Err(ConfigError::new(
+                    opt.pos,
+                    "rate() must be a positive number",
+                ));
+            }
+            Some(i64::try_from(n).unwrap_or(i64::MAX))
+        }
+        None => None,
+    };
     let rate = rate.ok_or_else(|| {
         ConfigError::new(node.pos, "rate-limit() needs rate(messages per second)")
     })?;
@@ -634,26 +706,23 @@ fn netmask6(v: &Value) -> Result<Filter, ConfigError> {
 
 /// `in-list("file" value("NAME"))`: the file's lines, each without its last byte (its line
 /// end), as syslog-ng reads them; empty lines are left out.
-fn in_list(node: &Node) -> Result<Filter, ConfigError> {
+fn in_list(node: &Node, o: &mut Options) -> Result<Filter, ConfigError> {
     let file = node.first_value().ok_or_else(|| {
         ConfigError::new(
             node.pos,
             "in-list() needs a file: in-list(\"/etc/syslog-ng/hosts.list\" value(\"HOST\"))",
         )
     })?;
-    let mut value = None;
-    for opt in node.options() {
-        match opt.key().as_str() {
-            "value" => {
-                let v = opt.value()?;
-                value = Some(
-                    ValueRef::parse(v.text.trim_start_matches('$'))
-                        .map_err(|e| ConfigError::new(v.pos, e))?,
-                );
-            }
-            _ => return Err(opt.unknown_in(node, &["value"])),
+    let value = match o.last("value") {
+        Some(opt) => {
+            let v = opt.value()?;
+            Some(
+                ValueRef::parse(v.text.trim_start_matches('$'))
+                    .map_err(|e| ConfigError::new(v.pos, e))?,
+            )
         }
-    }
+        None => None,
+    };
     let value = value.ok_or_else(|| {
         ConfigError::new(
             node.pos,
@@ -715,45 +784,41 @@ fn range(
     }
 }
 
-fn matcher_filter(node: &Node, key: &str) -> Result<Filter, ConfigError> {
+/// `program()`, `host()`, `message()` and `match()`: a pattern against a part of the message.
+fn matcher_filter(node: &Node, o: &mut Options) -> Result<Filter, ConfigError> {
+    let key = node.key();
     let pattern = node
         .first_value()
         .ok_or_else(|| ConfigError::new(node.pos, format!("{}() needs a pattern", node.name)))?;
-    let mut kind = "pcre".to_string();
+    let kind = match o.last("type") {
+        Some(opt) => opt.string()?,
+        None => "pcre".to_string(),
+    };
     let mut flags: Vec<&Value> = Vec::new();
-    let mut subject = match key {
+    for opt in o.all("flags") {
+        flags.extend(opt.words()?);
+    }
+    let subject = match key.as_str() {
         "program" => Subject::Program,
         "host" => Subject::Host,
         "message" => Subject::Message,
-        _ => Subject::HeaderAndMessage,
-    };
-    for opt in node.options() {
-        match opt.key().as_str() {
-            "type" => kind = opt.string()?,
-            "flags" => flags.extend(opt.words()?),
-            "value" if key == "match" => {
+        _ => match o.last_of(&["value", "template"]) {
+            Some(opt) if opt.key() == "value" => {
                 let v = opt.value()?;
-                subject = Subject::Value(
+                Subject::Value(
                     ValueRef::parse(v.text.trim_start_matches('$'))
                         .map_err(|e| ConfigError::new(v.pos, e))?,
-                );
+                )
             }
-            "template" if key == "match" => {
+            Some(opt) => {
                 let v = opt.value()?;
-                subject = Subject::Template(
+                Subject::Template(
                     Template::compile(&v.text).map_err(|e| ConfigError::new(v.pos, e))?,
-                );
+                )
             }
-            _ => {
-                let valid: &[&str] = if key == "match" {
-                    &["type", "flags", "value", "template"]
-                } else {
-                    &["type", "flags"]
-                };
-                return Err(opt.unknown_in(node, valid));
-            }
-        }
-    }
+            None => Subject::HeaderAndMessage,
+        },
+    };
     let mut ignore_case = false;
     let mut store = false;
     let mut mode = StringMode::Exact;
@@ -844,6 +909,33 @@ fn glob_to_regex(glob: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each filter function is compiled once with each option its table declares: an option
+    /// is accepted exactly when the function reads it.
+    #[test]
+    fn every_filter_function_reads_every_option_it_declares() {
+        for function in FUNCTIONS {
+            sluice_config::declared::every_option_is_read(
+                function.sample,
+                function.options,
+                |call| {
+                    let text = format!("filter f {{ {call}; }};");
+                    let config =
+                        sluice_config::load_str("t.conf", &text).map_err(|e| e.render())?;
+                    let sluice_config::Body::Filter(expr) = &config.statements[0].body else {
+                        unreachable!("a filter statement")
+                    };
+                    compile(expr, &mut |name, pos| {
+                        Ok(Arc::new(Filter::Source(Arc::from(format!(
+                            "{name}@{pos:?}"
+                        )))))
+                    })
+                    .map(drop)
+                    .map_err(|e| e.render(&config.map))
+                },
+            );
+        }
+    }
 
     #[test]
     fn rate_limit_gives_each_key_its_rate_a_second() {
