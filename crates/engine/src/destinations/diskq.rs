@@ -980,6 +980,23 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn disk_buffers_keep_the_queue_contract() {
+        use crate::destinations::queue::contract::{check, Acks};
+        for reliable in [true, false] {
+            check(Acks::WhenStored, &|dir| {
+                DiskQueue::open(
+                    label(),
+                    dir.join("q"),
+                    opts(reliable),
+                    DestCounters::default(),
+                )
+                .unwrap()
+            })
+            .await;
+        }
+    }
+
+    #[tokio::test]
     async fn a_full_buffer_holds_flow_controlled_batches_and_drops_others() {
         let dir = tempfile::tempdir().unwrap();
         let q = DiskQueue::open(
@@ -1015,5 +1032,194 @@ mod tests {
         q.take(Duration::from_secs(1), usize::MAX, &mut taken);
         assert!(taken[0].data.ends_with(b" 2\n"));
         q.stop();
+    }
+
+    /// What a test does to a disk buffer, as its sender and its operator would.
+    #[derive(Clone, Debug)]
+    enum Step {
+        /// A reader queues a batch of this many messages of this many bytes.
+        Push(usize, usize),
+        /// The sender takes about this many bytes.
+        Take(usize),
+        /// The sender has sent the oldest of what it took (this many, at most).
+        Done(usize),
+        /// The sender gives back the newest of what it took (this many, at most).
+        PutBack(usize),
+        /// A clean stop and a start.
+        Restart,
+        /// `kill -9`: the files as they are, opened by a new start.
+        Crash,
+    }
+
+    fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => (1usize..8, 1usize..40_000).prop_map(|(n, size)| Step::Push(n, size)),
+            3 => (1usize..200_000).prop_map(Step::Take),
+            3 => (1usize..6).prop_map(Step::Done),
+            1 => (1usize..4).prop_map(Step::PutBack),
+            1 => Just(Step::Restart),
+            1 => Just(Step::Crash),
+        ]
+    }
+
+    /// A batch whose bytes say which it is, so that a batch out of place is seen.
+    fn numbered(serial: usize, n: usize, size: usize) -> Batch {
+        let mut b = Batch::new(None);
+        for i in 0..n {
+            let head = format!("{serial}.{i} ");
+            b.data.extend_from_slice(head.as_bytes());
+            b.data.resize(
+                b.data.len() + size.saturating_sub(head.len()),
+                b'x' + (serial % 3) as u8,
+            );
+            b.data.push(b'\n');
+            b.end_message();
+        }
+        b
+    }
+
+    /// Copies the buffer's files as they are now (what a `kill -9` leaves).
+    fn copy_dir(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+
+    /// Waits until the disk thread has written everything pushed (`expected` records).
+    fn settle(q: &DiskQueue, expected: usize) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let state = q.lock();
+            if state.unwritten.is_empty() && state.records.len() + state.taken.len() == expected {
+                return;
+            }
+            drop(state);
+            assert!(
+                Instant::now() < deadline,
+                "the disk thread did not write what was pushed"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config {
+            cases: 48,
+            failure_persistence: None,
+            ..proptest::test_runner::Config::default()
+        })]
+
+        /// Against a model (the batches pushed and not yet sent, in order, and how many of them
+        /// the sender holds), any sequence of pushes, takes, sends, give-backs, restarts and
+        /// crashes gives the sender exactly the batches the model says, in order: nothing sent
+        /// comes back, nothing unsent is lost, a full buffer drops exactly what does not fit.
+        #[test]
+        fn a_disk_buffer_gives_what_was_pushed_and_not_sent_in_order(
+            reliable in proptest::bool::ANY,
+            steps in proptest::collection::vec(step(), 1..40),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let mut path = dir.path().join("q");
+            let opts = DiskBufferOptions {
+                capacity: 4 << 20,
+                ..opts(reliable)
+            };
+            let open = |path: &Path| {
+                DiskQueue::open(label(), path.to_path_buf(), opts.clone(), DestCounters::default())
+                    .unwrap()
+            };
+            let mut q = open(&path);
+            // The model: batches not yet sent (bytes, record size), oldest first; the sender
+            // holds the first `held.len()`; what was dropped since the last start.
+            let mut unsent: VecDeque<(Vec<u8>, u64)> = VecDeque::new();
+            let mut used = 0u64;
+            let mut held: Vec<Batch> = Vec::new();
+            let mut dropped = 0u64;
+            let mut serial = 0;
+            let mut crashes = 0;
+            for step in steps {
+                match step {
+                    Step::Push(n, size) => {
+                        let b = numbered(serial, n, size);
+                        serial += 1;
+                        let size = record_size(&b);
+                        if used == 0 || used + size <= opts.capacity {
+                            used += size;
+                            unsent.push_back((b.data.clone(), size));
+                        } else {
+                            dropped += b.len() as u64;
+                        }
+                        q.push(b);
+                    }
+                    Step::Take(bytes) => {
+                        if held.len() == unsent.len() {
+                            continue;
+                        }
+                        let before = held.len();
+                        let deadline = Instant::now() + Duration::from_secs(10);
+                        while held.len() == before {
+                            assert!(Instant::now() < deadline, "nothing to take");
+                            q.take(Duration::from_millis(200), bytes, &mut held);
+                        }
+                        for (i, b) in held.iter().enumerate().skip(before) {
+                            proptest::prop_assert!(
+                                b.data == unsent[i].0,
+                                "batch {i} out of place: {:?}",
+                                String::from_utf8_lossy(&b.data[..b.data.len().min(20)])
+                            );
+                        }
+                    }
+                    Step::Done(k) => {
+                        let k = k.min(held.len());
+                        let mut sent: Vec<Batch> = held.drain(..k).collect();
+                        q.done(&mut sent);
+                        used -= unsent.drain(..k).map(|(_, size)| size).sum::<u64>();
+                    }
+                    Step::PutBack(k) => {
+                        let k = k.min(held.len());
+                        let mut back = held.split_off(held.len() - k);
+                        q.put_back(&mut back);
+                    }
+                    Step::Restart => {
+                        held.clear();
+                        q.stop();
+                        drop(q);
+                        q = open(&path);
+                        dropped = 0;
+                    }
+                    Step::Crash => {
+                        settle(&q, unsent.len());
+                        crashes += 1;
+                        let copy = dir.path().join(format!("crash{crashes}"));
+                        copy_dir(&path, &copy);
+                        held.clear();
+                        q.stop();
+                        drop(q);
+                        path = copy;
+                        q = open(&path);
+                        dropped = 0;
+                    }
+                }
+            }
+            proptest::prop_assert_eq!(q.counters.dropped.load(Ordering::Relaxed), dropped);
+            // What is left comes out whole and in order after one more start.
+            held.clear();
+            q.stop();
+            drop(q);
+            let q = open(&path);
+            let mut rest = Vec::new();
+            while rest.len() < unsent.len() {
+                let before = rest.len();
+                q.take(Duration::from_millis(500), usize::MAX, &mut rest);
+                proptest::prop_assert!(rest.len() > before, "{} of {} unsent batches came back", before, unsent.len());
+            }
+            let rest: Vec<Vec<u8>> = rest.into_iter().map(|b| b.data).collect();
+            let unsent: Vec<Vec<u8>> = unsent.into_iter().map(|(data, _)| data).collect();
+            proptest::prop_assert!(rest == unsent, "the unsent batches differ after a start");
+            q.stop();
+        }
     }
 }

@@ -13,6 +13,8 @@ use crate::stats::DestCounters;
 use crate::window::Ack;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
+#[cfg(test)]
+use std::sync::Arc;
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
@@ -269,5 +271,128 @@ mod tests {
         assert_eq!(q.push_counting(batch(10, Some(ack.clone()))), 0);
         assert_eq!(q.push_counting(batch(1, None)), 0);
         assert_eq!(q.waiting(), 11);
+    }
+
+    #[tokio::test]
+    async fn the_memory_queue_keeps_the_queue_contract() {
+        contract::check(contract::Acks::WhenSent, &|_| {
+            Arc::new(Queue::new(1000, DestCounters::default()))
+        })
+        .await;
+    }
+}
+
+/// What every [`BatchQueue`] does, whatever keeps its batches: run over the memory queue here
+/// and over the disk buffer in `diskq.rs`.
+#[cfg(test)]
+pub(crate) mod contract {
+    use super::*;
+    use std::path::Path;
+    use std::sync::Arc;
+    use tokio::sync::oneshot;
+
+    /// When a flow-controlled batch's acknowledgement may go (its reader's credits return).
+    pub enum Acks {
+        /// Once it is sent ([`BatchQueue::done`]).
+        WhenSent,
+        /// Once it is stored (a reliable disk buffer), and never before it is stored.
+        WhenStored,
+    }
+
+    fn batch(tag: &str, n: usize, ack: Option<Ack>) -> Batch {
+        let mut b = Batch::new(ack);
+        for i in 0..n {
+            b.data.extend_from_slice(format!("{tag}.{i}\n").as_bytes());
+            b.end_message();
+        }
+        b
+    }
+
+    fn text(batches: &[Batch]) -> String {
+        batches
+            .iter()
+            .map(|b| String::from_utf8_lossy(&b.data).into_owned())
+            .collect()
+    }
+
+    /// Takes until `n` batches are in `into`.
+    fn take_n(q: &dyn BatchQueue, n: usize, max_bytes: usize, into: &mut Vec<Batch>) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while into.len() < n {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} of {n} batches",
+                into.len()
+            );
+            q.take(Duration::from_millis(100), max_bytes, into);
+        }
+    }
+
+    /// Runs the contract over queues `make` opens in a directory of their own.
+    pub async fn check(acks: Acks, make: &dyn Fn(&Path) -> Arc<dyn BatchQueue>) {
+        let dir = tempfile::tempdir().unwrap();
+        let q = make(dir.path());
+        let queued = || q.counters().queued.load(Ordering::Relaxed);
+
+        // In order; a take moves at least one batch, however small `max_bytes`.
+        for tag in ["a", "b", "c", "d"] {
+            q.push(batch(tag, 2, None));
+        }
+        assert_eq!(queued(), 8);
+        let mut taken = Vec::new();
+        take_n(&*q, 1, 1, &mut taken);
+        assert_eq!(taken.len(), 1, "a take of 1 byte moves one batch");
+        take_n(&*q, 4, usize::MAX, &mut taken);
+        assert_eq!(text(&taken), "a.0\na.1\nb.0\nb.1\nc.0\nc.1\nd.0\nd.1\n");
+
+        // What the sender gives back comes first again, in order.
+        let mut back = taken.split_off(2);
+        q.put_back(&mut back);
+        assert!(back.is_empty());
+        q.push(batch("e", 1, None));
+        take_n(&*q, 5, usize::MAX, &mut taken);
+        assert_eq!(text(&taken[2..]), "c.0\nc.1\nd.0\nd.1\ne.0\n");
+
+        // What was sent leaves the count.
+        q.done(&mut taken);
+        assert!(taken.is_empty());
+        assert_eq!(queued(), 0);
+
+        // A flow-controlled batch keeps its reader waiting until it is sent (or stored).
+        let window = crate::window::Window::new(10);
+        let (delivered, mut acknowledged) = oneshot::channel();
+        let ack = window.take_acknowledged(2, delivered).await;
+        q.push(batch("f", 2, Some(ack)));
+        take_n(&*q, 1, usize::MAX, &mut taken);
+        match acks {
+            Acks::WhenSent => {
+                assert!(
+                    acknowledged.try_recv().is_err(),
+                    "acknowledged before it was sent"
+                );
+                q.done(&mut taken);
+            }
+            Acks::WhenStored => q.done(&mut taken),
+        }
+        tokio::time::timeout(Duration::from_secs(5), &mut acknowledged)
+            .await
+            .expect("acknowledged once sent")
+            .expect("the acknowledgement is dropped, not lost");
+
+        // Stopping: everything queued before the stop is still taken, then the queue says
+        // nothing more comes.
+        q.push(batch("g", 3, None));
+        q.push(batch("h", 1, None));
+        q.stop();
+        assert!(q.is_stopping());
+        let mut finished = false;
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !(finished && taken.len() == 2) {
+            assert!(std::time::Instant::now() < deadline, "{}", text(&taken));
+            finished = q.take(Duration::from_millis(100), usize::MAX, &mut taken);
+        }
+        assert_eq!(text(&taken), "g.0\ng.1\ng.2\nh.0\n");
+        q.done(&mut taken);
+        assert_eq!(queued(), 0);
     }
 }
