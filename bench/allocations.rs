@@ -129,7 +129,10 @@ fn main() {
             .unwrap_or_else(|e| panic!("{}", e.render()));
         let pipeline =
             sluice_engine::build(&config).unwrap_or_else(|e| panic!("{}", e.render(&config.map)));
-        let reader = pipeline.streams[0].reader.clone();
+        let reader = pipeline.sources[0]
+            .reader()
+            .expect("a network source reads bytes")
+            .clone();
         let origin = Arc::new(Origin {
             source_name: Arc::from("s"),
             source_id: 0,

@@ -595,3 +595,125 @@ fn a_reload_adds_changes_and_removes_internal() {
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(internal_lines(&s).len(), before, "{:?}", internal_lines(&s));
 }
+
+/// `stdin()` is kept, changed, removed and added by a reload like any other source: a changed
+/// one's reader goes on with the new options, a removed one stops reading (and its end of
+/// input no longer stops sluice), an added one reads, and its end of input stops sluice.
+#[test]
+fn a_reload_keeps_changes_removes_and_adds_stdin() {
+    use std::io::Write;
+    let port = free_port();
+    let config = |stdin: &str| {
+        format!(
+            r#"source s {{ network(ip(127.0.0.1) port({port})); }};
+            destination d {{ file("@OUT@/all.log"); }};
+            log {{ source(s); destination(d); }};
+            {stdin}"#
+        )
+    };
+    let with = |options: &str| {
+        config(&format!(
+            r#"source s_in {{ stdin({options}); }};
+            destination di {{ file("@OUT@/in.log" template("$TAGS $MSG\n")); }};
+            log {{ source(s_in); destination(di); }};"#
+        ))
+    };
+    let mut s = Running::start_with_stdin(Server::Sluice, &with(""));
+    s.wait_tcp(port);
+    let reload = |s: &Running, text: &str| {
+        rewrite_config(s, text);
+        let (ok, said) = ctl(s, &["reload"]);
+        assert!(ok, "{said}");
+    };
+    let lines = |s: &Running| -> Vec<String> {
+        std::fs::read_to_string(s.out.join("in.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    };
+    let wait_for = |s: &Running, what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !lines(s).iter().any(|l| l.ends_with(what)) {
+            assert!(
+                Instant::now() < deadline,
+                "{what}: {:?}\n{}",
+                lines(s),
+                s.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let send = |s: &mut Running, line: &str| {
+        let pipe = s.child.stdin.as_mut().expect("stdin is a pipe");
+        let line = format!("<13>Jan  1 00:00:00 h app: {line}\n");
+        pipe.write_all(line.as_bytes()).unwrap();
+        pipe.flush().unwrap();
+    };
+    send(&mut s, "one");
+    wait_for(&s, "one");
+    // Kept.
+    reload(&s, &with(""));
+    send(&mut s, "two");
+    wait_for(&s, "two");
+    // Changed: the same reader reads on, tagging as the new statement says.
+    reload(&s, &with(r#"tags("v2")"#));
+    send(&mut s, "three");
+    wait_for(&s, "three");
+    let three = lines(&s)
+        .into_iter()
+        .find(|l| l.ends_with("three"))
+        .unwrap();
+    assert!(three.contains("v2"), "{three}");
+    // Removed: nothing more is read.
+    reload(&s, &config(""));
+    send(&mut s, "four");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        !lines(&s).iter().any(|l| l.ends_with("four")),
+        "{:?}",
+        lines(&s)
+    );
+    // Added again: it reads on from where the removed one stopped, and the end of its input
+    // stops sluice.
+    reload(&s, &with(r#"tags("v3")"#));
+    send(&mut s, "five");
+    wait_for(&s, "five");
+    wait_for(&s, "four");
+    drop(s.child.stdin.take());
+    s.wait_exit();
+    assert!(s.child.wait().unwrap().success(), "{}", s.stderr());
+}
+
+/// Without `stdin()` any more, the end of sluice's standard input does not stop it.
+#[test]
+fn a_reload_that_removes_stdin_keeps_sluice_running_past_its_end() {
+    let port = free_port();
+    let source = format!(
+        r#"source s {{ network(ip(127.0.0.1) port({port})); }};
+        destination d {{ file("@OUT@/all.log"); }};
+        log {{ source(s); destination(d); }};"#
+    );
+    let stdin = r#"source s_in { stdin(); };
+        destination di { file("@OUT@/in.log"); };
+        log { source(s_in); destination(di); };"#;
+    let mut s = Running::start_with_stdin(Server::Sluice, &format!("{source}{stdin}"));
+    s.wait_tcp(port);
+    rewrite_config(&s, &source);
+    let (ok, said) = ctl(&s, &["reload"]);
+    assert!(ok, "{said}");
+    drop(s.child.stdin.take());
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(s.child.try_wait().unwrap().is_none(), "{}", s.stderr());
+    send_tcp(
+        port,
+        b"<13>Jan  1 00:00:00 h app: after\n",
+        Framing::Newline,
+    );
+    assert_eq!(
+        wait_lines(&s.out, 1, Duration::from_secs(10)),
+        1,
+        "{}",
+        s.stderr()
+    );
+}

@@ -125,6 +125,24 @@ impl Running {
 
     /// As [`Running::start`], with `input` as the server's standard input (for `stdin()`).
     pub fn start_reading(kind: Server, config: &str, input: Option<&[u8]>) -> Running {
+        let mut running = Running::launch(kind, config, input.is_some());
+        if let (Some(bytes), Some(mut pipe)) = (input, running.child.stdin.take()) {
+            let bytes = bytes.to_vec();
+            std::thread::spawn(move || {
+                use std::io::Write;
+                let _ = pipe.write_all(&bytes);
+            });
+        }
+        running
+    }
+
+    /// As [`Running::start`], with the server's standard input a pipe the test writes to
+    /// (`child.stdin`) and closes when it likes.
+    pub fn start_with_stdin(kind: Server, config: &str) -> Running {
+        Running::launch(kind, config, true)
+    }
+
+    fn launch(kind: Server, config: &str, piped: bool) -> Running {
         raise_open_file_limit();
         let dir = tempfile::tempdir().expect("temporary directory");
         let out = dir.path().join("out");
@@ -153,22 +171,12 @@ impl Running {
             .arg("-c")
             .arg(d.join("ctl"))
             // A pipe, as syslog-ng cannot poll a regular file on its standard input.
-            .stdin(match input {
-                Some(_) => Stdio::piped(),
-                None => Stdio::null(),
-            })
+            .stdin(if piped { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(d.join("stderr")).expect("stderr file"));
-        let mut child = cmd
+        let child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("starting {kind:?}: {e}"));
-        if let (Some(bytes), Some(mut pipe)) = (input, child.stdin.take()) {
-            let bytes = bytes.to_vec();
-            std::thread::spawn(move || {
-                use std::io::Write;
-                let _ = pipe.write_all(&bytes);
-            });
-        }
         Running {
             child,
             dir,

@@ -51,7 +51,9 @@ pub const fn not_yet(name: &'static str) -> Declared {
 /// A node's options, checked against its driver's table, read through it.
 pub struct Options<'n> {
     node: &'n Node,
-    table: &'static [Declared],
+    /// The driver's table: the parts it is declared in (options every source has, then the
+    /// driver's own), flattened.
+    table: Vec<&'static Declared>,
     /// Per table entry: the driver asked for it.
     asked: Vec<bool>,
 }
@@ -60,6 +62,15 @@ impl<'n> Options<'n> {
     /// Refuses an option of `node` that `table` does not list (unknown, with the valid names)
     /// or lists as not yet supported.
     pub fn check(node: &'n Node, table: &'static [Declared]) -> Result<Options<'n>, ConfigError> {
+        Options::check_parts(node, &[table])
+    }
+
+    /// [`Options::check`] against a table declared in parts.
+    pub fn check_parts(
+        node: &'n Node,
+        parts: &[&'static [Declared]],
+    ) -> Result<Options<'n>, ConfigError> {
+        let table: Vec<&'static Declared> = parts.iter().flat_map(|p| p.iter()).collect();
         for opt in node.options() {
             match table.iter().find(|d| d.name == opt.key()) {
                 Some(d) if d.support == Support::Read => {}
@@ -79,15 +90,13 @@ impl<'n> Options<'n> {
                 }
             }
         }
-        Ok(Options {
-            node,
-            table,
-            asked: vec![false; table.len()],
-        })
+        let asked = vec![false; table.len()];
+        Ok(Options { node, table, asked })
     }
 
-    /// Every option named `name`, in the order written.
-    pub fn all(&mut self, name: &str) -> impl Iterator<Item = &'n Node> + use<'n> {
+    /// Marks `name` as read; panics when the table does not declare it (a bug the driver's
+    /// table test finds).
+    fn ask(&mut self, name: &str) {
         let at = self
             .table
             .iter()
@@ -99,6 +108,11 @@ impl<'n> Options<'n> {
                 )
             });
         self.asked[at] = true;
+    }
+
+    /// Every option named `name`, in the order written.
+    pub fn all(&mut self, name: &str) -> impl Iterator<Item = &'n Node> + use<'n> {
+        self.ask(name);
         let name = name.to_string();
         self.node.options().filter(move |o| o.key() == name)
     }
@@ -107,6 +121,50 @@ impl<'n> Options<'n> {
     /// takes it).
     pub fn last(&mut self, name: &str) -> Option<&'n Node> {
         self.all(name).last()
+    }
+
+    /// The last option written under any of `names`: one option with several names
+    /// (`port()` and `localport()`).
+    pub fn last_of(&mut self, names: &[&str]) -> Option<&'n Node> {
+        for name in names {
+            self.ask(name);
+        }
+        self.node
+            .options()
+            .filter(|o| names.contains(&o.key().as_str()))
+            .last()
+    }
+
+    /// Hands each option `part` declares as read to `apply`, in the order written, for a set
+    /// of options read by one function (the options every source has). `apply` answers
+    /// whether it knew the option; one it did not know is a bug in sluice, refused as such.
+    pub fn apply(
+        &mut self,
+        part: &'static [Declared],
+        mut apply: impl FnMut(&'n Node) -> Result<bool, ConfigError>,
+    ) -> Result<(), ConfigError> {
+        for d in part.iter().filter(|d| d.support == Support::Read) {
+            self.ask(d.name);
+        }
+        for opt in self.node.options() {
+            let declared = part
+                .iter()
+                .any(|d| d.support == Support::Read && d.name == opt.key());
+            if declared && !apply(opt)? {
+                return Err(self.unread(opt));
+            }
+        }
+        Ok(())
+    }
+
+    fn unread(&self, opt: &Node) -> ConfigError {
+        ConfigError::new(
+            opt.pos,
+            format!(
+                "{}() in {}() is accepted but not read: a bug in sluice, please report it",
+                opt.name, self.node.name
+            ),
+        )
     }
 
     /// Refuses an option that was given, declared as read, and never asked for: the table and
@@ -119,13 +177,7 @@ impl<'n> Options<'n> {
                 .zip(&self.asked)
                 .any(|(d, &asked)| d.name == opt.key() && !asked);
             if unread {
-                return Err(ConfigError::new(
-                    opt.pos,
-                    format!(
-                        "{}() in {}() is accepted but not read: a bug in sluice, please report it",
-                        opt.name, self.node.name
-                    ),
-                ));
+                return Err(self.unread(opt));
             }
         }
         Ok(())
@@ -140,7 +192,25 @@ pub fn every_option_is_read(
     table: &[Declared],
     build: impl Fn(&str) -> Result<(), String>,
 ) {
+    every_option_is_read_in(sample, &[table], build)
+}
+
+/// [`every_option_is_read`] for a table declared in parts; also fails when two parts declare
+/// the same name (the first would hide the second).
+pub fn every_option_is_read_in(
+    sample: &str,
+    parts: &[&[Declared]],
+    build: impl Fn(&str) -> Result<(), String>,
+) {
     let open = sample.strip_suffix(')').expect("a sample ends in ')'");
+    let table: Vec<&Declared> = parts.iter().flat_map(|p| p.iter()).collect();
+    for (i, d) in table.iter().enumerate() {
+        assert!(
+            table[..i].iter().all(|e| e.name != d.name),
+            "{sample}: {}() is declared twice",
+            d.name
+        );
+    }
     for d in table.iter().filter(|d| d.support == Support::Read) {
         let text = format!("{open} {})", d.example);
         if let Err(e) = build(&text) {

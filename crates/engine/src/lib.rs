@@ -11,34 +11,35 @@
 //!
 //! 1. Each destination starts: disk buffers are opened and replayed (a buffer that cannot be
 //!    used fails the start).
-//! 2. Every listener is bound (`Running::listen`); a port in use fails the start. Each gets
-//!    its own retire signal and a duplicate of its socket; its connections get their source's
-//!    stop (`Running::source_stops`).
-//! 3. The control socket, Prometheus, `stdin()` and `internal()` start; a detached sluice
-//!    without `internal()` sends its own messages to the host's syslog socket.
+//! 2. Every source gets ready ([`Source::prepare`]: listeners bind); a port in use fails the
+//!    start. A detached sluice without `internal()` sends its own messages to the host's
+//!    syslog socket.
+//! 3. The control socket and Prometheus start; every source runs, each with its own retire
+//!    signal and what it accepts with its source's stop (`Running::source_stops`).
 //! 4. The launcher is told the daemon started (`started`); signals are handled from here.
 //!
 //! # Reload (`Running::reload`)
 //!
 //! 1. The new configuration is built; one that does not build changes nothing.
 //! 2. Sources whose statement (and `options {}`, templates) did not change are kept whole.
-//! 3. Every listener of a changed or new source is bound now, or takes over the socket of the
-//!    retiring listener at its address: a port in use fails the reload before anything changed.
+//! 3. Every changed or new source gets ready now, taking over what the retiring source at its
+//!    place holds (a listener's socket; a changed `stdin()` keeps its reader): a port in use
+//!    fails the reload before anything changed.
 //! 4. Destinations are kept, or started taking over their predecessor's queue.
-//! 5. Retiring listeners stop accepting (handing their socket over, or closing it); the
-//!    connections of removed sources stop, those of changed sources go on. A changed or new
-//!    `internal()` takes sluice's own messages from here; the one it replaces finishes what it
-//!    holds.
+//! 5. Retiring sources stop (a listener hands its socket over, or closes it); what removed
+//!    sources accepted stops, what changed ones accepted goes on. A changed or new
+//!    `internal()` takes sluice's own messages from when it runs; the one it replaces finishes
+//!    what it holds.
 //! 6. The new dispatcher replaces the old; readers take it at their next read, with their
-//!    listener's new parsing options. The new listeners start.
+//!    listener's new parsing options. The new sources run.
 //! 7. Once no read prepared with the old dispatcher is in flight, destinations no one kept
 //!    finish what they hold and stop.
 //!
 //! # Shutdown
 //!
-//! 1. SIGTERM, SIGINT or `sluice ctl stop`: every source stop is set; readers stop reading,
-//!    queue what they read (waiting at most `STOP_GRACE` for a destination that takes nothing)
-//!    and return. A second signal exits at once.
+//! 1. SIGTERM, SIGINT, `sluice ctl stop` or the end of `stdin()`: every source stop is set;
+//!    readers stop reading, queue what they read (waiting at most `STOP_GRACE` for a
+//!    destination that takes nothing) and return. A second signal exits at once.
 //! 2. Destinations write what they hold (failing files are tried for a bounded grace) and stop.
 //! 3. The control socket is removed if it is still sluice's; the pid file by the caller.
 
@@ -58,10 +59,7 @@ pub use build::{build, build_with, Fingerprints, Pipeline};
 
 use anyhow::Context as _;
 use dispatch::Current;
-use sources::datagram::{Bind, DatagramSource};
-use sources::internal::InternalSource;
-use sources::stream::{Listen, StreamSource};
-use sources::{Context, Listener, Retire};
+use sources::{Context, Held, Place, Ready, Retire, Source};
 use std::sync::Arc;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{mpsc, watch};
@@ -106,99 +104,55 @@ pub fn run(
     runtime.block_on(serve(pipeline, opts, started, reload))
 }
 
-/// Binds, trying again every 100 ms until `deadline` (when given): after a reload the source
-/// being replaced may still hold the port for a moment.
-async fn bind_until<B>(
-    deadline: Option<std::time::Instant>,
-    bind: impl Fn() -> std::io::Result<B>,
-) -> std::io::Result<B> {
-    loop {
-        match bind() {
-            Err(_) if deadline.is_some_and(|d| std::time::Instant::now() < d) => {
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            }
-            result => return result,
-        }
-    }
-}
-
-/// A running network or unix listener: what a reload compares, and how to stop it alone.
-struct Listening {
+/// A running source: what a reload compares, and how to stop it alone.
+struct RunningSource {
     name: Arc<str>,
-    /// Where it listens (`Listener::address`), and `Listener::KIND`.
-    address: String,
-    kind: &'static str,
+    place: Place,
     fingerprint: Option<String>,
     retire: watch::Sender<Retire>,
-    /// A second descriptor of its socket, for a successor to take over at a reload.
-    socket: Option<std::os::fd::OwnedFd>,
+    /// What a successor at its place takes over at a reload (a second descriptor of its
+    /// socket).
+    hand_over: Option<std::os::fd::OwnedFd>,
 }
 
-/// Sources to start, each with its socket when it was bound (or taken over) beforehand.
-type ToStart<S> = Vec<(Arc<S>, Option<<S as Listener>::Bound>)>;
+/// Sources ready to run.
+type Prepared = Vec<(Arc<dyn Source>, Box<dyn Ready>)>;
 
-/// Binds now each of `sources` whose address no running listener holds, and takes over the
-/// socket of a listener that `retiring` holds at the same address (`None` there: a kept
-/// listener holds it, and the bind is tried once the reload is done). Returns the sources and
-/// the addresses taken over.
-/// Listeners' sockets by kind and address (see [`bind_new`]).
-type Held<'a> =
-    std::collections::HashMap<(&'static str, &'a str), Option<&'a std::os::fd::OwnedFd>>;
+/// What each source retiring at a reload holds, by its place: its name and socket.
+type Retiring<'a> =
+    std::collections::HashMap<Place, (&'a Arc<str>, Option<&'a std::os::fd::OwnedFd>)>;
 
-fn bind_new<S: Listener>(
-    sources: Vec<Arc<S>>,
-    held: &Held<'_>,
-    taken: &mut std::collections::HashSet<(&'static str, String)>,
-) -> anyhow::Result<ToStart<S>> {
+/// Gets each of `sources` ready; one at the place of a source in `retiring` takes over what
+/// that one holds there.
+fn prepare(sources: Vec<Arc<dyn Source>>, retiring: &Retiring<'_>) -> anyhow::Result<Prepared> {
     sources
         .into_iter()
         .map(|s| {
-            let address = s.address();
-            let bound = match held.get(&(S::KIND, address.as_str())) {
-                Some(Some(socket)) => {
-                    let adopted = socket.try_clone().and_then(|fd| s.adopt(fd));
-                    match adopted {
-                        Ok(bound) => {
-                            taken.insert((S::KIND, address));
-                            Some(bound)
-                        }
-                        Err(_) => None,
-                    }
-                }
-                Some(None) => None,
-                None => Some(s.bind().with_context(|| cannot_listen(&*s))?),
-            };
-            Ok((s, bound))
+            let place = s.place();
+            let held = retiring.get(&place).and_then(|(name, socket)| {
+                Some(Held {
+                    socket: (*socket)?.try_clone().ok()?,
+                    same_source: **name == *s.source_name(),
+                })
+            });
+            let ready = s
+                .clone()
+                .prepare(held)
+                .with_context(|| format!("source {}: cannot listen on {place}", s.source_name()))?;
+            Ok((s, ready))
         })
         .collect()
-}
-
-fn cannot_listen<S: Listener>(s: &S) -> String {
-    format!(
-        "source {}: cannot listen on {}",
-        s.source_name(),
-        s.address()
-    )
-}
-
-/// A running `internal()` source: what a reload compares, how to stop it, its task.
-struct InternalRunning {
-    name: Arc<str>,
-    fingerprint: Option<String>,
-    stop: watch::Sender<bool>,
-    task: tokio::task::JoinHandle<()>,
 }
 
 /// What the main loop keeps of the running configuration.
 struct Running {
     ctx: Context,
     fingerprints: Fingerprints,
-    listening: Vec<Listening>,
-    /// Per source name, what stops its connections: a reload that changes a source keeps
-    /// them (they route by its name); one that removes it stops them.
+    sources: Vec<RunningSource>,
+    /// Per source name, what stops what it accepted (connections, a reader of stdin): a
+    /// reload that changes a source keeps them (they route by its name); one that removes it
+    /// stops them.
     source_stops: std::collections::HashMap<Arc<str>, watch::Sender<bool>>,
-    /// The `internal()` source, when the configuration has one.
-    internal: Option<InternalRunning>,
     tasks: tokio::task::JoinSet<()>,
     globals_stop: watch::Sender<bool>,
     generation: u64,
@@ -206,96 +160,23 @@ struct Running {
 }
 
 impl Running {
-    /// Binds `streams` and `datagrams` and starts serving them, each with a stop of its own.
-    /// A port still held by a source being stopped is tried again for a few seconds.
-    async fn listen(
-        &mut self,
-        streams: ToStart<StreamSource>,
-        datagrams: ToStart<DatagramSource>,
-        fingerprints: &Fingerprints,
-        retry: bool,
-    ) -> anyhow::Result<()> {
-        self.start(streams, fingerprints, retry).await?;
-        self.start(datagrams, fingerprints, retry).await
-    }
-
-    /// Serves each of `sources`, binding those not bound beforehand.
-    async fn start<S: Listener>(
-        &mut self,
-        sources: ToStart<S>,
-        fingerprints: &Fingerprints,
-        retry: bool,
-    ) -> anyhow::Result<()> {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        for (s, bound) in sources {
-            let bound = match bound {
-                Some(bound) => bound,
-                None => bind_until(retry.then_some(deadline), || s.bind())
-                    .await
-                    .with_context(|| cannot_listen(&*s))?,
-            };
+    /// Runs each of `ready`, each with a retire signal of its own.
+    fn start(&mut self, ready: Prepared, fingerprints: &Fingerprints) {
+        for (s, ready) in ready {
             let name = s.source_name().clone();
             let (retire, retired) = watch::channel(Retire::Serving);
-            self.listening.push(Listening {
+            self.sources.push(RunningSource {
                 name: name.clone(),
-                address: s.address(),
-                kind: S::KIND,
+                place: s.place(),
                 fingerprint: fingerprints.sources.get(&*name).cloned(),
                 retire,
-                socket: S::duplicate(&bound).ok(),
+                hand_over: ready.hand_over(),
             });
             let ctx = Context {
                 shutdown: self.source_stop(&name),
                 ..self.ctx.clone()
             };
-            self.tasks.spawn(s.serve(bound, ctx, retired));
-        }
-        Ok(())
-    }
-
-    /// Starts `internal()`: sluice's own messages go to it from now on.
-    fn start_internal(&mut self, s: Arc<InternalSource>, fingerprints: &Fingerprints) {
-        let events = internal::subscribe(1024);
-        let (stop, stopped) = watch::channel(false);
-        let ctx = Context {
-            shutdown: stopped,
-            ..self.ctx.clone()
-        };
-        self.internal = Some(InternalRunning {
-            name: s.source_name.clone(),
-            fingerprint: fingerprints.sources.get(&*s.source_name).cloned(),
-            stop,
-            task: tokio::spawn(s.serve(events, ctx)),
-        });
-    }
-
-    /// Keeps `internal()` when its statement did not change; otherwise starts the new one
-    /// (which takes the messages from now on) and lets the old one finish what it holds.
-    fn reload_internal(
-        &mut self,
-        new: Option<Arc<InternalSource>>,
-        fingerprints: &Fingerprints,
-        same_shared: bool,
-    ) {
-        let kept = match (&self.internal, &new) {
-            (Some(old), Some(s)) => {
-                same_shared
-                    && old.name == s.source_name
-                    && old.fingerprint.is_some()
-                    && old.fingerprint.as_ref() == fingerprints.sources.get(&*s.source_name)
-            }
-            _ => false,
-        };
-        if kept {
-            return;
-        }
-        let old = self.internal.take();
-        match new {
-            Some(s) => self.start_internal(s, fingerprints),
-            None => internal::unsubscribe(),
-        }
-        if let Some(old) = old {
-            let _ = old.stop.send(true);
+            self.tasks.spawn(ready.run(ctx, retired));
         }
     }
 
@@ -319,15 +200,11 @@ impl Running {
         // Sources: stop the changed and removed ones, keep the rest, start the new. A source
         // has a listener for each of its drivers and is kept or restarted whole: decided once
         // per source, before any of its listeners is looked at.
-        let mut streams = std::mem::take(&mut new.streams);
-        let mut datagrams = std::mem::take(&mut new.datagrams);
-        let used: std::collections::HashSet<Arc<str>> = streams
-            .iter()
-            .map(|s| s.source_name.clone())
-            .chain(datagrams.iter().map(|s| s.source_name.clone()))
-            .collect();
+        let mut sources = std::mem::take(&mut new.sources);
+        let used: std::collections::HashSet<Arc<str>> =
+            sources.iter().map(|s| s.source_name().clone()).collect();
         let kept_sources: std::collections::HashSet<Arc<str>> = self
-            .listening
+            .sources
             .iter()
             .filter(|l| {
                 let print = new.fingerprints.sources.get(&*l.name);
@@ -338,26 +215,23 @@ impl Running {
             })
             .map(|l| l.name.clone())
             .collect();
-        streams.retain(|s| !kept_sources.contains(&s.source_name));
-        datagrams.retain(|s| !kept_sources.contains(&s.source_name));
-        // Every new listener is bound now, before anything changes: a port in use fails the
-        // reload with everything still running. One on the address of a listener that is
-        // retiring takes over its socket, so that nothing the kernel queued meanwhile is
-        // refused. (One on a kept listener's address is tried once the reload is done.)
-        let held: Held<'_> = self
-            .listening
+        sources.retain(|s| !kept_sources.contains(s.source_name()));
+        // Every new source gets ready now, before anything changes: a port in use fails the
+        // reload with everything still running. One at the place of a source that is retiring
+        // takes over what it holds there (its socket: nothing the kernel queued meanwhile is
+        // refused).
+        let held: Retiring<'_> = self
+            .sources
             .iter()
-            .map(|l| {
-                let socket = l
-                    .socket
-                    .as_ref()
-                    .filter(|_| !kept_sources.contains(&l.name));
-                ((l.kind, l.address.as_str()), socket)
-            })
+            .filter(|l| !kept_sources.contains(&l.name))
+            .map(|l| (l.place.clone(), (&l.name, l.hand_over.as_ref())))
             .collect();
-        let mut taken = std::collections::HashSet::new();
-        let stream_starts = bind_new(streams, &held, &mut taken)?;
-        let datagram_starts = bind_new(datagrams, &held, &mut taken)?;
+        let taken: std::collections::HashSet<Place> = sources
+            .iter()
+            .map(|s| s.place())
+            .filter(|p| held.contains_key(p))
+            .collect();
+        let ready = prepare(sources, &held)?;
         // Destinations: keep the unchanged, start the others (taking over queues).
         let old_names = &self.fingerprints.destinations;
         let mut kept = vec![false; old.destinations.len()];
@@ -395,22 +269,20 @@ impl Running {
         .context("starting destinations")?
         .context("starting a destination")?;
 
-        // Listeners of changed and removed sources stop accepting: handing their socket over
-        // where a successor took it, closing it otherwise. Connections of a changed source go
-        // on; those of a removed one stop.
-        let mut listening = Vec::new();
-        for l in std::mem::take(&mut self.listening) {
+        // Changed and removed sources retire: handing what they hold over where a successor
+        // took their place, closing it otherwise. What a changed source accepted goes on;
+        // what a removed one accepted stops.
+        let mut running = Vec::new();
+        for l in std::mem::take(&mut self.sources) {
             if kept_sources.contains(&l.name) {
-                listening.push(l);
-            } else if taken.contains(&(l.kind, l.address.clone())) {
+                running.push(l);
+            } else if taken.contains(&l.place) {
                 let _ = l.retire.send(Retire::HandOver);
             } else {
                 let _ = l.retire.send(Retire::Close);
             }
         }
-        self.listening = listening;
-        let internal_source = new.internal.take();
-        self.reload_internal(internal_source, &new.fingerprints, same_shared);
+        self.sources = running;
         self.source_stops.retain(|name, stop| {
             let stays = used.contains(name);
             if !stays {
@@ -419,12 +291,10 @@ impl Running {
             stays
         });
         self.generation = new.dispatcher.generation;
-        // The new routing takes over before new listeners accept.
+        // The new routing takes over before new sources read.
         drop(old);
         let old = self.ctx.dispatcher.replace(new.dispatcher.clone());
-        let listened = self
-            .listen(stream_starts, datagram_starts, &new.fingerprints, true)
-            .await;
+        self.start(ready, &new.fingerprints);
         self.fingerprints = new.fingerprints;
         // Reads prepared with the old routing hold it until they are queued: then the
         // destinations no one uses any more finish what they hold and stop.
@@ -446,7 +316,7 @@ impl Running {
         })
         .await
         .context("stopping the destinations the new configuration dropped")?;
-        listened
+        Ok(())
     }
 }
 
@@ -486,10 +356,7 @@ async fn serve(
     // no reader uses the one it replaced.
     let Pipeline {
         globals,
-        streams,
-        datagrams,
-        stdin,
-        internal: internal_source,
+        sources,
         dispatcher,
         stats,
         config_text,
@@ -503,41 +370,28 @@ async fn serve(
             .context("starting a destination")?;
     }
     let (stop_tx, stop_rx) = watch::channel(false);
+    let (finished_tx, mut finished) = mpsc::channel(1);
     let ctx = Context {
         dispatcher: Arc::new(Current::new(dispatcher)),
         shutdown: stop_rx,
+        finished: finished_tx,
     };
     let mut running = Running {
         ctx: ctx.clone(),
         fingerprints: fingerprints.clone(),
-        listening: Vec::new(),
+        sources: Vec::new(),
         source_stops: std::collections::HashMap::new(),
-        internal: None,
         tasks: tokio::task::JoinSet::new(),
         globals_stop: stop_tx,
         generation: ctx.dispatcher.get().generation,
         state_dir: opts.state_dir.clone(),
     };
-    if opts.detached && internal_source.is_none() {
-        let own: Vec<&std::path::Path> = streams
-            .iter()
-            .filter_map(|s| match &s.listen {
-                Listen::Unix(u) => Some(&*u.path),
-                Listen::Tcp(_) => None,
-            })
-            .chain(datagrams.iter().filter_map(|s| match &s.bind {
-                Bind::Unix(u) => Some(&*u.path),
-                Bind::Udp(_) => None,
-            }))
-            .collect();
+    if opts.detached && !sources.iter().any(|s| s.place().kind == "internal") {
+        let own: Vec<&std::path::Path> = sources.iter().filter_map(|s| s.unix_path()).collect();
         keep_own_messages(&own);
     }
-    sources::stream::raise_open_files_limit(streams.iter().map(|s| s.max_connections).sum());
-    let streams = streams.into_iter().map(|s| (s, None)).collect();
-    let datagrams = datagrams.into_iter().map(|s| (s, None)).collect();
-    running
-        .listen(streams, datagrams, &fingerprints, false)
-        .await?;
+    sources::stream::raise_open_files_limit(sources.iter().map(|s| s.descriptors()).sum());
+    let ready = prepare(sources, &std::collections::HashMap::new())?;
     // The control socket: asked for with -c, it must work; by default it is tried.
     let (ctl_stop_tx, mut ctl_stop) = mpsc::channel(1);
     let (reload_tx, mut reload_requests) = mpsc::channel(1);
@@ -593,15 +447,7 @@ async fn serve(
         }
         None => None,
     };
-    if let Some(s) = internal_source {
-        running.start_internal(s, &fingerprints);
-    }
-    let (stdin_done_tx, mut stdin_done) = mpsc::channel(1);
-    if let Some(s) = &stdin {
-        running
-            .tasks
-            .spawn(s.clone().serve(ctx.clone(), stdin_done_tx.clone()));
-    }
+    running.start(ready, &fingerprints);
     let mut services = tokio::task::JoinSet::new();
     let ctl_ino = control.as_ref().map(|(_, ino)| *ino);
     let control = control.map(|(listener, _)| {
@@ -642,7 +488,7 @@ async fn serve(
         let answer: Option<tokio::sync::oneshot::Sender<Result<(), String>>> = tokio::select! {
             _ = term.recv() => break,
             _ = int.recv() => break,
-            Some(()) = stdin_done.recv() => break,
+            Some(()) = finished.recv() => break,
             Some(()) = ctl_stop.recv() => break,
             _ = usr1.recv() => {
                 internal::notice("SIGUSR1 received: reopening files");
@@ -705,14 +551,8 @@ async fn serve(
     for stop in running.source_stops.values() {
         let _ = stop.send(true);
     }
-    if let Some(i) = &running.internal {
-        let _ = i.stop.send(true);
-    }
     while running.tasks.join_next().await.is_some() {}
     internal::unsubscribe();
-    if let Some(i) = running.internal.take() {
-        let _ = i.task.await;
-    }
     let dispatcher = ctx.dispatcher.get();
     tokio::task::spawn_blocking(move || {
         for d in &dispatcher.destinations {

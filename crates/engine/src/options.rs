@@ -8,6 +8,7 @@
 
 use crate::destinations::file::FileOptions;
 use regex::bytes::Regex;
+use sluice_config::declared::{not_yet, read, Declared};
 use sluice_config::{ConfigError, Node, Value};
 use sluice_model::macros::DateOptions;
 use sluice_model::message::{facility_by_name, severity_by_name, tag_id};
@@ -495,38 +496,43 @@ impl SourceOptions {
         }
     }
 
-    /// Option names every source has.
-    pub const NAMES: &'static [&'static str] = &[
-        "flags",
-        "keep_hostname",
-        "chain_hostnames",
-        "use_dns",
-        "use_fqdn",
-        "normalize_hostnames",
-        "keep_timestamp",
-        "log_msg_size",
-        "log_iw_size",
-        "log_fetch_limit",
-        "trim_large_messages",
-        "host_override",
-        "program_override",
-        "default_facility",
-        "default_priority",
-        "default_level",
-        "default_severity",
-        "time_zone",
-        "recv_time_zone",
-        "tags",
-        "check_hostname",
-        "dns_cache",
-        "format",
-        "encoding",
-        "persist_name",
-        "log_prefix",
-        "pad_size",
-        "multi_line_mode",
-        "hook_commands",
-        "use_syslogng_pid",
+    /// The options every source has, read by [`SourceOptions::apply`].
+    pub const DECLARED: &'static [Declared] = &[
+        read("flags", "flags(no-parse)"),
+        read("keep_hostname", "keep-hostname(yes)"),
+        read("chain_hostnames", "chain-hostnames(yes)"),
+        read("use_dns", "use-dns(no)"),
+        read("use_fqdn", "use-fqdn(yes)"),
+        read("normalize_hostnames", "normalize-hostnames(yes)"),
+        read("keep_timestamp", "keep-timestamp(no)"),
+        read("log_msg_size", "log-msg-size(8192)"),
+        read("log_iw_size", "log-iw-size(1000)"),
+        read("log_fetch_limit", "log-fetch-limit(10)"),
+        read("trim_large_messages", "trim-large-messages(yes)"),
+        read("host_override", "host-override(\"h\")"),
+        read("program_override", "program-override(\"p\")"),
+        read("default_facility", "default-facility(local0)"),
+        read("default_priority", "default-priority(info)"),
+        read("default_level", "default-level(info)"),
+        read("default_severity", "default-severity(info)"),
+        read("time_zone", "time-zone(\"+01:00\")"),
+        read("recv_time_zone", "recv-time-zone(\"UTC\")"),
+        read("tags", "tags(\"a,b\")"),
+        read("check_hostname", "check-hostname(yes)"),
+        // syslog-ng's cache of names; sluice always keeps one (`dns-cache-expire()`).
+        read("dns_cache", "dns-cache(yes)"),
+        read("format", "format(syslog)"),
+        read("encoding", "encoding(\"utf-8\")"),
+        // Names what syslog-ng keeps across restarts; sluice keeps no source state.
+        read("persist_name", "persist-name(\"p\")"),
+        not_yet("log_prefix"),
+        not_yet("pad_size"),
+        not_yet("multi_line_mode"),
+        not_yet("multi_line_prefix"),
+        not_yet("multi_line_garbage"),
+        not_yet("hook_commands"),
+        not_yet("use_syslogng_pid"),
+        not_yet("ebpf"),
     ];
 
     pub fn apply(&mut self, opt: &Node) -> Result<bool, ConfigError> {
@@ -599,13 +605,6 @@ impl SourceOptions {
             }
             "persist_name" => {
                 opt.string()?;
-            }
-            "log_prefix" | "pad_size" | "multi_line_mode" | "hook_commands"
-            | "use_syslogng_pid" => {
-                return Err(ConfigError::not_supported(
-                    opt.pos,
-                    &format!("{}() on a source", opt.name),
-                ))
             }
             _ => return Ok(false),
         }

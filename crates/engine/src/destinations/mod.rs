@@ -3,6 +3,7 @@
 //! bytes with a writer of its own; the writer holds the batch's [`Ack`] until they are written.
 
 pub mod diskq;
+pub mod drivers;
 pub mod file;
 pub mod file_open;
 pub mod format;

@@ -232,29 +232,62 @@ fn try_recv(bound: &Bound, buf: &mut BytesMut) -> std::io::Result<(usize, Option
     }
 }
 
-impl super::Listener for DatagramSource {
-    type Bound = Bound;
-    const KIND: &'static str = "dgram";
-
+impl super::Source for DatagramSource {
     fn source_name(&self) -> &Arc<str> {
         &self.source_name
     }
 
-    fn address(&self) -> String {
-        self.bind.to_string()
-    }
-
-    fn bind(&self) -> std::io::Result<Bound> {
-        DatagramSource::bind(self)
-    }
-
-    fn duplicate(bound: &Bound) -> std::io::Result<OwnedFd> {
-        match bound {
-            Bound::Udp(s) => s.as_fd().try_clone_to_owned(),
-            Bound::Unix(s) => s.as_fd().try_clone_to_owned(),
+    fn place(&self) -> super::Place {
+        super::Place {
+            kind: "dgram",
+            address: self.bind.to_string(),
         }
     }
 
+    fn prepare(
+        self: Arc<Self>,
+        held: Option<super::Held>,
+    ) -> std::io::Result<Box<dyn super::Ready>> {
+        let bound = match held {
+            Some(held) => self.adopt(held.socket)?,
+            None => self.bind()?,
+        };
+        Ok(Box::new((self, bound)))
+    }
+
+    fn reader(&self) -> Option<&ReaderSpec> {
+        Some(&self.reader)
+    }
+
+    fn unix_path(&self) -> Option<&std::path::Path> {
+        match &self.bind {
+            Bind::Unix(u) => Some(&u.path),
+            Bind::Udp(_) => None,
+        }
+    }
+}
+
+impl super::Ready for (Arc<DatagramSource>, Bound) {
+    fn hand_over(&self) -> Option<OwnedFd> {
+        match &self.1 {
+            Bound::Udp(s) => s.as_fd().try_clone_to_owned().ok(),
+            Bound::Unix(s) => s.as_fd().try_clone_to_owned().ok(),
+        }
+    }
+
+    fn run(
+        self: Box<Self>,
+        ctx: Context,
+        retire: watch::Receiver<Retire>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        let (source, bound) = *self;
+        Box::pin(source.serve(bound, ctx, retire))
+    }
+}
+
+impl DatagramSource {
+    /// Takes over a predecessor's socket: what the kernel queued for it meanwhile is read
+    /// here.
     fn adopt(&self, socket: OwnedFd) -> std::io::Result<Bound> {
         match &self.bind {
             Bind::Udp(_) => {
@@ -268,14 +301,5 @@ impl super::Listener for DatagramSource {
                 Ok(Bound::Unix(UnixDatagram::from_std(socket)?))
             }
         }
-    }
-
-    fn serve(
-        self: Arc<Self>,
-        bound: Bound,
-        ctx: Context,
-        retire: watch::Receiver<Retire>,
-    ) -> impl std::future::Future<Output = ()> + Send + 'static {
-        DatagramSource::serve(self, bound, ctx, retire)
     }
 }

@@ -1,14 +1,16 @@
 //! `internal()`: sluice's own messages (see [`crate::internal`]) as log messages with
 //! facility `syslog`, program `sluice` and this machine as host.
 
-use super::Context;
+use super::{Context, Retire};
 use crate::dns;
 use crate::internal::Event;
 use crate::window::Window;
 use sluice_model::{Ingest, LogMessage, Origin, UnixTime};
 use sluice_protocol::{Span, SyslogFields, Text};
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use tokio::sync::mpsc;
+use tokio::sync::watch;
 
 pub struct InternalSource {
     pub ingest: Arc<Ingest>,
@@ -21,8 +23,54 @@ pub struct InternalSource {
 
 const BATCH: usize = 64;
 
+impl super::Source for InternalSource {
+    fn source_name(&self) -> &Arc<str> {
+        &self.source_name
+    }
+
+    fn place(&self) -> super::Place {
+        super::Place {
+            kind: "internal",
+            address: "internal()".to_string(),
+        }
+    }
+
+    fn prepare(self: Arc<Self>, _: Option<super::Held>) -> std::io::Result<Box<dyn super::Ready>> {
+        Ok(Box::new(self))
+    }
+
+    fn descriptors(&self) -> usize {
+        0
+    }
+}
+
+impl super::Ready for Arc<InternalSource> {
+    fn hand_over(&self) -> Option<OwnedFd> {
+        None
+    }
+
+    /// Takes sluice's own messages from now on: a predecessor's queue ends once it has
+    /// passed on what it holds. Retired with no successor, it lets go of them.
+    fn run(
+        self: Box<Self>,
+        ctx: Context,
+        mut retire: watch::Receiver<Retire>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        let events = crate::internal::subscribe(1024);
+        let source = *self;
+        Box::pin(async move {
+            tokio::spawn(async move {
+                if retire.wait_for(|r| *r == Retire::Close).await.is_ok() {
+                    crate::internal::unsubscribe();
+                }
+            });
+            source.serve(events, ctx).await
+        })
+    }
+}
+
 impl InternalSource {
-    pub async fn serve(self: Arc<Self>, mut events: mpsc::Receiver<Event>, ctx: Context) {
+    async fn serve(self: Arc<Self>, mut events: mpsc::Receiver<Event>, ctx: Context) {
         let mut routed = super::Routed::new(Arc::new(Origin {
             source_name: self.source_name.clone(),
             source_id: self.source_id,

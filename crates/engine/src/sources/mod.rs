@@ -9,6 +9,7 @@
 //! have theirs in [`datagram`].
 
 pub mod datagram;
+pub mod drivers;
 pub mod internal;
 pub mod relp;
 pub mod stdin;
@@ -93,31 +94,68 @@ pub struct ReaderSpec {
     pub listener: Arc<str>,
 }
 
-/// A source that listens (a stream or datagram listener): what starting it, and finding it
-/// again on a reload, take.
-pub trait Listener: Send + Sync + 'static {
-    /// Its socket, bound and not yet served.
-    type Bound: Send + 'static;
-    /// `stream` or `dgram`: a successor takes over a socket of its own kind only.
-    const KIND: &'static str;
+/// A source as start, reload and shutdown see it: every kind alike (a stream or datagram
+/// listener, `stdin()`, `internal()`). It gets ready first ([`Source::prepare`]: binding, which
+/// can fail the start or reload before anything changed), then runs until it is retired or
+/// sluice stops.
+pub trait Source: Send + Sync + 'static {
     /// The source statement it belongs to.
     fn source_name(&self) -> &Arc<str>;
-    /// Where it listens, as people write it: `0.0.0.0:514/tcp`, or a socket's path.
-    fn address(&self) -> String;
-    fn bind(&self) -> std::io::Result<Self::Bound>;
-    /// A second descriptor of `bound`'s socket, kept for a successor after a reload.
-    fn duplicate(bound: &Self::Bound) -> std::io::Result<OwnedFd>;
-    /// Takes over a predecessor's socket (a [`Listener::duplicate`]): what the kernel queued
-    /// for it meanwhile (connections, datagrams) is served here.
-    fn adopt(&self, socket: OwnedFd) -> std::io::Result<Self::Bound>;
-    /// Serves until `retire` says how to stop accepting (or `ctx` stops everything); its
-    /// connections go on until `ctx` stops them or their peers close.
-    fn serve(
-        self: Arc<Self>,
-        bound: Self::Bound,
+    /// What it reads. At a reload, a new source at the place of a retiring one takes over
+    /// what that one holds there.
+    fn place(&self) -> Place;
+    /// Gets ready to run: binds, or takes over `held` (what its predecessor at the same
+    /// place handed over, [`Ready::hand_over`]).
+    fn prepare(self: Arc<Self>, held: Option<Held>) -> std::io::Result<Box<dyn Ready>>;
+    /// How its readers read, when they read bytes: a reload gives the readers that outlive
+    /// their source (connections, `stdin()`) the parsing options of its successor.
+    fn reader(&self) -> Option<&ReaderSpec> {
+        None
+    }
+    /// The unix socket it makes, if any.
+    fn unix_path(&self) -> Option<&std::path::Path> {
+        None
+    }
+    /// The most descriptors it holds at once (its connections).
+    fn descriptors(&self) -> usize {
+        1
+    }
+}
+
+/// A source bound and ready to run.
+pub trait Ready: Send {
+    /// A second descriptor of what it holds, kept for a successor after a reload.
+    fn hand_over(&self) -> Option<OwnedFd>;
+    /// Runs until `retire` says how to stop accepting (or `ctx` stops everything); what it
+    /// accepted (connections) goes on until `ctx` stops them or their peers close.
+    fn run(
+        self: Box<Self>,
         ctx: Context,
         retire: watch::Receiver<Retire>,
-    ) -> impl std::future::Future<Output = ()> + Send + 'static;
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+}
+
+/// What a source retiring at a reload hands the new source at its place.
+pub struct Held {
+    /// A second descriptor of its socket.
+    pub socket: OwnedFd,
+    /// Both belong to a source statement of this name: what the retiring one accepted
+    /// (connections, a reader of stdin) goes on under the new one.
+    pub same_source: bool,
+}
+
+/// Where a source reads: its kind (`stream`, `dgram`, `stdin`, `internal`) and address, as
+/// people write it (`0.0.0.0:514/tcp`, a socket's path).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Place {
+    pub kind: &'static str,
+    pub address: String,
+}
+
+impl std::fmt::Display for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.address)
+    }
 }
 
 /// How a listener stops accepting, at a reload that changed or removed its source.
@@ -171,6 +209,9 @@ pub struct Context {
     pub dispatcher: Arc<Current>,
     /// Becomes `true` when sluice is stopping: readers stop reading and return.
     pub shutdown: watch::Receiver<bool>,
+    /// A source that read all there is to read asks sluice to stop here (`stdin()` at the
+    /// end of its input).
+    pub finished: tokio::sync::mpsc::Sender<()>,
 }
 
 /// A reader's origin kept in step with reloads: a source keeps its name across configurations,

@@ -7,8 +7,9 @@ use crate::window::Window;
 use sluice_model::values::name_id;
 use sluice_model::Origin;
 use sluice_protocol::Text;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
-use tokio::sync::mpsc;
+use tokio::sync::watch;
 
 #[derive(Clone, Debug)]
 pub struct StdinSource {
@@ -18,9 +19,69 @@ pub struct StdinSource {
     pub source_id: u16,
 }
 
+impl super::Source for StdinSource {
+    fn source_name(&self) -> &Arc<str> {
+        &self.source_name
+    }
+
+    fn place(&self) -> super::Place {
+        super::Place {
+            kind: "stdin",
+            address: "stdin".to_string(),
+        }
+    }
+
+    /// A successor of the same source (a reload that changed `stdin()`) reads nothing itself:
+    /// its predecessor's reader goes on, like a connection of a changed listener, with the new
+    /// parsing options.
+    fn prepare(
+        self: Arc<Self>,
+        held: Option<super::Held>,
+    ) -> std::io::Result<Box<dyn super::Ready>> {
+        Ok(Box::new(ReadStdin {
+            source: self,
+            reads: !held.is_some_and(|h| h.same_source),
+        }))
+    }
+
+    fn reader(&self) -> Option<&ReaderSpec> {
+        Some(&self.reader)
+    }
+}
+
+/// Standard input, one for the process. A reader that stops (its source removed by a reload)
+/// puts it back with the read it had under way, for the next `stdin()` to go on from: a new
+/// handle would leave that read to take the next line and lose it.
+static STDIN: std::sync::Mutex<Option<tokio::io::Stdin>> = std::sync::Mutex::new(None);
+
+struct ReadStdin {
+    source: Arc<StdinSource>,
+    /// No predecessor reads it already.
+    reads: bool,
+}
+
+impl super::Ready for ReadStdin {
+    fn hand_over(&self) -> Option<OwnedFd> {
+        std::io::stdin().as_fd().try_clone_to_owned().ok()
+    }
+
+    fn run(
+        self: Box<Self>,
+        ctx: Context,
+        _: watch::Receiver<super::Retire>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        Box::pin(async move {
+            if self.reads {
+                self.source.read(ctx).await;
+            }
+        })
+    }
+}
+
 impl StdinSource {
-    /// Reads to the end; then sends on `done` once all of it is written.
-    pub async fn serve(self: Arc<Self>, ctx: Context, done: mpsc::Sender<()>) {
+    /// Reads to the end; then asks sluice to stop once all of it is written. A reload that
+    /// removes the source stops it.
+    async fn read(&self, ctx: Context) {
         let origin = Arc::new(Origin {
             source_name: self.source_name.clone(),
             source_id: self.source_id,
@@ -32,18 +93,16 @@ impl StdinSource {
             endpoints: Default::default(),
         });
         let window = Window::new(self.reader.window);
-        read_stream(
-            tokio::io::stdin(),
-            origin,
-            &self.reader,
-            &window,
-            &ctx,
-            "stdin",
-        )
-        .await;
+        let mut stdin = STDIN
+            .lock()
+            .expect("stdin lock")
+            .take()
+            .unwrap_or_else(tokio::io::stdin);
+        read_stream(&mut stdin, origin, &self.reader, &window, &ctx, "stdin").await;
+        *STDIN.lock().expect("stdin lock") = Some(stdin);
         ctx.drained(&window).await;
         if !*ctx.shutdown.borrow() {
-            let _ = done.send(()).await;
+            let _ = ctx.finished.send(()).await;
         }
     }
 }

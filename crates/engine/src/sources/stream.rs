@@ -92,37 +92,57 @@ pub enum Proxied {
     InsideTls,
 }
 
-impl super::Listener for StreamSource {
-    type Bound = Bound;
-    const KIND: &'static str = "stream";
-
+impl super::Source for StreamSource {
     fn source_name(&self) -> &Arc<str> {
         &self.source_name
     }
 
-    fn address(&self) -> String {
-        self.listen.to_string()
+    fn place(&self) -> super::Place {
+        super::Place {
+            kind: "stream",
+            address: self.listen.to_string(),
+        }
     }
 
-    fn bind(&self) -> std::io::Result<Bound> {
-        StreamSource::bind(self)
-    }
-
-    fn duplicate(bound: &Bound) -> std::io::Result<std::os::fd::OwnedFd> {
-        bound.0.try_clone().map(Into::into)
-    }
-
-    fn adopt(&self, socket: std::os::fd::OwnedFd) -> std::io::Result<Bound> {
-        Ok(Bound(socket.into()))
-    }
-
-    fn serve(
+    fn prepare(
         self: Arc<Self>,
-        bound: Bound,
+        held: Option<super::Held>,
+    ) -> std::io::Result<Box<dyn super::Ready>> {
+        let bound = match held {
+            Some(held) => Bound(held.socket.into()),
+            None => self.bind()?,
+        };
+        Ok(Box::new((self, bound)))
+    }
+
+    fn reader(&self) -> Option<&ReaderSpec> {
+        Some(&self.reader)
+    }
+
+    fn unix_path(&self) -> Option<&std::path::Path> {
+        match &self.listen {
+            Listen::Unix(u) => Some(&u.path),
+            Listen::Tcp(_) => None,
+        }
+    }
+
+    fn descriptors(&self) -> usize {
+        self.max_connections + 1
+    }
+}
+
+impl super::Ready for (Arc<StreamSource>, Bound) {
+    fn hand_over(&self) -> Option<std::os::fd::OwnedFd> {
+        self.1 .0.try_clone().map(Into::into).ok()
+    }
+
+    fn run(
+        self: Box<Self>,
         ctx: Context,
         retire: watch::Receiver<Retire>,
-    ) -> impl std::future::Future<Output = ()> + Send + 'static {
-        StreamSource::serve(self, bound, ctx, retire)
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        let (source, bound) = *self;
+        Box::pin(source.serve(bound, ctx, retire))
     }
 }
 

@@ -1,0 +1,747 @@
+//! The source drivers, as syslog-ng names them: each one declaration — its names, its option
+//! table, a valid use of it, and its build.
+//!
+//! [`build`] finds a statement's driver in [`DRIVERS`], holds the node against the driver's
+//! table (the options every source has, [`SourceOptions::DECLARED`], then its own), builds it
+//! and refuses an option it declared and did not read. A driver syslog-ng has and sluice does
+//! not is in [`NOT_YET`]. To add a source: write its runtime beside this file, its
+//! declaration here, and a line in `every_source_reads_every_option_it_declares`'s samples.
+
+use super::datagram::{Bind, DatagramSource};
+use super::internal::InternalSource;
+use super::stdin::StdinSource;
+use super::stream::{Listen, Proxied, StreamSource};
+use super::{ReaderSpec, SourceCounters, UnixSocket, READ_BUDGET};
+use crate::dns::NameOptions;
+use crate::options::{self, Globals, SourceOptions};
+use crate::stats::Registry;
+use crate::tls::TlsOptions;
+use crate::window::ReadBudget;
+use sluice_config::declared::{not_yet, read, Declared, Options};
+use sluice_config::{ConfigError, Node};
+use sluice_model::path::SourceId;
+use sluice_model::Ingest;
+use sluice_protocol::framing::Framing;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A source driver: the names it answers to, its options, and how it is made from them.
+pub struct SourceDriver {
+    /// As `Node::key` gives them (`unix_stream`); the first is the driver's own.
+    pub names: &'static [&'static str],
+    /// Its own options; every source also has [`SourceOptions::DECLARED`].
+    pub options: &'static [Declared],
+    /// A valid use, for the table test.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub sample: &'static str,
+    pub build: fn(&Node, &mut Options, Common) -> Result<Built, ConfigError>,
+}
+
+/// What a source driver makes.
+pub type Built = Arc<dyn super::Source>;
+
+/// What a source driver is built in: the global options, the counters, and the source
+/// statement it stands in (`source s_net { tcp(); udp(); };`: `tcp()` is driver 0 of `s_net`).
+pub struct SourceContext<'a> {
+    pub globals: &'a Globals,
+    pub stats: &'a Registry,
+    pub name: &'a Arc<str>,
+    pub id: SourceId,
+    /// The driver's place in its statement.
+    pub n: usize,
+}
+
+/// The drivers of this version.
+pub static DRIVERS: &[SourceDriver] = &[
+    SourceDriver {
+        names: &["network", "syslog", "tcp", "tcp6", "udp", "udp6", "relp"],
+        options: NETWORK,
+        sample: "network(port(0))",
+        build: network,
+    },
+    SourceDriver {
+        names: &["unix_stream", "unix_dgram"],
+        options: UNIX,
+        sample: "unix-stream(\"/nonexistent/sluice-table-test\")",
+        build: unix,
+    },
+    SourceDriver {
+        names: &["stdin"],
+        options: &[],
+        sample: "stdin()",
+        build: stdin,
+    },
+    SourceDriver {
+        names: &["internal"],
+        options: &[],
+        sample: "internal()",
+        build: internal,
+    },
+];
+
+/// Source drivers of syslog-ng that sluice does not have yet.
+pub const NOT_YET: &[&str] = &[
+    "file",
+    "wildcard_file",
+    "system",
+    "systemd_journal",
+    "systemd_syslog",
+    "program",
+    "pipe",
+    "udp_balancer",
+    "python",
+    "python_fetcher",
+    "snmptrap",
+    "linux_audit",
+    "sun_streams",
+    "java",
+    "kafka",
+    "mqtt",
+    "opentelemetry",
+    "http",
+    "osquery",
+    "default_network_drivers",
+    "syslog_ng",
+    "pacct",
+    "mbox",
+    "nodejs",
+    "darwin_oslog",
+    "hypr_audit_trail",
+    "hypr_app_audit_trail",
+    "network_load_balancer",
+    "example_msg_generator",
+    "example_random_generator",
+];
+
+/// Builds the source driver `node` stands for.
+pub fn build(node: &Node, cx: &SourceContext) -> Result<Built, ConfigError> {
+    let key = node.key();
+    let Some(driver) = DRIVERS.iter().find(|d| d.names.contains(&key.as_str())) else {
+        return Err(driver_error(
+            node,
+            "source",
+            DRIVERS.iter().flat_map(|d| d.names),
+            NOT_YET,
+        ));
+    };
+    let mut o = Options::check_parts(node, &[SourceOptions::DECLARED, driver.options])?;
+    let mut opts = SourceOptions::new(cx.globals);
+    o.apply(SourceOptions::DECLARED, |opt| opts.apply(opt))?;
+    let built = (driver.build)(node, &mut o, Common { cx, opts })?;
+    o.finish()?;
+    Ok(built)
+}
+
+/// The error for a driver name that is not implemented: not supported yet when syslog-ng has
+/// it, otherwise unknown with the valid names.
+pub fn driver_error<'a>(
+    node: &Node,
+    kind: &str,
+    implemented: impl Iterator<Item = &'a &'static str>,
+    not_yet: &'static [&'static str],
+) -> ConfigError {
+    if not_yet.contains(&node.key().as_str()) {
+        return ConfigError::not_supported(node.pos, &format!("the {}() {kind}", node.name));
+    }
+    let all: Vec<&str> = implemented
+        .copied()
+        .chain(not_yet.iter().copied())
+        .collect();
+    ConfigError::unknown(node.pos, &format!("{kind} driver"), &node.name, "", &all)
+}
+
+/// What every source driver builds from: its context and the options every source has.
+pub struct Common<'a> {
+    cx: &'a SourceContext<'a>,
+    opts: SourceOptions,
+}
+
+impl Common<'_> {
+    fn names(&self) -> NameOptions {
+        NameOptions {
+            use_dns: self.opts.use_dns,
+            use_fqdn: self.opts.use_fqdn,
+            normalize: self.opts.normalize_hostnames,
+            cache_expire: self.cx.globals.dns_cache_expire,
+        }
+    }
+
+    /// The driver's statistics component: `src.network`, `src.unix-stream`.
+    fn component(node: &Node) -> String {
+        format!("src.{}", node.key().replace('_', "-"))
+    }
+
+    /// A counter of the listener, named as syslog-ng names it by its address:
+    /// `src.network;s_net;afsocket_sd.(stream,AF_INET(127.0.0.1:514));a;connections`.
+    fn counter(
+        &self,
+        node: &Node,
+        listener: &str,
+        what: &'static str,
+    ) -> Arc<std::sync::atomic::AtomicU64> {
+        self.cx
+            .stats
+            .counter(&Self::component(node), self.cx.name, listener, what)
+    }
+
+    /// How the driver's readers read: `instance` names the driver in syslog-ng's counters
+    /// (`src.network;s_net#0;tcp,127.0.0.1`).
+    fn reader(
+        &self,
+        node: &Node,
+        ingest: &Arc<Ingest>,
+        instance: &str,
+        framing: Framing,
+        window: u32,
+        listener: &str,
+    ) -> ReaderSpec {
+        let cx = self.cx;
+        ReaderSpec {
+            framing,
+            log_msg_size: self.opts.log_msg_size,
+            trim_large_messages: self.opts.trim_large_messages,
+            window,
+            keep_empty: self.opts.empty_lines,
+            budget: ReadBudget::new(READ_BUDGET),
+            ingest: ingest.clone(),
+            listener: Arc::from(listener),
+            counted: SourceCounters {
+                driver: cx.stats.counter(
+                    &Self::component(node),
+                    &format!("{}#{}", cx.name, cx.n),
+                    instance,
+                    "processed",
+                ),
+                source: cx.stats.counter("source", cx.name, "", "processed"),
+                oversized: self.counter(node, listener, "oversized_messages"),
+                framing_errors: self.counter(node, listener, "framing_errors"),
+                empty: self.counter(node, listener, "empty_messages"),
+            },
+        }
+    }
+
+    /// The window of each of `max_connections` readers: `log-iw-size()` shared among them, at
+    /// least `min-iw-size-per-reader()`.
+    fn per_reader(&self, max_connections: usize) -> u32 {
+        (self.opts.log_iw_size / max_connections.max(1) as u32)
+            .max(self.cx.globals.min_iw_size_per_reader)
+    }
+
+    fn ingest(&self) -> Arc<Ingest> {
+        Arc::new(self.opts.ingest(self.cx.name, self.cx.globals))
+    }
+
+    /// A stream listener with what every one has; the driver sets the rest.
+    fn stream(
+        &self,
+        node: &Node,
+        listen: Listen,
+        reader: ReaderSpec,
+        max_connections: usize,
+        listen_backlog: Option<u32>,
+    ) -> StreamSource {
+        let listener = reader.listener.clone();
+        StreamSource {
+            listen,
+            reader,
+            max_connections,
+            names: self.names(),
+            source_name: self.cx.name.clone(),
+            source_id: self.cx.id,
+            so_rcvbuf: None,
+            so_reuseport: false,
+            keep_alive: false,
+            listen_backlog: listen_backlog.unwrap_or(DEFAULT_LISTEN_BACKLOG),
+            connections: self.counter(node, &listener, "connections"),
+            proxied: Proxied::No,
+            trusted_proxies: Vec::new(),
+            handshake_timeout: HANDSHAKE_TIMEOUT,
+            unauthenticated: Arc::default(),
+            tls: None,
+            tls_failures: self.counter(node, &listener, "tls_handshake_failures"),
+            rejected: self.counter(node, &listener, "rejected_connections"),
+            relp: false,
+            tls_fingerprints: false,
+        }
+    }
+
+    fn datagram(&self, bind: Bind, reader: ReaderSpec, so_rcvbuf: Option<usize>) -> DatagramSource {
+        DatagramSource {
+            bind,
+            reader,
+            names: self.names(),
+            source_name: self.cx.name.clone(),
+            source_id: self.cx.id,
+            so_rcvbuf,
+            so_reuseport: false,
+        }
+    }
+}
+
+/// Connections a stream listener lets wait for `accept()`. syslog-ng's default is 256; a burst
+/// of thousands of clients (a relay restarting, a fleet reconnecting) overflows that, and every
+/// connection the kernel drops waits a second for its SYN to be sent again. The kernel caps it
+/// at `net.core.somaxconn` (4096 on current kernels).
+const DEFAULT_LISTEN_BACKLOG: u32 = 4096;
+/// `handshake-timeout()` not given: how long a connection may take to finish its TLS
+/// handshake or PROXY header. syslog-ng waits for ever for a PROXY header.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// RELP has no assigned port; rsyslog's examples use 2514.
+pub const RELP_PORT: u16 = 2514;
+
+/// Options of `network()`, `syslog()`, `tcp()`, `udp()` and `relp()`.
+const NETWORK: &[Declared] = &[
+    read("ip", "ip(\"127.0.0.1\")"),
+    read("localip", "localip(\"::1\")"),
+    read("port", "port(0)"),
+    read("localport", "localport(0)"),
+    read("transport", "transport(udp)"),
+    read("ip_protocol", "ip-protocol(6)"),
+    read("max_connections", "max-connections(100)"),
+    read("so_rcvbuf", "so-rcvbuf(1048576)"),
+    read("so_reuseport", "so-reuseport(yes)"),
+    read("keep_alive", "keep-alive(yes)"),
+    read("so_keepalive", "so-keepalive(yes)"),
+    read("listen_backlog", "listen-backlog(100)"),
+    read(
+        "tls",
+        "transport(tls) tls(key-file(\"/k\") cert-file(\"/c\") peer-verify(optional-untrusted))",
+    ),
+    read(
+        "trusted_proxies",
+        "transport(proxied-tcp) trusted-proxies(\"10.0.0.0/8\")",
+    ),
+    read("handshake_timeout", "handshake-timeout(5)"),
+    not_yet("so_broadcast"),
+    not_yet("so_sndbuf"),
+    not_yet("ip_ttl"),
+    not_yet("ip_tos"),
+    not_yet("dynamic_window_size"),
+    not_yet("dynamic_window_stats_freq"),
+    not_yet("dynamic_window_realloc_ticks"),
+    not_yet("interface"),
+    not_yet("failover"),
+    not_yet("idle_timeout"),
+];
+
+/// The transports a network source speaks: (datagrams, TLS, where the PROXY header is).
+const TRANSPORTS: &[(&str, bool, bool, Proxied)] = &[
+    ("udp", true, false, Proxied::No),
+    ("tcp", false, false, Proxied::No),
+    ("framed", false, false, Proxied::No),
+    ("text", false, false, Proxied::No),
+    ("tls", false, true, Proxied::No),
+    ("proxied-tcp", false, false, Proxied::First),
+    ("proxied-tls", false, true, Proxied::InsideTls),
+    // A proxy that passes TLS through says who connected, then the client's handshake follows.
+    ("proxied-tls-passthrough", false, true, Proxied::First),
+];
+
+/// `network()`, `syslog()`, `tcp()`, `tcp6()`, `udp()`, `udp6()`, `relp()`: a stream
+/// listener or a datagram socket, by transport.
+fn network(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigError> {
+    let key = node.key();
+    if let Some(v) = node.first_value() {
+        return Err(ConfigError::new(
+            v.pos,
+            format!(
+                "{}() takes no positional value; did you mean ip(\"{}\")?",
+                node.name, v.text
+            ),
+        ));
+    }
+    let (transport, tpos) = match o.last("transport") {
+        Some(opt) => (
+            opt.string()?.to_ascii_lowercase().replace('_', "-"),
+            opt.value()?.pos,
+        ),
+        None => (
+            if key.starts_with("udp") { "udp" } else { "tcp" }.to_string(),
+            node.pos,
+        ),
+    };
+    let ip_protocol = match o.last("ip_protocol") {
+        Some(opt) => Some(ip_protocol(opt)?),
+        None => None,
+    };
+    let ipv6 = key.ends_with('6') || ip_protocol == Some(6);
+    let ip_option = o.last_of(&["ip", "localip"]).map(Node::value).transpose()?;
+    let ip: IpAddr = match ip_option {
+        Some(v) => v
+            .text
+            .parse()
+            .map_err(|_| ConfigError::new(v.pos, format!("'{}' is not an IP address", v.text)))?,
+        None if ipv6 => "::".parse().expect("valid"),
+        None => "0.0.0.0".parse().expect("valid"),
+    };
+    // The driver's counter name shows the transport and address as written (syslog-ng's).
+    let instance = format!(
+        "{transport},{}",
+        ip_option.map_or("0.0.0.0", |v| v.text.as_str())
+    );
+    let Some(&(_, udp, tls, proxied)) = TRANSPORTS.iter().find(|t| t.0 == transport) else {
+        if transport == "auto" {
+            return Err(ConfigError::not_supported(
+                tpos,
+                &format!("transport({transport})"),
+            ));
+        }
+        let names: Vec<&str> = TRANSPORTS.iter().map(|t| t.0).collect();
+        return Err(ConfigError::unknown(
+            tpos,
+            "transport",
+            &transport,
+            "",
+            &names,
+        ));
+    };
+    let tls_options = match o.last("tls") {
+        Some(opt) => Some(TlsOptions::parse(opt)?),
+        None => None,
+    };
+    // tcp(), tcp6() and relp() speak TLS when they have a tls() block.
+    let tls = tls || (matches!(key.as_str(), "tcp" | "tcp6" | "relp") && tls_options.is_some());
+    if key == "relp" && (udp || proxied != Proxied::No) {
+        return Err(ConfigError::new(
+            tpos,
+            "relp() runs over TCP, or TLS with a tls() block",
+        ));
+    }
+    let server_tls = match (tls, &tls_options) {
+        (true, Some(t)) => Some(t.server_config()?),
+        (true, None) => {
+            return Err(ConfigError::new(
+                tpos,
+                format!("transport({transport}) needs a tls() block: tls(key-file(\"…\") cert-file(\"…\") ca-file(\"…\"))"),
+            ))
+        }
+        (false, Some(t)) => {
+            return Err(ConfigError::new(
+                t.pos,
+                format!("tls() is for transport(tls), not transport({transport})"),
+            ))
+        }
+        (false, None) => None,
+    };
+    let default_port = match (key.as_str(), udp, &server_tls, proxied) {
+        ("relp", ..) => RELP_PORT,
+        ("syslog", false, Some(_), Proxied::No) => 6514,
+        ("syslog", false, _, _) => 601,
+        _ => 514,
+    };
+    let port = match o.last_of(&["port", "localport"]) {
+        Some(opt) => port_number(opt)?,
+        None => default_port,
+    };
+    let addr = SocketAddr::new(ip, port);
+    let so_rcvbuf = so_rcvbuf(o)?;
+    let so_reuseport = o
+        .last("so_reuseport")
+        .map(Node::bool)
+        .transpose()?
+        .unwrap_or(false);
+    let max_connections = max_connections(o)?;
+    let listen_backlog = listen_backlog(o)?;
+    let keep_alive = o
+        .last_of(&["keep_alive", "so_keepalive"])
+        .map(Node::bool)
+        .transpose()?
+        .unwrap_or(false);
+    let mut trusted_proxies = Vec::new();
+    for opt in o.all("trusted_proxies") {
+        for v in opt.words()? {
+            trusted_proxies.push(sluice_model::filter::Network::parse(&v.text).ok_or_else(|| {
+                ConfigError::new(
+                    v.pos,
+                    format!(
+                        "trusted-proxies() takes addresses and networks such as \"10.0.0.5\", \"10.0.0.0/24\" or \"2001:db8::/32\", not \"{}\"",
+                        v.text
+                    ),
+                )
+            })?);
+        }
+    }
+    let handshake_timeout = match o.last("handshake_timeout") {
+        Some(opt) => Duration::from_secs(opt.u64()?.max(1)),
+        None => HANDSHAKE_TIMEOUT,
+    };
+
+    let mut common = common;
+    if key == "syslog" {
+        common.opts.flags.syslog_protocol = true;
+    }
+    let ingest = common.ingest();
+    let family = if addr.is_ipv6() {
+        "AF_INET6"
+    } else {
+        "AF_INET"
+    };
+    let listener = |kind: &str| format!("afsocket_sd.({kind},{family}({addr}))");
+    if udp {
+        let listener = listener("dgram");
+        let window = common.opts.log_iw_size;
+        let reader = common.reader(
+            node,
+            &ingest,
+            &instance,
+            Framing::Newline,
+            window,
+            &listener,
+        );
+        let mut s = common.datagram(Bind::Udp(addr), reader, so_rcvbuf);
+        s.so_reuseport = so_reuseport;
+        return Ok(Arc::new(s));
+    }
+    let framing = if key == "syslog" || transport == "framed" {
+        Framing::OctetCounted
+    } else {
+        Framing::Newline
+    };
+    let max = max_connections.unwrap_or(10);
+    let listener = listener("stream");
+    let reader = common.reader(
+        node,
+        &ingest,
+        &instance,
+        framing,
+        common.per_reader(max),
+        &listener,
+    );
+    let mut s = common.stream(node, Listen::Tcp(addr), reader, max, listen_backlog);
+    s.so_rcvbuf = so_rcvbuf;
+    s.so_reuseport = so_reuseport;
+    s.keep_alive = keep_alive;
+    s.proxied = proxied;
+    s.trusted_proxies = trusted_proxies;
+    s.handshake_timeout = handshake_timeout;
+    s.tls_fingerprints = tls_options
+        .as_ref()
+        .is_some_and(|t| !t.trusted_keys.is_empty());
+    s.tls = server_tls;
+    s.relp = key == "relp";
+    Ok(Arc::new(s))
+}
+
+/// Options of `unix-stream()` and `unix-dgram()`.
+const UNIX: &[Declared] = &[
+    read("owner", "owner(\"root\")"),
+    read("group", "group(\"root\")"),
+    read("perm", "perm(0600)"),
+    read("max_connections", "max-connections(100)"),
+    // syslog-ng keeps a unix-stream connection open across a reload when this is on; sluice
+    // keeps every connection of a source that stays.
+    read("keep_alive", "keep-alive(yes)"),
+    // The socket is sluice's to make: a missing directory is created, so both are moot.
+    read("optional", "optional(yes)"),
+    read("create_dirs", "create-dirs(yes)"),
+    read("so_rcvbuf", "so-rcvbuf(1048576)"),
+    read("listen_backlog", "listen-backlog(100)"),
+    not_yet("pass_unix_credentials"),
+];
+
+/// `unix-stream("/dev/log")`, `unix-dgram("/dev/log")`: the local syslog() sockets.
+fn unix(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigError> {
+    let path = node.first_value().ok_or_else(|| {
+        ConfigError::new(
+            node.pos,
+            format!(
+                "{}() needs a socket path: {}(\"/dev/log\")",
+                node.name, node.name
+            ),
+        )
+    })?;
+    let unix = UnixSocket {
+        path: path.text.clone().into(),
+        perm: match o.last("perm") {
+            Some(opt) => options::mode(opt)?,
+            None => 0o666,
+        },
+        owner: o.last("owner").map(options::user).transpose()?,
+        group: o.last("group").map(options::group).transpose()?,
+    };
+    for name in ["keep_alive", "optional", "create_dirs"] {
+        o.last(name).map(Node::bool).transpose()?;
+    }
+    let so_rcvbuf = so_rcvbuf(o)?;
+    let max_connections = max_connections(o)?;
+    let listen_backlog = listen_backlog(o)?;
+    let mut common = common;
+    common.opts.flags.local = true;
+    // syslog-ng expects no hostname on unix sockets, whatever flags() says: local syslog()
+    // calls do not write one.
+    common.opts.flags.expect_hostname = false;
+    let ingest = common.ingest();
+    let instance = path.text.as_str();
+    let shown = unix.path.display().to_string();
+    if node.key() == "unix_stream" {
+        let max = max_connections.unwrap_or(256);
+        let listener = format!("afsocket_sd.(stream,AF_UNIX({shown}))");
+        let window = common.per_reader(max);
+        let reader = common.reader(node, &ingest, instance, Framing::Newline, window, &listener);
+        let mut s = common.stream(node, Listen::Unix(unix), reader, max, listen_backlog);
+        s.so_rcvbuf = so_rcvbuf;
+        Ok(Arc::new(s))
+    } else {
+        let listener = format!("afsocket_sd.(dgram,AF_UNIX({shown}))");
+        let window = common.opts.log_iw_size;
+        let reader = common.reader(node, &ingest, instance, Framing::Newline, window, &listener);
+        Ok(Arc::new(common.datagram(
+            Bind::Unix(unix),
+            reader,
+            so_rcvbuf,
+        )))
+    }
+}
+
+/// `stdin()`: what sluice is given on its standard input, to its end.
+fn stdin(node: &Node, _: &mut Options, common: Common) -> Result<Built, ConfigError> {
+    no_value(node)?;
+    let mut common = common;
+    common.opts.flags.local = true;
+    let ingest = common.ingest();
+    let window = common.opts.log_iw_size;
+    let mut reader = common.reader(node, &ingest, "", Framing::Newline, window, "");
+    // Its reader outlives a reload that changes the source: it finds its new parsing options
+    // under this name.
+    reader.listener = Arc::from("stdin()");
+    Ok(Arc::new(StdinSource {
+        reader,
+        names: common.names(),
+        source_name: common.cx.name.clone(),
+        source_id: common.cx.id,
+    }))
+}
+
+/// `internal()`: sluice's own messages.
+fn internal(node: &Node, _: &mut Options, common: Common) -> Result<Built, ConfigError> {
+    no_value(node)?;
+    let mut common = common;
+    common.opts.flags.local = true;
+    let ingest = common.ingest();
+    let window = common.opts.log_iw_size;
+    Ok(Arc::new(InternalSource {
+        ingest: ingest.clone(),
+        window,
+        source_name: common.cx.name.clone(),
+        source_id: common.cx.id,
+        use_fqdn: common.opts.use_fqdn,
+        counted: common
+            .reader(node, &ingest, "", Framing::Newline, window, "")
+            .counted,
+    }))
+}
+
+fn no_value(node: &Node) -> Result<(), ConfigError> {
+    match node.first_value() {
+        Some(v) => Err(ConfigError::new(
+            v.pos,
+            format!(
+                "{}() takes no positional value; did you mean ip(\"{}\")?",
+                node.name, v.text
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// A `port()` value.
+pub fn port_number(opt: &Node) -> Result<u16, ConfigError> {
+    let v = opt.value()?;
+    let port = v.as_u64()?;
+    u16::try_from(port).map_err(|_| ConfigError::new(v.pos, format!("port {port} is out of range")))
+}
+
+/// `ip-protocol(4)` or `ip-protocol(6)`.
+pub fn ip_protocol(opt: &Node) -> Result<u8, ConfigError> {
+    let v = opt.value()?;
+    match v.as_u64()? {
+        4 => Ok(4),
+        6 => Ok(6),
+        _ => Err(ConfigError::new(v.pos, "ip-protocol() is 4 or 6")),
+    }
+}
+
+fn so_rcvbuf(o: &mut Options) -> Result<Option<usize>, ConfigError> {
+    Ok(o.last("so_rcvbuf")
+        .map(Node::u64)
+        .transpose()?
+        .map(|n| n as usize))
+}
+
+fn max_connections(o: &mut Options) -> Result<Option<usize>, ConfigError> {
+    Ok(o.last("max_connections")
+        .map(Node::u64)
+        .transpose()?
+        .map(|n| n.max(1) as usize))
+}
+
+fn listen_backlog(o: &mut Options) -> Result<Option<u32>, ConfigError> {
+    Ok(o.last("listen_backlog")
+        .map(Node::u64)
+        .transpose()?
+        .map(|n| n.clamp(1, 65535) as u32))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each source driver is built once with each option it and every source declare: an
+    /// option is accepted exactly when the driver reads it.
+    #[test]
+    fn every_source_reads_every_option_it_declares() {
+        let dir = tempfile::tempdir().unwrap();
+        let (key, cert) = (dir.path().join("k.pem"), dir.path().join("c.pem"));
+        let made = std::process::Command::new("openssl")
+            .args([
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+            ])
+            .args(["-nodes", "-subj", "/CN=sluice", "-days", "1", "-keyout"])
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .output()
+            .expect("openssl makes the test's certificate");
+        assert!(made.status.success(), "{made:?}");
+        for driver in DRIVERS {
+            let sample = driver.sample;
+            let parts: [&[Declared]; 2] = [SourceOptions::DECLARED, driver.options];
+            sluice_config::declared::every_option_is_read_in(sample, &parts, |text| {
+                let text = text
+                    .replace("\"/k\"", &format!("\"{}\"", key.display()))
+                    .replace("\"/c\"", &format!("\"{}\"", cert.display()));
+                let config = sluice_config::load_str("t.conf", &format!("source s {{ {text}; }};"))
+                    .map_err(|e| e.render())?;
+                let sluice_config::Body::Nodes(nodes) = &config.statements[0].body else {
+                    unreachable!()
+                };
+                let cx = SourceContext {
+                    globals: &Globals::new(),
+                    stats: &Registry::default(),
+                    name: &Arc::from("s"),
+                    id: 0,
+                    n: 0,
+                };
+                build(&nodes[0], &cx)
+                    .map(drop)
+                    .map_err(|e| e.render(&config.map))
+            });
+        }
+    }
+
+    /// A driver name is found once: no two declarations claim it, and none is also "not yet".
+    #[test]
+    fn every_driver_name_is_declared_once() {
+        let mut seen: Vec<&str> = NOT_YET.to_vec();
+        for name in DRIVERS.iter().flat_map(|d| d.names) {
+            assert!(!seen.contains(name), "{name} is declared twice");
+            seen.push(name);
+        }
+    }
+}
