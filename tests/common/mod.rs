@@ -268,19 +268,29 @@ impl Running {
     }
 
     pub fn terminate(&mut self) {
+        self.terminate_within(Duration::from_secs(20));
+    }
+
+    /// Sends SIGTERM and waits for the server to exit, at most `limit`; returns how long it
+    /// took.
+    pub fn terminate_within(&mut self, limit: Duration) -> Duration {
+        let started = Instant::now();
         // SAFETY: kill(2) on the pid of a child we spawned and have not reaped.
         unsafe {
             libc::kill(self.child.id() as i32, libc::SIGTERM);
         }
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
+        while started.elapsed() < limit {
             if let Ok(Some(_)) = self.child.try_wait() {
-                return;
+                return started.elapsed();
             }
             std::thread::sleep(Duration::from_millis(20));
         }
         let _ = self.child.kill();
-        panic!("{:?} did not stop within 20 s of SIGTERM", self.kind);
+        panic!(
+            "{:?} did not stop within {limit:?} of SIGTERM:\n{}",
+            self.kind,
+            self.stderr()
+        );
     }
 }
 

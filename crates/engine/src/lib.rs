@@ -40,7 +40,9 @@
 //! 1. SIGTERM, SIGINT, `sluice ctl stop` or the end of `stdin()`: every source stop is set;
 //!    readers stop reading, queue what they read (waiting at most `STOP_GRACE` for a
 //!    destination that takes nothing) and return. A second signal exits at once.
-//! 2. Destinations write what they hold (failing files are tried for a bounded grace) and stop.
+//! 2. Destinations write what they hold and stop. A failing file is tried for a bounded grace;
+//!    a forwarding destination whose peer takes nothing gives it `STOP_GRACE` and gives up
+//!    without reconnecting, reporting what is lost (or leaving it in its disk buffer).
 //! 3. The control socket is removed if it is still sluice's; the pid file by the caller.
 
 pub mod build;

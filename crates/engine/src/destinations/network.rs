@@ -408,28 +408,38 @@ impl Sender {
                 return false;
             }
             let link = self.conn.as_mut().expect("connected");
-            let giving_up = stopping || self.retire.load(Ordering::SeqCst);
+            // Asked again at every stall: a stop or a hand-over may come while a write waits.
+            let (queue, retire) = (&self.queue, &self.retire);
+            let giving_up = || stopping || queue.is_stopping() || retire.load(Ordering::SeqCst);
             let result = match &mut link.tls {
                 _ if link.relp.is_some() => {
-                    super::relp::send(link, batches, &mut pos, giving_up, STOP_GRACE)
+                    super::relp::send(link, batches, &mut pos, &giving_up, STOP_GRACE)
                 }
-                Some(tls) => write_tls(&link.sock, tls, batches, &mut pos, giving_up),
+                Some(tls) => write_tls(&link.sock, tls, batches, &mut pos, &giving_up),
                 None if self.opts.transport.is_stream() => {
-                    write_stream(&link.sock, batches, &mut pos, giving_up)
+                    write_stream(&link.sock, batches, &mut pos, &giving_up)
                 }
                 None => write_datagrams(&link.sock, batches, &mut pos, self.opts.transport),
             };
             match result {
                 Ok(()) => return true,
                 Err(e) => {
-                    internal::error(format!(
-                        "{}: error sending to {}: {e}; reconnecting",
-                        self.label,
-                        self.server_name(self.server)
-                    ));
                     self.conn = None;
-                    // Stopping or handing over: one more connection, not one per failure.
-                    if giving_up && std::mem::replace(&mut failed_while_giving_up, true) {
+                    // Stopping or handing over: one more connection, not one per failure;
+                    // none after a peer that took nothing for the grace (it is still there,
+                    // taking nothing).
+                    let giving_up =
+                        stopping || self.queue.is_stopping() || self.retire.load(Ordering::SeqCst);
+                    let again = !(giving_up
+                        && (e.kind() == ErrorKind::TimedOut
+                            || std::mem::replace(&mut failed_while_giving_up, true)));
+                    internal::error(format!(
+                        "{}: error sending to {}: {e}{}",
+                        self.label,
+                        self.server_name(self.server),
+                        if again { "; reconnecting" } else { "" }
+                    ));
+                    if !again {
                         return false;
                     }
                     // The message the failed write was in is sent again whole.
@@ -679,14 +689,14 @@ pub(super) struct Link {
 impl Link {
     /// Writes all of `data`, through TLS if the link has it. A peer that takes nothing holds
     /// the writer back (backpressure) unless stopping, when it gets [`STOP_GRACE`].
-    pub(super) fn write_all(&mut self, mut data: &[u8], stopping: bool) -> std::io::Result<()> {
+    pub(super) fn write_all(&mut self, mut data: &[u8], give_up: GiveUp) -> std::io::Result<()> {
         use std::io::Write;
         if let Some(tls) = &mut self.tls {
             crate::tls::write_plaintext(&mut tls.writer(), data)?;
-            return flush_tls(&self.sock, tls, stopping);
+            return flush_tls(&self.sock, tls, give_up);
         }
         let sock = &self.sock;
-        write_until_done(stopping, || {
+        write_until_done(give_up, || {
             let written = (!data.is_empty()).then(|| (&*sock).write(data))?;
             if let Ok(n) = written {
                 data = &data[n..];
@@ -800,10 +810,10 @@ fn write_stream(
     sock: &Socket,
     batches: &[Batch],
     pos: &mut Position,
-    stopping: bool,
+    give_up: GiveUp,
 ) -> std::io::Result<()> {
     let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(batches.len().min(IOV_MAX));
-    write_until_done(stopping, || {
+    write_until_done(give_up, || {
         pos.advance(batches, 0);
         if pos.batch == batches.len() {
             return None;
@@ -826,7 +836,7 @@ fn write_stream(
 /// from the socket's write timeout) waits as [`stalled`] says; one that took 0 bytes means
 /// the peer is gone.
 fn write_until_done(
-    stopping: bool,
+    give_up: GiveUp,
     mut write: impl FnMut() -> Option<std::io::Result<usize>>,
 ) -> std::io::Result<()> {
     let mut stalled_since: Option<Instant> = None;
@@ -835,7 +845,7 @@ fn write_until_done(
             Ok(0) => return Err(ErrorKind::WriteZero.into()),
             Ok(_) => stalled_since = None,
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                stalled(&mut stalled_since, stopping, STOP_GRACE)?
+                stalled(&mut stalled_since, give_up, STOP_GRACE)?
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
@@ -844,15 +854,23 @@ fn write_until_done(
     Ok(())
 }
 
-/// A write (or a wait for an answer) that got nothing: backpressure, to wait out, unless
-/// sluice is stopping and the peer has taken nothing for `grace` since `since` was set.
+/// Whether a sender gives up on a peer that takes nothing: sluice is stopping, or a reload's
+/// destination takes over. Asked at every stall, as either may come while a write waits.
+pub(super) type GiveUp<'a> = &'a dyn Fn() -> bool;
+
+/// A write (or a wait for an answer) that got nothing: backpressure, to wait out, unless the
+/// sender gives up and the peer has taken nothing for `grace` since then (`since`).
 pub(super) fn stalled(
     since: &mut Option<Instant>,
-    stopping: bool,
+    give_up: GiveUp,
     grace: Duration,
 ) -> std::io::Result<()> {
+    if !give_up() {
+        *since = None;
+        return Ok(());
+    }
     let since = *since.get_or_insert_with(Instant::now);
-    if stopping && since.elapsed() > grace {
+    if since.elapsed() > grace {
         return Err(std::io::Error::new(
             ErrorKind::TimedOut,
             "the peer took nothing while stopping",
@@ -870,7 +888,7 @@ fn write_tls(
     tls: &mut rustls::ClientConnection,
     batches: &[Batch],
     pos: &mut Position,
-    stopping: bool,
+    give_up: GiveUp,
 ) -> std::io::Result<()> {
     while pos.batch < batches.len() {
         let mut next = *pos;
@@ -882,7 +900,7 @@ fn write_tls(
             taken += n;
             next.advance(batches, n);
         }
-        flush_tls(sock, tls, stopping)?;
+        flush_tls(sock, tls, give_up)?;
         *pos = next;
     }
     Ok(())
@@ -893,9 +911,9 @@ fn write_tls(
 fn flush_tls(
     sock: &Socket,
     tls: &mut rustls::ClientConnection,
-    stopping: bool,
+    give_up: GiveUp,
 ) -> std::io::Result<()> {
-    write_until_done(stopping, || {
+    write_until_done(give_up, || {
         tls.wants_write().then(|| tls.write_tls(&mut &*sock))
     })
 }

@@ -9,7 +9,7 @@
 //! first message without one: nothing is lost, and what the server had stored but not yet
 //! acknowledged arrives twice (RELP is at-least-once).
 
-use super::network::{stalled, Link, Position};
+use super::network::{stalled, GiveUp, Link, Position};
 use super::queue::Batch;
 use sluice_protocol::relp::{self, Command};
 use std::collections::VecDeque;
@@ -47,7 +47,8 @@ pub(super) fn open(link: &mut Link, timeout: Duration) -> std::io::Result<Sessio
     );
     let mut out = Vec::new();
     relp::write(&mut out, 1, "open", offers.as_bytes());
-    link.write_all(&out, false)?;
+    // Bounded: a server that takes not even the open is given up after the grace.
+    link.write_all(&out, &|| true)?;
     let mut input = Vec::new();
     let deadline = Instant::now() + timeout;
     let (frame, used) = loop {
@@ -115,13 +116,13 @@ fn read_more(link: &mut Link, input: &mut Vec<u8>) -> std::io::Result<()> {
 }
 
 /// Sends the batches from `pos` as `syslog` frames and waits for every `rsp`; `pos` follows
-/// the first message not yet acknowledged. A server that acknowledges nothing while stopping
-/// gets `grace`.
+/// the first message not yet acknowledged. A server that acknowledges nothing once the sender
+/// gives up gets `grace`.
 pub(super) fn send(
     link: &mut Link,
     batches: &[Batch],
     pos: &mut Position,
-    stopping: bool,
+    give_up: GiveUp,
     grace: Duration,
 ) -> std::io::Result<()> {
     // (transaction number, where the message after this one starts)
@@ -159,7 +160,7 @@ pub(super) fn send(
             unacked.push_back((txnr, next));
         }
         if !out.is_empty() {
-            link.write_all(&out, stopping)?;
+            link.write_all(&out, give_up)?;
             out.clear();
             continue;
         }
@@ -170,7 +171,7 @@ pub(super) fn send(
         match read_more(link, &mut input) {
             Ok(()) => waiting_since = None,
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                stalled(&mut waiting_since, stopping, grace)?;
+                stalled(&mut waiting_since, give_up, grace)?;
                 continue;
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,

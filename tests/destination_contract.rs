@@ -1,0 +1,344 @@
+//! The contract every destination keeps, run over each one sluice has: `file()`, `tcp()`,
+//! `syslog()` (octet-counted), `tcp()` with TLS, `udp()`, `unix-stream()`, `unix-dgram()` and
+//! `relp()`. A destination to come adds a [`Kind`] (and, when it needs one, its peer's setup).
+//!
+//! - What it accepted is written once and in order, and counted under syslog-ng's names.
+//! - `sluice ctl reopen` (SIGUSR1) leaves it writing.
+//! - A reload that changes it, while messages flow, takes over its queue: nothing is lost.
+//! - Over a connection: a peer that is down, then up, loses nothing on a flow-controlled path,
+//!   and a peer that takes nothing does not hold a stop past its grace.
+//!
+//! The receiving end is a second sluice with the matching source, writing a file.
+
+mod common;
+
+use common::pki::Pki;
+use common::{ctl, free_port, free_udp_port, send_tcp, Framing, Running, Server};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Where a destination sends: ports, socket paths and certificates made for one test.
+struct Peer {
+    port: u16,
+    udp_port: u16,
+    dir: tempfile::TempDir,
+    pki: Pki,
+}
+
+impl Peer {
+    fn new() -> Peer {
+        Peer {
+            port: free_port(),
+            udp_port: free_udp_port(),
+            dir: tempfile::tempdir().expect("temporary directory"),
+            pki: Pki::new(),
+        }
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.dir.path().join("peer.sock")
+    }
+}
+
+/// A destination under the contract.
+struct Kind {
+    name: &'static str,
+    /// The destination driver (with `@OPTIONS@` where a test adds options).
+    driver: fn(&Peer) -> String,
+    /// The receiving sluice's source driver; `None`: the destination writes a file itself.
+    receive: Option<fn(&Peer) -> String>,
+    /// Its counter, as syslog-ng names it, without the value.
+    counter: fn(&Peer) -> String,
+    /// Sends over a connection: a peer that is down holds messages back.
+    connected: bool,
+}
+
+const KINDS: &[Kind] = &[
+    Kind {
+        name: "file",
+        driver: |_| r#"file("@OUT@/all.log" @OPTIONS@)"#.to_string(),
+        receive: None,
+        counter: |_| "dst.file;d#0;@OUT@/all.log;a;processed".to_string(),
+        connected: false,
+    },
+    Kind {
+        name: "tcp",
+        driver: |p| format!(r#"tcp("127.0.0.1" port({}) @OPTIONS@)"#, p.port),
+        receive: Some(|p| format!("network(ip(127.0.0.1) port({}))", p.port)),
+        counter: |p| format!("dst.tcp;d#0;tcp,127.0.0.1:{};a;processed", p.port),
+        connected: true,
+    },
+    Kind {
+        name: "syslog",
+        driver: |p| format!(r#"syslog("127.0.0.1" port({}) @OPTIONS@)"#, p.port),
+        receive: Some(|p| format!("syslog(ip(127.0.0.1) port({}))", p.port)),
+        counter: |p| format!("dst.syslog;d#0;tcp,127.0.0.1:{};a;processed", p.port),
+        connected: true,
+    },
+    Kind {
+        name: "tls",
+        driver: |p| {
+            format!(
+                r#"tcp("localhost" port({}) {} @OPTIONS@)"#,
+                p.port,
+                p.pki.tls("client", "")
+            )
+        },
+        receive: Some(|p| {
+            format!(
+                "network(ip(127.0.0.1) port({}) transport(tls) {})",
+                p.port,
+                p.pki.tls("server", "peer-verify(required-trusted)")
+            )
+        }),
+        counter: |p| format!("dst.tcp;d#0;tcp,localhost:{};a;processed", p.port),
+        connected: true,
+    },
+    Kind {
+        name: "udp",
+        driver: |p| format!(r#"udp("127.0.0.1" port({}) @OPTIONS@)"#, p.udp_port),
+        receive: Some(|p| {
+            format!(
+                "network(ip(127.0.0.1) port({}) transport(udp) so-rcvbuf(8388608))",
+                p.udp_port
+            )
+        }),
+        counter: |p| format!("dst.udp;d#0;udp,127.0.0.1:{};a;processed", p.udp_port),
+        connected: false,
+    },
+    Kind {
+        name: "unix-stream",
+        driver: |p| format!(r#"unix-stream("{}" @OPTIONS@)"#, p.socket().display()),
+        receive: Some(|p| format!(r#"unix-stream("{}")"#, p.socket().display())),
+        counter: |p| format!("dst.unix-stream;d#0;{};a;processed", p.socket().display()),
+        connected: true,
+    },
+    Kind {
+        name: "unix-dgram",
+        driver: |p| format!(r#"unix-dgram("{}" @OPTIONS@)"#, p.socket().display()),
+        receive: Some(|p| {
+            format!(
+                r#"unix-dgram("{}" so-rcvbuf(8388608))"#,
+                p.socket().display()
+            )
+        }),
+        counter: |p| format!("dst.unix-dgram;d#0;{};a;processed", p.socket().display()),
+        connected: false,
+    },
+    Kind {
+        name: "relp",
+        driver: |p| format!(r#"relp("127.0.0.1" port({}) @OPTIONS@)"#, p.port),
+        receive: Some(|p| format!("relp(ip(127.0.0.1) port({}))", p.port)),
+        counter: |p| format!("dst.relp;d#0;tcp,127.0.0.1:{};a;processed", p.port),
+        connected: true,
+    },
+];
+
+/// The sending sluice: a TCP source on `port`, the destination under test, flow control.
+fn sender_config(kind: &Kind, peer: &Peer, port: u16, options: &str) -> String {
+    let driver = (kind.driver)(peer).replace("@OPTIONS@", options);
+    format!(
+        r#"@version: 3.38
+        options {{ keep-hostname(yes); stats-level(1); }};
+        source s {{ network(ip(127.0.0.1) port({port}) log-iw-size(1000)); }};
+        destination d {{ {driver}; }};
+        log {{ source(s); destination(d); flags(flow-control); }};"#
+    )
+}
+
+/// The receiving sluice of `kind`, if it has one (not started).
+fn receiver_config(kind: &Kind, peer: &Peer) -> Option<String> {
+    let source = (kind.receive?)(peer);
+    Some(format!(
+        r#"@version: 3.38
+        options {{ keep-hostname(yes); }};
+        source s {{ {source}; }};
+        destination d {{ file("@OUT@/all.log" template("$MSG\n")); }};
+        log {{ source(s); destination(d); }};"#
+    ))
+}
+
+fn start_receiver(kind: &Kind, peer: &Peer) -> Option<Running> {
+    let config = receiver_config(kind, peer)?;
+    let mut r = Running::start(Server::Sluice, &config);
+    match kind.name {
+        "udp" => std::thread::sleep(Duration::from_millis(300)),
+        "unix-stream" => r.wait_unix(&peer.socket()),
+        "unix-dgram" => wait_for_path(&peer.socket()),
+        _ => r.wait_tcp(peer.port),
+    }
+    Some(r)
+}
+
+fn wait_for_path(path: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} did not appear",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Messages `from..to`, numbered.
+fn messages(from: usize, to: usize) -> Vec<u8> {
+    (from..to)
+        .flat_map(|i| format!("<13>Jan  1 00:00:00 host app: m{i}\n").into_bytes())
+        .collect()
+}
+
+/// The messages written where `kind` delivers: the receiver's file, or the sender's own.
+fn delivered(sender: &Running, receiver: Option<&Running>) -> Vec<String> {
+    let file = match receiver {
+        Some(r) => r.out.join("all.log"),
+        None => sender.out.join("all.log"),
+    };
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            let at = l.rfind(' ').map_or(0, |i| i + 1);
+            l[at..].to_string()
+        })
+        .collect()
+}
+
+/// Waits until `n` messages are delivered, then checks they are `m0`…, each once, in order.
+fn assert_delivered(kind: &Kind, sender: &Running, receiver: Option<&Running>, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut got = delivered(sender, receiver);
+    while got.len() < n && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        got = delivered(sender, receiver);
+    }
+    let want: Vec<String> = (0..n).map(|i| format!("m{i}")).collect();
+    assert!(
+        got == want,
+        "{}: {} of {n} delivered, first difference at {:?}\nsender:\n{}",
+        kind.name,
+        got.len(),
+        got.iter().zip(&want).position(|(a, b)| a != b),
+        sender.stderr()
+    );
+}
+
+#[test]
+fn every_destination_writes_what_it_accepted_once_in_order_counted_and_after_reopen() {
+    for kind in KINDS {
+        let peer = Peer::new();
+        let receiver = start_receiver(kind, &peer);
+        let port = free_port();
+        let mut sender = Running::start(Server::Sluice, &sender_config(kind, &peer, port, ""));
+        sender.wait_tcp(port);
+        send_tcp(port, &messages(0, 2000), Framing::Newline);
+        assert_delivered(kind, &sender, receiver.as_ref(), 2000);
+        let (ok, stats) = ctl(&sender, &["stats"]);
+        assert!(ok, "{stats}");
+        let counter = (kind.counter)(&peer).replace("@OUT@", &sender.out.to_string_lossy());
+        for line in [
+            format!("{counter};2000"),
+            "destination;d;;a;processed;2000".to_string(),
+        ] {
+            assert!(
+                stats.lines().any(|l| l == line),
+                "{}: {line} not in\n{stats}",
+                kind.name
+            );
+        }
+        let (ok, said) = ctl(&sender, &["reopen"]);
+        assert!(ok, "{said}");
+        send_tcp(port, &messages(2000, 3000), Framing::Newline);
+        assert_delivered(kind, &sender, receiver.as_ref(), 3000);
+    }
+}
+
+#[test]
+fn a_reload_that_changes_a_destination_takes_over_its_queue_while_messages_flow() {
+    for kind in KINDS {
+        let peer = Peer::new();
+        let receiver = start_receiver(kind, &peer);
+        let port = free_port();
+        let config = |n: u32| sender_config(kind, &peer, port, &format!("time-reopen({n})"));
+        let mut sender = Running::start(Server::Sluice, &config(1));
+        sender.wait_tcp(port);
+        let sending = std::thread::spawn(move || {
+            for k in 0..20 {
+                send_tcp(port, &messages(k * 250, (k + 1) * 250), Framing::Newline);
+                std::thread::sleep(Duration::from_millis(25));
+            }
+        });
+        for n in 2..7 {
+            std::thread::sleep(Duration::from_millis(80));
+            let text = config(n)
+                .replace("@OUT@", &sender.out.to_string_lossy())
+                .replace("@DIR@", &sender.dir.path().to_string_lossy());
+            std::fs::write(sender.dir.path().join("server.conf"), text).unwrap();
+            let (ok, said) = ctl(&sender, &["reload"]);
+            assert!(ok, "{}: {said}", kind.name);
+        }
+        sending.join().unwrap();
+        assert_delivered(kind, &sender, receiver.as_ref(), 5000);
+    }
+}
+
+#[test]
+fn a_peer_that_is_down_then_up_loses_nothing_on_a_flow_controlled_path() {
+    for kind in KINDS.iter().filter(|k| k.connected) {
+        let peer = Peer::new();
+        let port = free_port();
+        let mut sender = Running::start(
+            Server::Sluice,
+            &sender_config(kind, &peer, port, "time-reopen(1)"),
+        );
+        sender.wait_tcp(port);
+        send_tcp(port, &messages(0, 3000), Framing::Newline);
+        std::thread::sleep(Duration::from_millis(1500));
+        let receiver = start_receiver(kind, &peer);
+        assert_delivered(kind, &sender, receiver.as_ref(), 3000);
+    }
+}
+
+/// Each kind at once, on threads of their own: the stops take their graces side by side.
+#[test]
+fn a_peer_that_takes_nothing_does_not_hold_the_stop_past_its_grace() {
+    std::thread::scope(|threads| {
+        for kind in KINDS.iter().filter(|k| k.connected) {
+            threads.spawn(move || stop_with_a_peer_that_takes_nothing(kind));
+        }
+    });
+}
+
+fn stop_with_a_peer_that_takes_nothing(kind: &Kind) {
+    let peer = Peer::new();
+    // Accepts and never reads, answers or finishes a handshake.
+    let _tcp = std::net::TcpListener::bind(("127.0.0.1", peer.port)).unwrap();
+    let _unix = std::os::unix::net::UnixListener::bind(peer.socket()).unwrap();
+    let port = free_port();
+    let mut sender = Running::start(Server::Sluice, &sender_config(kind, &peer, port, ""));
+    sender.wait_tcp(port);
+    // More than the socket buffers hold.
+    let big: Vec<u8> = (0..20_000)
+        .flat_map(|i| {
+            format!("<13>Jan  1 00:00:00 host app: m{i} {}\n", "x".repeat(200)).into_bytes()
+        })
+        .collect();
+    // Written until sluice stops reading; its stop resets the connection.
+    let _ = std::thread::spawn(move || {
+        use std::io::Write;
+        if let Ok(mut c) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            let _ = c.write_all(&big);
+        }
+    });
+    std::thread::sleep(Duration::from_millis(1000));
+    // The readers wait for the destination at most their grace, then the destination for its
+    // peer at most its own: 10 s each.
+    let took = sender.terminate_within(Duration::from_secs(40));
+    assert!(
+        took < Duration::from_secs(25),
+        "{}: the stop took {took:?}\n{}",
+        kind.name,
+        sender.stderr()
+    );
+}
