@@ -218,3 +218,13 @@ pub fn every_option_is_read_in(
         }
     }
 }
+
+/// The registry test of a kind of driver: no two declarations claim a name, and no name is
+/// both implemented and "not yet".
+pub fn each_name_once<'a>(implemented: impl Iterator<Item = &'a str>, not_yet: &[&'a str]) {
+    let mut seen: Vec<&str> = not_yet.to_vec();
+    for name in implemented {
+        assert!(!seen.contains(&name), "{name} is declared twice");
+        seen.push(name);
+    }
+}

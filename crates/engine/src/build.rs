@@ -17,7 +17,7 @@ use sluice_model::message::tag_id;
 use sluice_model::parsers::Parsers;
 use sluice_model::path::{DestId, LogPath, PathContext, SourceId, Tally};
 use sluice_model::rewrite::Rewrite;
-use sluice_model::template::functions;
+use sluice_model::template::Names;
 use sluice_model::{Router, Template};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -55,7 +55,8 @@ pub struct Fingerprints {
 struct Builder<'a> {
     globals: Globals,
     statements: HashMap<(&'static str, String), &'a Statement>,
-    templates: HashMap<String, Template>,
+    /// The named templates and filters everything compiled refers to.
+    names: Arc<Names>,
     filters: HashMap<String, Arc<Filter>>,
     filters_building: Vec<String>,
     rewrites: HashMap<String, Arc<Rewrite>>,
@@ -134,7 +135,7 @@ pub fn build_with(
     let mut b = Builder {
         globals: Globals::new(),
         statements: HashMap::new(),
-        templates: HashMap::new(),
+        names: Arc::default(),
         filters: HashMap::new(),
         rewrites: HashMap::new(),
         parsers: HashMap::new(),
@@ -183,19 +184,20 @@ pub fn build_with(
             return Err(ConfigError::new(pos, format!("duplicate {kind} '{name}'")));
         }
     }
-    // Templates first: destinations refer to them, by name or with `$(template name)`.
-    functions::forget_named();
+    // Names first: templates refer to filters (in conditions) and to the templates before
+    // them; destinations, rewrites and parsers to both.
+    let mut names = Names::default();
     for s in config.statements.iter().filter(|s| s.kind == "filter") {
         if let (Some((name, _)), Body::Filter(expr)) = (&s.name, &s.body) {
-            functions::define_filter(name, expr);
+            names.filters.insert(name.clone(), expr.clone());
         }
     }
     for s in config.statements.iter().filter(|s| s.kind == "template") {
         let (name, _) = s.name.clone().expect("named");
-        let t = b.template_statement(s)?;
-        functions::define_named(&name, &t);
-        b.templates.insert(name, t);
+        let t = template_statement(s, &names)?;
+        names.templates.insert(name, t);
     }
+    b.names = Arc::new(names);
     for s in config.statements.iter().filter(|s| s.kind == "source") {
         let (name, pos) = s.name.clone().expect("named");
         b.source(&name, pos)?;
@@ -383,10 +385,15 @@ impl Builder<'_> {
                 }
             })
     }
+}
 
-    fn template_statement(&self, s: &Statement) -> Result<Template, ConfigError> {
+/// A `template` statement, referring to the templates before it and the filters.
+fn template_statement(s: &Statement, names: &Names) -> Result<Template, ConfigError> {
+    {
         match &s.body {
-            Body::Text(v) => Template::compile(&v.text).map_err(|e| ConfigError::new(v.pos, e)),
+            Body::Text(v) => {
+                Template::compile_in(&v.text, names).map_err(|e| ConfigError::new(v.pos, e))
+            }
             Body::Nodes(nodes) => {
                 let mut template = None;
                 let mut escape = false;
@@ -395,7 +402,7 @@ impl Builder<'_> {
                         "template" => {
                             let v = n.value()?;
                             template = Some(
-                                Template::compile(&v.text)
+                                Template::compile_in(&v.text, names)
                                     .map_err(|e| ConfigError::new(v.pos, e))?,
                             );
                         }
@@ -422,7 +429,9 @@ impl Builder<'_> {
             }
         }
     }
+}
 
+impl Builder<'_> {
     /// Builds every driver of a source body under the name `name`.
     fn source_body(&mut self, name: &str, body: &Body, pos: Pos) -> Result<SourceId, ConfigError> {
         let Body::Nodes(nodes) = body else {
@@ -505,7 +514,7 @@ impl Builder<'_> {
     ) -> Result<Arc<dyn Destination>, ConfigError> {
         let cx = destination_drivers::DestinationContext {
             globals: &self.globals,
-            templates: &self.templates,
+            names: &self.names,
             stats: &self.stats,
             name,
             n,
@@ -521,6 +530,10 @@ impl Builder<'_> {
 }
 
 impl PathContext for Builder<'_> {
+    fn names(&self) -> Arc<Names> {
+        self.names.clone()
+    }
+
     fn source(&mut self, name: &str, pos: Pos) -> Result<SourceId, ConfigError> {
         if let Some(id) = self.source_ids.get(name) {
             return Ok(*id);
@@ -565,7 +578,8 @@ impl PathContext for Builder<'_> {
         };
         let expr = expr.clone();
         self.filters_building.push(name.to_string());
-        let compiled = filter::compile(&expr, &mut |n, p| self.filter(n, p));
+        let names = self.names.clone();
+        let compiled = filter::compile(&expr, &names, &mut |n, p| self.filter(n, p));
         self.filters_building.pop();
         let f = Arc::new(compiled?);
         self.filters.insert(name.to_string(), f.clone());
@@ -578,7 +592,10 @@ impl PathContext for Builder<'_> {
         }
         let s = self.statement("rewrite", name, pos)?;
         let (body, pos) = (s.body.clone(), s.pos);
-        let r = Arc::new(Rewrite::compile(&body, pos, &mut |n, p| self.filter(n, p))?);
+        let names = self.names.clone();
+        let r = Arc::new(Rewrite::compile(&body, pos, &names, &mut |n, p| {
+            self.filter(n, p)
+        })?);
         self.rewrites.insert(name.to_string(), r.clone());
         Ok(r)
     }
@@ -606,8 +623,55 @@ impl PathContext for Builder<'_> {
             return Ok(p.clone());
         }
         let s = self.statement("parser", name, pos)?;
-        let p = Arc::new(Parsers::compile(&s.body, s.pos)?);
+        let p = Arc::new(Parsers::compile(&s.body, s.pos, &self.names)?);
         self.parsers.insert(name.to_string(), p.clone());
         Ok(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn built(text: &str) -> Result<Pipeline, String> {
+        let config = sluice_config::load_str("t.conf", text).map_err(|e| e.render())?;
+        build(&config).map_err(|e| e.render(&config.map))
+    }
+
+    /// Named templates and filters belong to the configuration that defines them, whatever
+    /// thread builds it and whatever was built before (a reload builds on another thread).
+    #[test]
+    fn names_belong_to_their_configuration() {
+        let defines = r#"@version: 3.38
+            filter f_app { program("app"); };
+            template t_a { template("$(if (filter(f_app)) A B) $MSG\n"); };
+            destination d { file("/nonexistent/x" template("$(template t_a)")); };"#;
+        built(defines).unwrap();
+        let refers = r#"@version: 3.38
+            destination d { file("/nonexistent/x" template("$(template t_a)")); };"#;
+        let elsewhere = std::thread::spawn(move || built(refers).map(drop));
+        for result in [built(refers).map(drop), elsewhere.join().unwrap()] {
+            let e = result.unwrap_err();
+            assert!(e.contains("no template statement has that name"), "{e}");
+        }
+    }
+
+    /// A template refers to the templates before it, not to those after.
+    #[test]
+    fn a_template_refers_to_the_templates_before_it() {
+        built(
+            r#"@version: 3.38
+            template t_a { template("a"); };
+            template t_b { template("$(template t_a)b"); };"#,
+        )
+        .unwrap();
+        let e = built(
+            r#"@version: 3.38
+            template t_b { template("$(template t_a)b"); };
+            template t_a { template("a"); };"#,
+        )
+        .map(drop)
+        .unwrap_err();
+        assert!(e.contains("t_a"), "{e}");
     }
 }

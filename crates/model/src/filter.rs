@@ -8,7 +8,7 @@
 //! pattern that needs them is a configuration error that says so.
 
 use crate::message::{facility_by_name, severity_by_name, tag_id, LogMessage, TagId};
-use crate::template::{Template, ValueRef};
+use crate::template::{Names, Template, ValueRef};
 use regex::bytes::{Regex, RegexBuilder};
 use sluice_config::declared::{read, Declared, Options};
 use sluice_config::{ConfigError, Expr, Node, Pos, Value};
@@ -68,7 +68,12 @@ pub struct Comparison {
 }
 
 impl Comparison {
-    fn compile(left: &Value, op: &Value, right: &Value) -> Result<Comparison, ConfigError> {
+    fn compile(
+        left: &Value,
+        op: &Value,
+        right: &Value,
+        names: &Names,
+    ) -> Result<Comparison, ConfigError> {
         let (numeric, less, equal, greater) = match op.text.as_str() {
             "lt" => (false, true, false, false),
             "le" => (false, true, true, false),
@@ -95,8 +100,9 @@ impl Comparison {
                 ))
             }
         };
-        let template =
-            |v: &Value| Template::compile(&v.text).map_err(|e| ConfigError::new(v.pos, e));
+        let template = |v: &Value| {
+            Template::compile_in(&v.text, names).map_err(|e| ConfigError::new(v.pos, e))
+        };
         Ok(Comparison {
             left: template(left)?,
             right: template(right)?,
@@ -365,7 +371,7 @@ struct FilterFunction {
     options: &'static [Declared],
     #[cfg_attr(not(test), allow(dead_code))]
     sample: &'static str,
-    build: fn(&Node, &mut Options, &mut NamedFilters) -> Result<Filter, ConfigError>,
+    build: fn(&Node, &mut Options, &Names, &mut NamedFilters) -> Result<Filter, ConfigError>,
 }
 
 const MATCH_TYPE: Declared = read("type", "type(string)");
@@ -377,7 +383,7 @@ static FUNCTIONS: &[FilterFunction] = &[
         names: &["facility"],
         options: &[],
         sample: "facility(local0)",
-        build: |node, _, _| {
+        build: |node, _, _, _| {
             let mut mask = 0u128;
             for v in range_words(node.words()?) {
                 for n in range(&v, |s| facility_by_name(s).map(u32::from))? {
@@ -391,7 +397,7 @@ static FUNCTIONS: &[FilterFunction] = &[
         names: &["level", "severity", "priority"],
         options: &[],
         sample: "level(err..emerg)",
-        build: |node, _, _| {
+        build: |node, _, _, _| {
             let mut mask = 0u8;
             for v in range_words(node.words()?) {
                 for n in range(&v, |s| severity_by_name(s).map(u32::from))? {
@@ -405,7 +411,7 @@ static FUNCTIONS: &[FilterFunction] = &[
         names: &["program", "host", "message"],
         options: &[MATCH_TYPE, MATCH_FLAGS],
         sample: "program(\"app\")",
-        build: |node, o, _| matcher_filter(node, o),
+        build: |node, o, names, _| matcher_filter(node, o, names),
     },
     FilterFunction {
         names: &["match"],
@@ -416,13 +422,13 @@ static FUNCTIONS: &[FilterFunction] = &[
             read("template", "template(\"$HOST\")"),
         ],
         sample: "match(\"app\")",
-        build: |node, o, _| matcher_filter(node, o),
+        build: |node, o, names, _| matcher_filter(node, o, names),
     },
     FilterFunction {
         names: &["tags"],
         options: &[],
         sample: "tags(\"a\")",
-        build: |node, _, _| {
+        build: |node, _, _, _| {
             let tags: Vec<TagId> = node.values().map(|v| tag_id(&v.text)).collect();
             if tags.is_empty() {
                 return Err(ConfigError::new(
@@ -437,25 +443,25 @@ static FUNCTIONS: &[FilterFunction] = &[
         names: &["source"],
         options: &[],
         sample: "source(\"s\")",
-        build: |node, _, _| Ok(Filter::Source(Arc::from(node.value()?.text.as_str()))),
+        build: |node, _, _, _| Ok(Filter::Source(Arc::from(node.value()?.text.as_str()))),
     },
     FilterFunction {
         names: &["netmask"],
         options: &[],
         sample: "netmask(\"10.0.0.0/8\")",
-        build: |node, _, _| netmask(node.value()?),
+        build: |node, _, _, _| netmask(node.value()?),
     },
     FilterFunction {
         names: &["netmask6"],
         options: &[],
         sample: "netmask6(\"2001:db8::/32\")",
-        build: |node, _, _| netmask6(node.value()?),
+        build: |node, _, _, _| netmask6(node.value()?),
     },
     FilterFunction {
         names: &["in_list"],
         options: &[read("value", "value(\"HOST\")")],
         sample: "in-list(\"/dev/null\" value(\"HOST\"))",
-        build: |node, o, _| in_list(node, o),
+        build: |node, o, _, _| in_list(node, o),
     },
     FilterFunction {
         names: &["rate_limit", "throttle"],
@@ -464,13 +470,13 @@ static FUNCTIONS: &[FilterFunction] = &[
             read("template", "template(\"$HOST\")"),
         ],
         sample: "rate-limit(rate(5))",
-        build: |node, o, _| rate_limit(node, o),
+        build: |node, o, names, _| rate_limit(node, o, names),
     },
     FilterFunction {
         names: &["filter"],
         options: &[],
         sample: "filter(f_other)",
-        build: |node, _, named| {
+        build: |node, _, _, named| {
             let v = node.value()?;
             Ok(Filter::Named(named(&v.text, v.pos)?))
         },
@@ -480,20 +486,26 @@ static FUNCTIONS: &[FilterFunction] = &[
 /// Resolves `filter(name)` references while compiling.
 pub type NamedFilters<'a> = dyn FnMut(&str, Pos) -> Result<Arc<Filter>, ConfigError> + 'a;
 
-/// Compiles an expression; `named` resolves `filter(name)` references.
-pub fn compile(expr: &Expr, named: &mut NamedFilters) -> Result<Filter, ConfigError> {
+/// Compiles an expression; its templates refer to `names`, and `named` resolves
+/// `filter(name)` references.
+pub fn compile(
+    expr: &Expr,
+    names: &Names,
+    named: &mut NamedFilters,
+) -> Result<Filter, ConfigError> {
+    let mut sub = |e: &Expr| compile(e, names, named).map(Box::new);
     Ok(match expr {
-        Expr::And(a, b) => Filter::And(Box::new(compile(a, named)?), Box::new(compile(b, named)?)),
-        Expr::Or(a, b) => Filter::Or(Box::new(compile(a, named)?), Box::new(compile(b, named)?)),
-        Expr::Not(a) => Filter::Not(Box::new(compile(a, named)?)),
+        Expr::And(a, b) => Filter::And(sub(a)?, sub(b)?),
+        Expr::Or(a, b) => Filter::Or(sub(a)?, sub(b)?),
+        Expr::Not(a) => Filter::Not(sub(a)?),
         Expr::Compare { left, op, right } => {
-            Filter::Compare(Box::new(Comparison::compile(left, op, right)?))
+            Filter::Compare(Box::new(Comparison::compile(left, op, right, names)?))
         }
-        Expr::Call(node) => call(node, named)?,
+        Expr::Call(node) => call(node, names, named)?,
     })
 }
 
-fn call(node: &Node, named: &mut NamedFilters) -> Result<Filter, ConfigError> {
+fn call(node: &Node, names: &Names, named: &mut NamedFilters) -> Result<Filter, ConfigError> {
     let key = node.key();
     let Some(function) = FUNCTIONS.iter().find(|f| f.names.contains(&key.as_str())) else {
         let names: Vec<String> = FUNCTIONS
@@ -511,7 +523,7 @@ fn call(node: &Node, named: &mut NamedFilters) -> Result<Filter, ConfigError> {
         ));
     };
     let mut o = Options::check(node, function.options)?;
-    let filter = (function.build)(node, &mut o, named)?;
+    let filter = (function.build)(node, &mut o, names, named)?;
     o.finish()?;
     Ok(filter)
 }
@@ -571,11 +583,11 @@ impl RateLimit {
     }
 }
 
-fn rate_limit(node: &Node, o: &mut Options) -> Result<Filter, ConfigError> {
+fn rate_limit(node: &Node, o: &mut Options, names: &Names) -> Result<Filter, ConfigError> {
     let key = match o.last("template") {
         Some(opt) => {
             let v = opt.value()?;
-            Some(Template::compile(&v.text).map_err(|e| ConfigError::new(v.pos, e))?)
+            Some(Template::compile_in(&v.text, names).map_err(|e| ConfigError::new(v.pos, e))?)
         }
         None => None,
     };
@@ -785,7 +797,7 @@ fn range(
 }
 
 /// `program()`, `host()`, `message()` and `match()`: a pattern against a part of the message.
-fn matcher_filter(node: &Node, o: &mut Options) -> Result<Filter, ConfigError> {
+fn matcher_filter(node: &Node, o: &mut Options, names: &Names) -> Result<Filter, ConfigError> {
     let key = node.key();
     let pattern = node
         .first_value()
@@ -813,7 +825,7 @@ fn matcher_filter(node: &Node, o: &mut Options) -> Result<Filter, ConfigError> {
             Some(opt) => {
                 let v = opt.value()?;
                 Subject::Template(
-                    Template::compile(&v.text).map_err(|e| ConfigError::new(v.pos, e))?,
+                    Template::compile_in(&v.text, names).map_err(|e| ConfigError::new(v.pos, e))?,
                 )
             }
             None => Subject::HeaderAndMessage,
@@ -925,7 +937,7 @@ mod tests {
                     let sluice_config::Body::Filter(expr) = &config.statements[0].body else {
                         unreachable!("a filter statement")
                     };
-                    compile(expr, &mut |name, pos| {
+                    compile(expr, &Names::default(), &mut |name, pos| {
                         Ok(Arc::new(Filter::Source(Arc::from(format!(
                             "{name}@{pos:?}"
                         )))))
@@ -984,7 +996,7 @@ mod tests {
         let sluice_config::Body::Filter(expr) = &config.statements[0].body else {
             panic!("a filter statement")
         };
-        compile(expr, &mut |name, pos| {
+        compile(expr, &Names::default(), &mut |name, pos| {
             Err(ConfigError::new(pos, format!("no filter {name}")))
         })
         .unwrap_or_else(|e| panic!("{}", e.render(&config.map)))

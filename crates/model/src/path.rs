@@ -18,6 +18,7 @@ use crate::filter::{self, Filter};
 use crate::message::LogMessage;
 use crate::parsers::Parsers;
 use crate::rewrite::Rewrite;
+use crate::template::Names;
 use sluice_config::{Body, Condition, ConfigError, Node, Pos};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -105,6 +106,8 @@ pub enum ArmCondition {
 
 /// Resolves the names and inline objects a log path refers to.
 pub trait PathContext {
+    /// The configuration's named templates and filters, for what a path compiles in place.
+    fn names(&self) -> Arc<Names>;
     fn source(&mut self, name: &str, pos: Pos) -> Result<SourceId, ConfigError>;
     fn inline_source(&mut self, body: &Body, pos: Pos) -> Result<SourceId, ConfigError>;
     fn destination(&mut self, name: &str, pos: Pos) -> Result<DestId, ConfigError>;
@@ -161,7 +164,9 @@ impl LogPath {
                         .push(filter_element(f, ctx.tally("filter", &v.text)));
                 }
                 ("filter", Some(Body::Filter(expr))) => {
-                    let compiled = filter::compile(expr, &mut |name, pos| ctx.filter(name, pos))?;
+                    let names = ctx.names();
+                    let compiled =
+                        filter::compile(expr, &names, &mut |name, pos| ctx.filter(name, pos))?;
                     path.elements.push(filter_element(Arc::new(compiled), None));
                 }
                 ("destination", None) => {
@@ -186,9 +191,14 @@ impl LogPath {
                     let mut built = Vec::new();
                     for arm in arms {
                         let condition = match &arm.condition {
-                            Condition::Filter(expr) => ArmCondition::Filter(Arc::new(
-                                filter::compile(expr, &mut |name, pos| ctx.filter(name, pos))?,
-                            )),
+                            Condition::Filter(expr) => {
+                                let names = ctx.names();
+                                ArmCondition::Filter(Arc::new(filter::compile(
+                                    expr,
+                                    &names,
+                                    &mut |name, pos| ctx.filter(name, pos),
+                                )?))
+                            }
                             Condition::Block => ArmCondition::Block,
                             Condition::Else => ArmCondition::Else,
                         };
@@ -251,8 +261,10 @@ impl LogPath {
                         .push(Element::Rewrite(ctx.rewrite(&v.text, v.pos)?));
                 }
                 ("rewrite", Some(body)) => {
-                    let rewrite =
-                        Rewrite::compile(body, node.pos, &mut |name, pos| ctx.filter(name, pos))?;
+                    let names = ctx.names();
+                    let rewrite = Rewrite::compile(body, node.pos, &names, &mut |name, pos| {
+                        ctx.filter(name, pos)
+                    })?;
                     path.elements.push(Element::Rewrite(Arc::new(rewrite)));
                 }
                 ("parser", None) => {
@@ -263,7 +275,7 @@ impl LogPath {
                     ));
                 }
                 ("parser", Some(body)) => path.elements.push(Element::Parser(
-                    Arc::new(Parsers::compile(body, node.pos)?),
+                    Arc::new(Parsers::compile(body, node.pos, &ctx.names())?),
                     None,
                 )),
                 _ => {

@@ -14,7 +14,7 @@
 use crate::filter::{self, Filter, NamedFilters, StringMode};
 use crate::find::Finder;
 use crate::message::{facility_by_name, severity_by_name, tag_id, LogMessage, TagId};
-use crate::template::Template;
+use crate::template::{Names, Template};
 use crate::values::{name_id, NameId};
 use sluice_config::declared::{read, Declared, Options};
 use sluice_config::{Body, ConfigError, Node, Pos, Value};
@@ -186,7 +186,7 @@ struct RuleDriver {
     /// Read by the table test only.
     #[cfg_attr(not(test), allow(dead_code))]
     sample: &'static str,
-    build: fn(&Node, &[&Value], &mut Options) -> Result<Action, ConfigError>,
+    build: fn(&Node, &[&Value], &mut Options, &Names) -> Result<Action, ConfigError>,
 }
 
 /// Every rule's `condition(filter expression)`: the rule applies to the messages it matches.
@@ -201,21 +201,21 @@ static RULES: &[RuleDriver] = &[
         name: "set",
         options: &[VALUE, CONDITION],
         sample: "set(\"x\")",
-        build: |node, values, o| {
+        build: |node, values, o, names| {
             want(
                 node,
                 values,
                 1,
                 "a template: set(\"text $HOST\" value(\"NAME\"))",
             )?;
-            Ok(Action::Set(field(o)?, template(values[0])?))
+            Ok(Action::Set(field(o)?, template(values[0], names)?))
         },
     },
     RuleDriver {
         name: "unset",
         options: &[VALUE, CONDITION],
         sample: "unset()",
-        build: |node, values, o| {
+        build: |node, values, o, _| {
             want(node, values, 0, "no text, only value(\"NAME\")")?;
             Ok(Action::Unset(field(o)?))
         },
@@ -224,7 +224,7 @@ static RULES: &[RuleDriver] = &[
         name: "rename",
         options: &[CONDITION],
         sample: "rename(\"a\" \"b\")",
-        build: |node, values, _| {
+        build: |node, values, _, _| {
             want(node, values, 2, "two names: rename(\"old\" \"new\")")?;
             Ok(Action::Rename(
                 Field::named(&values[0].text),
@@ -247,7 +247,7 @@ static RULES: &[RuleDriver] = &[
         name: "set_tag",
         options: &[CONDITION],
         sample: "set-tag(\"t\")",
-        build: |node, values, _| {
+        build: |node, values, _, _| {
             want(node, values, 1, "a tag name")?;
             Ok(Action::SetTag(tag_id(&values[0].text)))
         },
@@ -256,7 +256,7 @@ static RULES: &[RuleDriver] = &[
         name: "clear_tag",
         options: &[CONDITION],
         sample: "clear-tag(\"t\")",
-        build: |node, values, _| {
+        build: |node, values, _, _| {
             want(node, values, 1, "a tag name")?;
             Ok(Action::ClearTag(tag_id(&values[0].text)))
         },
@@ -265,43 +265,43 @@ static RULES: &[RuleDriver] = &[
         name: "set_facility",
         options: &[CONDITION],
         sample: "set-facility(\"local0\")",
-        build: |node, values, _| {
+        build: |node, values, _, names| {
             want(node, values, 1, "a facility name or number (a template)")?;
-            Ok(Action::SetFacility(template(values[0])?))
+            Ok(Action::SetFacility(template(values[0], names)?))
         },
     },
     RuleDriver {
         name: "set_severity",
         options: &[CONDITION],
         sample: "set-severity(\"err\")",
-        build: |node, values, _| {
+        build: |node, values, _, names| {
             want(node, values, 1, "a severity name or number (a template)")?;
-            Ok(Action::SetSeverity(template(values[0])?))
+            Ok(Action::SetSeverity(template(values[0], names)?))
         },
     },
     RuleDriver {
         name: "set_pri",
         options: &[CONDITION],
         sample: "set-pri(\"13\")",
-        build: |node, values, _| {
+        build: |node, values, _, names| {
             want(node, values, 1, "a priority number (a template)")?;
-            Ok(Action::SetPri(template(values[0])?))
+            Ok(Action::SetPri(template(values[0], names)?))
         },
     },
     RuleDriver {
         name: "set_matches",
         options: &[CONDITION],
         sample: "set-matches(\"a,b\")",
-        build: |node, values, _| {
+        build: |node, values, _, names| {
             want(node, values, 1, "a list: set-matches(\"a,b,c\")")?;
-            Ok(Action::SetMatches(template(values[0])?))
+            Ok(Action::SetMatches(template(values[0], names)?))
         },
     },
     RuleDriver {
         name: "unset_matches",
         options: &[CONDITION],
         sample: "unset-matches()",
-        build: |node, values, _| {
+        build: |node, values, _, _| {
             want(node, values, 0, "nothing")?;
             Ok(Action::UnsetMatches)
         },
@@ -310,7 +310,7 @@ static RULES: &[RuleDriver] = &[
         name: "groupset",
         options: &[VALUES, CONDITION],
         sample: "groupset(\"***\" values(\".x.*\"))",
-        build: |node, values, o| {
+        build: |node, values, o, names| {
             let globs = globs(node, o)?;
             want(
                 node,
@@ -318,14 +318,14 @@ static RULES: &[RuleDriver] = &[
                 1,
                 "a template and values(…): groupset(\"***\" values(\".secret.*\"))",
             )?;
-            Ok(Action::GroupSet(template(values[0])?, globs))
+            Ok(Action::GroupSet(template(values[0], names)?, globs))
         },
     },
     RuleDriver {
         name: "groupunset",
         options: &[VALUES, CONDITION],
         sample: "groupunset(values(\".x.*\"))",
-        build: |node, values, o| {
+        build: |node, values, o, _| {
             let globs = globs(node, o)?;
             want(node, values, 0, "only values(…)")?;
             Ok(Action::GroupUnset(globs))
@@ -354,8 +354,8 @@ fn want(node: &Node, values: &[&Value], n: usize, usage: &str) -> Result<(), Con
     }
 }
 
-fn template(v: &Value) -> Result<Template, ConfigError> {
-    Template::compile(&v.text).map_err(|e| ConfigError::new(v.pos, e))
+fn template(v: &Value, names: &Names) -> Result<Template, ConfigError> {
+    Template::compile_in(&v.text, names).map_err(|e| ConfigError::new(v.pos, e))
 }
 
 /// The value a rule writes: `value()`, else the message.
@@ -387,7 +387,12 @@ fn globs(node: &Node, o: &mut Options) -> Result<Vec<glob::Pattern>, ConfigError
 }
 
 /// `subst("pattern" "replacement" type() flags() value())`.
-fn subst(node: &Node, values: &[&Value], o: &mut Options) -> Result<Action, ConfigError> {
+fn subst(
+    node: &Node,
+    values: &[&Value],
+    o: &mut Options,
+    names: &Names,
+) -> Result<Action, ConfigError> {
     want(
         node,
         values,
@@ -460,16 +465,18 @@ fn subst(node: &Node, values: &[&Value], o: &mut Options) -> Result<Action, Conf
     Ok(Action::Subst {
         field: field(o)?,
         pattern,
-        replacement: template(values[1])?,
+        replacement: template(values[1], names)?,
         global,
     })
 }
 
 impl Rewrite {
-    /// Compiles the rules of a `rewrite` body; `named` resolves `filter(name)` in conditions.
+    /// Compiles the rules of a `rewrite` body; their templates refer to `names`, and `named`
+    /// resolves `filter(name)` in conditions.
     pub fn compile(
         body: &Body,
         pos: Pos,
+        names: &Names,
         named: &mut NamedFilters,
     ) -> Result<Rewrite, ConfigError> {
         let Body::Nodes(nodes) = body else {
@@ -480,7 +487,7 @@ impl Rewrite {
         };
         let rules = nodes
             .iter()
-            .map(|n| Rule::compile(n, named))
+            .map(|n| Rule::compile(n, names, named))
             .collect::<Result<_, _>>()?;
         Ok(Rewrite { rules })
     }
@@ -508,7 +515,7 @@ impl Rewrite {
 }
 
 impl Rule {
-    fn compile(node: &Node, named: &mut NamedFilters) -> Result<Rule, ConfigError> {
+    fn compile(node: &Node, names: &Names, named: &mut NamedFilters) -> Result<Rule, ConfigError> {
         let key = node.key();
         if NOT_YET.contains(&key.as_str()) {
             return Err(ConfigError::not_supported(
@@ -535,12 +542,12 @@ impl Rule {
                         "condition() takes a filter expression",
                     ));
                 };
-                Some(filter::compile(expr, named)?)
+                Some(filter::compile(expr, names, named)?)
             }
             None => None,
         };
         let values: Vec<&Value> = node.values().collect();
-        let action = (driver.build)(node, &values, &mut o)?;
+        let action = (driver.build)(node, &values, &mut o, names)?;
         o.finish()?;
         Ok(Rule { action, condition })
     }
@@ -712,7 +719,7 @@ mod tests {
         let config =
             sluice_config::load_str("t.conf", &text).unwrap_or_else(|e| panic!("{}", e.render()));
         let s = &config.statements[0];
-        Rewrite::compile(&s.body, s.pos, &mut |name, pos| {
+        Rewrite::compile(&s.body, s.pos, &Names::default(), &mut |name, pos| {
             Err(ConfigError::new(pos, format!("no filter {name}")))
         })
         .unwrap_or_else(|e| panic!("{}", e.render(&config.map)))
@@ -733,7 +740,7 @@ mod tests {
                 let text = format!("rewrite r {{ {rule}; }};");
                 let config = sluice_config::load_str("t.conf", &text).map_err(|e| e.render())?;
                 let s = &config.statements[0];
-                Rewrite::compile(&s.body, s.pos, &mut |name, pos| {
+                Rewrite::compile(&s.body, s.pos, &Names::default(), &mut |name, pos| {
                     Err(ConfigError::new(pos, format!("no filter {name}")))
                 })
                 .map(drop)
@@ -747,7 +754,7 @@ mod tests {
         let text = "rewrite r { set-tag(\"x\" value(\"X\")); };";
         let config = sluice_config::load_str("t.conf", text).unwrap();
         let s = &config.statements[0];
-        let e = Rewrite::compile(&s.body, s.pos, &mut |name, pos| {
+        let e = Rewrite::compile(&s.body, s.pos, &Names::default(), &mut |name, pos| {
             Err(ConfigError::new(pos, format!("no filter {name}")))
         })
         .unwrap_err()
@@ -831,7 +838,7 @@ mod tests {
         let text = r#"rewrite r { sett("x"); };"#;
         let config = sluice_config::load_str("t.conf", text).unwrap();
         let s = &config.statements[0];
-        let err = Rewrite::compile(&s.body, s.pos, &mut |_, pos| {
+        let err = Rewrite::compile(&s.body, s.pos, &Names::default(), &mut |_, pos| {
             Err(ConfigError::new(pos, "none"))
         })
         .unwrap_err()
@@ -843,7 +850,7 @@ mod tests {
         let text = r#"rewrite r { credit-card-mask(value(".a")); };"#;
         let config = sluice_config::load_str("t.conf", text).unwrap();
         let s = &config.statements[0];
-        let err = Rewrite::compile(&s.body, s.pos, &mut |_, pos| {
+        let err = Rewrite::compile(&s.body, s.pos, &Names::default(), &mut |_, pos| {
             Err(ConfigError::new(pos, "none"))
         })
         .unwrap_err()

@@ -8,6 +8,16 @@ use crate::macros::{self, append, DateOptions, Macro};
 use crate::message::LogMessage;
 use crate::values::{name_id, NameId, ValueType};
 
+/// What a configuration names, for what is compiled from it to refer to: `template`
+/// statements (`$(template t_name)`, `template("t_name")`) and `filter` statements
+/// (`filter(f_name)` in the conditions of `$(if)`, `$(grep)` and `$(filter)`). The engine
+/// fills it as it reads the configuration and hands it to every compile.
+#[derive(Clone, Debug, Default)]
+pub struct Names {
+    pub templates: std::collections::HashMap<String, Template>,
+    pub filters: std::collections::HashMap<String, sluice_config::Expr>,
+}
+
 #[derive(Clone, Debug)]
 pub struct Template {
     ops: Vec<Op>,
@@ -42,9 +52,14 @@ enum Value {
 }
 
 impl Template {
-    /// Compiles template text; the error says what is wrong in words (the caller adds the
-    /// position of the string).
+    /// Compiles template text that refers to no named template or filter.
     pub fn compile(text: &str) -> Result<Template, String> {
+        Template::compile_in(text, &Names::default())
+    }
+
+    /// Compiles template text whose `$(template …)` and conditions refer to `names`; the error
+    /// says what is wrong in words (the caller adds the position of the string).
+    pub fn compile_in(text: &str, names: &Names) -> Result<Template, String> {
         let mut ops = Vec::new();
         let mut literal = Vec::new();
         let bytes = text.as_bytes();
@@ -64,7 +79,7 @@ impl Template {
                 Some(b'(') => {
                     let (argv, used) = functions::split(&text[i + 2..])?;
                     flush(&mut literal, &mut ops);
-                    ops.push(Op::Call(Box::new(functions::Call::compile(argv)?)));
+                    ops.push(Op::Call(Box::new(functions::Call::compile(argv, names)?)));
                     i += 2 + used;
                 }
                 Some(b'{') => {

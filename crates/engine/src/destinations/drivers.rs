@@ -20,8 +20,8 @@ use crate::tls::TlsOptions;
 use sluice_config::declared::{not_yet, read, Declared, Options};
 use sluice_config::{ConfigError, Node};
 use sluice_model::macros::DateOptions;
+use sluice_model::template::Names;
 use sluice_model::Template;
-use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,7 +45,8 @@ pub type Built = Arc<dyn Destination>;
 /// `file()` is driver 0 of `d`).
 pub struct DestinationContext<'a> {
     pub globals: &'a Globals,
-    pub templates: &'a HashMap<String, Template>,
+    /// The configuration's named templates and filters.
+    pub names: &'a Names,
     pub stats: &'a Registry,
     /// The destination statement's name.
     pub name: &'a str,
@@ -305,21 +306,19 @@ impl FormatOptions {
             syslog_protocol: false,
             no_multi_line: false,
         };
-        o.apply(FORMAT, |opt| f.apply(opt, cx.templates))?;
+        o.apply(FORMAT, |opt| f.apply(opt, cx.names))?;
         Ok(f)
     }
 
-    fn apply(
-        &mut self,
-        opt: &Node,
-        templates: &HashMap<String, Template>,
-    ) -> Result<bool, ConfigError> {
+    /// `template()` names a template statement, or is template text.
+    fn apply(&mut self, opt: &Node, names: &Names) -> Result<bool, ConfigError> {
         match opt.key().as_str() {
             "template" => {
                 let v = opt.value()?;
-                self.template = Some(match templates.get(&v.text) {
+                self.template = Some(match names.templates.get(&v.text) {
                     Some(t) => t.clone(),
-                    None => Template::compile(&v.text).map_err(|e| ConfigError::new(v.pos, e))?,
+                    None => Template::compile_in(&v.text, names)
+                        .map_err(|e| ConfigError::new(v.pos, e))?,
                 });
             }
             "template_escape" => self.escape = Some(opt.bool()?),
@@ -425,7 +424,7 @@ fn file(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Built, 
     let dates = format.dates.clone();
     let formatter = format.formatter(Format::File(dates.clone()));
     let mut path_template =
-        Template::compile(&path.text).map_err(|e| ConfigError::new(path.pos, e))?;
+        Template::compile_in(&path.text, cx.names).map_err(|e| ConfigError::new(path.pos, e))?;
     path_template.dates = DateOptions {
         ts_format: dates.ts_format,
         frac_digits: 0,
@@ -832,7 +831,7 @@ mod tests {
                     };
                     let cx = DestinationContext {
                         globals: &Globals::new(),
-                        templates: &HashMap::new(),
+                        names: &Names::default(),
                         stats: &Registry::default(),
                         name: "d",
                         n: 0,
@@ -848,10 +847,7 @@ mod tests {
     /// A driver name is found once: no two declarations claim it, and none is also "not yet".
     #[test]
     fn every_driver_name_is_declared_once() {
-        let mut seen: Vec<&str> = NOT_YET.to_vec();
-        for name in DRIVERS.iter().flat_map(|d| d.names) {
-            assert!(!seen.contains(name), "{name} is declared twice");
-            seen.push(name);
-        }
+        let names = DRIVERS.iter().flat_map(|d| d.names.iter().copied());
+        sluice_config::declared::each_name_once(names, NOT_YET);
     }
 }

@@ -738,10 +738,7 @@ mod tests {
     /// A driver name is found once: no two declarations claim it, and none is also "not yet".
     #[test]
     fn every_driver_name_is_declared_once() {
-        let mut seen: Vec<&str> = NOT_YET.to_vec();
-        for name in DRIVERS.iter().flat_map(|d| d.names) {
-            assert!(!seen.contains(name), "{name} is declared twice");
-            seen.push(name);
-        }
+        let names = DRIVERS.iter().flat_map(|d| d.names.iter().copied());
+        sluice_config::declared::each_name_once(names, NOT_YET);
     }
 }

@@ -17,7 +17,7 @@ pub mod json;
 pub mod kv;
 
 use crate::message::LogMessage;
-use crate::template::Template;
+use crate::template::{Names, Template};
 use crate::values::{name_id, name_id_of};
 use sluice_config::declared::{read, Declared, Options};
 use sluice_config::{Body, ConfigError, Node, Pos};
@@ -231,7 +231,7 @@ thread_local! {
 }
 
 impl Parsers {
-    pub fn compile(body: &Body, pos: Pos) -> Result<Parsers, ConfigError> {
+    pub fn compile(body: &Body, pos: Pos, names: &Names) -> Result<Parsers, ConfigError> {
         let Body::Nodes(nodes) = body else {
             return Err(ConfigError::new(
                 pos,
@@ -246,7 +246,7 @@ impl Parsers {
         }
         let parsers = nodes
             .iter()
-            .map(Parser::compile)
+            .map(|n| Parser::compile(n, names))
             .collect::<Result<_, _>>()?;
         Ok(Parsers { parsers })
     }
@@ -258,7 +258,7 @@ impl Parsers {
 }
 
 impl Parser {
-    fn compile(node: &Node) -> Result<Parser, ConfigError> {
+    fn compile(node: &Node, names: &Names) -> Result<Parser, ConfigError> {
         let key = node.key();
         if NOT_YET.contains(&key.as_str()) {
             return Err(ConfigError::not_supported(
@@ -285,7 +285,7 @@ impl Parser {
         let template = match o.last("template") {
             Some(opt) => {
                 let v = opt.value()?;
-                Some(Template::compile(&v.text).map_err(|e| ConfigError::new(v.pos, e))?)
+                Some(Template::compile_in(&v.text, names).map_err(|e| ConfigError::new(v.pos, e))?)
             }
             None => None,
         };
@@ -946,7 +946,8 @@ mod tests {
         let config =
             sluice_config::load_str("t.conf", &text).unwrap_or_else(|e| panic!("{}", e.render()));
         let s = &config.statements[0];
-        Parsers::compile(&s.body, s.pos).unwrap_or_else(|e| panic!("{}", e.render(&config.map)))
+        Parsers::compile(&s.body, s.pos, &Names::default())
+            .unwrap_or_else(|e| panic!("{}", e.render(&config.map)))
     }
 
     /// Each parser is built once with each option its table declares: an option is accepted
@@ -958,7 +959,7 @@ mod tests {
                 let text = format!("parser p {{ {p}; }};");
                 let config = sluice_config::load_str("t.conf", &text).map_err(|e| e.render())?;
                 let s = &config.statements[0];
-                Parsers::compile(&s.body, s.pos)
+                Parsers::compile(&s.body, s.pos, &Names::default())
                     .map(drop)
                     .map_err(|e| e.render(&config.map))
             });

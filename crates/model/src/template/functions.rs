@@ -5,7 +5,7 @@
 //! next byte as it is, and parentheses nest, so `$(if ("$HOST" eq "gw") "a" "b")` has the
 //! filter expression `("$HOST" eq "gw")` as its first argument.
 
-use super::Template;
+use super::{Names, Template};
 use crate::filter::{self, Filter};
 use crate::message::LogMessage;
 use crate::values::ValueType;
@@ -102,37 +102,12 @@ enum Func {
     Named(Box<Template>),
 }
 
-thread_local! {
-    /// The `template` statements of the configuration being built, for `$(template name)`.
-    static NAMED: std::cell::RefCell<std::collections::HashMap<String, Template>> =
-        std::cell::RefCell::default();
-    /// Its `filter` statements, for `filter(name)` in template conditions.
-    static FILTERS: std::cell::RefCell<std::collections::HashMap<String, sluice_config::Expr>> =
-        std::cell::RefCell::default();
-}
-
-/// Makes a `template` statement known to `$(template name)` in templates compiled after it on
-/// this thread; [`forget_named`] starts a new configuration.
-pub fn define_named(name: &str, template: &Template) {
-    NAMED.with_borrow_mut(|n| n.insert(name.to_string(), template.clone()));
-}
-
-/// Makes a `filter` statement known to `filter(name)` in the conditions of `$(if)`, `$(grep)`
-/// and `$(filter)` compiled after it on this thread.
-pub fn define_filter(name: &str, expr: &sluice_config::Expr) {
-    FILTERS.with_borrow_mut(|f| f.insert(name.to_string(), expr.clone()));
-}
-
-pub fn forget_named() {
-    NAMED.with_borrow_mut(|n| n.clear());
-    FILTERS.with_borrow_mut(|f| f.clear());
-}
-
 /// Compiles the filter statement `name` for a template's condition; `building` holds the
 /// names being compiled, to refuse a filter that refers to itself.
 fn named_filter(
     name: &str,
     pos: sluice_config::Pos,
+    names: &Names,
     building: &mut Vec<String>,
 ) -> Result<std::sync::Arc<Filter>, sluice_config::ConfigError> {
     if building.iter().any(|b| b == name) {
@@ -141,13 +116,11 @@ fn named_filter(
             format!("filter '{name}' refers to itself"),
         ));
     }
-    let expr = FILTERS
-        .with_borrow(|f| f.get(name).cloned())
-        .ok_or_else(|| {
-            sluice_config::ConfigError::new(pos, format!("no filter statement is named '{name}'"))
-        })?;
+    let expr = names.filters.get(name).ok_or_else(|| {
+        sluice_config::ConfigError::new(pos, format!("no filter statement is named '{name}'"))
+    })?;
     building.push(name.to_string());
-    let compiled = filter::compile(&expr, &mut |n, p| named_filter(n, p, building));
+    let compiled = filter::compile(expr, names, &mut |n, p| named_filter(n, p, names, building));
     building.pop();
     Ok(std::sync::Arc::new(compiled?))
 }
@@ -304,12 +277,12 @@ pub fn split(text: &str) -> Result<(Vec<String>, usize), String> {
 
 impl Call {
     /// Compiles `$(name args…)` from its arguments (the name first).
-    pub fn compile(mut argv: Vec<String>) -> Result<Call, String> {
+    pub fn compile(mut argv: Vec<String>, names: &Names) -> Result<Call, String> {
         if argv.is_empty() {
             return Err("a template function needs a name: $(name arguments…)".into());
         }
         let name = argv.remove(0);
-        let template = |t: &str| Template::compile(t);
+        let template = |t: &str| Template::compile_in(t, names);
         let func = match name.as_str() {
             "echo" => Func::Echo,
             "length" => Func::Length,
@@ -367,7 +340,7 @@ impl Call {
                     );
                 }
                 let condition = argv.remove(0);
-                Func::Grep(Box::new(compile_condition("grep", &condition)?))
+                Func::Grep(Box::new(compile_condition("grep", &condition, names)?))
             }
             "map" | "filter" => {
                 if argv.len() != 2 {
@@ -384,7 +357,7 @@ impl Call {
                     Func::Map
                 } else {
                     let condition = argv.remove(0);
-                    Func::FilterList(Box::new(compile_condition("filter", &condition)?))
+                    Func::FilterList(Box::new(compile_condition("filter", &condition, names)?))
                 }
             }
             "format-date" => {
@@ -487,13 +460,14 @@ impl Call {
                 let Some(target) = argv.first().cloned() else {
                     return Err("$(template) needs the name of a template statement".into());
                 };
-                match NAMED.with_borrow(|n| n.get(&target).cloned()) {
+                match names.templates.get(&target) {
                     Some(t) => {
+                        let t = t.clone();
                         argv.clear();
                         Func::Named(Box::new(t))
                     }
                     None if target.contains('$') => {
-                        Func::DynamicNamed(std::sync::Arc::new(NAMED.with_borrow(|n| n.clone())))
+                        Func::DynamicNamed(std::sync::Arc::new(names.templates.clone()))
                     }
                     None => {
                         return Err(format!(
@@ -555,7 +529,7 @@ impl Call {
                     );
                 }
                 let condition = argv.remove(0);
-                Func::If(Box::new(compile_condition("if", &condition)?))
+                Func::If(Box::new(compile_condition("if", &condition, names)?))
             }
             n if NOT_YET.contains(&n) => {
                 return Err(format!("the template function $({n}) is not supported yet"))
@@ -1154,7 +1128,7 @@ pub fn append_element(out: &mut Vec<u8>) {
 
 /// The condition of `$(if)`, `$(grep)` or `$(filter)`, written in parentheses: a filter
 /// expression.
-fn compile_condition(function: &str, text: &str) -> Result<Filter, String> {
+fn compile_condition(function: &str, text: &str, names: &Names) -> Result<Filter, String> {
     let config = sluice_config::load_str(
         "template function",
         &format!("filter condition {{ {text}; }};"),
@@ -1165,8 +1139,8 @@ fn compile_condition(function: &str, text: &str) -> Result<Filter, String> {
             "$({function}) condition {text} is not a filter expression"
         ));
     };
-    filter::compile(expr, &mut |name, pos| {
-        named_filter(name, pos, &mut Vec::new())
+    filter::compile(expr, names, &mut |name, pos| {
+        named_filter(name, pos, names, &mut Vec::new())
     })
     .map_err(|e| format!("$({function}) condition {text}: {}", e.render(&config.map)))
 }
