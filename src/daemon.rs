@@ -64,7 +64,7 @@ pub fn detach(serve: impl FnOnce(&dyn Fn()) -> anyhow::Result<()>) -> anyhow::Re
     }
     if let Err(e) = &result {
         // Standard error is gone: said where sluice's own messages go.
-        sluice_engine::internal::error(format!("{e:#}"));
+        sluice_engine::own_log::error(format!("{e:#}"));
     }
     result
 }

@@ -104,7 +104,7 @@ fn main() -> ExitCode {
         print!("{}", defaults.text);
         return ExitCode::SUCCESS;
     }
-    sluice_engine::internal::configure(true, cli.verbose || cli.stderr, cli.debug);
+    sluice_engine::own_log::configure(true, cli.verbose || cli.stderr, cli.debug);
     match &cli.command {
         Some(Command::CheckConfig { file }) => return check(&load(Some(file), &defaults)),
         Some(Command::Loggen(args)) => return ExitCode::from(loggen::run(args) as u8),
@@ -235,7 +235,7 @@ fn check(loaded: &Loaded) -> ExitCode {
 fn write_pidfile(path: Option<&Path>) {
     if let Some(p) = path {
         if let Err(e) = std::fs::write(p, format!("{}\n", std::process::id())) {
-            sluice_engine::internal::error(format!("cannot write pid file {}: {e}", p.display()));
+            sluice_engine::own_log::error(format!("cannot write pid file {}: {e}", p.display()));
         }
     }
 }

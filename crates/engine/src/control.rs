@@ -6,7 +6,7 @@
 //! any HTTP GET with the counters in Prometheus's text format.
 
 use crate::dispatch::Current;
-use crate::internal;
+use crate::own_log;
 use crate::stats::Registry;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -166,7 +166,7 @@ impl Control {
                 for d in &self.dispatcher.get().destinations {
                     d.reopen();
                 }
-                internal::notice("reopening files (ctl reopen)");
+                own_log::notice("reopening files (ctl reopen)");
                 "OK files reopened\n".into()
             }
             ["stop"] => {
@@ -184,14 +184,14 @@ impl Control {
             ["config"] | ["config", "preprocessed"] => {
                 format!("{}\n", self.config_text.lock().expect("config lock"))
             }
-            ["verbose"] => format!("verbose is {}\n", on_off(internal::verbose())),
+            ["verbose"] => format!("verbose is {}\n", on_off(own_log::verbose())),
             ["verbose", v @ ("on" | "off")] => {
-                internal::set_verbose(*v == "on");
+                own_log::set_verbose(*v == "on");
                 format!("OK verbose is {v}\n")
             }
-            ["debug"] => format!("debug is {}\n", on_off(internal::debug())),
+            ["debug"] => format!("debug is {}\n", on_off(own_log::debug())),
             ["debug", v @ ("on" | "off")] => {
-                internal::set_debug(*v == "on");
+                own_log::set_debug(*v == "on");
                 format!("OK debug is {v}\n")
             }
             _ => format!("error: unknown command '{command}'\n"),
@@ -266,6 +266,6 @@ const SCRAPE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 /// An `accept` that failed (out of descriptors, most likely): said, then a pause before the
 /// next, so that a full descriptor table does not make a loop spin.
 pub async fn accept_failed(what: &str, e: &std::io::Error) {
-    internal::error(format!("accepting a connection on {what} failed: {e}"));
+    own_log::error(format!("accepting a connection on {what} failed: {e}"));
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
 }

@@ -50,8 +50,8 @@ pub mod control;
 pub mod destinations;
 pub mod dispatch;
 pub mod dns;
-pub mod internal;
 pub mod options;
+pub mod own_log;
 pub mod sources;
 pub mod stats;
 pub mod tls;
@@ -195,7 +195,7 @@ impl Running {
     /// changed forwarding destination takes over its predecessor's queue.
     async fn reload(&mut self, mut new: Pipeline) -> anyhow::Result<()> {
         for note in &new.notes {
-            internal::warning(note.clone());
+            own_log::warning(note.clone());
         }
         let old = self.ctx.dispatcher.get();
         let same_shared = new.fingerprints.shared == self.fingerprints.shared;
@@ -325,19 +325,19 @@ impl Running {
 /// For a detached sluice whose configuration reads no `internal()`: sends its own messages
 /// to the host's syslog socket, and says on standard error (still the terminal) where they go.
 fn keep_own_messages(own_sockets: &[&std::path::Path]) {
-    let Some(path) = internal::host_log_socket(own_sockets) else {
-        internal::warning(
+    let Some(path) = own_log::host_log_socket(own_sockets) else {
+        own_log::warning(
             "once detached, sluice's own messages are not kept: no log path reads internal() and \
              this host has no syslog socket (/dev/log); add internal() to a log path to keep them",
         );
         return;
     };
-    match internal::send_to_host_log(&path) {
+    match own_log::send_to_host_log(&path) {
         Ok(()) => eprintln!(
             "sluice: its own messages go to {} (no log path reads internal())",
             path.display()
         ),
-        Err(e) => internal::warning(format!(
+        Err(e) => own_log::warning(format!(
             "once detached, sluice's own messages are not kept: cannot send them to {}: {e}; add \
              internal() to a log path to keep them",
             path.display()
@@ -352,7 +352,7 @@ async fn serve(
     reloader: Option<Reloader>,
 ) -> anyhow::Result<()> {
     for note in &p.notes {
-        internal::warning(note.clone());
+        own_log::warning(note.clone());
     }
     // From here on the routing lives in `ctx.dispatcher` only, so that a reload can tell when
     // no reader uses the one it replaced.
@@ -420,11 +420,11 @@ async fn serve(
             // Unprivileged runs (a first try of the embedded default) say so only with -v.
             // SAFETY: geteuid(2) has no preconditions.
             let severity = if unsafe { libc::geteuid() } == 0 {
-                internal::WARNING
+                own_log::WARNING
             } else {
-                internal::NOTICE
+                own_log::NOTICE
             };
-            internal::emit(
+            own_log::emit(
                 severity,
                 format!(
                     "no control socket: cannot create {}: {e}; `sluice ctl` will not reach this server (-c PATH sets another)",
@@ -437,7 +437,7 @@ async fn serve(
     let prometheus = match globals.prometheus_listen {
         Some(addr) => {
             if !addr.ip().is_loopback() {
-                internal::warning(format!(
+                own_log::warning(format!(
                     "the Prometheus endpoint on {addr} can be reached from other machines: anyone who reaches it reads the counters, which name hosts, programs and files; listen on 127.0.0.1 unless a firewall keeps it in"
                 ));
             }
@@ -475,12 +475,12 @@ async fn serve(
             let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
             loop {
                 tick.tick().await;
-                internal::notice(stats.log_line());
+                own_log::notice(stats.log_line());
             }
         });
     }
     started();
-    internal::notice(format!("sluice starting up; version='{VERSION}'"));
+    own_log::notice(format!("sluice starting up; version='{VERSION}'"));
 
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
@@ -493,7 +493,7 @@ async fn serve(
             Some(()) = finished.recv() => break,
             Some(()) = ctl_stop.recv() => break,
             _ = usr1.recv() => {
-                internal::notice("SIGUSR1 received: reopening files");
+                own_log::notice("SIGUSR1 received: reopening files");
                 for d in &ctx.dispatcher.get().destinations {
                     d.reopen();
                 }
@@ -522,11 +522,11 @@ async fn serve(
             },
         };
         match &result {
-            Ok(()) => internal::notice(format!(
+            Ok(()) => own_log::notice(format!(
                 "configuration reloaded; generation={}",
                 running.generation
             )),
-            Err(e) => internal::error(format!(
+            Err(e) => own_log::error(format!(
                 "reloading the configuration failed; the running configuration stays:\n{e}"
             )),
         }
@@ -534,7 +534,7 @@ async fn serve(
             let _ = answer.send(result);
         }
     }
-    internal::notice(format!("sluice shutting down; version='{VERSION}'"));
+    own_log::notice(format!("sluice shutting down; version='{VERSION}'"));
     // Stopping writes what was accepted, giving failing destinations a bounded grace; a
     // second SIGTERM or SIGINT does not wait for it.
     tokio::spawn(async move {
@@ -542,7 +542,7 @@ async fn serve(
             _ = term.recv() => {}
             _ = int.recv() => {}
         }
-        internal::error("a second signal: stopping at once; what was not written yet is lost");
+        own_log::error("a second signal: stopping at once; what was not written yet is lost");
         std::process::exit(1);
     });
     services.abort_all();
@@ -554,7 +554,7 @@ async fn serve(
         let _ = stop.send(true);
     }
     while running.tasks.join_next().await.is_some() {}
-    internal::unsubscribe();
+    own_log::unsubscribe();
     let dispatcher = ctx.dispatcher.get();
     tokio::task::spawn_blocking(move || {
         for d in &dispatcher.destinations {

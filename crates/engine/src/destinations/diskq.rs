@@ -27,7 +27,7 @@
 //! else damage: the bytes from there on are moved to a `.damaged` file named in the error.
 
 use super::queue::{Batch, BatchQueue};
-use crate::internal;
+use crate::own_log;
 use crate::stats::DestCounters;
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
@@ -252,7 +252,7 @@ fn recover(label: &str, dir: &Path) -> std::io::Result<Recovered> {
         Some(p) => p,
         None => {
             if std::fs::metadata(dir.join(POSITION_FILE)).is_ok_and(|m| m.len() > 0) {
-                internal::warning(format!(
+                own_log::warning(format!(
                     "{label}: the position file of disk buffer {} is damaged; sending every record in it again",
                     dir.display()
                 ));
@@ -284,7 +284,7 @@ fn recover(label: &str, dir: &Path) -> std::io::Result<Recovered> {
             0
         };
         if offset > len {
-            internal::error(format!(
+            own_log::error(format!(
                 "{label}: disk buffer file {} is shorter than the position recorded for it ({offset} > {len} bytes); nothing in it is sent again",
                 path.display()
             ));
@@ -306,7 +306,7 @@ fn recover(label: &str, dir: &Path) -> std::io::Result<Recovered> {
                     offset += size;
                 }
                 RecordRead::Short if last => {
-                    internal::warning(format!(
+                    own_log::warning(format!(
                         "{label}: disk buffer file {} ended inside a record (a write cut short): removed its last {} bytes",
                         path.display(),
                         len - offset
@@ -330,7 +330,7 @@ fn recover(label: &str, dir: &Path) -> std::io::Result<Recovered> {
                         .write_all(&rest)?;
                     file.set_len(offset)?;
                     file.sync_all()?;
-                    internal::error(format!(
+                    own_log::error(format!(
                         "{label}: disk buffer file {} is damaged at byte {offset} ({why}); the {} bytes from there were moved to {} and are not sent",
                         path.display(),
                         rest.len(),
@@ -377,7 +377,7 @@ impl DiskQueue {
         let messages: u64 = recovered.records.iter().map(|r| r.messages as u64).sum();
         let used: u64 = recovered.records.iter().map(|r| r.size).sum();
         if messages > 0 {
-            internal::notice(format!(
+            own_log::notice(format!(
                 "{label}: disk buffer {} holds {messages} messages ({used} bytes) from before; sending them first",
                 dir.display()
             ));
@@ -438,7 +438,7 @@ impl DiskQueue {
                     if state.stopping {
                         let held: usize = state.held.iter().map(Batch::len).sum();
                         if held > 0 {
-                            internal::error(format!(
+                            own_log::error(format!(
                                 "{}: stopping with {held} messages that did not fit the full disk buffer {}",
                                 self.label,
                                 self.dir.display()
@@ -487,7 +487,7 @@ impl DiskQueue {
                     && failing_since.is_some_and(|t| t.elapsed() > Duration::from_secs(5))
                 {
                     let lost: usize = batch.iter().map(Batch::len).sum();
-                    internal::error(format!(
+                    own_log::error(format!(
                         "{}: stopping with {lost} messages that could not be written to disk buffer {}: {e}",
                         self.label,
                         self.dir.display()
@@ -500,7 +500,7 @@ impl DiskQueue {
                     return;
                 }
                 if failing_since.is_none() {
-                    internal::error(format!(
+                    own_log::error(format!(
                         "{}: cannot write disk buffer {}: {e}; retrying every second, messages wait in memory",
                         self.label,
                         self.dir.display()
@@ -525,7 +525,7 @@ impl DiskQueue {
                 continue;
             }
             if let Some(since) = failing_since.take() {
-                internal::notice(format!(
+                own_log::notice(format!(
                     "{}: disk buffer {} is written again after {:.0}s",
                     self.label,
                     self.dir.display(),
@@ -594,7 +594,7 @@ impl DiskQueue {
         let mut position = self.position.lock().expect("position lock");
         let (file, first_live) = &mut *position;
         if let Err(e) = file.write_all_at(&encode_position(to), 0) {
-            internal::error(format!(
+            own_log::error(format!(
                 "{}: cannot record the position of disk buffer {}: {e}; a restart will send some messages again",
                 self.label,
                 self.dir.display()
@@ -684,7 +684,7 @@ impl BatchQueue for DiskQueue {
             match self.read_back(&mut open, at, size) {
                 Ok(b) => into[i] = b,
                 Err(e) => {
-                    internal::error(format!(
+                    own_log::error(format!(
                         "{}: cannot read back disk buffer {} at {}:{}: {e}; those messages are not sent",
                         self.label,
                         self.dir.display(),

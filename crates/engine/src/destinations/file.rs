@@ -31,7 +31,7 @@ use super::file_open::{open_beneath, NameReports, OpenError};
 use super::format::Formatter;
 use super::queue::{Batch, BatchQueue};
 use super::{Destination, Outbox};
-use crate::internal;
+use crate::own_log;
 use crate::stats::DestCounters;
 use crate::window::Ack;
 use sluice_model::file_name::FileName;
@@ -486,14 +486,14 @@ fn feed(
             if *left > 0 && stopping.is_some_and(|t| t.elapsed() >= STOP_GRACE) {
                 drop(left);
                 let said = buffer.abandon(&mut batches);
-                internal::error(format!("{label}: stopping while files fail: {said}"));
+                own_log::error(format!("{label}: stopping while files fail: {said}"));
                 return;
             }
         }
         drop(left);
         if pending.lost.load(Ordering::SeqCst) {
             let said = buffer.abandon(&mut batches);
-            internal::error(format!("{label}: stopping while files fail: {said}"));
+            own_log::error(format!("{label}: stopping while files fail: {said}"));
             return;
         }
         buffer.done(&mut batches);
@@ -800,7 +800,7 @@ impl Destination for FileDestination {
             outbox.push(move || {
                 job.count_queued(&counters);
                 if writer.send(Msg::Job(job)).is_err() {
-                    internal::error(format!(
+                    own_log::error(format!(
                         "{label}: a writer has stopped; a batch could not be queued"
                     ));
                 }
@@ -1209,7 +1209,7 @@ impl Writer {
                 .map(|p| p.messages)
                 .sum();
             let said = slot.failure.as_ref().map_or("", |f| f.said.as_str());
-            internal::error(format!(
+            own_log::error(format!(
                 "{}: stopping after {}s with {} messages for {} not written ({said}); {}",
                 self.label,
                 STOP_GRACE.as_secs(),
@@ -1352,7 +1352,7 @@ impl Writer {
         c.memory_usage.fetch_sub(bytes, Ordering::Relaxed);
         if !self.said_full {
             self.said_full = true;
-            internal::error(format!(
+            own_log::error(format!(
                 "{}: files that fail hold log-fifo-size({}) messages; dropping what more comes for them on paths without flow-control (counted as dropped)",
                 self.label, self.opts.log_fifo_size
             ));
@@ -1433,7 +1433,7 @@ impl Writer {
             Some(f) => (f.backoff * 2).min(self.opts.time_reopen.max(FIRST_RETRY)),
         };
         if slot.failure.as_ref().is_none_or(|f| f.said != said) {
-            internal::error(said.clone());
+            own_log::error(said.clone());
         }
         let retry_at = if dropping { now } else { now + backoff };
         slot.failure = Some(Failure {
@@ -1451,7 +1451,7 @@ impl Writer {
             if self.failing_messages == 0 {
                 self.said_full = false;
             }
-            internal::notice(format!(
+            own_log::notice(format!(
                 "{}: {} is written again",
                 self.label,
                 String::from_utf8_lossy(&slot.name)

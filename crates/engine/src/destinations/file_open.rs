@@ -66,7 +66,7 @@ impl NameReports {
             Some(peer) => peer.ip().to_string(),
             None => format!("the local source {}", msg.origin.source_name),
         };
-        crate::internal::warning(format!(
+        crate::own_log::warning(format!(
             "{}: a message from {sender} names the file \"{}\"; written to \"{}\" (values in a file name cannot leave its directory, hold '/' or control bytes, or be '.', '..' or longer than {NAME_MAX} bytes)",
             self.label,
             String::from_utf8_lossy(as_sent).escape_debug(),
@@ -315,7 +315,7 @@ fn chown_dir(dir: &OwnedFd, name: &[u8], uid: Option<u32>, gid: Option<u32>) {
 }
 
 fn owner_warning(name: &[u8], e: io::Error) {
-    crate::internal::warning(format!(
+    crate::own_log::warning(format!(
         "cannot change owner of {}: {e}",
         String::from_utf8_lossy(name)
     ));

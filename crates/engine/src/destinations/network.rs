@@ -22,7 +22,7 @@ use super::diskq::{DiskBufferOptions, DiskQueue};
 use super::format::Formatter;
 use super::queue::{Batch, BatchQueue, Queue};
 use super::{Destination, Outbox};
-use crate::internal;
+use crate::own_log;
 use crate::stats::DestCounters;
 use crate::window::Ack;
 use sluice_model::LogMessage;
@@ -378,7 +378,7 @@ impl Sender {
             } else {
                 // Stopping with the servers unreachable.
                 let what = self.queue.abandon(&mut batches);
-                internal::error(format!("{}: stopping with {what}", self.label));
+                own_log::error(format!("{}: stopping with {what}", self.label));
                 return None;
             }
         }
@@ -433,7 +433,7 @@ impl Sender {
                     let again = !(giving_up
                         && (e.kind() == ErrorKind::TimedOut
                             || std::mem::replace(&mut failed_while_giving_up, true)));
-                    internal::error(format!(
+                    own_log::error(format!(
                         "{}: error sending to {}: {e}{}",
                         self.label,
                         self.server_name(self.server),
@@ -462,14 +462,14 @@ impl Sender {
                 match self.open(self.server) {
                     Ok(sock) => {
                         if self.server != 0 {
-                            internal::warning(format!(
+                            own_log::warning(format!(
                                 "{}: connected to failover server {}",
                                 self.label,
                                 self.server_name(self.server)
                             ));
                         }
                         if let Some((since, _)) = self.failing.take() {
-                            internal::notice(format!(
+                            own_log::notice(format!(
                                 "{}: connected to {} after {:.0}s without a server",
                                 self.label,
                                 self.server_name(self.server),
@@ -496,7 +496,7 @@ impl Sender {
                             Some(_) => false,
                         };
                         if report {
-                            internal::error(format!(
+                            own_log::error(format!(
                                 "{}: cannot connect to {}: {e}; trying every {}s",
                                 self.label,
                                 self.server_name(self.server),
@@ -645,7 +645,7 @@ impl Sender {
             self.good_probes = 0;
         }
         if self.good_probes >= fb.successful_probes {
-            internal::notice(format!(
+            own_log::notice(format!(
                 "{}: the primary server {} answers again; failing back to it",
                 self.label,
                 self.server_name(0)
@@ -660,7 +660,7 @@ impl Sender {
     fn report_drops(&mut self) {
         let dropped = self.queue.counters().dropped.load(Ordering::Relaxed);
         if dropped > self.reported_drops {
-            internal::warning(format!(
+            own_log::warning(format!(
                 "{}: destination queue full (log-fifo-size({})); dropped {} messages",
                 self.label,
                 self.opts.log_fifo_size,

@@ -6,7 +6,7 @@
 
 use super::{Context, ReaderSpec, Retire, UnixSocket};
 use crate::dns::{self, NameOptions};
-use crate::internal as log;
+use crate::own_log as log;
 use crate::window::Window;
 use bytes::BytesMut;
 use sluice_model::{MessageVec, Origin, Today, UnixTime};

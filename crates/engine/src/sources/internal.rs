@@ -1,9 +1,9 @@
-//! `internal()`: sluice's own messages (see [`crate::internal`]) as log messages with
+//! `internal()`: sluice's own messages (see [`crate::own_log`]) as log messages with
 //! facility `syslog`, program `sluice` and this machine as host.
 
 use super::{Context, Retire};
 use crate::dns;
-use crate::internal::Event;
+use crate::own_log::Event;
 use crate::window::Window;
 use sluice_model::{Ingest, LogMessage, Origin, UnixTime};
 use sluice_protocol::{Span, SyslogFields, Text};
@@ -56,12 +56,12 @@ impl super::Ready for Arc<InternalSource> {
         ctx: Context,
         mut retire: watch::Receiver<Retire>,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
-        let events = crate::internal::subscribe(1024);
+        let events = crate::own_log::subscribe(1024);
         let source = *self;
         Box::pin(async move {
             tokio::spawn(async move {
                 if retire.wait_for(|r| *r == Retire::Close).await.is_ok() {
-                    crate::internal::unsubscribe();
+                    crate::own_log::unsubscribe();
                 }
             });
             source.serve(events, ctx).await

@@ -17,7 +17,7 @@ pub mod stream;
 
 use crate::destinations::Outbox;
 use crate::dispatch::{Current, Dispatcher};
-use crate::internal as log;
+use crate::own_log as log;
 use crate::window::{Ack, Loan, ReadBudget, Window};
 use bytes::{BufMut, Bytes, BytesMut};
 use sluice_model::{Ingest, MessageVec, Origin, Today, UnixTime};

@@ -19,7 +19,7 @@
 //! the one after the last, closes the connection as librelp does.
 
 use super::{bytes_read, Context, Read, ReaderSpec, Routed};
-use crate::internal as log;
+use crate::own_log as log;
 use crate::window::Window;
 use bytes::BytesMut;
 use sluice_model::Origin;

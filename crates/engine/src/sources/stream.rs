@@ -5,7 +5,7 @@
 
 use super::{read_stream, Context, ReaderSpec, Retire, UnixSocket};
 use crate::dns::{self, NameOptions};
-use crate::internal as log;
+use crate::own_log as log;
 use crate::window::Window;
 use sluice_model::values::{name_id, NameId};
 use sluice_model::{Endpoints, Origin};
