@@ -7,6 +7,7 @@ pub mod drivers;
 pub mod file;
 pub mod file_open;
 pub mod format;
+mod link;
 pub mod network;
 pub mod queue;
 mod relp;

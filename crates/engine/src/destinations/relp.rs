@@ -1,5 +1,5 @@
-//! The `relp()` destination's protocol: a forwarding destination ([`super::network`]) whose
-//! connection speaks RELP as rsyslog's `imrelp` expects it.
+//! The `relp()` destination's wire: a forwarding destination ([`super::network`]) whose
+//! connection ([`super::link`]) speaks RELP as rsyslog's `imrelp` expects it.
 //!
 //! On connecting, the sender opens a session (`open` with RELP version 0 and the `syslog`
 //! command; the server must answer `200` and offer `syslog`). Each message then goes as a
@@ -9,7 +9,7 @@
 //! first message without one: nothing is lost, and what the server had stored but not yet
 //! acknowledged arrives twice (RELP is at-least-once).
 
-use super::network::{stalled, GiveUp, Link, Position};
+use super::link::{stalled, GiveUp, Link, Position, Wire, STOP_GRACE};
 use super::queue::Batch;
 use sluice_protocol::relp::{self, Command};
 use std::collections::VecDeque;
@@ -118,8 +118,9 @@ fn read_more(link: &mut Link, input: &mut Vec<u8>) -> std::io::Result<()> {
 /// Sends the batches from `pos` as `syslog` frames and waits for every `rsp`; `pos` follows
 /// the first message not yet acknowledged. A server that acknowledges nothing once the sender
 /// gives up gets `grace`.
-pub(super) fn send(
+fn send(
     link: &mut Link,
+    session: &mut Session,
     batches: &[Batch],
     pos: &mut Position,
     give_up: GiveUp,
@@ -152,7 +153,6 @@ pub(super) fn send(
             if let [rest @ .., b'\n'] = message {
                 message = rest;
             }
-            let session = link.relp.as_mut().expect("a RELP link has a session");
             let txnr = session.txnr();
             relp::write(&mut out, txnr, "syslog", message);
             next.byte = end;
@@ -222,9 +222,32 @@ pub(super) fn send(
     }
 }
 
-/// The `close` that ends a session politely (its answer is not waited for).
-pub(super) fn close_frame(session: &mut Session) -> Vec<u8> {
-    let mut out = Vec::new();
-    relp::write(&mut out, session.txnr(), "close", b"");
-    out
+impl Wire for Session {
+    fn send(
+        &mut self,
+        link: &mut Link,
+        batches: &[Batch],
+        pos: &mut Position,
+        give_up: GiveUp,
+    ) -> std::io::Result<()> {
+        send(link, self, batches, pos, give_up, STOP_GRACE)
+    }
+
+    /// Looks without reading: the server sends only responses, and `serverclose`, which ends
+    /// the session too.
+    fn closed(&self, link: &Link) -> bool {
+        link.peer_closed_peeking()
+    }
+
+    /// Ends the session with `close`, best effort and without waiting: the TLS records go out
+    /// with the link's close_notify.
+    fn close(&mut self, link: &mut Link) {
+        use std::io::Write;
+        let mut out = Vec::new();
+        relp::write(&mut out, self.txnr(), "close", b"");
+        let _ = match &mut link.tls {
+            Some(tls) => tls.writer().write_all(&out),
+            None => (&link.sock).write(&out).map(drop),
+        };
+    }
 }

@@ -1,0 +1,389 @@
+//! A forwarding destination's connection and what goes onto it: the [`Link`] (a socket, and
+//! TLS over it when the destination speaks TLS), the [`Wire`] a destination speaks over its
+//! link (octets on a stream, a datagram a message, RELP in [`super::relp`]), and the writing
+//! every wire shares: a [`Position`] in the batches that a broken connection resends from, and
+//! stalls that a stop or a reload's hand-over gives up on.
+//!
+//! The sender ([`super::network`]) connects, fails over, queues and hands over; it knows a
+//! wire only through [`Wire`].
+
+use super::queue::Batch;
+use socket2::Socket;
+use std::io::{ErrorKind, IoSlice};
+use std::mem::MaybeUninit;
+use std::time::{Duration, Instant};
+
+/// The most buffers one `writev` takes (Linux's `IOV_MAX`).
+const IOV_MAX: usize = 1024;
+/// While stopping, how long a peer may take no data before the sender gives up on it.
+pub(super) const STOP_GRACE: Duration = Duration::from_secs(10);
+/// The most plaintext a TLS sender hands rustls before writing the records out.
+const TLS_CHUNK: usize = 256 << 10;
+
+/// What a destination speaks over its link.
+pub(super) trait Wire: Send {
+    /// Sends `batches` from `pos`, moving `pos` past what the peer has: on a broken
+    /// connection the sender opens another and sends again from `pos`.
+    fn send(
+        &mut self,
+        link: &mut Link,
+        batches: &[Batch],
+        pos: &mut Position,
+        give_up: GiveUp,
+    ) -> std::io::Result<()>;
+    /// Whether the peer closed the connection (or it failed).
+    fn closed(&self, link: &Link) -> bool {
+        link.peer_closed()
+    }
+    /// Says goodbye before the link closes, without waiting for an answer.
+    fn close(&mut self, _link: &mut Link) {}
+}
+
+/// An open connection and the wire spoken on it; dropping it says goodbye as the wire does,
+/// then closes the link.
+pub(super) struct Connected {
+    pub(super) link: Link,
+    pub(super) wire: Box<dyn Wire>,
+}
+
+impl Connected {
+    /// Whether the peer closed the connection (or it failed).
+    pub(super) fn closed(&self) -> bool {
+        self.wire.closed(&self.link)
+    }
+}
+
+impl Drop for Connected {
+    fn drop(&mut self) {
+        self.wire.close(&mut self.link);
+    }
+}
+
+/// Messages as octets on a stream (TCP, TLS, unix-stream), framed by the formatter.
+pub(super) struct Octets;
+
+impl Wire for Octets {
+    fn send(
+        &mut self,
+        link: &mut Link,
+        batches: &[Batch],
+        pos: &mut Position,
+        give_up: GiveUp,
+    ) -> std::io::Result<()> {
+        match &mut link.tls {
+            Some(tls) => write_tls(&link.sock, tls, batches, pos, give_up),
+            None => write_stream(&link.sock, batches, pos, give_up),
+        }
+    }
+}
+
+/// A datagram a message (UDP, unix-dgram).
+pub(super) struct Datagrams {
+    /// UDP: a refused datagram (the port was closed when an earlier one arrived) is sent again
+    /// once.
+    pub(super) udp: bool,
+}
+
+impl Wire for Datagrams {
+    fn send(
+        &mut self,
+        link: &mut Link,
+        batches: &[Batch],
+        pos: &mut Position,
+        _: GiveUp,
+    ) -> std::io::Result<()> {
+        write_datagrams(&link.sock, batches, pos, self.udp)
+    }
+}
+
+/// Where writing has got to: a batch, and a byte in it.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Position {
+    pub(super) batch: usize,
+    pub(super) byte: usize,
+}
+
+impl Position {
+    /// Moves `n` bytes on through `batches`, then past every batch with nothing left (empty
+    /// ones too): the position is in a batch with bytes to send, or at the end.
+    pub(super) fn advance(&mut self, batches: &[Batch], n: usize) {
+        self.byte += n;
+        while self.batch < batches.len() && self.byte >= batches[self.batch].data.len() {
+            self.byte -= batches[self.batch].data.len();
+            self.batch += 1;
+        }
+    }
+}
+
+/// An open connection: its socket, and the TLS session over it when the destination speaks
+/// TLS.
+pub(super) struct Link {
+    pub(super) sock: Socket,
+    pub(super) tls: Option<Box<rustls::ClientConnection>>,
+}
+
+impl Link {
+    /// Writes all of `data`, through TLS if the link has it. A peer that takes nothing holds
+    /// the writer back (backpressure) unless stopping, when it gets [`STOP_GRACE`].
+    pub(super) fn write_all(&mut self, mut data: &[u8], give_up: GiveUp) -> std::io::Result<()> {
+        use std::io::Write;
+        if let Some(tls) = &mut self.tls {
+            crate::tls::write_plaintext(&mut tls.writer(), data)?;
+            return flush_tls(&self.sock, tls, give_up);
+        }
+        let sock = &self.sock;
+        write_until_done(give_up, || {
+            let written = (!data.is_empty()).then(|| (&*sock).write(data))?;
+            if let Ok(n) = written {
+                data = &data[n..];
+            }
+            Some(written)
+        })
+    }
+
+    /// Reads what arrived, through TLS if the link has it: 0 at the end of the stream,
+    /// `WouldBlock`/`TimedOut` when nothing came within the socket's read timeout.
+    pub(super) fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::io::Read;
+        let Some(tls) = &mut self.tls else {
+            return (&self.sock).read(buf);
+        };
+        loop {
+            match tls.reader().read(buf) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+            if tls.read_tls(&mut &self.sock)? == 0 {
+                return Ok(0);
+            }
+            tls.process_new_packets()
+                .map_err(|e| std::io::Error::new(ErrorKind::InvalidData, e))?;
+        }
+    }
+
+    /// Whether the peer closed the connection (or it failed). Anything the peer sent is read
+    /// and ignored: syslog receivers send nothing. Over TLS that is the server's session
+    /// tickets and its close_notify; a session that never reads again has no use for them.
+    pub(super) fn peer_closed(&self) -> bool {
+        peer_closed(&self.sock)
+    }
+
+    /// Whether the peer closed the connection, without reading what it sent.
+    pub(super) fn peer_closed_peeking(&self) -> bool {
+        let mut buf = [MaybeUninit::<u8>::uninit(); 1];
+        match self
+            .sock
+            .recv_with_flags(&mut buf, libc::MSG_DONTWAIT | libc::MSG_PEEK)
+        {
+            Err(e) => !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted),
+            Ok(_) => true,
+        }
+    }
+}
+
+impl Drop for Link {
+    /// Closes as TLS asks (close_notify), then says the sender is done (FIN) and reads what
+    /// the peer sent (a TLS server's session tickets): closing a socket with unread data
+    /// resets the connection, and a reset can make the peer drop what it has not read yet.
+    fn drop(&mut self) {
+        if let Some(tls) = &mut self.tls {
+            tls.send_close_notify();
+            while tls.wants_write() {
+                if tls.write_tls(&mut &self.sock).is_err() {
+                    break;
+                }
+            }
+        }
+        let _ = self.sock.shutdown(std::net::Shutdown::Write);
+        peer_closed(&self.sock);
+    }
+}
+
+/// Whether the peer closed a stream connection (or it failed), reading what it sent.
+fn peer_closed(sock: &Socket) -> bool {
+    let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
+    loop {
+        match sock.recv_with_flags(&mut buf, libc::MSG_DONTWAIT) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return false,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) => return true,
+        }
+    }
+}
+
+/// Writes the batches from `pos` on a stream, advancing `pos`. A peer that takes nothing
+/// blocks the writer (backpressure) unless stopping, when it is given [`STOP_GRACE`].
+fn write_stream(
+    sock: &Socket,
+    batches: &[Batch],
+    pos: &mut Position,
+    give_up: GiveUp,
+) -> std::io::Result<()> {
+    let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(batches.len().min(IOV_MAX));
+    write_until_done(give_up, || {
+        pos.advance(batches, 0);
+        if pos.batch == batches.len() {
+            return None;
+        }
+        slices.clear();
+        slices.push(IoSlice::new(&batches[pos.batch].data[pos.byte..]));
+        for b in batches[pos.batch + 1..].iter().take(IOV_MAX - 1) {
+            slices.push(IoSlice::new(&b.data));
+        }
+        let sent = sock.send_vectored_with_flags(&slices, libc::MSG_NOSIGNAL);
+        if let Ok(n) = sent {
+            pos.advance(batches, n);
+        }
+        Some(sent)
+    })
+}
+
+/// Calls `write` until it has nothing left to write (`None`). A write that took something
+/// starts the stall clock afresh; one that could take nothing (`WouldBlock`, or `TimedOut`
+/// from the socket's write timeout) waits as [`stalled`] says; one that took 0 bytes means
+/// the peer is gone.
+fn write_until_done(
+    give_up: GiveUp,
+    mut write: impl FnMut() -> Option<std::io::Result<usize>>,
+) -> std::io::Result<()> {
+    let mut stalled_since: Option<Instant> = None;
+    while let Some(written) = write() {
+        match written {
+            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+            Ok(_) => stalled_since = None,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                stalled(&mut stalled_since, give_up, STOP_GRACE)?
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Whether a sender gives up on a peer that takes nothing: sluice is stopping, or a reload's
+/// destination takes over. Asked at every stall, as either may come while a write waits.
+pub(super) type GiveUp<'a> = &'a dyn Fn() -> bool;
+
+/// A write (or a wait for an answer) that got nothing: backpressure, to wait out, unless the
+/// sender gives up and the peer has taken nothing for `grace` since then (`since`).
+pub(super) fn stalled(
+    since: &mut Option<Instant>,
+    give_up: GiveUp,
+    grace: Duration,
+) -> std::io::Result<()> {
+    if !give_up() {
+        *since = None;
+        return Ok(());
+    }
+    let since = *since.get_or_insert_with(Instant::now);
+    if since.elapsed() > grace {
+        return Err(std::io::Error::new(
+            ErrorKind::TimedOut,
+            "the peer took nothing while stopping",
+        ));
+    }
+    Ok(())
+}
+
+/// Writes the batches from `pos` over TLS, advancing `pos` past what is on the socket: rustls
+/// takes up to [`TLS_CHUNK`] of plaintext, and `pos` moves once all its records are written,
+/// so that after an error the messages of that chunk are sent again. Stalls as
+/// [`write_stream`].
+fn write_tls(
+    sock: &Socket,
+    tls: &mut rustls::ClientConnection,
+    batches: &[Batch],
+    pos: &mut Position,
+    give_up: GiveUp,
+) -> std::io::Result<()> {
+    while pos.batch < batches.len() {
+        let mut next = *pos;
+        let mut taken = 0;
+        while next.batch < batches.len() && taken < TLS_CHUNK {
+            let data = &batches[next.batch].data;
+            let n = (data.len() - next.byte).min(TLS_CHUNK - taken);
+            crate::tls::write_plaintext(&mut tls.writer(), &data[next.byte..next.byte + n])?;
+            taken += n;
+            next.advance(batches, n);
+        }
+        flush_tls(sock, tls, give_up)?;
+        *pos = next;
+    }
+    Ok(())
+}
+
+/// Writes out every TLS record rustls holds; a peer that takes nothing stalls the writer as
+/// in [`write_stream`].
+fn flush_tls(
+    sock: &Socket,
+    tls: &mut rustls::ClientConnection,
+    give_up: GiveUp,
+) -> std::io::Result<()> {
+    write_until_done(give_up, || {
+        tls.wants_write().then(|| tls.write_tls(&mut &*sock))
+    })
+}
+
+/// Sends one datagram per message from `pos`, advancing `pos`.
+fn write_datagrams(
+    sock: &Socket,
+    batches: &[Batch],
+    pos: &mut Position,
+    udp: bool,
+) -> std::io::Result<()> {
+    while pos.batch < batches.len() {
+        let b = &batches[pos.batch];
+        let i = b.ends.partition_point(|&e| e as usize <= pos.byte);
+        if i >= b.len() {
+            pos.batch += 1;
+            pos.byte = 0;
+            continue;
+        }
+        let end = b.ends[i] as usize;
+        let datagram = &b.data[b.start(i)..end];
+        let mut refused = false;
+        loop {
+            match sock.send_with_flags(datagram, libc::MSG_NOSIGNAL) {
+                Ok(_) => break,
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {}
+                // A UDP peer's port was closed when an earlier datagram arrived (ICMP): that
+                // one is gone; this one is sent again once.
+                Err(e) if e.kind() == ErrorKind::ConnectionRefused && udp && !refused => {
+                    refused = true
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        pos.byte = end;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_position_moves_through_batches_and_past_their_ends() {
+        let batch = |len: usize| Batch {
+            data: vec![b'x'; len],
+            ends: vec![len as u32],
+            ack: None,
+        };
+        let batches = [batch(10), batch(0), batch(5)];
+        let mut pos = Position::default();
+        pos.advance(&batches, 4);
+        assert_eq!((pos.batch, pos.byte), (0, 4));
+        // The end of a batch moves it to the next with bytes, past the empty one.
+        pos.advance(&batches, 6);
+        assert_eq!((pos.batch, pos.byte), (2, 0));
+        pos.advance(&batches, 0);
+        assert_eq!((pos.batch, pos.byte), (2, 0));
+        pos.advance(&batches, 5);
+        assert_eq!((pos.batch, pos.byte), (3, 0));
+    }
+}
