@@ -237,9 +237,10 @@ fn a_full_disk_on_one_destination_does_not_stop_the_others() {
         s.stderr()
     );
     // The full destination kept log-fifo-size() (and what its writer had gathered before its
-    // first write failed, at most 256 KiB) and dropped the rest, counted.
+    // first write failed, at most 256 KiB: ~8,700 of these 30-byte lines when the machine is
+    // busy and the writer late) and dropped the rest, counted.
     let dropped = counter(&s, "/dev/full", "dropped");
-    assert!((14_000..20_000).contains(&dropped), "dropped {dropped}");
+    assert!((10_000..20_000).contains(&dropped), "dropped {dropped}");
     // The stop gives the failing file its grace, then says what it could not write.
     let start = Instant::now();
     s.terminate();

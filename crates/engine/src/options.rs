@@ -6,7 +6,7 @@
 //! driver's own. Each `apply` returns `Ok(false)` for a name it does not know, so the caller
 //! can report it with the list of valid names.
 
-use crate::destinations::file::FileOptions;
+use crate::destinations::file_open::FileOptions;
 use regex::bytes::Regex;
 use sluice_config::declared::{not_yet, read, Declared};
 use sluice_config::{ConfigError, Node, Value};
@@ -54,10 +54,6 @@ pub struct Globals {
     pub stats_max_dynamics: usize,
 }
 
-/// The default of `stats-max-dynamics()`. syslog-ng's is no limit (it forgets counters unused
-/// for `stats-lifetime()`); a sender that makes up host names would grow them without end.
-pub const STATS_MAX_DYNAMICS: usize = 10_000;
-
 impl Globals {
     pub fn new() -> Globals {
         Globals {
@@ -97,7 +93,7 @@ impl Globals {
             stats_level: 0,
             stats_freq: 600,
             prometheus_listen: None,
-            stats_max_dynamics: STATS_MAX_DYNAMICS,
+            stats_max_dynamics: crate::stats::STATS_MAX_DYNAMICS,
         }
     }
 

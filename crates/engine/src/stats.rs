@@ -12,6 +12,10 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+/// The default of `stats-max-dynamics()`. syslog-ng's is no limit (it forgets counters unused
+/// for `stats-lifetime()`); a sender that makes up host names would grow them without end.
+pub const STATS_MAX_DYNAMICS: usize = 10_000;
+
 /// One counter and its name.
 #[derive(Clone, Debug)]
 pub struct Counter {
@@ -70,7 +74,7 @@ impl Default for Counters {
             list: Vec::new(),
             index: HashMap::new(),
             dynamic: 0,
-            max_dynamic: crate::options::STATS_MAX_DYNAMICS,
+            max_dynamic: STATS_MAX_DYNAMICS,
         }
     }
 }

@@ -8,7 +8,8 @@
 //! this file (a [`Destination`]), its declaration here, and its sample in the table test.
 
 use super::diskq::DiskBufferOptions;
-use super::file::{FileDestination, FileOptions};
+use super::file::FileDestination;
+use super::file_open::FileOptions;
 use super::file_open::NameReports;
 use super::format::{Format, Formatter};
 use super::network::{Failback, NetworkDestination, NetworkOptions, Transport};

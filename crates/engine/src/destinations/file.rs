@@ -27,7 +27,7 @@
 //! writers in order, recording it as sent once the writers have written it.
 
 use super::diskq::{DiskBufferOptions, DiskQueue};
-use super::file_open::{open_beneath, NameReports, OpenError};
+use super::file_open::{open_beneath, FileOptions, NameReports, OpenError};
 use super::format::Formatter;
 use super::queue::{Batch, BatchQueue};
 use super::{Destination, Outbox};
@@ -44,25 +44,6 @@ use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-/// Options of `file()` that govern files and directories.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FileOptions {
-    pub create_dirs: bool,
-    pub perm: Option<u32>,
-    pub dir_perm: Option<u32>,
-    pub owner: Option<u32>,
-    pub group: Option<u32>,
-    pub dir_owner: Option<u32>,
-    pub dir_group: Option<u32>,
-    pub fsync: bool,
-    pub time_reap: Duration,
-    /// Messages a writer keeps for its failing files before it drops those of paths without
-    /// flow control.
-    pub log_fifo_size: usize,
-    /// The longest wait between two tries of a failing file.
-    pub time_reopen: Duration,
-}
 
 /// How long a stopping writer keeps trying its failing files.
 const STOP_GRACE: Duration = Duration::from_secs(10);

@@ -8,7 +8,6 @@
 //! never one another user planted; and with a name made from values only a regular file is
 //! written. `docs/compatibility.md` compares this with syslog-ng, which drops such messages.
 
-use super::file::FileOptions;
 use sluice_model::file_name::NAME_MAX;
 use sluice_model::LogMessage;
 use std::collections::HashSet;
@@ -19,8 +18,28 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use rustix::fs::{AtFlags, Mode, OFlags, CWD};
+
+/// Options of `file()` that govern files and directories.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileOptions {
+    pub create_dirs: bool,
+    pub perm: Option<u32>,
+    pub dir_perm: Option<u32>,
+    pub owner: Option<u32>,
+    pub group: Option<u32>,
+    pub dir_owner: Option<u32>,
+    pub dir_group: Option<u32>,
+    pub fsync: bool,
+    pub time_reap: Duration,
+    /// Messages a writer keeps for its failing files before it drops those of paths without
+    /// flow control.
+    pub log_fifo_size: usize,
+    /// The longest wait between two tries of a failing file.
+    pub time_reopen: Duration,
+}
 
 /// Names said in internal messages at most; past that they are only counted.
 const MAX_SAID: usize = 10_000;
