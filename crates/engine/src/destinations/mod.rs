@@ -11,6 +11,7 @@ mod link;
 pub mod network;
 pub mod queue;
 mod relp;
+mod sender;
 
 use crate::window::Ack;
 use sluice_model::LogMessage;

@@ -1,29 +1,26 @@
 //! Forwarding destinations: `network()`, `syslog()`, `tcp()`, `tcp6()`, `udp()`, `udp6()`,
-//! `unix-stream()`, `unix-dgram()`.
+//! `unix-stream()`, `unix-dgram()` and `relp()`.
 //!
 //! Readers format their share of a batch (syslog-ng's network format, RFC5424 or a template;
-//! octet-counted for `syslog()` over a stream) and queue it in the destination's [`Queue`].
-//! One sender thread per destination connects, gathers what is queued, and writes it with one
-//! `writev` on a stream or one datagram per message. A connection that fails is opened again
-//! through the `failover()` servers in turn, waiting `time-reopen()` after each round that
-//! fails; messages wait in the queue meanwhile and are written again from the first one the
-//! failed write did not finish. With `failback()` the sender probes the primary server while
-//! it uses a failover one, and returns to it after `successful-probes-required()` probes in a
-//! row connect.
+//! octet-counted for `syslog()` over a stream) and queue it in the destination's [`Queue`] or
+//! disk buffer. A [`Sender`](super::sender) thread takes it from there; this file says where
+//! it sends ([`Servers`] for [`NetworkOptions`]: addresses or socket paths, the connection's
+//! options, TLS) and what it speaks (a [`Wire`]: octets on a stream, a datagram a message, or
+//! RELP), and hands the queue and the connection over to a reload's destination.
 //!
-//! With `transport(tls)` (or a `tls()` block in `tcp()`) the connection is TLS: the sender
-//! does the handshake when it connects, hands rustls a chunk of what is queued at a time and
-//! counts it written once every record of it is on the socket.
+//! With `transport(tls)` (or a `tls()` block in `tcp()`) the connection is TLS: the handshake
+//! is done when it connects, and rustls is handed a chunk of what is queued at a time
+//! ([`super::link`]).
 //!
 //! Plain TCP cannot say what the peer received: what sat in the kernel's buffers when a
 //! connection died is lost (RELP and disk buffers are the remedies).
 
 use super::diskq::{DiskBufferOptions, DiskQueue};
 use super::format::Formatter;
-use super::link::{Connected, Datagrams, Link, Octets, Position, Wire};
+use super::link::{Connected, Datagrams, Link, Octets, Wire};
 use super::queue::{Batch, BatchQueue, Queue};
+use super::sender::{Connection, Failback, Pacing, Sender, Servers, TICK};
 use super::{Destination, Outbox};
-use crate::own_log;
 use crate::stats::DestCounters;
 use crate::window::Ack;
 use sluice_model::LogMessage;
@@ -49,13 +46,6 @@ impl Transport {
     fn is_stream(self) -> bool {
         matches!(self, Transport::Tcp | Transport::UnixStream)
     }
-}
-
-/// `failback()`: return to the primary server once it answers again.
-#[derive(Clone, Debug)]
-pub struct Failback {
-    pub probe_interval: Duration,
-    pub successful_probes: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -85,10 +75,6 @@ pub struct NetworkOptions {
     pub relp: bool,
 }
 
-/// The most a sender gathers for one write.
-const MAX_GATHER: usize = 4 << 20;
-/// How often an idle sender looks at its connection, its drop counter and its failback.
-const TICK: Duration = Duration::from_millis(500);
 /// How long a connect may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a TLS handshake may take.
@@ -175,7 +161,12 @@ impl NetworkDestination {
                 .unwrap_or((None, 0));
             let sender = Sender {
                 label: self.label.clone(),
-                opts: self.opts.clone(),
+                servers: self.opts.clone(),
+                pacing: Pacing {
+                    time_reopen: self.opts.time_reopen,
+                    failback: self.opts.failback.clone(),
+                    log_fifo_size: self.opts.log_fifo_size,
+                },
                 queue: self.queue().clone(),
                 conn,
                 server,
@@ -296,230 +287,46 @@ impl Destination for NetworkDestination {
     }
 }
 
-/// The thread that owns a destination's connection.
-struct Sender {
-    label: Arc<str>,
-    opts: Arc<NetworkOptions>,
-    queue: Arc<dyn BatchQueue>,
-    conn: Option<Connected>,
-    /// The server in use (or tried next): an index into `opts.servers`.
-    server: usize,
-    /// Probes of the primary server that connected in a row, while on a failover server.
-    good_probes: u32,
-    last_probe: Instant,
-    reported_drops: u64,
-    /// Since when no server accepts connections, and when that was last reported.
-    failing: Option<(Instant, Instant)>,
-    retire: Arc<AtomicBool>,
-}
-
-/// How often a server that stays unreachable is reported again.
-const REPORT_AGAIN: Duration = Duration::from_secs(60);
-
-impl Sender {
-    /// Sends until the queue stops; when retired for a reload's destination, returns the
-    /// connection (and the server it goes to) for that one to go on with.
-    fn run(mut self) -> Option<Connection> {
-        let mut batches: Vec<Batch> = Vec::new();
-        loop {
-            let stopping = self.queue.take(TICK, MAX_GATHER, &mut batches);
-            if self.retire.load(Ordering::SeqCst) {
-                self.queue.put_back(&mut batches);
-                return self.give_connection();
-            }
-            self.report_drops();
-            self.failback();
-            if batches.is_empty() {
-                if stopping {
-                    return None;
-                }
-                if self.conn.as_ref().is_some_and(Connected::closed) {
-                    self.conn = None;
-                }
-                continue;
-            }
-            let sent = self.send(&batches, stopping);
-            let messages: usize = batches.iter().map(Batch::len).sum();
-            if sent {
-                self.queue
-                    .counters()
-                    .written
-                    .fetch_add(messages as u64, Ordering::Relaxed);
-                self.queue.done(&mut batches);
-            } else if self.retire.load(Ordering::SeqCst) {
-                // A reload's destination takes over, and sends these.
-                self.queue.put_back(&mut batches);
-                return self.give_connection();
-            } else {
-                // Stopping with the servers unreachable.
-                let what = self.queue.abandon(&mut batches);
-                own_log::error(format!("{}: stopping with {what}", self.label));
-                return None;
-            }
-        }
-    }
-
-    /// The connection in use, for the sender that takes over: going on with it keeps the
-    /// messages in order at the server (a second connection would be read beside the first).
-    fn give_connection(&mut self) -> Option<Connection> {
-        let link = self.conn.take()?;
-        Some(Connection {
-            link,
-            to: server_name(&self.opts, self.server),
-        })
-    }
-
-    /// Writes `batches` whole, reconnecting as needed. Returns `false` when stopping (or
-    /// handing over to a reload's destination) and no server takes them: a server that
-    /// stalls then gets two grace periods, not one per reconnection.
-    fn send(&mut self, batches: &[Batch], stopping: bool) -> bool {
-        let mut pos = Position::default();
-        let mut failed_while_giving_up = false;
-        loop {
-            if self.conn.as_ref().is_some_and(Connected::closed) {
-                self.conn = None;
-            }
-            if self.conn.is_none() && !self.connect(stopping) {
-                return false;
-            }
-            let conn = self.conn.as_mut().expect("connected");
-            // Asked again at every stall: a stop or a hand-over may come while a write waits.
-            let (queue, retire) = (&self.queue, &self.retire);
-            let giving_up = || stopping || queue.is_stopping() || retire.load(Ordering::SeqCst);
-            let result = conn
-                .wire
-                .send(&mut conn.link, batches, &mut pos, &giving_up);
-            match result {
-                Ok(()) => return true,
-                Err(e) => {
-                    self.conn = None;
-                    // Stopping or handing over: one more connection, not one per failure;
-                    // none after a peer that took nothing for the grace (it is still there,
-                    // taking nothing).
-                    let giving_up =
-                        stopping || self.queue.is_stopping() || self.retire.load(Ordering::SeqCst);
-                    let again = !(giving_up
-                        && (e.kind() == ErrorKind::TimedOut
-                            || std::mem::replace(&mut failed_while_giving_up, true)));
-                    own_log::error(format!(
-                        "{}: error sending to {}: {e}{}",
-                        self.label,
-                        self.server_name(self.server),
-                        if again { "; reconnecting" } else { "" }
-                    ));
-                    if !again {
-                        return false;
-                    }
-                    // The message the failed write was in is sent again whole.
-                    if let Some(b) = batches.get(pos.batch) {
-                        let i = b.ends.partition_point(|&e| e as usize <= pos.byte);
-                        pos.byte = b.start(i);
-                    }
-                }
-            }
-        }
-    }
-
-    /// Connects to the current server or, failing that, the next ones in turn; waits
-    /// `time-reopen()` after a round in which none connects. Returns `false` when stopping
-    /// and a whole round failed.
-    fn connect(&mut self, mut stopping: bool) -> bool {
-        let n = self.opts.servers.len();
-        loop {
-            for _ in 0..n {
-                match self.open(self.server) {
-                    Ok(sock) => {
-                        if self.server != 0 {
-                            own_log::warning(format!(
-                                "{}: connected to failover server {}",
-                                self.label,
-                                self.server_name(self.server)
-                            ));
-                        }
-                        if let Some((since, _)) = self.failing.take() {
-                            own_log::notice(format!(
-                                "{}: connected to {} after {:.0}s without a server",
-                                self.label,
-                                self.server_name(self.server),
-                                since.elapsed().as_secs_f64()
-                            ));
-                        }
-                        self.conn = Some(sock);
-                        self.good_probes = 0;
-                        self.last_probe = Instant::now();
-                        return true;
-                    }
-                    Err(e) => {
-                        // The first failure of a streak is reported, then once a minute.
-                        let now = Instant::now();
-                        let report = match &mut self.failing {
-                            None => {
-                                self.failing = Some((now, now));
-                                true
-                            }
-                            Some((_, last)) if last.elapsed() >= REPORT_AGAIN => {
-                                *last = now;
-                                true
-                            }
-                            Some(_) => false,
-                        };
-                        if report {
-                            own_log::error(format!(
-                                "{}: cannot connect to {}: {e}; trying every {}s",
-                                self.label,
-                                self.server_name(self.server),
-                                self.opts.time_reopen.as_secs()
-                            ));
-                        }
-                        self.server = (self.server + 1) % n;
-                    }
-                }
-            }
-            if stopping {
-                return false;
-            }
-            // Told to stop while waiting: one last round.
-            stopping = self.stop_requested_within(self.opts.time_reopen);
-        }
-    }
-
-    /// Sleeps `wait` in small steps; returns whether the queue was told to stop meanwhile.
-    fn stop_requested_within(&mut self, wait: Duration) -> bool {
-        let until = Instant::now() + wait;
-        while let Some(left) = until.checked_duration_since(Instant::now()) {
-            self.report_drops();
-            if self.queue.is_stopping() || self.retire.load(Ordering::SeqCst) {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(100).min(left));
-        }
-        self.queue.is_stopping() || self.retire.load(Ordering::SeqCst)
-    }
-
+/// A forwarding destination's servers: TCP or UDP addresses, or unix socket paths.
+impl Servers for NetworkOptions {
     /// Opens a connection to server `i`, with its TLS handshake done if it speaks TLS, and
     /// the wire the destination speaks on it (a RELP session opened).
     fn open(&self, i: usize) -> std::io::Result<Connected> {
         let mut link = self.open_tls(i)?;
-        let wire: Box<dyn Wire> = if self.opts.relp {
+        let wire: Box<dyn Wire> = if self.relp {
             link.sock.set_read_timeout(Some(TICK))?;
             Box::new(super::relp::open(&mut link, HANDSHAKE_TIMEOUT)?)
-        } else if self.opts.transport.is_stream() {
+        } else if self.transport.is_stream() {
             Box::new(Octets)
         } else {
             Box::new(Datagrams {
-                udp: self.opts.transport == Transport::Udp,
+                udp: self.transport == Transport::Udp,
             })
         };
         Ok(Connected { link, wire })
     }
 
+    fn name(&self, i: usize) -> String {
+        server_name(self, i)
+    }
+
+    fn count(&self) -> usize {
+        self.servers.len()
+    }
+
+    fn probe(&self, i: usize) -> bool {
+        self.open_socket(i).is_ok()
+    }
+}
+
+impl NetworkOptions {
     /// Opens the connection to server `i`, with its TLS handshake done if it speaks TLS.
     fn open_tls(&self, i: usize) -> std::io::Result<Link> {
         let sock = self.open_socket(i)?;
-        let Some(config) = &self.opts.tls else {
+        let Some(config) = &self.tls else {
             return Ok(Link { sock, tls: None });
         };
-        let name = rustls::pki_types::ServerName::try_from(self.opts.servers[i].clone())
+        let name = rustls::pki_types::ServerName::try_from(self.servers[i].clone())
             .map_err(|e| std::io::Error::new(ErrorKind::InvalidInput, e))?;
         let mut tls = rustls::ClientConnection::new(config.clone(), name)
             .map_err(|e| std::io::Error::other(format!("TLS: {e}")))?;
@@ -542,7 +349,7 @@ impl Sender {
 
     /// Opens the socket to server `i`.
     fn open_socket(&self, i: usize) -> std::io::Result<Socket> {
-        let o = &self.opts;
+        let o = self;
         let name = &o.servers[i];
         let ty = if o.transport.is_stream() {
             Type::STREAM
@@ -593,59 +400,6 @@ impl Sender {
         }
         Err(last)
     }
-
-    fn server_name(&self, i: usize) -> String {
-        server_name(&self.opts, i)
-    }
-
-    /// While on a failover server, probes the primary every `tcp-probe-interval()` and
-    /// returns to it after enough probes in a row connect.
-    fn failback(&mut self) {
-        let Some(fb) = &self.opts.failback else {
-            return;
-        };
-        if self.server == 0 || self.conn.is_none() || self.last_probe.elapsed() < fb.probe_interval
-        {
-            return;
-        }
-        self.last_probe = Instant::now();
-        if self.open_socket(0).is_ok() {
-            self.good_probes += 1;
-        } else {
-            self.good_probes = 0;
-        }
-        if self.good_probes >= fb.successful_probes {
-            own_log::notice(format!(
-                "{}: the primary server {} answers again; failing back to it",
-                self.label,
-                self.server_name(0)
-            ));
-            self.conn = None;
-            self.server = 0;
-            self.good_probes = 0;
-        }
-    }
-
-    /// Says once a tick how many messages a full queue dropped since it last said so.
-    fn report_drops(&mut self) {
-        let dropped = self.queue.counters().dropped.load(Ordering::Relaxed);
-        if dropped > self.reported_drops {
-            own_log::warning(format!(
-                "{}: destination queue full (log-fifo-size({})); dropped {} messages",
-                self.label,
-                self.opts.log_fifo_size,
-                dropped - self.reported_drops
-            ));
-            self.reported_drops = dropped;
-        }
-    }
-}
-
-/// A sender's open connection, handed to the sender of a reload's destination: `to` is the
-/// server it reaches ([`server_name`]).
-pub struct Connection {
-    link: Connected,
-    to: String,
 }
 
 /// What a destination hands over on a reload: its queue and its connection.

@@ -1,0 +1,308 @@
+//! The sender of a destination that talks to a server: one thread that takes what readers
+//! queued (a [`BatchQueue`]: in memory, or a disk buffer), keeps a connection to one of its
+//! [`Servers`], and sends through the connection's [`Wire`](super::link::Wire).
+//!
+//! A connection that fails is opened again through the servers in turn (the primary, then the
+//! `failover()` ones), waiting `time-reopen()` after each round that fails; batches wait in
+//! the queue meanwhile and are sent again from the first message the failed write did not
+//! finish. With `failback()` the sender probes the primary while it uses a failover server,
+//! and returns to it after `successful-probes-required()` probes in a row. Stopping, a peer
+//! that takes nothing is given [`STOP_GRACE`](super::link::STOP_GRACE); handing over to a
+//! reload's destination, the sender puts back what it took and gives up its connection.
+//!
+//! What a destination adds is its [`Servers`]: how many, their names, and how to open a
+//! connection with its wire to one ([`super::network`] for TCP, UDP, TLS, unix sockets and
+//! RELP).
+
+use super::link::{Connected, Position};
+use super::queue::{Batch, BatchQueue};
+use crate::own_log;
+use std::io::ErrorKind;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The most a sender gathers for one write.
+const MAX_GATHER: usize = 4 << 20;
+/// How often an idle sender looks at its connection, its drop counter and its failback.
+pub(super) const TICK: Duration = Duration::from_millis(500);
+
+/// Where a sender sends: its servers, and how to open a connection to one.
+pub(super) trait Servers: Send + Sync + 'static {
+    /// How many: the primary, then the failover ones.
+    fn count(&self) -> usize;
+    /// How messages name server `i`: `tcp:10.0.0.1:514`.
+    fn name(&self, i: usize) -> String;
+    /// Opens a connection to server `i`, with the wire the destination speaks on it.
+    fn open(&self, i: usize) -> std::io::Result<Connected>;
+    /// Whether server `i` answers again (a failback probe).
+    fn probe(&self, i: usize) -> bool;
+}
+
+/// How a sender paces itself: `time-reopen()`, `failback()`, and the `log-fifo-size()` its
+/// drop reports name.
+#[derive(Clone, Debug)]
+pub(super) struct Pacing {
+    pub(super) time_reopen: Duration,
+    pub(super) failback: Option<Failback>,
+    pub(super) log_fifo_size: usize,
+}
+
+/// `failback()`: return to the primary server once it answers again.
+#[derive(Clone, Debug)]
+pub struct Failback {
+    pub probe_interval: Duration,
+    pub successful_probes: u32,
+}
+
+/// The thread that owns a destination's connection.
+pub(super) struct Sender {
+    pub(super) label: Arc<str>,
+    /// Where it sends.
+    pub(super) servers: Arc<dyn Servers>,
+    pub(super) pacing: Pacing,
+    pub(super) queue: Arc<dyn BatchQueue>,
+    pub(super) conn: Option<Connected>,
+    /// The server in use (or tried next): an index into [`Servers`].
+    pub(super) server: usize,
+    /// Probes of the primary server that connected in a row, while on a failover server.
+    pub(super) good_probes: u32,
+    pub(super) last_probe: Instant,
+    pub(super) reported_drops: u64,
+    /// Since when no server accepts connections, and when that was last reported.
+    pub(super) failing: Option<(Instant, Instant)>,
+    pub(super) retire: Arc<AtomicBool>,
+}
+
+/// How often a server that stays unreachable is reported again.
+const REPORT_AGAIN: Duration = Duration::from_secs(60);
+
+impl Sender {
+    /// Sends until the queue stops; when retired for a reload's destination, returns the
+    /// connection (and the server it goes to) for that one to go on with.
+    pub(super) fn run(mut self) -> Option<Connection> {
+        let mut batches: Vec<Batch> = Vec::new();
+        loop {
+            let stopping = self.queue.take(TICK, MAX_GATHER, &mut batches);
+            if self.retire.load(Ordering::SeqCst) {
+                self.queue.put_back(&mut batches);
+                return self.give_connection();
+            }
+            self.report_drops();
+            self.failback();
+            if batches.is_empty() {
+                if stopping {
+                    return None;
+                }
+                if self.conn.as_ref().is_some_and(Connected::closed) {
+                    self.conn = None;
+                }
+                continue;
+            }
+            let sent = self.send(&batches, stopping);
+            let messages: usize = batches.iter().map(Batch::len).sum();
+            if sent {
+                self.queue
+                    .counters()
+                    .written
+                    .fetch_add(messages as u64, Ordering::Relaxed);
+                self.queue.done(&mut batches);
+            } else if self.retire.load(Ordering::SeqCst) {
+                // A reload's destination takes over, and sends these.
+                self.queue.put_back(&mut batches);
+                return self.give_connection();
+            } else {
+                // Stopping with the servers unreachable.
+                let what = self.queue.abandon(&mut batches);
+                own_log::error(format!("{}: stopping with {what}", self.label));
+                return None;
+            }
+        }
+    }
+
+    /// The connection in use, for the sender that takes over: going on with it keeps the
+    /// messages in order at the server (a second connection would be read beside the first).
+    fn give_connection(&mut self) -> Option<Connection> {
+        let link = self.conn.take()?;
+        Some(Connection {
+            link,
+            to: self.servers.name(self.server),
+        })
+    }
+
+    /// Writes `batches` whole, reconnecting as needed. Returns `false` when stopping (or
+    /// handing over to a reload's destination) and no server takes them: a server that
+    /// stalls then gets two grace periods, not one per reconnection.
+    fn send(&mut self, batches: &[Batch], stopping: bool) -> bool {
+        let mut pos = Position::default();
+        let mut failed_while_giving_up = false;
+        loop {
+            if self.conn.as_ref().is_some_and(Connected::closed) {
+                self.conn = None;
+            }
+            if self.conn.is_none() && !self.connect(stopping) {
+                return false;
+            }
+            let conn = self.conn.as_mut().expect("connected");
+            // Asked again at every stall: a stop or a hand-over may come while a write waits.
+            let (queue, retire) = (&self.queue, &self.retire);
+            let giving_up = || stopping || queue.is_stopping() || retire.load(Ordering::SeqCst);
+            let result = conn
+                .wire
+                .send(&mut conn.link, batches, &mut pos, &giving_up);
+            match result {
+                Ok(()) => return true,
+                Err(e) => {
+                    self.conn = None;
+                    // Stopping or handing over: one more connection, not one per failure;
+                    // none after a peer that took nothing for the grace (it is still there,
+                    // taking nothing).
+                    let giving_up =
+                        stopping || self.queue.is_stopping() || self.retire.load(Ordering::SeqCst);
+                    let again = !(giving_up
+                        && (e.kind() == ErrorKind::TimedOut
+                            || std::mem::replace(&mut failed_while_giving_up, true)));
+                    own_log::error(format!(
+                        "{}: error sending to {}: {e}{}",
+                        self.label,
+                        self.servers.name(self.server),
+                        if again { "; reconnecting" } else { "" }
+                    ));
+                    if !again {
+                        return false;
+                    }
+                    // The message the failed write was in is sent again whole.
+                    if let Some(b) = batches.get(pos.batch) {
+                        let i = b.ends.partition_point(|&e| e as usize <= pos.byte);
+                        pos.byte = b.start(i);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Connects to the current server or, failing that, the next ones in turn; waits
+    /// `time-reopen()` after a round in which none connects. Returns `false` when stopping
+    /// and a whole round failed.
+    fn connect(&mut self, mut stopping: bool) -> bool {
+        let n = self.servers.count();
+        loop {
+            for _ in 0..n {
+                match self.servers.open(self.server) {
+                    Ok(sock) => {
+                        if self.server != 0 {
+                            own_log::warning(format!(
+                                "{}: connected to failover server {}",
+                                self.label,
+                                self.servers.name(self.server)
+                            ));
+                        }
+                        if let Some((since, _)) = self.failing.take() {
+                            own_log::notice(format!(
+                                "{}: connected to {} after {:.0}s without a server",
+                                self.label,
+                                self.servers.name(self.server),
+                                since.elapsed().as_secs_f64()
+                            ));
+                        }
+                        self.conn = Some(sock);
+                        self.good_probes = 0;
+                        self.last_probe = Instant::now();
+                        return true;
+                    }
+                    Err(e) => {
+                        // The first failure of a streak is reported, then once a minute.
+                        let now = Instant::now();
+                        let report = match &mut self.failing {
+                            None => {
+                                self.failing = Some((now, now));
+                                true
+                            }
+                            Some((_, last)) if last.elapsed() >= REPORT_AGAIN => {
+                                *last = now;
+                                true
+                            }
+                            Some(_) => false,
+                        };
+                        if report {
+                            own_log::error(format!(
+                                "{}: cannot connect to {}: {e}; trying every {}s",
+                                self.label,
+                                self.servers.name(self.server),
+                                self.pacing.time_reopen.as_secs()
+                            ));
+                        }
+                        self.server = (self.server + 1) % n;
+                    }
+                }
+            }
+            if stopping {
+                return false;
+            }
+            // Told to stop while waiting: one last round.
+            stopping = self.stop_requested_within(self.pacing.time_reopen);
+        }
+    }
+
+    /// Sleeps `wait` in small steps; returns whether the queue was told to stop meanwhile.
+    fn stop_requested_within(&mut self, wait: Duration) -> bool {
+        let until = Instant::now() + wait;
+        while let Some(left) = until.checked_duration_since(Instant::now()) {
+            self.report_drops();
+            if self.queue.is_stopping() || self.retire.load(Ordering::SeqCst) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100).min(left));
+        }
+        self.queue.is_stopping() || self.retire.load(Ordering::SeqCst)
+    }
+
+    /// While on a failover server, probes the primary every `tcp-probe-interval()` and
+    /// returns to it after enough probes in a row connect.
+    fn failback(&mut self) {
+        let Some(fb) = &self.pacing.failback else {
+            return;
+        };
+        if self.server == 0 || self.conn.is_none() || self.last_probe.elapsed() < fb.probe_interval
+        {
+            return;
+        }
+        self.last_probe = Instant::now();
+        if self.servers.probe(0) {
+            self.good_probes += 1;
+        } else {
+            self.good_probes = 0;
+        }
+        if self.good_probes >= fb.successful_probes {
+            own_log::notice(format!(
+                "{}: the primary server {} answers again; failing back to it",
+                self.label,
+                self.servers.name(0)
+            ));
+            self.conn = None;
+            self.server = 0;
+            self.good_probes = 0;
+        }
+    }
+
+    /// Says once a tick how many messages a full queue dropped since it last said so.
+    fn report_drops(&mut self) {
+        let dropped = self.queue.counters().dropped.load(Ordering::Relaxed);
+        if dropped > self.reported_drops {
+            own_log::warning(format!(
+                "{}: destination queue full (log-fifo-size({})); dropped {} messages",
+                self.label,
+                self.pacing.log_fifo_size,
+                dropped - self.reported_drops
+            ));
+            self.reported_drops = dropped;
+        }
+    }
+}
+
+/// A sender's open connection, handed to the sender of a reload's destination: `to` is the
+/// server it reaches ([`server_name`]).
+pub struct Connection {
+    pub(super) link: Connected,
+    pub(super) to: String,
+}
