@@ -228,3 +228,19 @@ pub fn each_name_once<'a>(implemented: impl Iterator<Item = &'a str>, not_yet: &
         seen.push(name);
     }
 }
+
+/// For a table test: loads `text` as the one driver of a `kind` statement
+/// (`source s { tcp(port(0)); };`) and hands its node to `build`; an error comes back
+/// rendered with its line.
+pub fn build_one(
+    kind: &str,
+    text: &str,
+    build: impl FnOnce(&Node) -> Result<(), ConfigError>,
+) -> Result<(), String> {
+    let config =
+        crate::load_str("t.conf", &format!("{kind} x {{ {text}; }};")).map_err(|e| e.render())?;
+    let crate::Body::Nodes(nodes) = &config.statements[0].body else {
+        return Err(format!("{text}: not a {kind} driver"));
+    };
+    build(&nodes[0]).map_err(|e| e.render(&config.map))
+}

@@ -825,22 +825,16 @@ mod tests {
                 driver.sample,
                 driver.options,
                 |text| {
-                    let config =
-                        sluice_config::load_str("t.conf", &format!("destination d {{ {text}; }};"))
-                            .map_err(|e| e.render())?;
-                    let sluice_config::Body::Nodes(nodes) = &config.statements[0].body else {
-                        unreachable!()
-                    };
-                    let cx = DestinationContext {
-                        globals: &Globals::new(),
-                        names: &Names::default(),
-                        stats: &Registry::default(),
-                        name: "d",
-                        n: 0,
-                    };
-                    build(&nodes[0], &cx)
-                        .map(drop)
-                        .map_err(|e| e.render(&config.map))
+                    sluice_config::declared::build_one("destination", text, |node| {
+                        let cx = DestinationContext {
+                            globals: &Globals::new(),
+                            names: &Names::default(),
+                            stats: &Registry::default(),
+                            name: "d",
+                            n: 0,
+                        };
+                        build(node, &cx).map(drop)
+                    })
                 },
             );
         }

@@ -716,21 +716,16 @@ mod tests {
                 let text = text
                     .replace("\"/k\"", &format!("\"{}\"", key.display()))
                     .replace("\"/c\"", &format!("\"{}\"", cert.display()));
-                let config = sluice_config::load_str("t.conf", &format!("source s {{ {text}; }};"))
-                    .map_err(|e| e.render())?;
-                let sluice_config::Body::Nodes(nodes) = &config.statements[0].body else {
-                    unreachable!()
-                };
-                let cx = SourceContext {
-                    globals: &Globals::new(),
-                    stats: &Registry::default(),
-                    name: &Arc::from("s"),
-                    id: 0,
-                    n: 0,
-                };
-                build(&nodes[0], &cx)
-                    .map(drop)
-                    .map_err(|e| e.render(&config.map))
+                sluice_config::declared::build_one("source", &text, |node| {
+                    let cx = SourceContext {
+                        globals: &Globals::new(),
+                        stats: &Registry::default(),
+                        name: &Arc::from("s"),
+                        id: 0,
+                        n: 0,
+                    };
+                    build(node, &cx).map(drop)
+                })
             });
         }
     }
