@@ -244,3 +244,37 @@ pub fn build_one(
     };
     build(&nodes[0]).map_err(|e| e.render(&config.map))
 }
+
+/// The driver of `drivers` (a kind's registry; `names` gives each one's names) that `node`
+/// names. A name that is not there is refused as not supported yet when `not_yet` has it (a
+/// driver syslog-ng has), otherwise as an unknown `kind` driver with the valid names.
+pub fn find<'d, D>(
+    node: &Node,
+    kind: &str,
+    drivers: &'d [D],
+    names: impl Fn(&D) -> &'static [&'static str],
+    not_yet: &[&str],
+) -> Result<&'d D, ConfigError> {
+    let key = node.key();
+    if let Some(driver) = drivers.iter().find(|d| names(d).contains(&key.as_str())) {
+        return Ok(driver);
+    }
+    if not_yet.contains(&key.as_str()) {
+        return Err(ConfigError::not_supported(
+            node.pos,
+            &format!("the {}() {kind}", node.name),
+        ));
+    }
+    let all: Vec<&str> = drivers
+        .iter()
+        .flat_map(|d| names(d).iter().copied())
+        .chain(not_yet.iter().copied())
+        .collect();
+    Err(ConfigError::unknown(
+        node.pos,
+        &format!("{kind} driver"),
+        &node.name,
+        "",
+        &all,
+    ))
+}

@@ -16,10 +16,10 @@ use super::network::{NetworkDestination, NetworkOptions, Transport};
 use super::sender::Failback;
 use super::Destination;
 use crate::options::{self, Globals};
-use crate::sources::drivers::{driver_error, ip_protocol, port_number, RELP_PORT};
+use crate::sources::drivers::{ip_protocol, port_number, RELP_PORT};
 use crate::stats::Registry;
 use crate::tls::TlsOptions;
-use sluice_config::declared::{not_yet, read, Declared, Options};
+use sluice_config::declared::{self, not_yet, read, Declared, Options};
 use sluice_config::{ConfigError, Node};
 use sluice_model::macros::DateOptions;
 use sluice_model::template::Names;
@@ -174,15 +174,7 @@ pub const NOT_YET: &[&str] = &[
 
 /// Builds the destination driver `node` stands for.
 pub fn build(node: &Node, cx: &DestinationContext) -> Result<Built, ConfigError> {
-    let key = node.key();
-    let Some(driver) = DRIVERS.iter().find(|d| d.names.contains(&key.as_str())) else {
-        return Err(driver_error(
-            node,
-            "destination",
-            DRIVERS.iter().flat_map(|d| d.names),
-            NOT_YET,
-        ));
-    };
+    let driver = declared::find(node, "destination", DRIVERS, |d| d.names, NOT_YET)?;
     let mut o = Options::check_parts(node, driver.options)?;
     let built = (driver.build)(node, &mut o, cx)?;
     o.finish()?;

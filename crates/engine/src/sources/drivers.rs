@@ -17,7 +17,7 @@ use crate::options::{self, Globals, SourceOptions};
 use crate::stats::Registry;
 use crate::tls::TlsOptions;
 use crate::window::ReadBudget;
-use sluice_config::declared::{not_yet, read, Declared, Options};
+use sluice_config::declared::{self, not_yet, read, Declared, Options};
 use sluice_config::{ConfigError, Node};
 use sluice_model::path::SourceId;
 use sluice_model::Ingest;
@@ -116,39 +116,13 @@ pub const NOT_YET: &[&str] = &[
 
 /// Builds the source driver `node` stands for.
 pub fn build(node: &Node, cx: &SourceContext) -> Result<Built, ConfigError> {
-    let key = node.key();
-    let Some(driver) = DRIVERS.iter().find(|d| d.names.contains(&key.as_str())) else {
-        return Err(driver_error(
-            node,
-            "source",
-            DRIVERS.iter().flat_map(|d| d.names),
-            NOT_YET,
-        ));
-    };
+    let driver = declared::find(node, "source", DRIVERS, |d| d.names, NOT_YET)?;
     let mut o = Options::check_parts(node, &[SourceOptions::DECLARED, driver.options])?;
     let mut opts = SourceOptions::new(cx.globals);
     o.apply(SourceOptions::DECLARED, |opt| opts.apply(opt))?;
     let built = (driver.build)(node, &mut o, Common { cx, opts })?;
     o.finish()?;
     Ok(built)
-}
-
-/// The error for a driver name that is not implemented: not supported yet when syslog-ng has
-/// it, otherwise unknown with the valid names.
-pub fn driver_error<'a>(
-    node: &Node,
-    kind: &str,
-    implemented: impl Iterator<Item = &'a &'static str>,
-    not_yet: &'static [&'static str],
-) -> ConfigError {
-    if not_yet.contains(&node.key().as_str()) {
-        return ConfigError::not_supported(node.pos, &format!("the {}() {kind}", node.name));
-    }
-    let all: Vec<&str> = implemented
-        .copied()
-        .chain(not_yet.iter().copied())
-        .collect();
-    ConfigError::unknown(node.pos, &format!("{kind} driver"), &node.name, "", &all)
 }
 
 /// What every source driver builds from: its context and the options every source has.
