@@ -246,13 +246,13 @@ pub fn build_one(
 }
 
 /// The driver of `drivers` (a kind's registry; `names` gives each one's names) that `node`
-/// names. A name that is not there is refused as not supported yet when `not_yet` has it (a
-/// driver syslog-ng has), otherwise as an unknown `kind` driver with the valid names.
+/// names. A name that is not there is refused as "the x() `kind`" not supported yet when
+/// `not_yet` has it (syslog-ng has it), otherwise as an unknown `noun` with the valid names.
 pub fn find<'d, D>(
     node: &Node,
-    kind: &str,
+    (kind, noun): (&str, &str),
     drivers: &'d [D],
-    names: impl Fn(&D) -> &'static [&'static str],
+    names: impl Fn(&'d D) -> &'d [&'static str],
     not_yet: &[&str],
 ) -> Result<&'d D, ConfigError> {
     let key = node.key();
@@ -270,11 +270,5 @@ pub fn find<'d, D>(
         .flat_map(|d| names(d).iter().copied())
         .chain(not_yet.iter().copied())
         .collect();
-    Err(ConfigError::unknown(
-        node.pos,
-        &format!("{kind} driver"),
-        &node.name,
-        "",
-        &all,
-    ))
+    Err(ConfigError::unknown(node.pos, noun, &node.name, "", &all))
 }

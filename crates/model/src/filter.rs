@@ -10,7 +10,7 @@
 use crate::message::{facility_by_name, severity_by_name, tag_id, LogMessage, TagId};
 use crate::template::{Names, Template, ValueRef};
 use regex::bytes::{Regex, RegexBuilder};
-use sluice_config::declared::{read, Declared, Options};
+use sluice_config::declared::{self, read, Declared, Options};
 use sluice_config::{ConfigError, Expr, Node, Pos, Value};
 use std::sync::Arc;
 
@@ -506,22 +506,13 @@ pub fn compile(
 }
 
 fn call(node: &Node, names: &Names, named: &mut NamedFilters) -> Result<Filter, ConfigError> {
-    let key = node.key();
-    let Some(function) = FUNCTIONS.iter().find(|f| f.names.contains(&key.as_str())) else {
-        let names: Vec<String> = FUNCTIONS
-            .iter()
-            .flat_map(|f| f.names)
-            .map(|n| n.replace('_', "-"))
-            .collect();
-        let names: Vec<&str> = names.iter().map(String::as_str).collect();
-        return Err(ConfigError::unknown(
-            node.pos,
-            "filter function",
-            &node.name,
-            "",
-            &names,
-        ));
-    };
+    let function = declared::find(
+        node,
+        ("filter function", "filter function"),
+        FUNCTIONS,
+        |f| f.names,
+        &[],
+    )?;
     let mut o = Options::check(node, function.options)?;
     let filter = (function.build)(node, &mut o, names, named)?;
     o.finish()?;

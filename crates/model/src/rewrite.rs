@@ -16,7 +16,7 @@ use crate::find::Finder;
 use crate::message::{facility_by_name, severity_by_name, tag_id, LogMessage, TagId};
 use crate::template::{Names, Template};
 use crate::values::{name_id, NameId};
-use sluice_config::declared::{read, Declared, Options};
+use sluice_config::declared::{self, read, Declared, Options};
 use sluice_config::{Body, ConfigError, Node, Pos, Value};
 use sluice_protocol::Text;
 
@@ -516,23 +516,13 @@ impl Rewrite {
 
 impl Rule {
     fn compile(node: &Node, names: &Names, named: &mut NamedFilters) -> Result<Rule, ConfigError> {
-        let key = node.key();
-        if NOT_YET.contains(&key.as_str()) {
-            return Err(ConfigError::not_supported(
-                node.pos,
-                &format!("the {}() rewrite rule", node.name),
-            ));
-        }
-        let Some(driver) = RULES.iter().find(|r| r.name == key) else {
-            let names: Vec<&str> = RULES.iter().map(|r| r.name).collect();
-            return Err(ConfigError::unknown(
-                node.pos,
-                "rewrite rule",
-                &node.name,
-                "",
-                &names,
-            ));
-        };
+        let driver = declared::find(
+            node,
+            ("rewrite rule", "rewrite rule"),
+            RULES,
+            |r| std::slice::from_ref(&r.name),
+            NOT_YET,
+        )?;
         let mut o = Options::check(node, driver.options)?;
         let condition = match o.last("condition") {
             Some(opt) => {

@@ -174,7 +174,13 @@ pub const NOT_YET: &[&str] = &[
 
 /// Builds the destination driver `node` stands for.
 pub fn build(node: &Node, cx: &DestinationContext) -> Result<Built, ConfigError> {
-    let driver = declared::find(node, "destination", DRIVERS, |d| d.names, NOT_YET)?;
+    let driver = declared::find(
+        node,
+        ("destination", "destination driver"),
+        DRIVERS,
+        |d| d.names,
+        NOT_YET,
+    )?;
     let mut o = Options::check_parts(node, driver.options)?;
     let built = (driver.build)(node, &mut o, cx)?;
     o.finish()?;

@@ -116,7 +116,13 @@ pub const NOT_YET: &[&str] = &[
 
 /// Builds the source driver `node` stands for.
 pub fn build(node: &Node, cx: &SourceContext) -> Result<Built, ConfigError> {
-    let driver = declared::find(node, "source", DRIVERS, |d| d.names, NOT_YET)?;
+    let driver = declared::find(
+        node,
+        ("source", "source driver"),
+        DRIVERS,
+        |d| d.names,
+        NOT_YET,
+    )?;
     let mut o = Options::check_parts(node, &[SourceOptions::DECLARED, driver.options])?;
     let mut opts = SourceOptions::new(cx.globals);
     o.apply(SourceOptions::DECLARED, |opt| opts.apply(opt))?;

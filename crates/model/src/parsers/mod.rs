@@ -19,7 +19,7 @@ pub mod kv;
 use crate::message::LogMessage;
 use crate::template::{Names, Template};
 use crate::values::{name_id, name_id_of};
-use sluice_config::declared::{read, Declared, Options};
+use sluice_config::declared::{self, read, Declared, Options};
 use sluice_config::{Body, ConfigError, Node, Pos};
 use sluice_protocol::{Span, Text};
 use std::cell::RefCell;
@@ -259,19 +259,13 @@ impl Parsers {
 
 impl Parser {
     fn compile(node: &Node, names: &Names) -> Result<Parser, ConfigError> {
-        let key = node.key();
-        if NOT_YET.contains(&key.as_str()) {
-            return Err(ConfigError::not_supported(
-                node.pos,
-                &format!("the {}() parser", node.name),
-            ));
-        }
-        let Some(driver) = DRIVERS.iter().find(|d| d.name == key) else {
-            let names: Vec<&str> = DRIVERS.iter().map(|d| d.name).collect();
-            return Err(ConfigError::unknown(
-                node.pos, "parser", &node.name, "", &names,
-            ));
-        };
+        let driver = declared::find(
+            node,
+            ("parser", "parser"),
+            DRIVERS,
+            |d| std::slice::from_ref(&d.name),
+            NOT_YET,
+        )?;
         if let Some(v) = node.values().next() {
             return Err(ConfigError::new(
                 v.pos,
