@@ -247,7 +247,8 @@ pub fn build_one(
 
 /// The driver of `drivers` (a kind's registry; `names` gives each one's names) that `node`
 /// names. A name that is not there is refused as "the x() `kind`" not supported yet when
-/// `not_yet` has it (syslog-ng has it), otherwise as an unknown `noun` with the valid names.
+/// `not_yet` has it (syslog-ng has it), otherwise as an unknown `noun` with the names that are
+/// valid here.
 pub fn find<'d, D>(
     node: &Node,
     (kind, noun): (&str, &str),
@@ -265,10 +266,9 @@ pub fn find<'d, D>(
             &format!("the {}() {kind}", node.name),
         ));
     }
-    let all: Vec<&str> = drivers
+    let valid: Vec<&str> = drivers
         .iter()
         .flat_map(|d| names(d).iter().copied())
-        .chain(not_yet.iter().copied())
         .collect();
-    Err(ConfigError::unknown(node.pos, noun, &node.name, "", &all))
+    Err(ConfigError::unknown(node.pos, noun, &node.name, "", &valid))
 }
