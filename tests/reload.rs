@@ -717,3 +717,66 @@ fn a_reload_that_removes_stdin_keeps_sluice_running_past_its_end() {
         s.stderr()
     );
 }
+
+/// A reload that raises `max-connections()` raises the open-file limit as the start does.
+#[test]
+fn a_reload_raises_the_open_file_limit_for_more_connections() {
+    let port = free_port();
+    let config = |max: u32| {
+        format!(
+            r#"source s {{ network(ip(127.0.0.1) port({port}) max-connections({max})); }};
+            destination d {{ file("@OUT@/all.log"); }};
+            log {{ source(s); destination(d); }};"#
+        )
+    };
+    let mut s = Running::start(Server::Sluice, &config(10));
+    s.wait_tcp(port);
+    let soft_limit = |s: &Running| -> u64 {
+        let limits = std::fs::read_to_string(format!("/proc/{}/limits", s.child.id())).unwrap();
+        let line = limits
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .expect("a limit on open files");
+        line.split_whitespace().nth(3).unwrap().parse().unwrap()
+    };
+    let hard_limit = |s: &Running| -> u64 {
+        let limits = std::fs::read_to_string(format!("/proc/{}/limits", s.child.id())).unwrap();
+        let line = limits
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .unwrap();
+        line.split_whitespace()
+            .nth(4)
+            .and_then(|h| h.parse().ok())
+            .unwrap_or(u64::MAX)
+    };
+    // The start asked for 10 connections and 4,096 other descriptors; the reload asks for
+    // more than the start left (here lowered to 4,200, as if the start had found that).
+    let wanted = 5_000 + 4096;
+    let hard = hard_limit(&s);
+    if hard < wanted {
+        eprintln!("skipped: the hard limit on open files is below {wanted}");
+        return;
+    }
+    let lowered = libc::rlimit {
+        rlim_cur: 4200,
+        rlim_max: hard,
+    };
+    // SAFETY: prlimit(2) on our child's pid, with a valid new limit and no old one asked for.
+    let set = unsafe {
+        libc::prlimit(
+            s.child.id() as libc::pid_t,
+            libc::RLIMIT_NOFILE,
+            &lowered,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(set, 0, "{}", std::io::Error::last_os_error());
+    let before = soft_limit(&s);
+    assert_eq!(before, 4200);
+    rewrite_config(&s, &config(5_000));
+    let (ok, said) = ctl(&s, &["reload"]);
+    assert!(ok, "{said}");
+    let after = soft_limit(&s);
+    assert!(after >= wanted, "open-file limit {before} -> {after}");
+}

@@ -202,6 +202,8 @@ impl Running {
         // Sources: stop the changed and removed ones, keep the rest, start the new. A source
         // has a listener for each of its drivers and is kept or restarted whole: decided once
         // per source, before any of its listeners is looked at.
+        // The new configuration's connections may need more descriptors than the start gave.
+        sources::stream::raise_open_files_limit(new.sources.iter().map(|s| s.descriptors()).sum());
         let mut sources = std::mem::take(&mut new.sources);
         let used: std::collections::HashSet<Arc<str>> =
             sources.iter().map(|s| s.source_name().clone()).collect();
