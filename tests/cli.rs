@@ -483,3 +483,107 @@ fn embedded_default_runs_unprivileged_on_high_ports() {
         .unwrap();
     assert!(stderr.contains("not running as root"), "{stderr}");
 }
+
+/// Detached, sluice's own messages follow internal() across reloads: to the file that reads
+/// it while a log path does, to the host's syslog socket once a reload removes it.
+#[test]
+fn detached_own_messages_go_to_the_host_log_once_a_reload_removes_internal() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let conf = dir.path().join("c.conf");
+    let pidfile = dir.path().join("sluice.pid");
+    let ctl_path = dir.path().join("ctl");
+    let config = |internal: bool| {
+        let mut text = format!(
+            "@version: 3.38\nsource s {{ tcp(ip(127.0.0.1) port({port})); }};\ndestination d {{ file(\"{}/out.log\"); }};\nlog {{ source(s); destination(d); }};\n",
+            dir.path().display()
+        );
+        if internal {
+            text.push_str(&format!(
+                "source s_int {{ internal(); }};\ndestination di {{ file(\"{}/own.log\"); }};\nlog {{ source(s_int); destination(di); }};\n",
+                dir.path().display()
+            ));
+        }
+        text
+    };
+    std::fs::write(&conf, config(true)).unwrap();
+    let dev_log = dir.path().join("dev-log");
+    let host_log = std::os::unix::net::UnixDatagram::bind(&dev_log).unwrap();
+    host_log
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let started = Command::new(sluice_bin())
+        .arg("-f")
+        .arg(&conf)
+        .arg("-p")
+        .arg(&pidfile)
+        .arg("-c")
+        .arg(&ctl_path)
+        .env("SLUICE_DEV_LOG", &dev_log)
+        .output()
+        .unwrap();
+    assert!(
+        started.status.success(),
+        "{}",
+        String::from_utf8_lossy(&started.stderr)
+    );
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let stop = Defer(move || {
+        // SAFETY: kill(2) on the daemon's pid read from its pid file.
+        unsafe {
+            libc::kill(pid, libc::SIGTERM);
+        }
+    });
+    let ctl = |args: &[&str]| {
+        let out = Command::new(sluice_bin())
+            .arg("ctl")
+            .arg("-c")
+            .arg(&ctl_path)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    // internal() is read: the reload's notice goes to its file, not to the host.
+    ctl(&["reload"]);
+    let own = dir.path().join("own.log");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(&own)
+        .unwrap_or_default()
+        .contains("configuration reloaded")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no reload notice in own.log"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    host_log
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut buf = [0u8; 1024];
+    assert!(host_log.recv(&mut buf).is_err(), "nothing for the host");
+    // Removed: the next notice reaches the host's syslog socket.
+    std::fs::write(&conf, config(false)).unwrap();
+    ctl(&["reload"]);
+    host_log
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let n = host_log.recv(&mut buf).unwrap();
+    let line = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(line.contains("configuration reloaded"), "{line}");
+    drop(stop);
+}
+
+/// Runs a closure when dropped, also when a test fails.
+struct Defer<F: FnMut()>(F);
+
+impl<F: FnMut()> Drop for Defer<F> {
+    fn drop(&mut self) {
+        (self.0)()
+    }
+}

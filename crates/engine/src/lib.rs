@@ -159,6 +159,9 @@ struct Running {
     globals_stop: watch::Sender<bool>,
     generation: u64,
     state_dir: std::path::PathBuf,
+    /// Detached: sluice's own messages go to the host's syslog socket while no source reads
+    /// them (`internal()`).
+    detached: bool,
 }
 
 impl Running {
@@ -204,6 +207,12 @@ impl Running {
         // per source, before any of its listeners is looked at.
         // The new configuration's connections may need more descriptors than the start gave.
         sources::stream::raise_open_files_limit(new.sources.iter().map(|s| s.descriptors()).sum());
+        let reads_own_messages = new.sources.iter().any(|s| s.place().kind == "internal");
+        let own_sockets: Vec<std::path::PathBuf> = new
+            .sources
+            .iter()
+            .filter_map(|s| s.unix_path().map(std::path::Path::to_path_buf))
+            .collect();
         let mut sources = std::mem::take(&mut new.sources);
         let used: std::collections::HashSet<Arc<str>> =
             sources.iter().map(|s| s.source_name().clone()).collect();
@@ -300,6 +309,14 @@ impl Running {
         let old = self.ctx.dispatcher.replace(new.dispatcher.clone());
         self.start(ready, &new.fingerprints);
         self.fingerprints = new.fingerprints;
+        // Detached, sluice's own messages go to internal() when a source reads it, else to
+        // the host's syslog socket.
+        if self.detached && reads_own_messages {
+            own_log::stop_host_log();
+        } else if self.detached && !own_log::sends_to_host_log() {
+            let own: Vec<&std::path::Path> = own_sockets.iter().map(|p| p.as_path()).collect();
+            keep_own_messages(&own);
+        }
         // Reads prepared with the old routing hold it until they are queued: then the
         // destinations no one uses any more finish what they hold and stop.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -389,6 +406,7 @@ async fn serve(
         globals_stop: stop_tx,
         generation: ctx.dispatcher.get().generation,
         state_dir: opts.state_dir.clone(),
+        detached: opts.detached,
     };
     if opts.detached && !sources.iter().any(|s| s.place().kind == "internal") {
         let own: Vec<&std::path::Path> = sources.iter().filter_map(|s| s.unix_path()).collect();

@@ -109,6 +109,16 @@ pub fn send_to_host_log(path: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Stops sending to the host's syslog socket (a reload added `internal()`).
+pub fn stop_host_log() {
+    *host_log().lock().expect("host log lock") = None;
+}
+
+/// Whether sluice's own messages go to the host's syslog socket.
+pub fn sends_to_host_log() -> bool {
+    host_log().lock().expect("host log lock").is_some()
+}
+
 struct HostLog {
     socket: UnixDatagram,
     path: PathBuf,
