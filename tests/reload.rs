@@ -18,6 +18,13 @@ fn rewrite_config(server: &Running, text: &str) {
     std::fs::write(server.dir.path().join("server.conf"), text).unwrap();
 }
 
+/// Rewrites the running server's configuration and reloads it; the reload must succeed.
+fn reload_with(server: &Running, text: &str) {
+    rewrite_config(server, text);
+    let (ok, said) = ctl(server, &["reload"]);
+    assert!(ok, "{said}");
+}
+
 /// A relay writing a file and forwarding to `core`; `variant` changes both destinations'
 /// definitions (so that each reload replaces them).
 fn relay_config(edge: u16, core: u16, variant: u32) -> String {
@@ -557,11 +564,6 @@ fn a_reload_adds_changes_and_removes_internal() {
             .map(str::to_string)
             .collect::<Vec<_>>()
     };
-    let reload = |s: &Running, text: &str| {
-        rewrite_config(s, text);
-        let (ok, said) = ctl(s, &["reload"]);
-        assert!(ok, "{said}");
-    };
     let wait_for = |s: &Running, what: &dyn Fn(&[String]) -> bool| {
         let deadline = Instant::now() + Duration::from_secs(10);
         while !what(&internal_lines(s)) {
@@ -575,19 +577,19 @@ fn a_reload_adds_changes_and_removes_internal() {
         }
     };
     // Added: the reload's own notice reaches it.
-    reload(&s, &with(""));
+    reload_with(&s, &with(""));
     wait_for(&s, &|l| {
         l.iter().any(|l| l.contains("configuration reloaded"))
     });
     // Kept, then changed: the new options (a tag) apply.
-    reload(&s, &with(""));
-    reload(&s, &with(r#"tags("mine")"#));
+    reload_with(&s, &with(""));
+    reload_with(&s, &with(r#"tags("mine")"#));
     wait_for(&s, &|l| {
         l.iter()
             .any(|l| l.contains("mine") && l.contains("configuration reloaded"))
     });
     // Removed: nothing more arrives.
-    reload(&s, &config(""));
+    reload_with(&s, &config(""));
     std::thread::sleep(Duration::from_millis(500));
     let before = internal_lines(&s).len();
     let (ok, _) = ctl(&s, &["reload"]);
@@ -620,11 +622,6 @@ fn a_reload_keeps_changes_removes_and_adds_stdin() {
     };
     let mut s = Running::start_with_stdin(Server::Sluice, &with(""));
     s.wait_tcp(port);
-    let reload = |s: &Running, text: &str| {
-        rewrite_config(s, text);
-        let (ok, said) = ctl(s, &["reload"]);
-        assert!(ok, "{said}");
-    };
     let lines = |s: &Running| -> Vec<String> {
         std::fs::read_to_string(s.out.join("in.log"))
             .unwrap_or_default()
@@ -653,11 +650,11 @@ fn a_reload_keeps_changes_removes_and_adds_stdin() {
     send(&mut s, "one");
     wait_for(&s, "one");
     // Kept.
-    reload(&s, &with(""));
+    reload_with(&s, &with(""));
     send(&mut s, "two");
     wait_for(&s, "two");
     // Changed: the same reader reads on, tagging as the new statement says.
-    reload(&s, &with(r#"tags("v2")"#));
+    reload_with(&s, &with(r#"tags("v2")"#));
     send(&mut s, "three");
     wait_for(&s, "three");
     let three = lines(&s)
@@ -666,7 +663,7 @@ fn a_reload_keeps_changes_removes_and_adds_stdin() {
         .unwrap();
     assert!(three.contains("v2"), "{three}");
     // Removed: nothing more is read.
-    reload(&s, &config(""));
+    reload_with(&s, &config(""));
     send(&mut s, "four");
     std::thread::sleep(Duration::from_millis(500));
     assert!(
@@ -676,7 +673,7 @@ fn a_reload_keeps_changes_removes_and_adds_stdin() {
     );
     // Added again: it reads on from where the removed one stopped, and the end of its input
     // stops sluice.
-    reload(&s, &with(r#"tags("v3")"#));
+    reload_with(&s, &with(r#"tags("v3")"#));
     send(&mut s, "five");
     wait_for(&s, "five");
     wait_for(&s, "four");
@@ -699,9 +696,7 @@ fn a_reload_that_removes_stdin_keeps_sluice_running_past_its_end() {
         log { source(s_in); destination(di); };"#;
     let mut s = Running::start_with_stdin(Server::Sluice, &format!("{source}{stdin}"));
     s.wait_tcp(port);
-    rewrite_config(&s, &source);
-    let (ok, said) = ctl(&s, &["reload"]);
-    assert!(ok, "{said}");
+    reload_with(&s, &source);
     drop(s.child.stdin.take());
     std::thread::sleep(Duration::from_millis(500));
     assert!(s.child.try_wait().unwrap().is_none(), "{}", s.stderr());
@@ -774,9 +769,7 @@ fn a_reload_raises_the_open_file_limit_for_more_connections() {
     assert_eq!(set, 0, "{}", std::io::Error::last_os_error());
     let before = soft_limit(&s);
     assert_eq!(before, 4200);
-    rewrite_config(&s, &config(5_000));
-    let (ok, said) = ctl(&s, &["reload"]);
-    assert!(ok, "{said}");
+    reload_with(&s, &config(5_000));
     let after = soft_limit(&s);
     assert!(after >= wanted, "open-file limit {before} -> {after}");
 }

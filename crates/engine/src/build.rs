@@ -9,7 +9,7 @@ use crate::destinations::{drivers as destination_drivers, Destination, Group};
 use crate::dispatch::{DispatchCounters, Dispatcher};
 use crate::options::Globals;
 use crate::sources::drivers;
-use crate::sources::Source;
+use crate::sources::{internal, Source};
 use crate::stats::Registry;
 use sluice_config::{Body, Condition, Config, ConfigError, Expr, Node, Pos, Statement};
 use sluice_model::filter::{self, Filter};
@@ -250,7 +250,7 @@ pub fn build_with(
             source.source_name()
         );
         // Not said of `internal()`, which a configuration may hold for later use.
-        if source.place().kind != "internal" && !notes.contains(&note) {
+        if source.place().kind != internal::KIND && !notes.contains(&note) {
             notes.push(note);
         }
     }
@@ -465,9 +465,8 @@ impl Builder<'_> {
         };
         let source = drivers::build(node, &cx)?;
         let place = source.place();
-        // stdin() and internal() are one of a kind; listeners at one address fail to bind.
-        let one_of_a_kind = matches!(place.kind, "stdin" | "internal");
-        if one_of_a_kind && self.sources.iter().any(|(_, s)| s.place() == place) {
+        // Listeners at one address fail to bind; stdin() and internal() would be read twice.
+        if source.one_per_configuration() && self.sources.iter().any(|(_, s)| s.place() == place) {
             return Err(ConfigError::new(
                 node.pos,
                 format!("only one {}() source can be used", node.name),

@@ -207,7 +207,10 @@ impl Running {
         // per source, before any of its listeners is looked at.
         // The new configuration's connections may need more descriptors than the start gave.
         sources::stream::raise_open_files_limit(new.sources.iter().map(|s| s.descriptors()).sum());
-        let reads_own_messages = new.sources.iter().any(|s| s.place().kind == "internal");
+        let reads_own_messages = new
+            .sources
+            .iter()
+            .any(|s| s.place().kind == sources::internal::KIND);
         let own_sockets: Vec<std::path::PathBuf> = new
             .sources
             .iter()
@@ -408,7 +411,11 @@ async fn serve(
         state_dir: opts.state_dir.clone(),
         detached: opts.detached,
     };
-    if opts.detached && !sources.iter().any(|s| s.place().kind == "internal") {
+    if opts.detached
+        && !sources
+            .iter()
+            .any(|s| s.place().kind == sources::internal::KIND)
+    {
         let own: Vec<&std::path::Path> = sources.iter().filter_map(|s| s.unix_path()).collect();
         keep_own_messages(&own);
     }

@@ -23,6 +23,9 @@ pub struct InternalSource {
 
 const BATCH: usize = 64;
 
+/// The kind of place `internal()` reads: sluice's own messages.
+pub const KIND: &str = "internal";
+
 impl super::Source for InternalSource {
     fn source_name(&self) -> &Arc<str> {
         &self.source_name
@@ -30,7 +33,7 @@ impl super::Source for InternalSource {
 
     fn place(&self) -> super::Place {
         super::Place {
-            kind: "internal",
+            kind: KIND,
             address: "internal()".to_string(),
         }
     }
@@ -41,6 +44,10 @@ impl super::Source for InternalSource {
 
     fn descriptors(&self) -> usize {
         0
+    }
+
+    fn one_per_configuration(&self) -> bool {
+        true
     }
 }
 

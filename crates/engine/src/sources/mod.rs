@@ -120,6 +120,10 @@ pub trait Source: Send + Sync + 'static {
     fn descriptors(&self) -> usize {
         1
     }
+    /// A configuration may hold one source of its kind (`stdin()`, `internal()`).
+    fn one_per_configuration(&self) -> bool {
+        false
+    }
 }
 
 /// A source bound and ready to run.

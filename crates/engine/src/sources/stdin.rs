@@ -47,6 +47,10 @@ impl super::Source for StdinSource {
     fn reader(&self) -> Option<&ReaderSpec> {
         Some(&self.reader)
     }
+
+    fn one_per_configuration(&self) -> bool {
+        true
+    }
 }
 
 /// Standard input, one for the process. A reader that stops (its source removed by a reload)
