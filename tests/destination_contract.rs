@@ -1,6 +1,7 @@
 //! The contract every destination keeps, run over each one sluice has: `file()`, `tcp()`,
-//! `syslog()` (octet-counted), `tcp()` with TLS, `udp()`, `unix-stream()`, `unix-dgram()` and
-//! `relp()`. A destination to come adds a [`Kind`] (and, when it needs one, its peer's setup).
+//! `syslog()` (octet-counted), `tcp()` with TLS, `udp()`, `unix-stream()`, `unix-dgram()`,
+//! `relp()` and `http()`. A destination to come adds a [`Kind`] (and, when it needs one, its
+//! peer's setup).
 //!
 //! - What it accepted is written once and in order, and counted under syslog-ng's names.
 //! - `sluice ctl reopen` (SIGUSR1) leaves it writing.
@@ -8,10 +9,12 @@
 //! - Over a connection: a peer that is down, then up, loses nothing on a flow-controlled path,
 //!   and a peer that takes nothing does not hold a stop past its grace.
 //!
-//! The receiving end is a second sluice with the matching source, writing a file.
+//! The receiving end is a second sluice with the matching source, writing a file, or for
+//! `http()` an HTTP server (`tests/common/http_server.py`).
 
 mod common;
 
+use common::http::HttpServer;
 use common::pki::Pki;
 use common::{ctl, free_port, free_udp_port, send_tcp, Framing, Running, Server};
 use std::path::{Path, PathBuf};
@@ -40,13 +43,25 @@ impl Peer {
     }
 }
 
+/// What receives what a destination sends.
+enum Receive {
+    /// Nothing: the destination writes a file itself.
+    Itself,
+    /// A sluice with this source driver.
+    Sluice(fn(&Peer) -> String),
+    /// An HTTP server on the peer's port.
+    Http,
+}
+
+use Receive::{Http, Itself, Sluice};
+
 /// A destination under the contract.
 struct Kind {
     name: &'static str,
     /// The destination driver (with `@OPTIONS@` where a test adds options).
     driver: fn(&Peer) -> String,
-    /// The receiving sluice's source driver; `None`: the destination writes a file itself.
-    receive: Option<fn(&Peer) -> String>,
+    /// What receives what it sends.
+    receive: Receive,
     /// Its counter, as syslog-ng names it, without the value.
     counter: fn(&Peer) -> String,
     /// Sends over a connection: a peer that is down holds messages back.
@@ -57,21 +72,21 @@ const KINDS: &[Kind] = &[
     Kind {
         name: "file",
         driver: |_| r#"file("@OUT@/all.log" @OPTIONS@)"#.to_string(),
-        receive: None,
+        receive: Itself,
         counter: |_| "dst.file;d#0;@OUT@/all.log;a;processed".to_string(),
         connected: false,
     },
     Kind {
         name: "tcp",
         driver: |p| format!(r#"tcp("127.0.0.1" port({}) @OPTIONS@)"#, p.port),
-        receive: Some(|p| format!("network(ip(127.0.0.1) port({}))", p.port)),
+        receive: Sluice(|p| format!("network(ip(127.0.0.1) port({}))", p.port)),
         counter: |p| format!("dst.tcp;d#0;tcp,127.0.0.1:{};a;processed", p.port),
         connected: true,
     },
     Kind {
         name: "syslog",
         driver: |p| format!(r#"syslog("127.0.0.1" port({}) @OPTIONS@)"#, p.port),
-        receive: Some(|p| format!("syslog(ip(127.0.0.1) port({}))", p.port)),
+        receive: Sluice(|p| format!("syslog(ip(127.0.0.1) port({}))", p.port)),
         counter: |p| format!("dst.syslog;d#0;tcp,127.0.0.1:{};a;processed", p.port),
         connected: true,
     },
@@ -84,7 +99,7 @@ const KINDS: &[Kind] = &[
                 p.pki.tls("client", "")
             )
         },
-        receive: Some(|p| {
+        receive: Sluice(|p| {
             format!(
                 "network(ip(127.0.0.1) port({}) transport(tls) {})",
                 p.port,
@@ -97,7 +112,7 @@ const KINDS: &[Kind] = &[
     Kind {
         name: "udp",
         driver: |p| format!(r#"udp("127.0.0.1" port({}) @OPTIONS@)"#, p.udp_port),
-        receive: Some(|p| {
+        receive: Sluice(|p| {
             format!(
                 "network(ip(127.0.0.1) port({}) transport(udp) so-rcvbuf(8388608))",
                 p.udp_port
@@ -109,14 +124,14 @@ const KINDS: &[Kind] = &[
     Kind {
         name: "unix-stream",
         driver: |p| format!(r#"unix-stream("{}" @OPTIONS@)"#, p.socket().display()),
-        receive: Some(|p| format!(r#"unix-stream("{}")"#, p.socket().display())),
+        receive: Sluice(|p| format!(r#"unix-stream("{}")"#, p.socket().display())),
         counter: |p| format!("dst.unix-stream;d#0;{};a;processed", p.socket().display()),
         connected: true,
     },
     Kind {
         name: "unix-dgram",
         driver: |p| format!(r#"unix-dgram("{}" @OPTIONS@)"#, p.socket().display()),
-        receive: Some(|p| {
+        receive: Sluice(|p| {
             format!(
                 r#"unix-dgram("{}" so-rcvbuf(8388608))"#,
                 p.socket().display()
@@ -126,9 +141,26 @@ const KINDS: &[Kind] = &[
         connected: false,
     },
     Kind {
+        name: "http",
+        driver: |p| {
+            format!(
+                r#"http(url("http://127.0.0.1:{}/logs") body("$MSG") batch-lines(100) @OPTIONS@)"#,
+                p.port
+            )
+        },
+        receive: Http,
+        counter: |p| {
+            format!(
+                "dst.http;d#0;http,http://127.0.0.1:{}/logs;a;processed",
+                p.port
+            )
+        },
+        connected: true,
+    },
+    Kind {
         name: "relp",
         driver: |p| format!(r#"relp("127.0.0.1" port({}) @OPTIONS@)"#, p.port),
-        receive: Some(|p| format!("relp(ip(127.0.0.1) port({}))", p.port)),
+        receive: Sluice(|p| format!("relp(ip(127.0.0.1) port({}))", p.port)),
         counter: |p| format!("dst.relp;d#0;tcp,127.0.0.1:{};a;processed", p.port),
         connected: true,
     },
@@ -148,7 +180,10 @@ fn sender_config(kind: &Kind, peer: &Peer, port: u16, options: &str) -> String {
 
 /// The receiving sluice of `kind`, if it has one (not started).
 fn receiver_config(kind: &Kind, peer: &Peer) -> Option<String> {
-    let source = (kind.receive?)(peer);
+    let Sluice(source) = kind.receive else {
+        return None;
+    };
+    let source = source(peer);
     Some(format!(
         r#"@version: 3.38
         options {{ keep-hostname(yes); }};
@@ -158,7 +193,16 @@ fn receiver_config(kind: &Kind, peer: &Peer) -> Option<String> {
     ))
 }
 
-fn start_receiver(kind: &Kind, peer: &Peer) -> Option<Running> {
+/// A running receiving end.
+enum Receiver {
+    Sluice(Running),
+    Http(HttpServer),
+}
+
+fn start_receiver(kind: &Kind, peer: &Peer) -> Option<Receiver> {
+    if let Http = kind.receive {
+        return Some(Receiver::Http(HttpServer::start_on(peer.port, &[])));
+    }
     let config = receiver_config(kind, peer)?;
     let mut r = Running::start(Server::Sluice, &config);
     match kind.name {
@@ -167,7 +211,7 @@ fn start_receiver(kind: &Kind, peer: &Peer) -> Option<Running> {
         "unix-dgram" => wait_for_path(&peer.socket()),
         _ => r.wait_tcp(peer.port),
     }
-    Some(r)
+    Some(Receiver::Sluice(r))
 }
 
 fn wait_for_path(path: &Path) {
@@ -189,15 +233,21 @@ fn messages(from: usize, to: usize) -> Vec<u8> {
         .collect()
 }
 
-/// The messages written where `kind` delivers: the receiver's file, or the sender's own.
-fn delivered(sender: &Running, receiver: Option<&Running>) -> Vec<String> {
-    let file = match receiver {
-        Some(r) => r.out.join("all.log"),
-        None => sender.out.join("all.log"),
+/// The messages written where `kind` delivers: the receiver's file or the bodies its HTTP
+/// server accepted, or the sender's own file.
+fn delivered(sender: &Running, receiver: Option<&Receiver>) -> Vec<String> {
+    let text = match receiver {
+        Some(Receiver::Sluice(r)) => {
+            std::fs::read_to_string(r.out.join("all.log")).unwrap_or_default()
+        }
+        Some(Receiver::Http(server)) => server
+            .accepted()
+            .iter()
+            .map(|r| format!("{}\n", r.body))
+            .collect(),
+        None => std::fs::read_to_string(sender.out.join("all.log")).unwrap_or_default(),
     };
-    std::fs::read_to_string(file)
-        .unwrap_or_default()
-        .lines()
+    text.lines()
         .map(|l| {
             let at = l.rfind(' ').map_or(0, |i| i + 1);
             l[at..].to_string()
@@ -206,7 +256,7 @@ fn delivered(sender: &Running, receiver: Option<&Running>) -> Vec<String> {
 }
 
 /// Waits until `n` messages are delivered, then checks they are `m0`…, each once, in order.
-fn assert_delivered(kind: &Kind, sender: &Running, receiver: Option<&Running>, n: usize) {
+fn assert_delivered(kind: &Kind, sender: &Running, receiver: Option<&Receiver>, n: usize) {
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut got = delivered(sender, receiver);
     while got.len() < n && Instant::now() < deadline {

@@ -2,6 +2,7 @@
 //! traffic over loopback, wait for their output, compare trees of files.
 #![allow(dead_code)]
 
+pub mod http;
 pub mod pki;
 
 use std::collections::BTreeMap;
@@ -729,4 +730,16 @@ impl Drop for Rsyslog {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Waits until `done` holds, at most `limit`; returns whether it does.
+pub fn wait_until(limit: Duration, done: impl Fn() -> bool) -> bool {
+    let started = Instant::now();
+    while !done() {
+        if started.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    true
 }

@@ -151,7 +151,21 @@ const TLS_NOT_YET: &[&str] = &[
 impl TlsOptions {
     /// Reads a `tls(...)` option node.
     pub fn parse(node: &Node) -> Result<TlsOptions, ConfigError> {
-        let mut o = TlsOptions {
+        let mut o = TlsOptions::new(node.pos);
+        if let Some(v) = node.first_value() {
+            return Err(ConfigError::new(
+                v.pos,
+                "tls() holds options such as key-file() and cert-file()",
+            ));
+        }
+        o.read(node)?;
+        Ok(o)
+    }
+
+    /// The options of an empty `tls()` block at `pos`: the server checked against the
+    /// system's CAs.
+    pub fn new(pos: Pos) -> TlsOptions {
+        TlsOptions {
             key_file: None,
             cert_file: None,
             ca_file: None,
@@ -168,14 +182,13 @@ impl TlsOptions {
             ignore_hostname_mismatch: false,
             ignore_validity_period: false,
             sni: false,
-            pos: node.pos,
-        };
-        if let Some(v) = node.first_value() {
-            return Err(ConfigError::new(
-                v.pos,
-                "tls() holds options such as key-file() and cert-file()",
-            ));
+            pos,
         }
+    }
+
+    /// Reads the options of the `tls(...)` node into these.
+    fn read(&mut self, node: &Node) -> Result<(), ConfigError> {
+        let o = self;
         for opt in node.options() {
             let k = opt.key();
             if TLS_NOT_YET.contains(&k.as_str()) {
@@ -283,7 +296,7 @@ impl TlsOptions {
                 "ssl-options() turns off TLS 1.2 and TLS 1.3: nothing is left to speak",
             ));
         }
-        Ok(o)
+        Ok(())
     }
 
     fn error(&self, message: impl Into<String>) -> ConfigError {

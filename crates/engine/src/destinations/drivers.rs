@@ -13,7 +13,7 @@ use super::file_open::FileOptions;
 use super::file_open::NameReports;
 use super::format::{Format, Formatter};
 use super::network::{NetworkDestination, NetworkOptions, Transport};
-use super::sender::Failback;
+use super::sender::{Batching, Failback};
 use super::Destination;
 use crate::options::{self, Globals};
 use crate::sources::drivers::{ip_protocol, port_number, RELP_PORT};
@@ -27,6 +27,9 @@ use sluice_model::Template;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
+
+#[cfg(feature = "http")]
+mod http;
 
 /// A destination driver: the names it answers to, its options, and how it is made from them.
 pub struct DestinationDriver {
@@ -75,13 +78,13 @@ impl DestinationContext<'_> {
 pub static DRIVERS: &[DestinationDriver] = &[
     DestinationDriver {
         names: &["file"],
-        options: &[FORMAT, QUEUE, DISK_BUFFER, FILE, LATER],
+        options: &[FORMAT, QUEUE, DISK_BUFFER, FILE, LATER, BATCH_LATER],
         sample: "file(\"/nonexistent/sluice-table-test\")",
         build: file,
     },
     DestinationDriver {
         names: &["stdout"],
-        options: &[FORMAT, QUEUE, &[not_yet("disk_buffer")], LATER],
+        options: &[FORMAT, QUEUE, &[not_yet("disk_buffer")], LATER, BATCH_LATER],
         sample: "stdout()",
         build: stdout,
     },
@@ -97,6 +100,7 @@ pub static DRIVERS: &[DestinationDriver] = &[
             TLS_BY_TRANSPORT,
             NETWORK_LATER,
             LATER,
+            BATCH_LATER,
         ],
         sample: "network(\"127.0.0.1\")",
         build: network,
@@ -112,15 +116,31 @@ pub static DRIVERS: &[DestinationDriver] = &[
             TLS,
             NETWORK_LATER,
             LATER,
+            BATCH_LATER,
         ],
         sample: "tcp(\"127.0.0.1\")",
         build: network,
     },
     DestinationDriver {
         names: &["unix_stream", "unix_dgram"],
-        options: &[FORMAT, QUEUE, DISK_BUFFER, SOCKET, LATER],
+        options: &[FORMAT, QUEUE, DISK_BUFFER, SOCKET, LATER, BATCH_LATER],
         sample: "unix-stream(\"/nonexistent/sluice-table-test\")",
         build: unix,
+    },
+    #[cfg(feature = "http")]
+    DestinationDriver {
+        names: &["http"],
+        options: &[
+            DATES,
+            QUEUE,
+            DISK_BUFFER,
+            THREADED,
+            http::OPTIONS,
+            http::LATER,
+            LATER,
+        ],
+        sample: "http(url(\"http://127.0.0.1:9200/_bulk\"))",
+        build: http::build,
     },
 ];
 
@@ -135,6 +155,7 @@ pub const NOT_YET: &[&str] = &[
     "elasticsearch_http",
     "elasticsearch",
     "opensearch",
+    #[cfg(not(feature = "http"))]
     "http",
     "logstore",
     "usertty",
@@ -198,6 +219,28 @@ const FORMAT: &[Declared] = &[
     read("flags", "flags(no-multi-line)"),
 ];
 
+/// The dates of a destination's templates, read by [`FormatOptions::apply`].
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
+const DATES: &[Declared] = &[
+    read("template_escape", "template-escape(yes)"),
+    read("ts_format", "ts-format(iso)"),
+    read("frac_digits", "frac-digits(3)"),
+    read("time_zone", "time-zone(\"UTC\")"),
+    read("send_time_zone", "send-time-zone(\"+01:00\")"),
+];
+
+/// syslog-ng's options of threaded destinations (`http()`, and those to come): lanes and
+/// batches, read by [`Threaded::read`].
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
+const THREADED: &[Declared] = &[
+    read("workers", "workers(2)"),
+    read("worker_partition_key", "worker-partition-key(\"$HOST\")"),
+    read("batch_lines", "batch-lines(100)"),
+    read("batch_bytes", "batch-bytes(524288)"),
+    read("batch_timeout", "batch-timeout(500)"),
+    read("retries", "retries(5)"),
+];
+
 /// How a destination queues what it has not written.
 const QUEUE: &[Declared] = &[
     read("log_fifo_size", "log-fifo-size(1000)"),
@@ -222,9 +265,10 @@ const LATER: &[Declared] = &[
     not_yet("throttle"),
     not_yet("local_time_zone"),
     not_yet("on_error"),
-    not_yet("batch_lines"),
-    not_yet("batch_timeout"),
 ];
+
+/// Batches of syslog-ng's newer versions for destinations that are not threaded in sluice.
+const BATCH_LATER: &[Declared] = &[not_yet("batch_lines"), not_yet("batch_timeout")];
 
 /// The options of `file()` and its directories, read by [`options::apply_file_option`].
 const FILE: &[Declared] = &[
@@ -299,6 +343,15 @@ struct FormatOptions {
 
 impl FormatOptions {
     fn read(o: &mut Options, cx: &DestinationContext) -> Result<FormatOptions, ConfigError> {
+        FormatOptions::read_part(o, cx, FORMAT)
+    }
+
+    /// Reads the options of `part` (of [`FORMAT`]).
+    fn read_part(
+        o: &mut Options,
+        cx: &DestinationContext,
+        part: &'static [Declared],
+    ) -> Result<FormatOptions, ConfigError> {
         let mut f = FormatOptions {
             dates: cx.globals.dates.clone(),
             template: None,
@@ -306,7 +359,7 @@ impl FormatOptions {
             syslog_protocol: false,
             no_multi_line: false,
         };
-        o.apply(FORMAT, |opt| f.apply(opt, cx.names))?;
+        o.apply(part, |opt| f.apply(opt, cx.names))?;
         Ok(f)
     }
 
@@ -404,6 +457,53 @@ impl Queue {
         let name = self.persist_name.clone().unwrap_or_else(fallback);
         let dir = buffer_dir_name(&name, d.reliable);
         Ok(Some((d, dir)))
+    }
+}
+
+/// The options of [`THREADED`].
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
+struct Threaded {
+    workers: usize,
+    partition_key: Option<Template>,
+    batch: Batching,
+    retries: u32,
+}
+
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
+impl Threaded {
+    fn read(o: &mut Options, cx: &DestinationContext) -> Result<Threaded, ConfigError> {
+        let number = |o: &mut Options, name| o.last(name).map(Node::u64).transpose();
+        let workers = match o.last("workers") {
+            Some(opt) => {
+                let v = opt.value()?;
+                let n = v.as_u64()?;
+                if !(1..=1024).contains(&n) {
+                    return Err(ConfigError::new(v.pos, "workers() is between 1 and 1024"));
+                }
+                n
+            }
+            None => 1,
+        };
+        let partition_key = match o.last("worker_partition_key") {
+            Some(opt) => {
+                let v = opt.value()?;
+                Some(
+                    Template::compile_in(&v.text, cx.names)
+                        .map_err(|e| ConfigError::new(v.pos, e))?,
+                )
+            }
+            None => None,
+        };
+        Ok(Threaded {
+            workers: workers as usize,
+            partition_key,
+            batch: Batching {
+                lines: number(o, "batch_lines")?.unwrap_or(0) as usize,
+                bytes: number(o, "batch_bytes")?.unwrap_or(0) as usize,
+                timeout: Duration::from_millis(number(o, "batch_timeout")?.unwrap_or(0)),
+            },
+            retries: number(o, "retries")?.unwrap_or(3).clamp(1, u32::MAX as u64) as u32,
+        })
     }
 }
 

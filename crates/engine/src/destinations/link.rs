@@ -8,29 +8,40 @@
 //! wire only through [`Wire`].
 
 use super::queue::Batch;
-use socket2::Socket;
+use socket2::{Domain, Protocol, Socket, Type};
 use std::io::{ErrorKind, IoSlice};
 use std::mem::MaybeUninit;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The most buffers one `writev` takes (Linux's `IOV_MAX`).
 const IOV_MAX: usize = 1024;
 /// While stopping, how long a peer may take no data before the sender gives up on it.
 pub(super) const STOP_GRACE: Duration = Duration::from_secs(10);
+/// How long a connect may take.
+pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a TLS handshake may take.
+pub(super) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often a sender that waits (to write, for an answer, for batches) looks up: whether to
+/// give up, its connection, its drop counter, its failback.
+pub(super) const TICK: Duration = Duration::from_millis(500);
 /// The most plaintext a TLS sender hands rustls before writing the records out.
 const TLS_CHUNK: usize = 256 << 10;
 
 /// What a destination speaks over its link.
 pub(super) trait Wire: Send {
-    /// Sends `batches` from `pos`, moving `pos` past what the peer has: on a broken
-    /// connection the sender opens another and sends again from `pos`.
+    /// Sends `batches` from `pos`, moving `pos` past what the server answered for: taken,
+    /// or refused for good (counted in [`Position::refused`]). On a broken connection the
+    /// sender opens another and sends again from `pos`; on [`Failure::Later`] it waits and
+    /// sends the refused messages again, at most `retries()` times.
     fn send(
         &mut self,
         link: &mut Link,
         batches: &[Batch],
         pos: &mut Position,
         give_up: GiveUp,
-    ) -> std::io::Result<()>;
+    ) -> Result<(), Failure>;
     /// Whether the peer closed the connection (or it failed).
     fn closed(&self, link: &Link) -> bool {
         link.peer_closed()
@@ -59,6 +70,23 @@ impl Drop for Connected {
     }
 }
 
+/// Why a wire stopped sending.
+#[derive(Debug)]
+pub(super) enum Failure {
+    /// The connection broke (or the peer stalled past the grace): reconnect, send again.
+    Broken(std::io::Error),
+    /// The server answered, and asked for the next `messages` from the position again later
+    /// (HTTP 429 or 5xx): `why` says what it answered.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    Later { why: String, messages: usize },
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Failure {
+        Failure::Broken(e)
+    }
+}
+
 /// Messages as octets on a stream (TCP, TLS, unix-stream), framed by the formatter.
 pub(super) struct Octets;
 
@@ -69,11 +97,11 @@ impl Wire for Octets {
         batches: &[Batch],
         pos: &mut Position,
         give_up: GiveUp,
-    ) -> std::io::Result<()> {
-        match &mut link.tls {
+    ) -> Result<(), Failure> {
+        Ok(match &mut link.tls {
             Some(tls) => write_tls(&link.sock, tls, batches, pos, give_up),
             None => write_stream(&link.sock, batches, pos, give_up),
-        }
+        }?)
     }
 }
 
@@ -91,16 +119,18 @@ impl Wire for Datagrams {
         batches: &[Batch],
         pos: &mut Position,
         _: GiveUp,
-    ) -> std::io::Result<()> {
-        write_datagrams(&link.sock, batches, pos, self.udp)
+    ) -> Result<(), Failure> {
+        Ok(write_datagrams(&link.sock, batches, pos, self.udp)?)
     }
 }
 
-/// Where writing has got to: a batch, and a byte in it.
+/// Where writing has got to: a batch, and a byte in it; and how many of the messages before
+/// it the server refused for good.
 #[derive(Clone, Copy, Default)]
 pub(super) struct Position {
     pub(super) batch: usize,
     pub(super) byte: usize,
+    pub(super) refused: usize,
 }
 
 impl Position {
@@ -113,6 +143,37 @@ impl Position {
             self.batch += 1;
         }
     }
+
+    /// The index of the message at the position in its batch.
+    pub(super) fn message(&self, batches: &[Batch]) -> usize {
+        batches
+            .get(self.batch)
+            .map_or(0, |b| b.ends.partition_point(|&e| e as usize <= self.byte))
+    }
+
+    /// Moves back to the start of the message the position is in.
+    pub(super) fn back_to_message_start(&mut self, batches: &[Batch]) {
+        if let Some(b) = batches.get(self.batch) {
+            self.byte = b.start(self.message(batches));
+        }
+    }
+
+    /// Moves past the next `n` messages (fewer at the end).
+    pub(super) fn skip_messages(&mut self, batches: &[Batch], mut n: usize) {
+        while n > 0 && self.batch < batches.len() {
+            let b = &batches[self.batch];
+            let i = self.message(batches);
+            let take = n.min(b.len() - i);
+            n -= take;
+            if i + take == b.len() {
+                self.batch += 1;
+                self.byte = 0;
+            } else {
+                self.byte = b.ends[i + take - 1] as usize;
+            }
+        }
+        self.advance(batches, 0);
+    }
 }
 
 /// An open connection: its socket, and the TLS session over it when the destination speaks
@@ -122,7 +183,85 @@ pub(super) struct Link {
     pub(super) tls: Option<Box<rustls::ClientConnection>>,
 }
 
+/// The socket options of a connection to an IP server.
+#[derive(Default)]
+pub(super) struct Dial {
+    /// `6`: IPv6 addresses only; `4`: IPv4 only.
+    pub(super) ip_protocol: Option<u8>,
+    /// The address to send from.
+    pub(super) local: Option<SocketAddr>,
+    pub(super) so_sndbuf: Option<usize>,
+    pub(super) so_keepalive: bool,
+}
+
+/// Opens a socket of type `ty` to `host` (a name or an address) and `port`, trying its
+/// addresses in turn.
+pub(super) fn dial(host: &str, port: u16, ty: Type, o: &Dial) -> std::io::Result<Socket> {
+    let addrs = (host, port)
+        .to_socket_addrs()?
+        .filter(|a| o.ip_protocol.is_none_or(|p| (p == 6) == a.is_ipv6()));
+    let mut last = std::io::Error::new(ErrorKind::NotFound, "no address of that family");
+    for addr in addrs {
+        let protocol = if ty == Type::STREAM {
+            Protocol::TCP
+        } else {
+            Protocol::UDP
+        };
+        let sock = Socket::new(Domain::for_address(addr), ty, Some(protocol))?;
+        if let Some(size) = o.so_sndbuf {
+            sock.set_send_buffer_size(size)?;
+        }
+        if o.so_keepalive {
+            sock.set_keepalive(true)?;
+        }
+        if let Some(local) = o.local {
+            sock.bind(&local.into())?;
+        }
+        let connected = if ty == Type::STREAM {
+            sock.connect_timeout(&addr.into(), CONNECT_TIMEOUT)
+        } else {
+            sock.connect(&addr.into())
+        };
+        match connected {
+            Ok(()) => {
+                sock.set_write_timeout(Some(TICK))?;
+                return Ok(sock);
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
 impl Link {
+    /// A TLS connection over `sock` to `server` (its name, for SNI and the certificate's
+    /// check), with its handshake done.
+    pub(super) fn secure(
+        sock: Socket,
+        config: &Arc<rustls::ClientConfig>,
+        server: &str,
+    ) -> std::io::Result<Link> {
+        let name = rustls::pki_types::ServerName::try_from(server.to_string())
+            .map_err(|e| std::io::Error::new(ErrorKind::InvalidInput, e))?;
+        let mut tls = rustls::ClientConnection::new(config.clone(), name)
+            .map_err(|e| std::io::Error::other(format!("TLS: {e}")))?;
+        sock.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
+        sock.set_write_timeout(Some(HANDSHAKE_TIMEOUT))?;
+        while tls.is_handshaking() {
+            tls.complete_io(&mut &sock).map_err(|e| {
+                let why = crate::tls::explain_io(&e);
+                std::io::Error::new(e.kind(), format!("TLS handshake failed: {why}"))
+            })?;
+        }
+        tls.set_buffer_limit(None);
+        sock.set_read_timeout(None)?;
+        sock.set_write_timeout(Some(TICK))?;
+        Ok(Link {
+            sock,
+            tls: Some(Box::new(tls)),
+        })
+    }
+
     /// Writes all of `data`, through TLS if the link has it. A peer that takes nothing holds
     /// the writer back (backpressure) unless stopping, when it gets [`STOP_GRACE`].
     pub(super) fn write_all(&mut self, mut data: &[u8], give_up: GiveUp) -> std::io::Result<()> {

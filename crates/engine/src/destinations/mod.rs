@@ -2,11 +2,14 @@
 //! caller's (the reader's) thread and leaves in an [`Outbox`] the operations that queue the
 //! bytes with a writer of its own; the writer holds the batch's [`Ack`] until they are written.
 
+mod delivery;
 pub mod diskq;
 pub mod drivers;
 pub mod file;
 pub mod file_open;
 pub mod format;
+#[cfg(feature = "http")]
+pub mod http;
 mod link;
 pub mod network;
 pub mod queue;

@@ -9,7 +9,7 @@
 //! first message without one: nothing is lost, and what the server had stored but not yet
 //! acknowledged arrives twice (RELP is at-least-once).
 
-use super::link::{stalled, GiveUp, Link, Position, Wire, STOP_GRACE};
+use super::link::{stalled, Failure, GiveUp, Link, Position, Wire, STOP_GRACE};
 use super::queue::Batch;
 use sluice_protocol::relp::{self, Command};
 use std::collections::VecDeque;
@@ -144,6 +144,7 @@ fn send(
                 next = Position {
                     batch: next.batch + 1,
                     byte: 0,
+                    ..next
                 };
                 index = None;
                 continue;
@@ -229,8 +230,8 @@ impl Wire for Session {
         batches: &[Batch],
         pos: &mut Position,
         give_up: GiveUp,
-    ) -> std::io::Result<()> {
-        send(link, self, batches, pos, give_up, STOP_GRACE)
+    ) -> Result<(), Failure> {
+        Ok(send(link, self, batches, pos, give_up, STOP_GRACE)?)
     }
 
     /// Looks without reading: the server sends only responses, and `serverclose`, which ends

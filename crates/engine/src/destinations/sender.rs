@@ -14,18 +14,16 @@
 //! connection with its wire to one ([`super::network`] for TCP, UDP, TLS, unix sockets and
 //! RELP).
 
-use super::link::{Connected, Position};
+use super::link::{Connected, Failure, Position, TICK};
 use super::queue::{Batch, BatchQueue};
 use crate::own_log;
 use std::io::ErrorKind;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The most a sender gathers for one write.
 const MAX_GATHER: usize = 4 << 20;
-/// How often an idle sender looks at its connection, its drop counter and its failback.
-pub(super) const TICK: Duration = Duration::from_millis(500);
 
 /// Where a sender sends: its servers, and how to open a connection to one.
 pub(super) trait Servers: Send + Sync + 'static {
@@ -39,13 +37,37 @@ pub(super) trait Servers: Send + Sync + 'static {
     fn probe(&self, i: usize) -> bool;
 }
 
-/// How a sender paces itself: `time-reopen()`, `failback()`, and the `log-fifo-size()` its
-/// drop reports name.
+/// How a sender paces itself: `time-reopen()`, `failback()`, `retries()`, how long it
+/// waits to fill a batch, and the `log-fifo-size()` its drop reports name.
 #[derive(Clone, Debug)]
 pub(super) struct Pacing {
     pub(super) time_reopen: Duration,
     pub(super) failback: Option<Failback>,
+    /// How many times messages a server asked for again later are sent before they are
+    /// dropped (`retries()`, at least 1).
+    pub(super) retries: u32,
+    pub(super) batch: Batching,
     pub(super) log_fifo_size: usize,
+}
+
+/// syslog-ng's `batch-lines()`, `batch-bytes()` and `batch-timeout()`: how much a request
+/// carries, and how long a sender waits for that much.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Batching {
+    /// Messages a request carries at most; 0: no limit.
+    pub lines: usize,
+    /// Bytes of messages a request carries at most (at least one message); 0: no limit.
+    pub bytes: usize,
+    /// How long a sender with less than a full batch waits for more; zero: it sends what
+    /// there is.
+    pub timeout: Duration,
+}
+
+impl Batching {
+    /// Whether `messages` of `bytes` fill a batch.
+    fn full(&self, messages: usize, bytes: usize) -> bool {
+        (self.lines > 0 && messages >= self.lines) || (self.bytes > 0 && bytes >= self.bytes)
+    }
 }
 
 /// `failback()`: return to the primary server once it answers again.
@@ -68,7 +90,8 @@ pub(super) struct Sender {
     /// Probes of the primary server that connected in a row, while on a failover server.
     pub(super) good_probes: u32,
     pub(super) last_probe: Instant,
-    pub(super) reported_drops: u64,
+    /// Drops said so far, shared by the senders of one destination (its workers).
+    pub(super) reported_drops: Arc<AtomicU64>,
     /// Since when no server accepts connections, and when that was last reported.
     pub(super) failing: Option<(Instant, Instant)>,
     pub(super) retire: Arc<AtomicBool>,
@@ -83,7 +106,7 @@ impl Sender {
     pub(super) fn run(mut self) -> Option<Connection> {
         let mut batches: Vec<Batch> = Vec::new();
         loop {
-            let stopping = self.queue.take(TICK, MAX_GATHER, &mut batches);
+            let stopping = self.take(&mut batches);
             if self.retire.load(Ordering::SeqCst) {
                 self.queue.put_back(&mut batches);
                 return self.give_connection();
@@ -101,11 +124,17 @@ impl Sender {
             }
             let sent = self.send(&batches, stopping);
             let messages: usize = batches.iter().map(Batch::len).sum();
-            if sent {
-                self.queue
-                    .counters()
+            if let Some(refused) = sent {
+                let counters = self.queue.counters();
+                // Said when refused, not as a full queue's drops.
+                self.reported_drops
+                    .fetch_add(refused as u64, Ordering::Relaxed);
+                counters
+                    .dropped
+                    .fetch_add(refused as u64, Ordering::Relaxed);
+                counters
                     .written
-                    .fetch_add(messages as u64, Ordering::Relaxed);
+                    .fetch_add((messages - refused) as u64, Ordering::Relaxed);
                 self.queue.done(&mut batches);
             } else if self.retire.load(Ordering::SeqCst) {
                 // A reload's destination takes over, and sends these.
@@ -130,18 +159,41 @@ impl Sender {
         })
     }
 
-    /// Writes `batches` whole, reconnecting as needed. Returns `false` when stopping (or
-    /// handing over to a reload's destination) and no server takes them: a server that
+    /// Takes what is queued; with a `batch-timeout()`, waits that long for a full batch.
+    /// Returns whether the queue is stopping.
+    fn take(&mut self, batches: &mut Vec<Batch>) -> bool {
+        let mut stopping = self.queue.take(TICK, MAX_GATHER, batches);
+        let batch = self.pacing.batch;
+        if batch.timeout.is_zero() || batches.is_empty() {
+            return stopping;
+        }
+        let until = Instant::now() + batch.timeout;
+        loop {
+            let messages = batches.iter().map(Batch::len).sum();
+            let bytes: usize = batches.iter().map(|b| b.data.len()).sum();
+            let left = until.saturating_duration_since(Instant::now());
+            if stopping || left.is_zero() || bytes >= MAX_GATHER || batch.full(messages, bytes) {
+                return stopping;
+            }
+            stopping = self.queue.take(left, MAX_GATHER - bytes, batches);
+        }
+    }
+
+    /// Sends `batches` until the servers answered for all of them, reconnecting as needed;
+    /// returns how many of their messages were refused for good. `None`: stopping (or
+    /// handing over to a reload's destination) and no server takes them — a server that
     /// stalls then gets two grace periods, not one per reconnection.
-    fn send(&mut self, batches: &[Batch], stopping: bool) -> bool {
+    fn send(&mut self, batches: &[Batch], stopping: bool) -> Option<usize> {
         let mut pos = Position::default();
         let mut failed_while_giving_up = false;
+        // Where a server last asked for messages again, and how many times in a row.
+        let mut later: Option<(usize, usize, u32)> = None;
         loop {
             if self.conn.as_ref().is_some_and(Connected::closed) {
                 self.conn = None;
             }
             if self.conn.is_none() && !self.connect(stopping) {
-                return false;
+                return None;
             }
             let conn = self.conn.as_mut().expect("connected");
             // Asked again at every stall: a stop or a hand-over may come while a write waits.
@@ -150,15 +202,43 @@ impl Sender {
             let result = conn
                 .wire
                 .send(&mut conn.link, batches, &mut pos, &giving_up);
+            let giving_up =
+                stopping || self.queue.is_stopping() || self.retire.load(Ordering::SeqCst);
             match result {
-                Ok(()) => return true,
-                Err(e) => {
+                Ok(()) => return Some(pos.refused),
+                Err(Failure::Later { why, messages }) => {
+                    let tries = match later {
+                        Some((batch, byte, n)) if (batch, byte) == (pos.batch, pos.byte) => n + 1,
+                        _ => 1,
+                    };
+                    later = Some((pos.batch, pos.byte, tries));
+                    let server = self.servers.name(self.server);
+                    if tries >= self.pacing.retries {
+                        own_log::error(format!(
+                            "{}: {server} answered {why} to {messages} messages {tries} times; dropping them (retries({}))",
+                            self.label, self.pacing.retries
+                        ));
+                        pos.skip_messages(batches, messages);
+                        pos.refused += messages;
+                        continue;
+                    }
+                    // Sooner for the first tries, at most time-reopen() apart.
+                    let wait = (Duration::from_millis(100) * (1 << tries.min(16)))
+                        .min(self.pacing.time_reopen);
+                    own_log::warning(format!(
+                        "{}: {server} answered {why}; sending {messages} messages again in {:.1}s",
+                        self.label,
+                        wait.as_secs_f64()
+                    ));
+                    if giving_up || self.stop_requested_within(wait) {
+                        return None;
+                    }
+                }
+                Err(Failure::Broken(e)) => {
                     self.conn = None;
                     // Stopping or handing over: one more connection, not one per failure;
                     // none after a peer that took nothing for the grace (it is still there,
                     // taking nothing).
-                    let giving_up =
-                        stopping || self.queue.is_stopping() || self.retire.load(Ordering::SeqCst);
                     let again = !(giving_up
                         && (e.kind() == ErrorKind::TimedOut
                             || std::mem::replace(&mut failed_while_giving_up, true)));
@@ -169,13 +249,10 @@ impl Sender {
                         if again { "; reconnecting" } else { "" }
                     ));
                     if !again {
-                        return false;
+                        return None;
                     }
                     // The message the failed write was in is sent again whole.
-                    if let Some(b) = batches.get(pos.batch) {
-                        let i = b.ends.partition_point(|&e| e as usize <= pos.byte);
-                        pos.byte = b.start(i);
-                    }
+                    pos.back_to_message_start(batches);
                 }
             }
         }
@@ -288,14 +365,14 @@ impl Sender {
     /// Says once a tick how many messages a full queue dropped since it last said so.
     fn report_drops(&mut self) {
         let dropped = self.queue.counters().dropped.load(Ordering::Relaxed);
-        if dropped > self.reported_drops {
+        let before = self.reported_drops.fetch_max(dropped, Ordering::Relaxed);
+        if dropped > before {
             own_log::warning(format!(
                 "{}: destination queue full (log-fifo-size({})); dropped {} messages",
                 self.label,
                 self.pacing.log_fifo_size,
-                dropped - self.reported_drops
+                dropped - before
             ));
-            self.reported_drops = dropped;
         }
     }
 }

@@ -1,0 +1,254 @@
+//! The queues and senders of a destination that talks to servers: `workers()` lanes, each a
+//! queue (in memory, or its own disk buffer) and a [`Sender`] thread with its own connection.
+//! A destination formats messages in the readers' threads and pushes them into a lane
+//! ([`Delivery::queue`]); which lane is the destination's to say (one for `network()`, by
+//! `worker-partition-key()` or in turn for `http()`).
+//!
+//! On a reload, a destination of the same name and kind takes over the lanes when they are
+//! kept in the same places (the same number, in memory or in the same disk buffers): each
+//! sender puts back what it took and gives up its connection, and the new destination's
+//! senders go on with both.
+
+use super::diskq::{DiskBufferOptions, DiskQueue};
+use super::queue::{BatchQueue, Queue};
+use super::sender::{Connection, Pacing, Sender, Servers};
+use crate::stats::DestCounters;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+/// What a destination's senders share: where they send, how they pace themselves, how their
+/// queues are kept.
+pub(super) struct Delivery {
+    label: Arc<str>,
+    servers: Arc<dyn Servers>,
+    pacing: Pacing,
+    counters: DestCounters,
+    /// `disk-buffer()`, and the name of the first lane's buffer directory.
+    disk_buffer: Option<(DiskBufferOptions, String)>,
+    workers: usize,
+    /// Made when the server starts ([`Delivery::start`]): disk buffers are opened then.
+    lanes: OnceLock<Vec<Lane>>,
+    /// Tells the senders to give their batches back and stop: a reload's new destination of
+    /// the same name takes over the lanes.
+    retire: Arc<AtomicBool>,
+    handed_over: AtomicBool,
+    /// Drops said so far, by any of the senders.
+    reported_drops: Arc<AtomicU64>,
+}
+
+/// What a lane hands over on a reload: its queue and its connection.
+type Handover = (Arc<dyn BatchQueue>, Option<Connection>);
+
+/// One worker: its queue and its sender.
+struct Lane {
+    queue: Arc<dyn BatchQueue>,
+    /// The disk buffer's directory; `None`: the queue is in memory.
+    dir: Option<PathBuf>,
+    /// Started on the lane's first batch, or at once when its disk buffer has messages from
+    /// before or it was taken over.
+    sender: OnceLock<()>,
+    thread: Mutex<Option<JoinHandle<Option<Connection>>>>,
+    /// The connection of the lane this one took over, for its sender to go on with.
+    inherited: Mutex<Option<Connection>>,
+}
+
+impl Delivery {
+    pub(super) fn new(
+        label: Arc<str>,
+        servers: Arc<dyn Servers>,
+        pacing: Pacing,
+        counters: DestCounters,
+        disk_buffer: Option<(DiskBufferOptions, String)>,
+        workers: usize,
+    ) -> Delivery {
+        Delivery {
+            label,
+            servers,
+            pacing,
+            counters,
+            disk_buffer,
+            workers: workers.max(1),
+            lanes: OnceLock::new(),
+            retire: Arc::default(),
+            handed_over: AtomicBool::new(false),
+            reported_drops: Arc::default(),
+        }
+    }
+
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    pub(super) fn workers(&self) -> usize {
+        self.workers
+    }
+
+    /// Opens the lanes' queues, or takes over those of `previous` (the destination of the
+    /// same name before a reload) when they are kept in the same places.
+    pub(super) fn start(
+        &self,
+        state_dir: &Path,
+        previous: Option<&Delivery>,
+    ) -> std::io::Result<()> {
+        let dirs: Vec<Option<PathBuf>> = (0..self.workers)
+            .map(|i| {
+                self.disk_buffer.as_ref().map(|(opts, name)| {
+                    opts.dir
+                        .as_deref()
+                        .unwrap_or(state_dir)
+                        .join(lane_dir_name(name, i))
+                })
+            })
+            .collect();
+        let inherited = previous.and_then(|old| old.hand_over(&dirs));
+        let taken_over = inherited.is_some();
+        let mut inherited = inherited.map(Vec::into_iter);
+        let mut lanes = Vec::with_capacity(self.workers);
+        for dir in dirs {
+            let (queue, conn): (Arc<dyn BatchQueue>, _) = match (inherited.as_mut(), &dir) {
+                (Some(old), _) => old.next().expect("as many lanes"),
+                (None, None) => (
+                    Arc::new(Queue::new(self.pacing.log_fifo_size, self.counters.clone())),
+                    None,
+                ),
+                (None, Some(dir)) => (
+                    DiskQueue::open(
+                        self.label.clone(),
+                        dir.clone(),
+                        self.disk_buffer.as_ref().expect("a buffer").0.clone(),
+                        self.counters.clone(),
+                    )
+                    .map_err(|e| {
+                        std::io::Error::new(e.kind(), format!("disk buffer {}: {e}", dir.display()))
+                    })?,
+                    None,
+                ),
+            };
+            lanes.push(Lane {
+                queue,
+                dir,
+                sender: OnceLock::new(),
+                thread: Mutex::new(None),
+                inherited: Mutex::new(conn),
+            });
+        }
+        if self.lanes.set(lanes).is_err() {
+            return Ok(()); // started already
+        }
+        for i in 0..self.workers {
+            if taken_over || self.lane(i).queue.has_backlog() {
+                self.start_sender(i);
+            }
+        }
+        Ok(())
+    }
+
+    /// Lane `i`'s queue, its sender started.
+    pub(super) fn queue(&self, i: usize) -> &Arc<dyn BatchQueue> {
+        self.start_sender(i);
+        &self.lane(i).queue
+    }
+
+    fn lane(&self, i: usize) -> &Lane {
+        &self
+            .lanes
+            .get()
+            .expect("a destination is started before it is given messages")[i]
+    }
+
+    /// Gives the lanes to a reload's destination when it keeps them in the same places
+    /// (`dirs`): each sender puts back what it holds and stops; what readers still deliver
+    /// here goes on into the same queues.
+    fn hand_over(&self, dirs: &[Option<PathBuf>]) -> Option<Vec<Handover>> {
+        let lanes = self.lanes.get()?;
+        if lanes.len() != dirs.len() || lanes.iter().zip(dirs).any(|(l, d)| &l.dir != d) {
+            return None;
+        }
+        self.retire.store(true, Ordering::SeqCst);
+        let taken = lanes
+            .iter()
+            .map(|lane| {
+                let thread = lane.thread.lock().expect("thread lock").take();
+                let conn = thread.and_then(|t| t.join().ok().flatten());
+                (lane.queue.clone(), conn)
+            })
+            .collect();
+        self.handed_over.store(true, Ordering::SeqCst);
+        Some(taken)
+    }
+
+    fn start_sender(&self, i: usize) {
+        let lane = self.lane(i);
+        lane.sender.get_or_init(|| {
+            // A connection taken over goes on if it reaches one of this destination's
+            // servers; a new one starts at the lane's share of them.
+            let count = self.servers.count();
+            let inherited = lane.inherited.lock().expect("conn lock").take();
+            let (conn, server) = inherited
+                .and_then(|c| {
+                    let at = (0..count).find(|&s| self.servers.name(s) == c.to)?;
+                    Some((Some(c.link), at))
+                })
+                .unwrap_or((None, i % count));
+            let sender = Sender {
+                label: self.label.clone(),
+                servers: self.servers.clone(),
+                pacing: self.pacing.clone(),
+                queue: lane.queue.clone(),
+                conn,
+                server,
+                good_probes: 0,
+                last_probe: Instant::now(),
+                reported_drops: self.reported_drops.clone(),
+                failing: None,
+                retire: self.retire.clone(),
+            };
+            let handle = std::thread::Builder::new()
+                .name("sender".into())
+                .spawn(move || sender.run())
+                .expect("spawning a sender thread");
+            *lane.thread.lock().expect("thread lock") = Some(handle);
+        });
+    }
+
+    /// Sends what is queued and stops the senders, unless a reload's destination took the
+    /// lanes over.
+    pub(super) fn shutdown(&self) {
+        if self.handed_over.load(Ordering::SeqCst) {
+            return; // the queues live on with the destination that took them over
+        }
+        let Some(lanes) = self.lanes.get() else {
+            return;
+        };
+        for lane in lanes {
+            lane.queue.stop();
+        }
+        for lane in lanes {
+            let thread = lane.thread.lock().expect("thread lock").take();
+            if let Some(t) = thread {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+/// The disk buffer directory of lane `i`: the first lane's is `name` (as with one worker),
+/// the others' are numbered: `sluice-d.rdq`, `sluice-d-1.rdq`, …
+fn lane_dir_name(name: &str, i: usize) -> String {
+    match (i, name.rsplit_once('.')) {
+        (0, _) => name.to_string(),
+        (_, Some((stem, ext))) => format!("{stem}-{i}.{ext}"),
+        (_, None) => format!("{name}-{i}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_lane_keeps_the_buffer_name_of_one_worker() {
+        assert_eq!(lane_dir_name("sluice-d.rdq", 0), "sluice-d.rdq");
+        assert_eq!(lane_dir_name("sluice-d.rdq", 2), "sluice-d-2.rdq");
+    }
+}

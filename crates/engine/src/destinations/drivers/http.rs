@@ -1,0 +1,315 @@
+//! The declaration of `http()` (its runtime is [`crate::destinations::http`]): syslog-ng's
+//! options, read into the request every message goes out in.
+
+use super::super::http::{Action, HttpDestination, HttpOptions, Requests, Target};
+use super::{Built, DestinationContext, FormatOptions, Queue, Threaded};
+use crate::destinations::format::{Format, Formatter};
+use crate::tls::TlsOptions;
+use base64::Engine;
+use sluice_config::declared::{not_yet, read, Declared, Options};
+use sluice_config::{ConfigError, Node};
+use sluice_model::Template;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The options of `http()` itself.
+pub(super) const OPTIONS: &[Declared] = &[
+    read(
+        "url",
+        "url(\"http://127.0.0.1:9/a\" \"https://127.0.0.1:9/b\")",
+    ),
+    read("method", "method(\"PUT\")"),
+    read(
+        "headers",
+        "headers(\"Content-Type: application/json\", \"X-A: b\")",
+    ),
+    read("body", "body(\"$MSG\")"),
+    read("body_prefix", "body-prefix(\"[\")"),
+    read("body_suffix", "body-suffix(\"]\")"),
+    read("delimiter", "delimiter(\",\")"),
+    read("user", "user(\"u\") password(\"p\")"),
+    read("password", "password(\"p\") user(\"u\")"),
+    read("user_agent", "user-agent(\"sluice\")"),
+    read("timeout", "timeout(10)"),
+    read(
+        "response_action",
+        "response-action(404 => retry, 418 => drop)",
+    ),
+    read("tls", "tls(peer-verify(no))"),
+];
+
+/// syslog-ng's options of `http()` that sluice does not have yet.
+pub(super) const LATER: &[Declared] = &[
+    not_yet("accept_redirects"),
+    not_yet("ca_dir"),
+    not_yet("ca_file"),
+    not_yet("cert_file"),
+    not_yet("key_file"),
+    not_yet("cipher_suite"),
+    not_yet("ssl_version"),
+    not_yet("peer_verify"),
+    not_yet("use_system_cert_store"),
+    not_yet("content_compression"),
+    not_yet("accept_encoding"),
+    not_yet("auth"),
+    not_yet("proxy"),
+];
+
+/// `http(url("http://10.0.0.1:8080/logs") …)`.
+pub(super) fn build(
+    node: &Node,
+    o: &mut Options,
+    cx: &DestinationContext,
+) -> Result<Built, ConfigError> {
+    let format = FormatOptions::read_part(o, cx, super::DATES)?;
+    let queue = Queue::read(o, cx.globals)?;
+    let threaded = Threaded::read(o, cx)?;
+    if let Some(v) = node.first_value() {
+        return Err(ConfigError::new(
+            v.pos,
+            "http() takes its server in url(): http(url(\"http://10.0.0.1:8080/logs\"))",
+        ));
+    }
+    let text = |o: &mut Options, name| o.last(name).map(Node::string).transpose();
+    let method = match o.last("method") {
+        None => "POST",
+        Some(opt) => {
+            let v = opt.value()?;
+            match v.text.to_ascii_uppercase().as_str() {
+                "POST" => "POST",
+                "PUT" => "PUT",
+                _ => {
+                    return Err(ConfigError::unknown(
+                        v.pos,
+                        "method",
+                        &v.text,
+                        "",
+                        &["POST", "PUT"],
+                    ))
+                }
+            }
+        }
+    };
+    // What every request carries, whatever its server.
+    let mut common = String::new();
+    let agent =
+        text(o, "user_agent")?.unwrap_or_else(|| format!("sluice/{}", env!("CARGO_PKG_VERSION")));
+    common.push_str(&format!(
+        "User-Agent: {}\r\n",
+        header_value(&agent, o.last("user_agent"))?
+    ));
+    match (o.last("user"), o.last("password")) {
+        (None, None) => {}
+        (Some(user), password) => {
+            let password = password.map(Node::string).transpose()?.unwrap_or_default();
+            let pair = format!("{}:{password}", user.string()?);
+            let encoded = base64::engine::general_purpose::STANDARD.encode(pair);
+            common.push_str(&format!("Authorization: Basic {encoded}\r\n"));
+        }
+        (None, Some(p)) => {
+            return Err(ConfigError::new(
+                p.pos,
+                "password() goes with user(): user(\"sluice\") password(\"…\")",
+            ))
+        }
+    }
+    for opt in o.all("headers") {
+        for v in opt.values() {
+            let (name, value) = v.text.split_once(':').ok_or_else(|| {
+                ConfigError::new(
+                    v.pos,
+                    format!("'{}' is not a header: headers(\"Name: value\")", v.text),
+                )
+            })?;
+            let name = http::HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| {
+                ConfigError::new(v.pos, format!("'{}' is not a header name", name.trim()))
+            })?;
+            let value = value.trim();
+            if http::HeaderValue::from_str(value).is_err() {
+                return Err(ConfigError::new(
+                    v.pos,
+                    format!("the value of header {name} has characters a header cannot carry"),
+                ));
+            }
+            if matches!(
+                name.as_str(),
+                "content-length" | "transfer-encoding" | "host"
+            ) {
+                return Err(ConfigError::new(
+                    v.pos,
+                    format!("{name} is sluice's to say, not headers()'"),
+                ));
+            }
+            common.push_str(&format!(
+                "{}: {value}\r\n",
+                v.text.split_once(':').expect("split").0.trim()
+            ));
+        }
+    }
+    let urls: Vec<&sluice_config::Value> = o.all("url").flat_map(|n| n.values()).collect();
+    if urls.is_empty() {
+        return Err(ConfigError::new(
+            node.pos,
+            "http() needs url(): http(url(\"http://10.0.0.1:8080/logs\"))",
+        ));
+    }
+    let mut targets = Vec::new();
+    let mut any_tls = false;
+    for v in &urls {
+        let t = target(v, method, &common)?;
+        any_tls |= t.tls;
+        targets.push(t);
+    }
+    let tls = match o.last("tls") {
+        Some(opt) => Some(TlsOptions::parse(opt)?),
+        None if any_tls => Some(TlsOptions::new(node.pos)),
+        None => None,
+    };
+    let tls = match tls {
+        Some(mut t) => {
+            // As curl does: the server is named in the handshake.
+            t.sni = true;
+            Some(t.client_config()?)
+        }
+        None => None,
+    };
+    let mut actions = Vec::new();
+    for opt in o.all("response_action") {
+        response_actions(opt, &mut actions)?;
+    }
+    let body = match o.last("body") {
+        Some(opt) => {
+            let v = opt.value()?;
+            Template::compile_in(&v.text, cx.names).map_err(|e| ConfigError::new(v.pos, e))?
+        }
+        None => Template::compile_in("$MSG", cx.names).expect("a valid template"),
+    };
+    let dates = format.dates.clone();
+    let mut format = format;
+    format.template = Some(body);
+    let body = format.formatter(Format::Proto(dates.clone()));
+    let partition_key = threaded.partition_key.map(|mut key| {
+        key.dates = dates;
+        Formatter::new(Format::Template(key), false)
+    });
+    let requests = Requests {
+        targets,
+        body_prefix: text(o, "body_prefix")?.unwrap_or_default().into_bytes(),
+        body_suffix: text(o, "body_suffix")?.unwrap_or_default().into_bytes(),
+        delimiter: text(o, "delimiter")?
+            .unwrap_or_else(|| "\n".into())
+            .into_bytes(),
+        batch: threaded.batch,
+        timeout: o
+            .last("timeout")
+            .map(Node::u64)
+            .transpose()?
+            .filter(|&s| s > 0)
+            .map(Duration::from_secs),
+        actions,
+    };
+    let first = urls[0].text.clone();
+    let all: String = urls.iter().map(|v| v.text.as_str()).collect();
+    let disk_buffer = queue.disk_buffer(o, || {
+        format!("{}-http-{:08x}", cx.name, crc32fast::hash(all.as_bytes()))
+    })?;
+    let opts = HttpOptions {
+        requests: Arc::new(requests),
+        tls,
+        workers: threaded.workers,
+        retries: threaded.retries,
+        time_reopen: queue.time_reopen,
+        log_fifo_size: queue.log_fifo_size,
+        disk_buffer,
+    };
+    let (component, id) = cx.counted_as(node);
+    let counters = cx
+        .stats
+        .destination(&component, &id, &format!("http,{first}"));
+    Ok(Arc::new(HttpDestination::new(
+        cx.label(),
+        body,
+        partition_key,
+        opts,
+        counters,
+    )))
+}
+
+/// A header value from the configuration, checked.
+fn header_value(value: &str, at: Option<&Node>) -> Result<String, ConfigError> {
+    if http::HeaderValue::from_str(value).is_err() {
+        let pos = at.map(|n| n.pos).unwrap_or_default();
+        return Err(ConfigError::new(
+            pos,
+            "a header cannot carry control characters",
+        ));
+    }
+    Ok(value.to_string())
+}
+
+/// One `url()`: `http://host[:port]/path?query` or `https://…`.
+fn target(v: &sluice_config::Value, method: &str, common: &str) -> Result<Target, ConfigError> {
+    let bad = |why: &str| ConfigError::new(v.pos, format!("url(\"{}\"): {why}", v.text));
+    if v.text.contains('$') {
+        return Err(ConfigError::not_supported(v.pos, "a template in url()"));
+    }
+    let uri: http::Uri = v
+        .text
+        .parse()
+        .map_err(|e| bad(&format!("not a URL ({e})")))?;
+    let tls = match uri.scheme_str() {
+        Some("http") => false,
+        Some("https") => true,
+        _ => return Err(bad("sluice speaks http:// and https://")),
+    };
+    let authority = uri.authority().ok_or_else(|| bad("no server"))?;
+    if authority.as_str().contains('@') {
+        return Err(bad(
+            "give the user in user() and password(), not in the URL",
+        ));
+    }
+    let host = authority
+        .host()
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    let port = authority.port_u16().unwrap_or(if tls { 443 } else { 80 });
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {}\r\n{common}",
+        authority.as_str()
+    );
+    Ok(Target {
+        url: v.text.clone(),
+        host: host.to_string(),
+        port,
+        tls,
+        head: head.into_bytes(),
+    })
+}
+
+/// `response-action(404 => retry, 418 => drop)`.
+fn response_actions(opt: &Node, into: &mut Vec<(u16, Action)>) -> Result<(), ConfigError> {
+    let words: Vec<&sluice_config::Value> = opt.values().collect();
+    let example = "response-action(404 => retry, 418 => drop)";
+    if words.is_empty() || words.len() % 3 != 0 {
+        return Err(ConfigError::new(opt.pos, format!("write it as {example}")));
+    }
+    for w in words.chunks(3) {
+        let status = w[0]
+            .text
+            .parse::<u16>()
+            .ok()
+            .filter(|s| (100..=599).contains(s))
+            .ok_or_else(|| {
+                ConfigError::new(w[0].pos, format!("'{}' is not an HTTP status", w[0].text))
+            })?;
+        if w[1].text != "=>" {
+            return Err(ConfigError::new(w[1].pos, format!("write it as {example}")));
+        }
+        let action = Action::named(&w[2].text.to_ascii_lowercase()).ok_or_else(|| {
+            ConfigError::unknown(w[2].pos, "response action", &w[2].text, "", Action::NAMES)
+        })?;
+        into.push((status, action));
+    }
+    Ok(())
+}

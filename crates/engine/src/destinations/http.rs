@@ -1,0 +1,691 @@
+//! `http()`: messages as HTTP requests, as syslog-ng's `http()` destination sends them — the
+//! `body()` template of each message, `batch-lines()` of them in one request between
+//! `body-prefix()` and `body-suffix()`, joined by `delimiter()`.
+//!
+//! Readers format the bodies and queue them in one of `workers()` lanes (by
+//! `worker-partition-key()`, or in turn); each lane's sender ([`super::sender`]) keeps an
+//! HTTP/1.1 connection to one of the `url()`s (the lanes start on different ones, and a lane
+//! whose server fails goes on to the next) and sends its requests one at a time through
+//! [`Requests`], the wire. The answer's status says what became of a request's messages:
+//! 2xx delivered; 4xx refused for good (dropped and counted), but 408 and 429; everything else
+//! asked again later, at most `retries()` times; `response-action()` says otherwise per status.
+//!
+//! Responses are read with `httparse`; bodies by `Content-Length`, chunked, or to the end of
+//! the connection. A server's answer never picks anything but the fate of its request.
+
+use super::delivery::Delivery;
+use super::diskq::DiskBufferOptions;
+use super::format::Formatter;
+use super::link::{dial, stalled, Connected, Dial, Failure, GiveUp, Link, Position, Wire};
+use super::link::{STOP_GRACE, TICK};
+use super::queue::Batch;
+use super::sender::{Batching, Pacing, Servers};
+use super::{Destination, Outbox};
+use crate::own_log;
+use crate::stats::DestCounters;
+use crate::window::Ack;
+use sluice_model::LogMessage;
+use socket2::Type;
+use std::cell::RefCell;
+use std::io::ErrorKind;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The most of a response sluice reads: a server that answers more is not a log receiver.
+const MAX_RESPONSE: usize = 16 << 20;
+/// How much of a refusing server's answer sluice's own messages quote.
+const QUOTED: usize = 200;
+
+/// What a status says of a request's messages (`response-action()`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    Success,
+    Retry,
+    Drop,
+    Disconnect,
+}
+
+impl Action {
+    pub const NAMES: &'static [&'static str] = &["success", "retry", "drop", "disconnect"];
+
+    pub fn named(name: &str) -> Option<Action> {
+        Some(match name {
+            "success" => Action::Success,
+            "retry" => Action::Retry,
+            "drop" => Action::Drop,
+            "disconnect" => Action::Disconnect,
+            _ => return None,
+        })
+    }
+
+    /// What a status means unless `response-action()` says otherwise: 2xx delivered; 4xx
+    /// refused for good, as syslog-ng has it, except 408 (timeout) and 429 (too many
+    /// requests), which say "later"; everything else later.
+    fn of(status: u16) -> Action {
+        match status {
+            200..=299 => Action::Success,
+            408 | 429 => Action::Retry,
+            400..=499 => Action::Drop,
+            _ => Action::Retry,
+        }
+    }
+}
+
+/// One `url()`: where a connection goes and what a request names.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// As configured: how sluice's messages and statistics name it.
+    pub url: String,
+    pub host: String,
+    pub port: u16,
+    pub tls: bool,
+    /// The request line and the headers every request to it has, up to `Content-Length`.
+    pub head: Vec<u8>,
+}
+
+/// How requests are made and answers read: shared by the wires of every lane.
+#[derive(Debug)]
+pub struct Requests {
+    pub targets: Vec<Target>,
+    pub body_prefix: Vec<u8>,
+    pub body_suffix: Vec<u8>,
+    pub delimiter: Vec<u8>,
+    pub batch: Batching,
+    /// `timeout()`: how long a server may take to answer; `None`: as long as it takes.
+    pub timeout: Option<Duration>,
+    /// `response-action()`: what a status means where it differs from [`Action::of`].
+    pub actions: Vec<(u16, Action)>,
+}
+
+impl Requests {
+    fn action(&self, status: u16) -> Action {
+        self.actions
+            .iter()
+            .find(|(s, _)| *s == status)
+            .map_or_else(|| Action::of(status), |(_, a)| *a)
+    }
+}
+
+/// The options of an `http()` destination.
+#[derive(Debug)]
+pub struct HttpOptions {
+    pub requests: Arc<Requests>,
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+    pub workers: usize,
+    pub retries: u32,
+    pub time_reopen: Duration,
+    pub log_fifo_size: usize,
+    pub disk_buffer: Option<(DiskBufferOptions, String)>,
+}
+
+thread_local! {
+    /// One message's partition key.
+    static KEY: RefCell<Vec<u8>> = RefCell::default();
+}
+
+pub struct HttpDestination {
+    body: Formatter,
+    /// `worker-partition-key()`: messages with the same key go to the same lane, in order.
+    partition_key: Option<Formatter>,
+    counters: DestCounters,
+    delivery: Delivery,
+    /// The lane of the next delivery without a partition key.
+    next_lane: AtomicUsize,
+}
+
+impl HttpDestination {
+    pub fn new(
+        label: String,
+        body: Formatter,
+        partition_key: Option<Formatter>,
+        opts: HttpOptions,
+        counters: DestCounters,
+    ) -> HttpDestination {
+        let pacing = Pacing {
+            time_reopen: opts.time_reopen,
+            failback: None,
+            retries: opts.retries.max(1),
+            batch: opts.requests.batch,
+            log_fifo_size: opts.log_fifo_size,
+        };
+        let workers = opts.workers;
+        let disk_buffer = opts.disk_buffer.clone();
+        let delivery = Delivery::new(
+            label.into(),
+            Arc::new(opts),
+            pacing,
+            counters.clone(),
+            disk_buffer,
+            workers,
+        );
+        HttpDestination {
+            body,
+            partition_key,
+            counters,
+            delivery,
+            next_lane: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl Destination for HttpDestination {
+    fn numbers_local(&self) -> bool {
+        self.body.numbers_local()
+    }
+
+    fn start(
+        &self,
+        state_dir: &Path,
+        previous: Option<&Arc<dyn Destination>>,
+    ) -> std::io::Result<()> {
+        let previous = previous.and_then(|p| p.as_any().downcast_ref::<HttpDestination>());
+        self.delivery
+            .start(state_dir, previous.map(|p| &p.delivery))
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn deliver(
+        &self,
+        msgs: &[LogMessage],
+        which: &[u32],
+        ack: &Ack,
+        flow_control: bool,
+        outbox: &mut Outbox,
+    ) {
+        self.counters
+            .processed
+            .fetch_add(which.len() as u64, Ordering::Relaxed);
+        let workers = self.delivery.workers();
+        let mut lanes: Vec<Batch> = (0..workers)
+            .map(|_| Batch::new(flow_control.then(|| ack.clone())))
+            .collect();
+        // Without a key, a delivery goes to one lane, the next in turn.
+        let turn = match &self.partition_key {
+            None if workers > 1 => self.next_lane.fetch_add(1, Ordering::Relaxed) % workers,
+            _ => 0,
+        };
+        for &i in which {
+            let msg = &msgs[i as usize];
+            let lane = match &self.partition_key {
+                Some(key) if workers > 1 => KEY.with_borrow_mut(|k| {
+                    k.clear();
+                    key.append(msg, k);
+                    crc32fast::hash(k) as usize % workers
+                }),
+                _ => turn,
+            };
+            let batch = &mut lanes[lane];
+            self.body.append(msg, &mut batch.data);
+            batch.end_message();
+        }
+        for (i, batch) in lanes.into_iter().enumerate() {
+            if !batch.is_empty() {
+                let queue = self.delivery.queue(i).clone();
+                outbox.push(move || queue.push(batch));
+            }
+        }
+    }
+
+    fn shutdown(&self) {
+        self.delivery.shutdown();
+    }
+}
+
+impl Servers for HttpOptions {
+    fn count(&self) -> usize {
+        self.requests.targets.len()
+    }
+
+    fn name(&self, i: usize) -> String {
+        self.requests.targets[i].url.clone()
+    }
+
+    /// Connects to `url()` number `i`, with the TLS handshake done for `https://`.
+    fn open(&self, i: usize) -> std::io::Result<Connected> {
+        let target = &self.requests.targets[i];
+        let sock = dial(&target.host, target.port, Type::STREAM, &Dial::default())?;
+        sock.set_read_timeout(Some(TICK))?;
+        let link = match (&self.tls, target.tls) {
+            (Some(config), true) => Link::secure(sock, config, &target.host)?,
+            _ => Link { sock, tls: None },
+        };
+        link.sock.set_read_timeout(Some(TICK))?;
+        Ok(Connected {
+            link,
+            wire: Box::new(Exchange {
+                requests: self.requests.clone(),
+                target: i,
+                input: Vec::new(),
+                server_closes: false,
+            }),
+        })
+    }
+
+    fn probe(&self, i: usize) -> bool {
+        let target = &self.requests.targets[i];
+        dial(&target.host, target.port, Type::STREAM, &Dial::default()).is_ok()
+    }
+}
+
+/// The wire of an HTTP/1.1 connection: a request, then its answer, in turn.
+struct Exchange {
+    requests: Arc<Requests>,
+    /// The `url()` the connection goes to.
+    target: usize,
+    /// What the server sent and was not read yet.
+    input: Vec<u8>,
+    /// The server said it closes the connection after its answer.
+    server_closes: bool,
+}
+
+/// A server's answer: its status, and the start of what it said.
+struct Answer {
+    status: u16,
+    text: String,
+}
+
+impl Wire for Exchange {
+    fn send(
+        &mut self,
+        link: &mut Link,
+        batches: &[Batch],
+        pos: &mut Position,
+        give_up: GiveUp,
+    ) -> Result<(), Failure> {
+        let r = self.requests.clone();
+        let mut request: Vec<u8> = Vec::new();
+        let mut body: Vec<u8> = Vec::new();
+        pos.advance(batches, 0);
+        while pos.batch < batches.len() {
+            let (after, messages) = self.body(batches, *pos, &mut body);
+            request.clear();
+            request.extend_from_slice(&r.targets[self.target].head);
+            request.extend_from_slice(b"Content-Length: ");
+            sluice_model::time::push_num(&mut request, body.len() as u32);
+            request.extend_from_slice(b"\r\n\r\n");
+            link.write_all(&request, give_up)?;
+            link.write_all(&body, give_up)?;
+            let answer = self.answer(link, give_up)?;
+            let why = || format!("HTTP {}{}", answer.status, quoted(&answer.text));
+            match r.action(answer.status) {
+                Action::Success => *pos = after,
+                Action::Drop => {
+                    own_log::error(format!(
+                        "{} refused {messages} messages for good: {}; dropped",
+                        r.targets[self.target].url,
+                        why()
+                    ));
+                    *pos = after;
+                    pos.refused += messages;
+                }
+                Action::Retry => {
+                    return Err(Failure::Later {
+                        why: why(),
+                        messages,
+                    })
+                }
+                Action::Disconnect => {
+                    self.server_closes = true;
+                    return Err(Failure::Broken(std::io::Error::new(
+                        ErrorKind::ConnectionAborted,
+                        format!("{}; disconnecting (response-action)", why()),
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn closed(&self, link: &Link) -> bool {
+        self.server_closes || link.peer_closed()
+    }
+}
+
+impl Exchange {
+    /// The body of the request that starts at `pos`: the prefix, as many messages as a
+    /// request takes joined by the delimiter, the suffix. Returns where the request ends
+    /// and how many messages it carries.
+    fn body(&self, batches: &[Batch], mut pos: Position, body: &mut Vec<u8>) -> (Position, usize) {
+        let r = &self.requests;
+        // Without batch-lines() and batch-bytes(), one message a request.
+        let single = r.batch.lines == 0 && r.batch.bytes == 0;
+        body.clear();
+        body.extend_from_slice(&r.body_prefix);
+        let mut messages = 0;
+        while pos.batch < batches.len() {
+            let b = &batches[pos.batch];
+            let i = pos.message(batches);
+            let message = &b.data[pos.byte..b.ends[i] as usize];
+            if messages > 0 {
+                let bytes = body.len() + r.delimiter.len() + message.len() + r.body_suffix.len();
+                if single
+                    || (r.batch.lines > 0 && messages >= r.batch.lines)
+                    || (r.batch.bytes > 0 && bytes > r.batch.bytes)
+                {
+                    break;
+                }
+                body.extend_from_slice(&r.delimiter);
+            }
+            body.extend_from_slice(message);
+            messages += 1;
+            pos.skip_messages(batches, 1);
+        }
+        body.extend_from_slice(&r.body_suffix);
+        (pos, messages)
+    }
+
+    /// Reads the answer to the request just sent. A server that says nothing for
+    /// `timeout()` has failed; one that says nothing while the sender gives up gets the
+    /// stop's grace.
+    fn answer(&mut self, link: &mut Link, give_up: GiveUp) -> std::io::Result<Answer> {
+        let started = Instant::now();
+        let mut waiting_since = None;
+        loop {
+            match parse(&self.input)? {
+                Parsed::Whole {
+                    status,
+                    used,
+                    text,
+                    closes,
+                } => {
+                    self.input.drain(..used);
+                    self.server_closes |= closes;
+                    // 1xx are interim: the answer follows.
+                    if (100..200).contains(&status) {
+                        continue;
+                    }
+                    return Ok(Answer { status, text });
+                }
+                Parsed::ToTheEnd { status, head } if self.server_closes_now(link)? => {
+                    let text = String::from_utf8_lossy(&self.input[head..]).into_owned();
+                    self.input.clear();
+                    self.server_closes = true;
+                    return Ok(Answer { status, text });
+                }
+                Parsed::ToTheEnd { .. } | Parsed::Partial => {}
+            }
+            if self.input.len() > MAX_RESPONSE {
+                return Err(std::io::Error::new(
+                    ErrorKind::InvalidData,
+                    format!("an answer of more than {MAX_RESPONSE} bytes"),
+                ));
+            }
+            let mut chunk = [0u8; 16 << 10];
+            match link.read(&mut chunk) {
+                Ok(0) => {
+                    return Err(std::io::Error::new(
+                        ErrorKind::UnexpectedEof,
+                        "the server closed the connection before it answered",
+                    ))
+                }
+                Ok(n) => {
+                    self.input.extend_from_slice(&chunk[..n]);
+                    waiting_since = None;
+                }
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    if let Some(t) = self.requests.timeout {
+                        if started.elapsed() > t {
+                            return Err(std::io::Error::new(
+                                ErrorKind::TimedOut,
+                                format!("no answer within timeout({})", t.as_secs()),
+                            ));
+                        }
+                    }
+                    stalled(&mut waiting_since, give_up, STOP_GRACE)?;
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Whether the server has closed the connection after an answer that runs to its end:
+    /// reads what is left when it has not.
+    fn server_closes_now(&mut self, link: &mut Link) -> std::io::Result<bool> {
+        let mut chunk = [0u8; 16 << 10];
+        match link.read(&mut chunk) {
+            Ok(0) => Ok(true),
+            Ok(n) => {
+                self.input.extend_from_slice(&chunk[..n]);
+                Ok(false)
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => Ok(false),
+            Err(e) if e.kind() == ErrorKind::Interrupted => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// What the start of `input` holds.
+enum Parsed {
+    /// Not a whole answer yet.
+    Partial,
+    /// A whole answer of `used` bytes.
+    Whole {
+        status: u16,
+        used: usize,
+        text: String,
+        closes: bool,
+    },
+    /// An answer whose body runs to the end of the connection, from `head` on.
+    ToTheEnd { status: u16, head: usize },
+}
+
+/// Parses the answer at the start of `input`: its head with `httparse`, its body by
+/// `Content-Length`, chunked, or to the end of the connection.
+fn parse(input: &[u8]) -> std::io::Result<Parsed> {
+    let invalid = |what: String| std::io::Error::new(ErrorKind::InvalidData, what);
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut response = httparse::Response::new(&mut headers);
+    let head = match response.parse(input) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Ok(Parsed::Partial),
+        Err(e) => return Err(invalid(format!("not an HTTP answer: {e}"))),
+    };
+    let status = response.code.unwrap_or(0);
+    let mut length = None;
+    let mut chunked = false;
+    let mut closes = response.version == Some(0);
+    for h in response.headers.iter() {
+        let value = std::str::from_utf8(h.value).unwrap_or("").trim();
+        if h.name.eq_ignore_ascii_case("content-length") {
+            length = Some(
+                value
+                    .parse::<usize>()
+                    .map_err(|_| invalid(format!("Content-Length: {value}")))?,
+            );
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            chunked = value.to_ascii_lowercase().ends_with("chunked");
+        } else if h.name.eq_ignore_ascii_case("connection") {
+            let value = value.to_ascii_lowercase();
+            closes = value.contains("close") || (closes && !value.contains("keep-alive"));
+        }
+    }
+    // No body: 1xx, 204, 304.
+    if (100..200).contains(&status) || status == 204 || status == 304 {
+        length = Some(0);
+    }
+    let whole = |used: usize, body: &[u8]| Parsed::Whole {
+        status,
+        used,
+        text: String::from_utf8_lossy(&body[..body.len().min(QUOTED * 4)]).into_owned(),
+        closes,
+    };
+    if chunked {
+        let mut at = head;
+        let mut body = Vec::new();
+        loop {
+            let (start, size) = match httparse::parse_chunk_size(&input[at..]) {
+                Ok(httparse::Status::Complete((n, size))) => (at + n, size as usize),
+                Ok(httparse::Status::Partial) => return Ok(Parsed::Partial),
+                Err(_) => return Err(invalid("a chunk size that is not one".into())),
+            };
+            if size == 0 {
+                // The last chunk; trailers (rare) up to an empty line.
+                let rest = &input[start..];
+                return match memchr::memmem::find(rest, b"\r\n") {
+                    Some(0) => Ok(whole(start + 2, &body)),
+                    _ => match memchr::memmem::find(rest, b"\r\n\r\n") {
+                        Some(end) => Ok(whole(start + end + 4, &body)),
+                        None => Ok(Parsed::Partial),
+                    },
+                };
+            }
+            if input.len() < start + size + 2 {
+                return Ok(Parsed::Partial);
+            }
+            if body.len() < QUOTED * 4 {
+                body.extend_from_slice(&input[start..start + size]);
+            }
+            at = start + size + 2;
+        }
+    }
+    match length {
+        Some(n) if input.len() >= head + n => Ok(whole(head + n, &input[head..head + n])),
+        Some(_) => Ok(Parsed::Partial),
+        None => Ok(Parsed::ToTheEnd { status, head }),
+    }
+}
+
+/// `: what the server said`, shortened, on one line; nothing when it said nothing.
+fn quoted(text: &str) -> String {
+    let line: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(QUOTED)
+        .collect();
+    let line = line.trim();
+    if line.is_empty() {
+        String::new()
+    } else {
+        format!(": {line}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn whole(input: &[u8]) -> (u16, usize, String, bool) {
+        match parse(input).expect("an answer") {
+            Parsed::Whole {
+                status,
+                used,
+                text,
+                closes,
+            } => (status, used, text, closes),
+            Parsed::Partial => panic!("partial"),
+            Parsed::ToTheEnd { .. } => panic!("to the end"),
+        }
+    }
+
+    #[test]
+    fn answers_are_read_by_length_chunks_or_to_the_end() {
+        let a = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokNEXT";
+        assert_eq!(whole(a), (200, a.len() - 4, "ok".into(), false));
+        let c = b"HTTP/1.1 400 Bad\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
+        assert_eq!(whole(c), (400, c.len(), "abcde".into(), false));
+        let closes = b"HTTP/1.1 503 Busy\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
+        assert!(whole(closes).3);
+        assert!(matches!(
+            parse(b"HTTP/1.0 200 OK\r\n\r\nto the end").unwrap(),
+            Parsed::ToTheEnd {
+                status: 200,
+                head: 19
+            }
+        ));
+        for partial in [
+            &b"HTTP/1.1 200 OK\r\nContent-Len"[..],
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nab",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nab",
+        ] {
+            assert!(matches!(parse(partial).unwrap(), Parsed::Partial));
+        }
+        assert!(parse(b"SSH-2.0-OpenSSH\r\n\r\n").is_err());
+        assert!(parse(b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n").is_err());
+    }
+
+    #[test]
+    fn statuses_mean_what_syslog_ng_says_unless_configured() {
+        let r = Requests {
+            targets: Vec::new(),
+            body_prefix: Vec::new(),
+            body_suffix: Vec::new(),
+            delimiter: Vec::new(),
+            batch: Batching::default(),
+            timeout: None,
+            actions: vec![(404, Action::Retry), (500, Action::Drop)],
+        };
+        let seen: Vec<Action> = [200, 204, 301, 400, 404, 408, 429, 500, 503, 999]
+            .iter()
+            .map(|&s| r.action(s))
+            .collect();
+        use Action::*;
+        assert_eq!(
+            seen,
+            [Success, Success, Retry, Drop, Retry, Retry, Retry, Drop, Retry, Retry]
+        );
+    }
+
+    #[test]
+    fn a_request_takes_as_many_messages_as_its_batch_allows() {
+        let mut batch = Batch::new(None);
+        for m in ["aa", "bbb", "c", "dddd"] {
+            batch.data.extend_from_slice(m.as_bytes());
+            batch.end_message();
+        }
+        let batches = [batch];
+        let exchange = |lines, bytes| Exchange {
+            requests: Arc::new(Requests {
+                targets: Vec::new(),
+                body_prefix: b"[".to_vec(),
+                body_suffix: b"]".to_vec(),
+                delimiter: b",".to_vec(),
+                batch: Batching {
+                    lines,
+                    bytes,
+                    timeout: Duration::ZERO,
+                },
+                timeout: None,
+                actions: Vec::new(),
+            }),
+            target: 0,
+            input: Vec::new(),
+            server_closes: false,
+        };
+        let requests = |e: Exchange| {
+            let mut pos = Position::default();
+            let mut out = Vec::new();
+            let mut body = Vec::new();
+            while pos.batch < batches.len() {
+                let (after, n) = e.body(&batches, pos, &mut body);
+                out.push((String::from_utf8(body.clone()).unwrap(), n));
+                pos = after;
+            }
+            out
+        };
+        let s = |b: &str, n| (b.to_string(), n);
+        assert_eq!(
+            requests(exchange(0, 0)),
+            [s("[aa]", 1), s("[bbb]", 1), s("[c]", 1), s("[dddd]", 1)]
+        );
+        assert_eq!(
+            requests(exchange(3, 0)),
+            [s("[aa,bbb,c]", 3), s("[dddd]", 1)]
+        );
+        // At most 9 bytes a body, but at least one message.
+        assert_eq!(
+            requests(exchange(0, 9)),
+            [s("[aa,bbb]", 2), s("[c,dddd]", 2)]
+        );
+        assert_eq!(
+            requests(exchange(0, 2)),
+            [s("[aa]", 1), s("[bbb]", 1), s("[c]", 1), s("[dddd]", 1)]
+        );
+    }
+}
