@@ -329,3 +329,51 @@ fn bad_http_options_are_refused_with_what_to_write() {
         assert!(text.contains(says), "{destination}: {text}");
     }
 }
+
+#[test]
+fn requests_carry_what_syslog_ngs_http_sends() {
+    if common::syslog_ng().is_none() {
+        return;
+    }
+    let mut seen = Vec::new();
+    for kind in [Server::SyslogNg, Server::Sluice] {
+        let server = HttpServer::start(&[]);
+        let port = free_port();
+        let mut s = Running::start(
+            kind,
+            &format!(
+                r#"@version: 3.38
+                options {{ keep-hostname(yes); }};
+                source s {{ tcp(ip(127.0.0.1) port({port})); }};
+                destination d {{ http(url("{}") method("PUT") batch-lines(4)
+                    body-prefix("[") delimiter(",") body-suffix("]") body("$PROGRAM:$MSG")
+                    headers("X-Site: lab") user("ops") password("pw")); }};
+                log {{ source(s); destination(d); }};"#,
+                server.url("/in")
+            ),
+        );
+        s.wait_tcp(port);
+        send_tcp(port, &messages(30, 3), Framing::Newline);
+        let requests = server.wait_for(Duration::from_secs(30), |r| count(r) >= 30);
+        assert_eq!(sequence(&requests), (0..30).collect::<Vec<_>>(), "{kind:?}");
+        let mut bodies = Vec::new();
+        for r in &requests {
+            assert_eq!(r.line, "PUT /in", "{kind:?}");
+            for h in ["X-Site: lab", "Authorization: Basic b3BzOnB3"] {
+                assert!(r.headers.contains(h), "{kind:?}: {h} in\n{}", r.headers);
+            }
+            let inner = r
+                .body
+                .strip_prefix('[')
+                .and_then(|b| b.strip_suffix(']'))
+                .unwrap_or_else(|| panic!("{kind:?}: {}", r.body));
+            let these: Vec<String> = inner.split(',').map(String::from).collect();
+            assert!(these.len() <= 4, "{kind:?}: {}", r.body);
+            bodies.extend(these);
+        }
+        seen.push(bodies);
+    }
+    // The same messages, each formatted the same; where one request ends may differ (each
+    // sends what it has when its queue is empty).
+    assert_eq!(seen[0], seen[1]);
+}
