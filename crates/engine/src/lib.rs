@@ -38,10 +38,10 @@
 //! # Shutdown
 //!
 //! 1. SIGTERM, SIGINT, `sluice ctl stop` or the end of `stdin()`: every source stop is set;
-//!    readers stop reading, queue what they read (waiting at most `STOP_GRACE` for a
-//!    destination that takes nothing) and return. A second signal exits at once.
-//! 2. Destinations write what they hold and stop. A failing file is tried for a bounded grace;
-//!    a forwarding destination whose peer takes nothing gives it `STOP_GRACE` and gives up
+//!    readers stop reading, queue what they read and return. A second signal exits at once.
+//! 2. Destinations write what they hold and stop. Whatever waits on a destination that takes
+//!    nothing (a reader for credits, a failing file, a peer that reads nothing) waits within
+//!    one grace counted from the stop (`stopping::GRACE`); then the destination gives up
 //!    without reconnecting, reporting what is lost (or leaving it in its disk buffer).
 //! 3. The control socket is removed if it is still sluice's; the pid file by the caller.
 
@@ -54,6 +54,7 @@ pub mod options;
 pub mod own_log;
 pub mod sources;
 pub mod stats;
+pub mod stopping;
 pub mod tls;
 pub mod window;
 
@@ -561,6 +562,7 @@ async fn serve(
             let _ = answer.send(result);
         }
     }
+    stopping::begin();
     own_log::notice(format!("sluice shutting down; version='{VERSION}'"));
     // Stopping writes what was accepted, giving failing destinations a bounded grace; a
     // second SIGTERM or SIGINT does not wait for it.

@@ -46,7 +46,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// How long a stopping writer keeps trying its failing files.
-const STOP_GRACE: Duration = Duration::from_secs(10);
+const STOP_GRACE: Duration = crate::stopping::GRACE;
 
 /// Files one writer keeps open at most; past that the least recently written is closed.
 pub const MAX_OPEN_PER_WRITER: usize = 512;
@@ -461,9 +461,9 @@ fn feed(
                 .wait_timeout(left, Duration::from_millis(500))
                 .expect("feeder count lock")
                 .0;
-            let stopping = buffer
-                .is_stopping()
-                .then(|| *stopping_since.get_or_insert_with(Instant::now));
+            let stopping = buffer.is_stopping().then(|| {
+                *stopping_since.get_or_insert_with(|| crate::stopping::since(Instant::now()))
+            });
             if *left > 0 && stopping.is_some_and(|t| t.elapsed() >= STOP_GRACE) {
                 drop(left);
                 let said = buffer.abandon(&mut batches);
@@ -1167,7 +1167,7 @@ impl Writer {
     /// Writes what is queued. Files that fail are tried for [`STOP_GRACE`]; what they still
     /// hold then is said and counted as dropped.
     fn stop(&mut self) {
-        let deadline = Instant::now() + STOP_GRACE;
+        let deadline = crate::stopping::since(Instant::now()) + STOP_GRACE;
         loop {
             self.write_all();
             let now = Instant::now();

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 /// The most buffers one `writev` takes (Linux's `IOV_MAX`).
 const IOV_MAX: usize = 1024;
 /// While stopping, how long a peer may take no data before the sender gives up on it.
-pub(super) const STOP_GRACE: Duration = Duration::from_secs(10);
+pub(super) const STOP_GRACE: Duration = crate::stopping::GRACE;
 /// How long a connect may take.
 pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a TLS handshake may take.
@@ -245,13 +245,30 @@ impl Link {
             .map_err(|e| std::io::Error::new(ErrorKind::InvalidInput, e))?;
         let mut tls = rustls::ClientConnection::new(config.clone(), name)
             .map_err(|e| std::io::Error::other(format!("TLS: {e}")))?;
-        sock.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
-        sock.set_write_timeout(Some(HANDSHAKE_TIMEOUT))?;
+        // Waits a tick at a time: a stop whose grace is spent ends the wait.
+        sock.set_read_timeout(Some(TICK))?;
+        sock.set_write_timeout(Some(TICK))?;
+        let started = Instant::now();
         while tls.is_handshaking() {
-            tls.complete_io(&mut &sock).map_err(|e| {
-                let why = crate::tls::explain_io(&e);
-                std::io::Error::new(e.kind(), format!("TLS handshake failed: {why}"))
-            })?;
+            match tls.complete_io(&mut &sock) {
+                Ok(_) => {}
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    if started.elapsed() > HANDSHAKE_TIMEOUT || crate::stopping::grace_spent() {
+                        return Err(std::io::Error::new(
+                            ErrorKind::TimedOut,
+                            "TLS handshake failed: the server did not answer",
+                        ));
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => {
+                    let why = crate::tls::explain_io(&e);
+                    return Err(std::io::Error::new(
+                        e.kind(),
+                        format!("TLS handshake failed: {why}"),
+                    ));
+                }
+            }
         }
         tls.set_buffer_limit(None);
         sock.set_read_timeout(None)?;
@@ -408,7 +425,8 @@ fn write_until_done(
 pub(super) type GiveUp<'a> = &'a dyn Fn() -> bool;
 
 /// A write (or a wait for an answer) that got nothing: backpressure, to wait out, unless the
-/// sender gives up and the peer has taken nothing for `grace` since then (`since`).
+/// sender gives up and the peer has taken nothing for `grace` since then (`since`) — since
+/// the stop began, when sluice is stopping ([`crate::stopping`]).
 pub(super) fn stalled(
     since: &mut Option<Instant>,
     give_up: GiveUp,
@@ -418,7 +436,7 @@ pub(super) fn stalled(
         *since = None;
         return Ok(());
     }
-    let since = *since.get_or_insert_with(Instant::now);
+    let since = *since.get_or_insert_with(|| crate::stopping::since(Instant::now()));
     if since.elapsed() > grace {
         return Err(std::io::Error::new(
             ErrorKind::TimedOut,

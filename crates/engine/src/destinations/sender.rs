@@ -265,6 +265,10 @@ impl Sender {
         let n = self.servers.count();
         loop {
             for _ in 0..n {
+                // A stop whose grace is spent tries no more servers.
+                if stopping && crate::stopping::grace_spent() {
+                    return false;
+                }
                 match self.servers.open(self.server) {
                     Ok(sock) => {
                         if self.server != 0 {

@@ -270,7 +270,7 @@ impl Routed {
 
 /// How long a reader of a stopping server waits for a destination to take what it read (a
 /// flow-controlled path to a server that is down, a full disk) before giving it up.
-pub const STOP_GRACE: Duration = Duration::from_secs(10);
+pub const STOP_GRACE: Duration = crate::stopping::GRACE;
 
 impl Context {
     /// Takes `n` credits of `window`, waiting while destinations are behind. Once the server
