@@ -129,6 +129,13 @@ fn main() -> ExitCode {
         .and_then(Path::parent)
         .filter(|d| !d.as_os_str().is_empty())
         .map_or_else(|| PathBuf::from("/var/lib/sluice"), Path::to_path_buf);
+    // Where file sources keep their positions: the persist file, or one in the state
+    // directory.
+    sluice_engine::persist::init(
+        &cli.persist_file
+            .clone()
+            .unwrap_or_else(|| state_dir.join("sluice.persist")),
+    );
     let opts = sluice_engine::RunOptions {
         worker_threads: cli.worker_threads,
         state_dir,

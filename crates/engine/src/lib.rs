@@ -52,6 +52,7 @@ pub mod dispatch;
 pub mod dns;
 pub mod options;
 pub mod own_log;
+pub mod persist;
 pub mod sources;
 pub mod stats;
 pub mod stopping;

@@ -8,6 +8,7 @@
 //! declaration here, and a line in `every_source_reads_every_option_it_declares`'s samples.
 
 use super::datagram::{Bind, DatagramSource};
+use super::file::FileSource;
 use super::internal::InternalSource;
 use super::stdin::StdinSource;
 use super::stream::{Listen, Proxied, StreamSource};
@@ -67,6 +68,12 @@ pub static DRIVERS: &[SourceDriver] = &[
         build: unix,
     },
     SourceDriver {
+        names: &["file"],
+        options: FILE,
+        sample: "file(\"/nonexistent/sluice-table-test\")",
+        build: file,
+    },
+    SourceDriver {
         names: &["stdin"],
         options: &[],
         sample: "stdin()",
@@ -82,7 +89,6 @@ pub static DRIVERS: &[SourceDriver] = &[
 
 /// Source drivers of syslog-ng that sluice does not have yet.
 pub const NOT_YET: &[&str] = &[
-    "file",
     "wildcard_file",
     "system",
     "systemd_journal",
@@ -572,6 +578,66 @@ fn unix(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigErr
             so_rcvbuf,
         )))
     }
+}
+
+/// The options of `file()`.
+/// (Multi-line modes, `pad-size()` and encodings are every source's, in
+/// [`SourceOptions::DECLARED`].)
+const FILE: &[Declared] = &[
+    read("follow_freq", "follow-freq(0.5)"),
+    not_yet("multi_line_suffix"),
+    not_yet("multi_line_timeout"),
+];
+
+/// `file("/var/log/app.log")`: follows a file as it grows, across rotations.
+fn file(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigError> {
+    let path = node.first_value().ok_or_else(|| {
+        ConfigError::new(
+            node.pos,
+            "file() needs a file name: file(\"/var/log/app.log\")",
+        )
+    })?;
+    if !path.text.starts_with('/') {
+        return Err(ConfigError::new(
+            path.pos,
+            format!(
+                "file(\"{}\"): give the file's whole path, from /",
+                path.text
+            ),
+        ));
+    }
+    let follow_freq = match o.last("follow_freq") {
+        Some(opt) => {
+            let v = opt.value()?;
+            let secs: f64 = v.text.parse().map_err(|_| {
+                ConfigError::new(
+                    v.pos,
+                    format!("follow-freq({}) is not a number of seconds", v.text),
+                )
+            })?;
+            if !(secs > 0.0 && secs <= 3600.0) {
+                return Err(ConfigError::new(
+                    v.pos,
+                    "follow-freq() is more than 0 and at most 3600 seconds (sluice always follows)",
+                ));
+            }
+            Duration::from_secs_f64(secs)
+        }
+        None => Duration::from_secs(1),
+    };
+    let mut common = common;
+    common.opts.flags.local = true;
+    let ingest = common.ingest();
+    let window = common.opts.log_iw_size;
+    let reader = common.reader(node, &ingest, &path.text, Framing::Newline, window, "");
+    Ok(Arc::new(FileSource {
+        path: path.text.clone().into(),
+        reader,
+        follow_freq,
+        names: common.names(),
+        source_name: common.cx.name.clone(),
+        source_id: common.cx.id,
+    }))
 }
 
 /// `stdin()`: what sluice is given on its standard input, to its end.

@@ -10,6 +10,7 @@
 
 pub mod datagram;
 pub mod drivers;
+pub mod file;
 pub mod internal;
 pub mod relp;
 pub mod stdin;
@@ -361,6 +362,7 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
     window: &Window,
     ctx: &Context,
     peer: &str,
+    mut positions: Option<&mut dyn Positions>,
 ) {
     let mut shutdown = ctx.shutdown.clone();
     let mut routed = Routed::new(origin);
@@ -370,6 +372,8 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
     let mut frames = Vec::new();
     // Completes when the last read handed to a task has been queued.
     let mut queued: Option<oneshot::Receiver<()>> = None;
+    // Bytes of the input the reads so far took (whole frames).
+    let mut taken: u64 = 0;
     loop {
         // Wait for data with the smallest buffer; borrow the rest of a large read from the
         // source's budget once the small one filled, and take only what is there already.
@@ -438,7 +442,16 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
             let Some(read) = Read::new(chunk, frames, &mut routed, spec, ctx, peer) else {
                 break;
             };
-            let Some(mut ack) = ctx.credits(window, read.frames() as u32, peer).await else {
+            taken += consumed as u64;
+            let n = read.frames() as u32;
+            let credits = match positions.as_mut() {
+                Some(p) => {
+                    let delivered = p.read_ends_at(taken);
+                    ctx.credits_acknowledged(window, n, peer, delivered).await
+                }
+                None => ctx.credits(window, n, peer).await,
+            };
+            let Some(mut ack) = credits else {
                 break;
             };
             ack.carry(loan);
@@ -459,6 +472,7 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
                 read.prepare_and_commit(&ack);
             }
         } else if consumed > 0 {
+            taken += consumed as u64;
             let _ = buf.split_to(consumed);
         }
         if eof || failed {
@@ -468,6 +482,14 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
     if let Some(last) = queued {
         let _ = last.await;
     }
+}
+
+/// A reader whose place in its input is kept once what it read is delivered (a file): told
+/// where each read ends, it gives the acknowledgement the read's messages hold until every
+/// destination wrote them, as on a flow-controlled path.
+pub trait Positions: Send {
+    /// A read ends `end` bytes into the input.
+    fn read_ends_at(&mut self, end: u64) -> oneshot::Sender<()>;
 }
 
 /// Reads at most `max` more bytes of `input` into `buf` if they are there now, without

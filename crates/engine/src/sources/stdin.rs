@@ -102,7 +102,16 @@ impl StdinSource {
             .expect("stdin lock")
             .take()
             .unwrap_or_else(tokio::io::stdin);
-        read_stream(&mut stdin, origin, &self.reader, &window, &ctx, "stdin").await;
+        read_stream(
+            &mut stdin,
+            origin,
+            &self.reader,
+            &window,
+            &ctx,
+            "stdin",
+            None,
+        )
+        .await;
         *STDIN.lock().expect("stdin lock") = Some(stdin);
         ctx.drained(&window).await;
         if !*ctx.shutdown.borrow() {

@@ -551,7 +551,7 @@ impl StreamSource {
             ))
             .await;
         } else {
-            read_stream(input, origin, &self.reader, &window, ctx, &label).await;
+            read_stream(input, origin, &self.reader, &window, ctx, &label, None).await;
         }
         log::emit_debug(|| format!("connection from {label} closed"));
     }

@@ -1,0 +1,505 @@
+//! `file()`: follows one file as it grows, across rotations, and keeps where it got to.
+//!
+//! [`Follow`] gives [`read_stream`] the file's bytes as one endless stream: at the end of the
+//! file it waits `follow-freq()` and looks again. When the path names another file (rotated by
+//! rename and create, or deleted and made again) it reads the old file to its end — until it
+//! stayed quiet for one more wait — and goes on with the new one from its start; when the file
+//! got shorter than what was read (copied and truncated) it starts again at 0. A last line
+//! without a newline waits for its end, or for the rotation that ends it.
+//!
+//! Positions: every read tells the reader where it ends ([`Positions`]) and holds an
+//! acknowledgement until every destination wrote its messages, as on a flow-controlled path;
+//! the positions that came back, in order, are kept in the persist file ([`crate::persist`])
+//! under the path. A restart goes on from there: with the same file if it is still at the
+//! path (and not shorter), with the rotated file first if it is still in the directory under
+//! another name, else from the start of what the path holds now. `kill -9` repeats at most
+//! the reads that were in flight (one window) and loses nothing.
+
+use super::{read_stream, Context, Positions, ReaderSpec, Retire};
+use crate::dns::{self, NameOptions};
+use crate::own_log as log;
+use crate::persist::{self, Found, Position};
+use crate::window::Window;
+use sluice_model::values::name_id;
+use sluice_model::Origin;
+use sluice_protocol::Text;
+use std::collections::{HashMap, VecDeque};
+use std::fs::File;
+use std::future::Future;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{ready, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, ReadBuf};
+use tokio::sync::{mpsc, oneshot, watch};
+
+#[derive(Clone, Debug)]
+pub struct FileSource {
+    /// The file, as configured.
+    pub path: PathBuf,
+    pub reader: ReaderSpec,
+    /// `follow-freq()`: how often the end of the file is looked at again.
+    pub follow_freq: Duration,
+    pub names: NameOptions,
+    pub source_name: Arc<str>,
+    pub source_id: u16,
+}
+
+impl super::Source for FileSource {
+    fn source_name(&self) -> &Arc<str> {
+        &self.source_name
+    }
+
+    fn place(&self) -> super::Place {
+        super::Place {
+            kind: "file",
+            address: self.path.display().to_string(),
+        }
+    }
+
+    /// Nothing to bind: the file is opened when the source runs, after a predecessor at the
+    /// same path (a reload) finished what it read.
+    fn prepare(self: Arc<Self>, _: Option<super::Held>) -> std::io::Result<Box<dyn super::Ready>> {
+        Ok(Box::new(Ready { source: self }))
+    }
+
+    fn reader(&self) -> Option<&ReaderSpec> {
+        Some(&self.reader)
+    }
+}
+
+struct Ready {
+    source: Arc<FileSource>,
+}
+
+impl super::Ready for Ready {
+    fn hand_over(&self) -> Option<OwnedFd> {
+        None
+    }
+
+    fn run(
+        self: Box<Self>,
+        ctx: Context,
+        retire: watch::Receiver<Retire>,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        Box::pin(async move { self.source.follow(ctx, retire).await })
+    }
+}
+
+/// One reader per path at a time: a reload's new source waits until the old one kept its
+/// last position.
+fn turn(path: &Path) -> Arc<tokio::sync::Mutex<()>> {
+    static TURNS: Mutex<Option<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>> = Mutex::new(None);
+    let mut turns = TURNS.lock().expect("turns lock");
+    turns
+        .get_or_insert_with(HashMap::new)
+        .entry(path.to_path_buf())
+        .or_default()
+        .clone()
+}
+
+impl FileSource {
+    /// Reads the file until sluice stops or a reload retires the source; then waits for what
+    /// it read to be delivered and keeps the position.
+    async fn follow(&self, ctx: Context, mut retire: watch::Receiver<Retire>) {
+        let turn = turn(&self.path);
+        let _turn = turn.lock().await;
+        // Stops reading when sluice stops or the source is retired.
+        let (stop, stopped) = watch::channel(false);
+        let mut shutdown = ctx.shutdown.clone();
+        let watcher = tokio::spawn(async move {
+            let _ = Retire::wait(&mut retire, &mut shutdown).await;
+            let _ = stop.send(true);
+        });
+        let reading = Context {
+            shutdown: stopped,
+            ..ctx.clone()
+        };
+        let key = format!("file:{}", self.path.display());
+        let segments = Arc::new(Mutex::new(Segments::default()));
+        let (kept_tx, kept_rx) = mpsc::unbounded_channel();
+        let keeper = tokio::spawn(keep_positions(key.clone(), segments.clone(), kept_rx));
+        let input = Follow::start(self, &key, segments);
+        let origin = Arc::new(Origin {
+            source_name: self.source_name.clone(),
+            source_id: self.source_id,
+            peer: None,
+            host_from: dns::local_name(self.names.use_fqdn),
+            local: true,
+            pairs: vec![(
+                name_id("FILE_NAME"),
+                Text::Shared(Arc::from(self.path.as_os_str().as_encoded_bytes())),
+            )],
+            endpoints: Default::default(),
+        });
+        let window = Window::new(self.reader.window);
+        let mut tracker = Tracker { kept: kept_tx };
+        let label = self.path.display().to_string();
+        read_stream(
+            input,
+            origin,
+            &self.reader,
+            &window,
+            &reading,
+            &label,
+            Some(&mut tracker),
+        )
+        .await;
+        drop(tracker);
+        reading.drained(&window).await;
+        let _ = keeper.await;
+        persist::sync();
+        watcher.abort();
+    }
+}
+
+/// Tells the keeper of positions where each read ends, with the acknowledgement to wait for.
+struct Tracker {
+    kept: mpsc::UnboundedSender<(u64, oneshot::Receiver<()>)>,
+}
+
+impl Positions for Tracker {
+    fn read_ends_at(&mut self, end: u64) -> oneshot::Sender<()> {
+        let (delivered, done) = oneshot::channel();
+        let _ = self.kept.send((end, done));
+        delivered
+    }
+}
+
+/// Keeps the position of each read once it is delivered, in order. A read that was not
+/// delivered (lost at a stop) ends the keeping: the next start repeats from the last one.
+async fn keep_positions(
+    key: String,
+    segments: Arc<Mutex<Segments>>,
+    mut reads: mpsc::UnboundedReceiver<(u64, oneshot::Receiver<()>)>,
+) {
+    while let Some((end, done)) = reads.recv().await {
+        if done.await.is_err() {
+            return;
+        }
+        let at = segments.lock().expect("segments lock").position(end);
+        if let Some(at) = at {
+            persist::keep(&key, at);
+        }
+    }
+}
+
+/// Which file each stretch of the stream came from.
+#[derive(Default)]
+struct Segments(VecDeque<Segment>);
+
+struct Segment {
+    /// Where in the stream the stretch starts.
+    stream: u64,
+    dev: u64,
+    ino: u64,
+    /// Where in the file it starts.
+    offset: u64,
+}
+
+impl Segments {
+    fn push(&mut self, s: Segment) {
+        self.0.push_back(s);
+    }
+
+    /// The file position of the stream's byte `end`; the stretches before its own are
+    /// forgotten (positions come in order).
+    fn position(&mut self, end: u64) -> Option<Position> {
+        while self.0.len() > 1 && self.0[1].stream <= end {
+            self.0.pop_front();
+        }
+        let s = self.0.front().filter(|s| s.stream <= end)?;
+        Some(Position {
+            dev: s.dev,
+            ino: s.ino,
+            offset: s.offset + (end - s.stream),
+        })
+    }
+}
+
+/// The file as an endless stream (see the module's description).
+struct Follow {
+    path: PathBuf,
+    follow_freq: Duration,
+    /// The file being read, its identity and where in it.
+    file: Option<(File, (u64, u64))>,
+    offset: u64,
+    /// Bytes given to the reader so far.
+    stream: u64,
+    /// The last byte given: a file that ends without a newline gets one when it is left.
+    last: u8,
+    /// A newline is owed before the next file (or the start again).
+    newline: bool,
+    segments: Arc<Mutex<Segments>>,
+    sleep: Pin<Box<tokio::time::Sleep>>,
+    waiting: bool,
+    /// The path names another file and the one read stayed quiet since: leave it next time.
+    rotated: bool,
+    /// What was said about the path not being there, so it is said once.
+    said: Option<String>,
+}
+
+impl Follow {
+    /// Opens where the persist file says the source got to.
+    fn start(source: &FileSource, key: &str, segments: Arc<Mutex<Segments>>) -> Follow {
+        let mut f = Follow {
+            path: source.path.clone(),
+            follow_freq: source.follow_freq,
+            file: None,
+            offset: 0,
+            stream: 0,
+            last: b'\n',
+            newline: false,
+            segments,
+            sleep: Box::pin(tokio::time::sleep(Duration::ZERO)),
+            waiting: false,
+            rotated: false,
+            said: None,
+        };
+        match persist::find(key) {
+            Found::At(at) => f.resume(at),
+            Found::New => {}
+            Found::Unknown => {
+                // The persist file was lost: rather the end than everything again.
+                if f.open_path() {
+                    if let Some((file, _)) = &mut f.file {
+                        f.offset = file.seek(SeekFrom::End(0)).unwrap_or(0);
+                        f.restart_segment();
+                    }
+                }
+            }
+        }
+        f
+    }
+
+    /// Goes on from `at`: in the file at the path if it is that file and not shorter, else
+    /// in that file under its new name in the same directory (rotated while sluice was
+    /// stopped), else from the start of the path.
+    fn resume(&mut self, at: Position) {
+        let same = |m: &std::fs::Metadata| m.dev() == at.dev && m.ino() == at.ino;
+        let found = match std::fs::metadata(&self.path) {
+            Ok(m) if same(&m) => Some(self.path.clone()),
+            _ => self.path.parent().and_then(|dir| {
+                std::fs::read_dir(dir).ok()?.flatten().find_map(|e| {
+                    let m = e.metadata().ok()?;
+                    (m.is_file() && same(&m)).then(|| e.path())
+                })
+            }),
+        };
+        let Some(found) = found else {
+            return;
+        };
+        let Ok(mut file) = File::open(&found) else {
+            return;
+        };
+        let Ok(m) = file.metadata() else {
+            return;
+        };
+        if m.len() < at.offset || file.seek(SeekFrom::Start(at.offset)).is_err() {
+            return;
+        }
+        if found != self.path {
+            log::notice(format!(
+                "file {}: reading the rest of {} first (rotated while sluice was stopped)",
+                self.path.display(),
+                found.display()
+            ));
+        }
+        self.file = Some((file, (at.dev, at.ino)));
+        self.offset = at.offset;
+        self.restart_segment();
+    }
+
+    /// Opens the file at the path from its start; says once when it cannot.
+    fn open_path(&mut self) -> bool {
+        let opened = File::open(&self.path).and_then(|f| {
+            let m = f.metadata()?;
+            Ok((f, (m.dev(), m.ino())))
+        });
+        match opened {
+            Ok(file) => {
+                if self.said.take().is_some() {
+                    log::notice(format!("file {}: reading it now", self.path.display()));
+                }
+                self.file = Some(file);
+                self.offset = 0;
+                self.restart_segment();
+                true
+            }
+            Err(e) => {
+                let why = if persist::missing(&e) {
+                    "not there (yet)".to_string()
+                } else {
+                    e.to_string()
+                };
+                if self.said.as_deref() != Some(why.as_str()) {
+                    log::warning(format!(
+                        "file {}: {why}; trying every {}s",
+                        self.path.display(),
+                        self.follow_freq.as_secs_f64()
+                    ));
+                    self.said = Some(why);
+                }
+                false
+            }
+        }
+    }
+
+    /// The stream from here on is the current file from `offset`.
+    fn restart_segment(&mut self) {
+        if let Some((_, (dev, ino))) = self.file {
+            self.segments.lock().expect("segments lock").push(Segment {
+                stream: self.stream,
+                dev,
+                ino,
+                offset: self.offset,
+            });
+        }
+    }
+
+    /// At the end of the file: whether the path names another file now, or the file got
+    /// shorter than what was read.
+    fn look(&mut self) -> Look {
+        let Some((file, (dev, ino))) = &self.file else {
+            return Look::Same;
+        };
+        let Ok(now) = std::fs::metadata(&self.path) else {
+            // Deleted: it may come back; what is open is read meanwhile.
+            return Look::Same;
+        };
+        if (now.dev(), now.ino()) != (*dev, *ino) {
+            return Look::Rotated;
+        }
+        match file.metadata() {
+            Ok(m) if m.len() < self.offset => Look::Truncated,
+            _ => Look::Same,
+        }
+    }
+
+    fn owe_newline(&mut self) {
+        self.newline = self.last != b'\n';
+    }
+}
+
+enum Look {
+    Same,
+    Rotated,
+    Truncated,
+}
+
+impl AsyncRead for Follow {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let f = self.get_mut();
+        loop {
+            if f.waiting {
+                ready!(f.sleep.as_mut().poll(cx));
+                f.waiting = false;
+            }
+            if f.newline {
+                buf.put_slice(b"\n");
+                f.newline = false;
+                f.last = b'\n';
+                f.stream += 1;
+                f.restart_segment();
+                return Poll::Ready(Ok(()));
+            }
+            if f.file.is_none() && !f.open_path() {
+                f.wait();
+                continue;
+            }
+            let (file, _) = f.file.as_mut().expect("open");
+            match file.read(buf.initialize_unfilled()) {
+                Ok(n) if n > 0 => {
+                    let filled = buf.filled().len();
+                    buf.advance(n);
+                    f.last = buf.filled()[filled + n - 1];
+                    f.offset += n as u64;
+                    f.stream += n as u64;
+                    f.rotated = false;
+                    return Poll::Ready(Ok(()));
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    log::error(format!("file {}: {e}; reading it again", f.path.display()));
+                    f.file = None;
+                    f.owe_newline();
+                    f.wait();
+                    continue;
+                }
+            }
+            // The end of the file.
+            match f.look() {
+                Look::Rotated if f.rotated => {
+                    // Quiet for a whole wait since the path moved on: the new file next.
+                    f.file = None;
+                    f.rotated = false;
+                    f.owe_newline();
+                    continue;
+                }
+                Look::Rotated => f.rotated = true,
+                Look::Truncated => {
+                    log::notice(format!(
+                        "file {}: it got shorter (truncated); reading it from its start",
+                        f.path.display()
+                    ));
+                    let (file, _) = f.file.as_mut().expect("open");
+                    f.offset = file.seek(SeekFrom::Start(0)).unwrap_or(0);
+                    f.owe_newline();
+                    if !f.newline {
+                        f.restart_segment();
+                    }
+                    continue;
+                }
+                Look::Same => {}
+            }
+            f.wait();
+        }
+    }
+}
+
+impl Follow {
+    fn wait(&mut self) {
+        self.sleep
+            .as_mut()
+            .reset(tokio::time::Instant::now() + self.follow_freq);
+        self.waiting = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_map_the_stream_to_its_files() {
+        let mut s = Segments::default();
+        s.push(Segment {
+            stream: 0,
+            dev: 1,
+            ino: 10,
+            offset: 100,
+        });
+        // A newline owed to the first file, then the second from its start.
+        s.push(Segment {
+            stream: 51,
+            dev: 1,
+            ino: 11,
+            offset: 0,
+        });
+        let at = |s: &mut Segments, end| s.position(end).map(|p| (p.ino, p.offset));
+        assert_eq!(at(&mut s, 20), Some((10, 120)));
+        assert_eq!(at(&mut s, 50), Some((10, 150)));
+        assert_eq!(at(&mut s, 51), Some((11, 0)));
+        assert_eq!(at(&mut s, 80), Some((11, 29)));
+        assert_eq!(s.0.len(), 1);
+    }
+}

@@ -1,0 +1,382 @@
+//! The `file()` source: a growing file followed, its last line held until it ends, rotation by
+//! rename (the old file read to its end) and by copy and truncate, a file that appears late,
+//! positions kept in the persist file across `kill -9`, a corrupt persist file, and the same
+//! output as syslog-ng's `file()` source.
+
+mod common;
+
+use common::{sluice_bin, wait_until, Running, Server};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A sluice run in `dir` with its persist file there, restarted in the same place.
+struct Sluice {
+    child: Child,
+    dir: PathBuf,
+}
+
+impl Sluice {
+    fn start(dir: &Path, config: &str) -> Sluice {
+        let conf = dir.join("sluice.conf");
+        std::fs::write(&conf, format!("@version: 3.38\n{config}")).unwrap();
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("stderr"))
+            .unwrap();
+        let child = Command::new(sluice_bin())
+            .arg("-F")
+            .arg("-f")
+            .arg(&conf)
+            .arg("-R")
+            .arg(dir.join("persist"))
+            .arg("-c")
+            .arg(dir.join("ctl"))
+            .arg("-p")
+            .arg(dir.join("pid"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .unwrap();
+        Sluice {
+            child,
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    fn kill_9(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    fn stop(&mut self) {
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        self.child.wait().unwrap();
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.join("stderr")).unwrap_or_default()
+    }
+}
+
+impl Drop for Sluice {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn append(path: &Path, text: &str) {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+/// Waits until `path` has `n` lines; returns them.
+fn wait_lines(path: &Path, n: usize) -> Vec<String> {
+    wait_until(Duration::from_secs(30), || lines(path).len() >= n);
+    lines(path)
+}
+
+/// A source of one file, written as `$MSG` lines to `out.log`.
+fn config(dir: &Path, files: &[&str]) -> String {
+    let sources: String = files
+        .iter()
+        .map(|f| format!(r#"file("{}" follow-freq(0.1)); "#, dir.join(f).display()))
+        .collect();
+    format!(
+        r#"source s {{ {sources} }};
+        destination d {{ file("{}" template("$MSG\n")); }};
+        log {{ source(s); destination(d); }};"#,
+        dir.join("out.log").display()
+    )
+}
+
+#[test]
+fn a_growing_file_is_followed_and_its_last_line_waits_for_its_newline() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    append(&d.join("app.log"), "app: one\napp: two\n");
+    let s = Sluice::start(d, &config(d, &["app.log"]));
+    assert_eq!(wait_lines(&d.join("out.log"), 2), ["one", "two"]);
+    append(&d.join("app.log"), "app: thr");
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(lines(&d.join("out.log")).len(), 2, "{}", s.stderr());
+    append(&d.join("app.log"), "ee\napp: four\n");
+    assert_eq!(
+        wait_lines(&d.join("out.log"), 4),
+        ["one", "two", "three", "four"]
+    );
+}
+
+#[test]
+fn a_file_renamed_away_is_read_to_its_end_before_the_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let log = d.join("app.log");
+    append(&log, "app: a1\n");
+    let s = Sluice::start(d, &config(d, &["app.log"]));
+    wait_lines(&d.join("out.log"), 1);
+    // logrotate's rename and create; the writer goes on in the old file a moment, and its
+    // last line there has no newline.
+    let mut old = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    std::fs::rename(&log, d.join("app.log.1")).unwrap();
+    append(&log, "app: b1\napp: b2\n");
+    old.write_all(b"app: a2\napp: a3").unwrap();
+    drop(old);
+    let got = wait_lines(&d.join("out.log"), 5);
+    assert_eq!(got, ["a1", "a2", "a3", "b1", "b2"], "{}", s.stderr());
+}
+
+#[test]
+fn a_truncated_file_is_read_again_from_its_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let log = d.join("app.log");
+    append(&log, "app: a1\napp: a2\n");
+    let s = Sluice::start(d, &config(d, &["app.log"]));
+    wait_lines(&d.join("out.log"), 2);
+    // logrotate's copytruncate.
+    std::fs::copy(&log, d.join("app.log.1")).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(&log)
+        .unwrap();
+    append(&log, "app: b1\n");
+    let got = wait_lines(&d.join("out.log"), 3);
+    assert_eq!(got, ["a1", "a2", "b1"], "{}", s.stderr());
+}
+
+#[test]
+fn a_file_that_appears_later_is_read_from_its_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let s = Sluice::start(d, &config(d, &["late.log"]));
+    std::thread::sleep(Duration::from_millis(500));
+    append(&d.join("late.log"), "app: here\n");
+    assert_eq!(wait_lines(&d.join("out.log"), 1), ["here"]);
+    assert!(s.stderr().contains("not there (yet)"), "{}", s.stderr());
+}
+
+#[test]
+fn a_restart_goes_on_where_the_last_run_delivered() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let log = d.join("app.log");
+    append(&log, "app: 1\napp: 2\n");
+    let mut s = Sluice::start(d, &config(d, &["app.log"]));
+    wait_lines(&d.join("out.log"), 2);
+    s.stop();
+    append(&log, "app: 3\n");
+    let _s = Sluice::start(d, &config(d, &["app.log"]));
+    assert_eq!(wait_lines(&d.join("out.log"), 3), ["1", "2", "3"]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(lines(&d.join("out.log")).len(), 3);
+}
+
+#[test]
+fn a_file_rotated_while_sluice_was_stopped_is_finished_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let log = d.join("app.log");
+    append(&log, "app: 1\n");
+    let mut s = Sluice::start(d, &config(d, &["app.log"]));
+    wait_lines(&d.join("out.log"), 1);
+    s.stop();
+    append(&log, "app: 2\n");
+    std::fs::rename(&log, d.join("app.log.1")).unwrap();
+    append(&log, "app: 3\n");
+    let s = Sluice::start(d, &config(d, &["app.log"]));
+    assert_eq!(
+        wait_lines(&d.join("out.log"), 3),
+        ["1", "2", "3"],
+        "{}",
+        s.stderr()
+    );
+}
+
+#[test]
+fn a_corrupt_persist_file_is_set_aside_and_files_start_at_their_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let log = d.join("app.log");
+    append(&log, "app: old\n");
+    std::fs::write(d.join("persist"), vec![7u8; 512]).unwrap();
+    let s = Sluice::start(d, &config(d, &["app.log"]));
+    wait_until(Duration::from_secs(10), || s.stderr().contains("corrupt"));
+    std::thread::sleep(Duration::from_millis(300));
+    append(&log, "app: new\n");
+    assert_eq!(wait_lines(&d.join("out.log"), 1), ["new"], "{}", s.stderr());
+    assert!(d.join("persist.corrupt").exists());
+    assert!(s.stderr().contains("set aside"), "{}", s.stderr());
+}
+
+/// Three files grow while sluice is killed twice: one is rotated by rename, one copied and
+/// truncated (once sluice read it: copytruncate loses what a follower had not read). Every
+/// line arrives; a restart repeats at most the reads in flight.
+#[test]
+fn kill_9_twice_while_files_grow_and_rotate_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_path_buf();
+    let names = ["a.log", "b.log", "c.log"];
+    let conf = config(&d, &names);
+    let out = d.join("out.log");
+    let mut s = Sluice::start(&d, &conf);
+    let mut written = [0usize; 3];
+    let write = |written: &mut [usize; 3], k: usize, n: usize| {
+        let mut text = String::new();
+        for _ in 0..n {
+            text.push_str(&format!("app: f{k} seq={}\n", written[k]));
+            written[k] += 1;
+        }
+        append(&d.join(names[k]), &text);
+    };
+    for round in 0..6 {
+        for _ in 0..20 {
+            for k in 0..3 {
+                write(&mut written, k, 50);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        match round {
+            1 | 4 => {
+                s.kill_9();
+                for k in 0..3 {
+                    write(&mut written, k, 100);
+                }
+                s = Sluice::start(&d, &conf);
+            }
+            2 => {
+                std::fs::rename(d.join("a.log"), d.join("a.log.1")).unwrap();
+            }
+            3 => {
+                // Once sluice has all of c.log so far.
+                let want = written[2];
+                wait_until(Duration::from_secs(30), || {
+                    lines(&out).iter().filter(|l| l.starts_with("f2 ")).count() >= want
+                });
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .truncate(true)
+                    .open(d.join("c.log"))
+                    .unwrap();
+            }
+            _ => {}
+        }
+    }
+    let total: usize = written.iter().sum();
+    wait_until(Duration::from_secs(60), || {
+        let mut seen: BTreeMap<String, ()> = BTreeMap::new();
+        for l in lines(&out) {
+            seen.insert(l, ());
+        }
+        seen.len() >= total
+    });
+    let got = lines(&out);
+    let mut count: BTreeMap<&str, usize> = BTreeMap::new();
+    for l in &got {
+        *count.entry(l.as_str()).or_default() += 1;
+    }
+    for (k, &n) in written.iter().enumerate() {
+        for i in 0..n {
+            let line = format!("f{k} seq={i}");
+            assert!(
+                count.contains_key(line.as_str()),
+                "{line} lost\n{}",
+                s.stderr()
+            );
+        }
+    }
+    let repeated = got.len() - count.len();
+    // Two restarts, each repeating at most what was in flight: a window of 100 per file.
+    assert!(repeated <= 2 * 3 * 100 + 300, "{repeated} lines repeated");
+    eprintln!("{total} lines, {repeated} repeated");
+}
+
+#[test]
+fn file_reads_as_syslog_ngs_file_source() {
+    if common::syslog_ng().is_none() {
+        return;
+    }
+    let input = tempfile::tempdir().unwrap();
+    let log = input.path().join("app.log");
+    append(
+        &log,
+        "<13>Nov 24 10:00:00 h1 app[1]: with a priority\n\
+         Nov 24 10:00:01 h2 sshd[22]: without one\n\
+         just text\n\
+         \n\
+         <30>1 2026-11-24T10:00:02Z h3 app - - - RFC5424\n",
+    );
+    let config = format!(
+        r#"@version: 3.38
+        options {{ keep-hostname(yes); }};
+        source s {{ file("{}" follow-freq(1)); }};
+        destination d {{ file("@OUT@/all.log" template("$FILE_NAME|$HOST|$PROGRAM|$PRIORITY|$FACILITY|$MSG\n")); }};
+        log {{ source(s); destination(d); }};"#,
+        log.display()
+    );
+    let mut outputs = Vec::new();
+    for kind in [Server::SyslogNg, Server::Sluice] {
+        let r = Running::start(kind, &config);
+        let file = r.out.join("all.log");
+        wait_until(Duration::from_secs(20), || lines(&file).len() >= 4);
+        std::thread::sleep(Duration::from_millis(500));
+        outputs.push(lines(&file));
+        drop(r);
+    }
+    assert_eq!(outputs[0], outputs[1]);
+}
+
+#[test]
+fn a_reload_that_changes_the_source_goes_on_where_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let log = d.join("app.log");
+    let s = Sluice::start(d, &config(d, &["app.log"]));
+    wait_until(Duration::from_secs(10), || d.join("ctl").exists());
+    let mut n = 0;
+    for round in 0..5 {
+        for _ in 0..200 {
+            append(&log, &format!("app: seq={n}\n"));
+            n += 1;
+        }
+        // follow-freq() changes, so the source is a new one at the same path.
+        let conf = config(d, &["app.log"])
+            .replace("follow-freq(0.1)", &format!("follow-freq(0.{})", round + 2));
+        std::fs::write(d.join("sluice.conf"), format!("@version: 3.38\n{conf}")).unwrap();
+        let out = Command::new(sluice_bin())
+            .args(["ctl", "-c"])
+            .arg(d.join("ctl"))
+            .arg("reload")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let got = wait_lines(&d.join("out.log"), n);
+    std::thread::sleep(Duration::from_millis(500));
+    let got_now = lines(&d.join("out.log"));
+    assert_eq!(got_now.len(), n, "repeated lines\n{}", s.stderr());
+    let want: Vec<String> = (0..n).map(|i| format!("seq={i}")).collect();
+    assert_eq!(got, want);
+}
