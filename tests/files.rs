@@ -380,3 +380,133 @@ fn a_reload_that_changes_the_source_goes_on_where_it_was() {
     let want: Vec<String> = (0..n).map(|i| format!("seq={i}")).collect();
     assert_eq!(got, want);
 }
+
+/// A `wildcard-file()` source over `dir/logs`, written as `$FILE_NAME $MSG` lines.
+fn wildcard_config(dir: &Path, options: &str) -> String {
+    format!(
+        r#"source s {{ wildcard-file(base-dir("{}") filename-pattern("*.log") follow-freq(0.1) {options}); }};
+        destination d {{ file("{}" template("$FILE_NAME $MSG\n")); }};
+        log {{ source(s); destination(d); }};"#,
+        dir.join("logs").display(),
+        dir.join("out.log").display()
+    )
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+#[test]
+fn wildcard_file_reads_every_matching_file_and_those_that_appear() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let logs = d.join("logs");
+    std::fs::create_dir_all(logs.join("sub")).unwrap();
+    append(&logs.join("a.log"), "app: a1\n");
+    append(&logs.join("sub/b.log"), "app: b1\n");
+    append(&logs.join("x.txt"), "app: not matched\n");
+    append(&logs.join("skip.log"), "app: excluded\n");
+    let s = Sluice::start(
+        d,
+        &wildcard_config(d, r#"recursive(yes) exclude-pattern("skip*")"#),
+    );
+    let l = |name: &str, msg: &str| format!("{} {msg}", logs.join(name).display());
+    assert_eq!(
+        sorted(wait_lines(&d.join("out.log"), 2)),
+        [l("a.log", "a1"), l("sub/b.log", "b1")]
+    );
+    append(&logs.join("c.log"), "app: c1\n");
+    append(&logs.join("a.log"), "app: a2\n");
+    assert_eq!(
+        sorted(wait_lines(&d.join("out.log"), 4)),
+        [
+            l("a.log", "a1"),
+            l("a.log", "a2"),
+            l("c.log", "c1"),
+            l("sub/b.log", "b1")
+        ]
+    );
+    wait_until(Duration::from_secs(10), || d.join("ctl").exists());
+    let stats = Command::new(sluice_bin())
+        .args(["ctl", "-c"])
+        .arg(d.join("ctl"))
+        .arg("stats")
+        .output()
+        .unwrap();
+    let stats = String::from_utf8_lossy(&stats.stdout);
+    let counter = format!(
+        "src.file;s#0;{};a;processed;2",
+        logs.join("a.log").display()
+    );
+    assert!(
+        stats.lines().any(|x| x == counter),
+        "{counter} not in\n{stats}\n{}",
+        s.stderr()
+    );
+}
+
+#[test]
+fn max_files_holds_the_rest_until_a_file_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let logs = d.join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    for i in 0..4 {
+        append(&logs.join(format!("f{i}.log")), &format!("app: m{i}\n"));
+    }
+    let s = Sluice::start(d, &wildcard_config(d, "max-files(2)"));
+    wait_lines(&d.join("out.log"), 2);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(lines(&d.join("out.log")).len(), 2);
+    assert!(
+        s.stderr()
+            .contains("max-files(2) reached; 2 more files wait"),
+        "{}",
+        s.stderr()
+    );
+    // A file whose name is gone is read to its end (its last line too) and left.
+    let read: Vec<String> = lines(&d.join("out.log"));
+    let first = read[0].split(' ').next().unwrap().to_string();
+    append(Path::new(&first), "app: last words");
+    std::fs::remove_file(&first).unwrap();
+    let got = wait_lines(&d.join("out.log"), 4);
+    assert!(got.contains(&format!("{first} last words")), "{got:?}");
+}
+
+#[test]
+fn wildcard_file_reads_as_syslog_ngs_wildcard_file() {
+    if common::syslog_ng().is_none() {
+        return;
+    }
+    let input = tempfile::tempdir().unwrap();
+    let logs = input.path().join("logs");
+    std::fs::create_dir_all(logs.join("sub")).unwrap();
+    append(
+        &logs.join("a.log"),
+        "<13>Nov 24 10:00:00 h1 app[1]: one\nplain two\n",
+    );
+    append(
+        &logs.join("sub/b.log"),
+        "Nov 24 10:00:01 h2 sshd[22]: three\n",
+    );
+    append(&logs.join("c.txt"), "not read\n");
+    let config = format!(
+        r#"@version: 3.38
+        options {{ keep-hostname(yes); }};
+        source s {{ wildcard-file(base-dir("{}") filename-pattern("*.log") recursive(yes) follow-freq(1)); }};
+        destination d {{ file("@OUT@/all.log" template("$FILE_NAME|$HOST|$PROGRAM|$PRIORITY|$MSG\n")); }};
+        log {{ source(s); destination(d); }};"#,
+        logs.display()
+    );
+    let mut outputs = Vec::new();
+    for kind in [Server::SyslogNg, Server::Sluice] {
+        let r = Running::start(kind, &config);
+        let file = r.out.join("all.log");
+        wait_until(Duration::from_secs(20), || lines(&file).len() >= 3);
+        std::thread::sleep(Duration::from_millis(500));
+        outputs.push(sorted(lines(&file)));
+        drop(r);
+    }
+    assert_eq!(outputs[0], outputs[1]);
+}

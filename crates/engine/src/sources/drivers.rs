@@ -8,10 +8,11 @@
 //! declaration here, and a line in `every_source_reads_every_option_it_declares`'s samples.
 
 use super::datagram::{Bind, DatagramSource};
-use super::file::FileSource;
+use super::file::{FileReading, FileSource};
 use super::internal::InternalSource;
 use super::stdin::StdinSource;
 use super::stream::{Listen, Proxied, StreamSource};
+use super::wildcard::WildcardSource;
 use super::{ReaderSpec, SourceCounters, UnixSocket, READ_BUDGET};
 use crate::dns::NameOptions;
 use crate::options::{self, Globals, SourceOptions};
@@ -46,7 +47,7 @@ pub type Built = Arc<dyn super::Source>;
 /// statement it stands in (`source s_net { tcp(); udp(); };`: `tcp()` is driver 0 of `s_net`).
 pub struct SourceContext<'a> {
     pub globals: &'a Globals,
-    pub stats: &'a Registry,
+    pub stats: &'a Arc<Registry>,
     pub name: &'a Arc<str>,
     pub id: SourceId,
     /// The driver's place in its statement.
@@ -74,6 +75,12 @@ pub static DRIVERS: &[SourceDriver] = &[
         build: file,
     },
     SourceDriver {
+        names: &["wildcard_file"],
+        options: WILDCARD_FILE,
+        sample: "wildcard-file(base-dir(\"/nonexistent\") filename-pattern(\"*.log\"))",
+        build: wildcard_file,
+    },
+    SourceDriver {
         names: &["stdin"],
         options: &[],
         sample: "stdin()",
@@ -89,7 +96,6 @@ pub static DRIVERS: &[SourceDriver] = &[
 
 /// Source drivers of syslog-ng that sluice does not have yet.
 pub const NOT_YET: &[&str] = &[
-    "wildcard_file",
     "system",
     "systemd_journal",
     "systemd_syslog",
@@ -606,25 +612,7 @@ fn file(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigErr
             ),
         ));
     }
-    let follow_freq = match o.last("follow_freq") {
-        Some(opt) => {
-            let v = opt.value()?;
-            let secs: f64 = v.text.parse().map_err(|_| {
-                ConfigError::new(
-                    v.pos,
-                    format!("follow-freq({}) is not a number of seconds", v.text),
-                )
-            })?;
-            if !(secs > 0.0 && secs <= 3600.0) {
-                return Err(ConfigError::new(
-                    v.pos,
-                    "follow-freq() is more than 0 and at most 3600 seconds (sluice always follows)",
-                ));
-            }
-            Duration::from_secs_f64(secs)
-        }
-        None => Duration::from_secs(1),
-    };
+    let follow_freq = follow_freq(o)?;
     let mut common = common;
     common.opts.flags.local = true;
     let ingest = common.ingest();
@@ -633,11 +621,130 @@ fn file(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigErr
     Ok(Arc::new(FileSource {
         path: path.text.clone().into(),
         reader,
-        follow_freq,
-        names: common.names(),
-        source_name: common.cx.name.clone(),
-        source_id: common.cx.id,
+        how: FileReading {
+            follow_freq,
+            names: common.names(),
+            source_name: common.cx.name.clone(),
+            source_id: common.cx.id,
+        },
     }))
+}
+
+/// The options of `wildcard-file()`.
+const WILDCARD_FILE: &[Declared] = &[
+    read("base_dir", "base-dir(\"/nonexistent\")"),
+    read("filename_pattern", "filename-pattern(\"*.log\")"),
+    read("exclude_pattern", "exclude-pattern(\"*.gz\")"),
+    read("recursive", "recursive(yes)"),
+    read("max_files", "max-files(1000)"),
+    read("follow_freq", "follow-freq(0.5)"),
+    // sluice looks every follow-freq(), whatever the method.
+    read("monitor_method", "monitor-method(inotify)"),
+    not_yet("multi_line_suffix"),
+    not_yet("multi_line_timeout"),
+];
+
+/// `wildcard-file(base-dir("/var/log/apps") filename-pattern("*.log"))`: every matching file.
+fn wildcard_file(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigError> {
+    if let Some(v) = node.first_value() {
+        return Err(ConfigError::new(
+            v.pos,
+            "wildcard-file() takes base-dir() and filename-pattern(): wildcard-file(base-dir(\"/var/log\") filename-pattern(\"*.log\"))",
+        ));
+    }
+    let needed = |o: &mut Options, name: &str, example: &str| {
+        o.last(name)
+            .map(Node::value)
+            .transpose()?
+            .cloned()
+            .ok_or_else(|| ConfigError::new(node.pos, format!("wildcard-file() needs {example}")))
+    };
+    let base_dir = needed(o, "base_dir", "base-dir(\"/var/log\")")?;
+    if !base_dir.text.starts_with('/') {
+        return Err(ConfigError::new(
+            base_dir.pos,
+            format!(
+                "base-dir(\"{}\"): give the directory's whole path, from /",
+                base_dir.text
+            ),
+        ));
+    }
+    let pattern = |v: &sluice_config::Value| {
+        glob::Pattern::new(&v.text).map_err(|e| {
+            ConfigError::new(
+                v.pos,
+                format!("'{}' is not a file name pattern: {e}", v.text),
+            )
+        })
+    };
+    let filename = needed(o, "filename_pattern", "filename-pattern(\"*.log\")")?;
+    let exclude = o.last("exclude_pattern").map(Node::value).transpose()?;
+    let recursive = o
+        .last("recursive")
+        .map(Node::bool)
+        .transpose()?
+        .unwrap_or(false);
+    let max_files = o
+        .last("max_files")
+        .map(Node::u64)
+        .transpose()?
+        .unwrap_or(100)
+        .max(1) as usize;
+    if let Some(opt) = o.last("monitor_method") {
+        let v = opt.value()?;
+        if !matches!(v.text.as_str(), "auto" | "inotify" | "poll") {
+            return Err(ConfigError::unknown(
+                v.pos,
+                "monitor-method",
+                &v.text,
+                "",
+                &["auto", "inotify", "poll"],
+            ));
+        }
+    }
+    let follow_freq = follow_freq(o)?;
+    let mut common = common;
+    common.opts.flags.local = true;
+    let ingest = common.ingest();
+    let window = common.opts.log_iw_size;
+    let reader = common.reader(node, &ingest, &base_dir.text, Framing::Newline, window, "");
+    Ok(Arc::new(WildcardSource {
+        base_dir: base_dir.text.clone().into(),
+        pattern: pattern(&filename)?,
+        exclude: exclude.map(pattern).transpose()?,
+        recursive,
+        max_files,
+        reader,
+        how: FileReading {
+            follow_freq,
+            names: common.names(),
+            source_name: common.cx.name.clone(),
+            source_id: common.cx.id,
+        },
+        stats: common.cx.stats.clone(),
+        counted_as: format!("{}#{}", common.cx.name, common.cx.n),
+    }))
+}
+
+/// `follow-freq()`, in seconds (1 when not given).
+fn follow_freq(o: &mut Options) -> Result<Duration, ConfigError> {
+    let Some(opt) = o.last("follow_freq") else {
+        return Ok(Duration::from_secs(1));
+    };
+    let v = opt.value()?;
+    let secs: f64 = v.text.parse().map_err(|_| {
+        ConfigError::new(
+            v.pos,
+            format!("follow-freq({}) is not a number of seconds", v.text),
+        )
+    })?;
+    if !(secs > 0.0 && secs <= 3600.0) {
+        return Err(ConfigError::new(
+            v.pos,
+            "follow-freq() is more than 0 and at most 3600 seconds (sluice always follows)",
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
 }
 
 /// `stdin()`: what sluice is given on its standard input, to its end.
@@ -765,7 +872,7 @@ mod tests {
                 sluice_config::declared::build_one("source", &text, |node| {
                     let cx = SourceContext {
                         globals: &Globals::new(),
-                        stats: &Registry::default(),
+                        stats: &Arc::default(),
                         name: &Arc::from("s"),
                         id: 0,
                         n: 0,

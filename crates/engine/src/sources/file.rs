@@ -42,7 +42,13 @@ pub struct FileSource {
     /// The file, as configured.
     pub path: PathBuf,
     pub reader: ReaderSpec,
-    /// `follow-freq()`: how often the end of the file is looked at again.
+    pub how: FileReading,
+}
+
+/// How files are read: by `file()`, and by `wildcard-file()` for each file it finds.
+#[derive(Clone, Debug)]
+pub struct FileReading {
+    /// `follow-freq()`: how often the end of a file is looked at again.
     pub follow_freq: Duration,
     pub names: NameOptions,
     pub source_name: Arc<str>,
@@ -51,7 +57,7 @@ pub struct FileSource {
 
 impl super::Source for FileSource {
     fn source_name(&self) -> &Arc<str> {
-        &self.source_name
+        &self.how.source_name
     }
 
     fn place(&self) -> super::Place {
@@ -103,58 +109,79 @@ fn turn(path: &Path) -> Arc<tokio::sync::Mutex<()>> {
 }
 
 impl FileSource {
-    /// Reads the file until sluice stops or a reload retires the source; then waits for what
-    /// it read to be delivered and keeps the position.
-    async fn follow(&self, ctx: Context, mut retire: watch::Receiver<Retire>) {
-        let turn = turn(&self.path);
-        let _turn = turn.lock().await;
-        // Stops reading when sluice stops or the source is retired.
-        let (stop, stopped) = watch::channel(false);
-        let mut shutdown = ctx.shutdown.clone();
-        let watcher = tokio::spawn(async move {
-            let _ = Retire::wait(&mut retire, &mut shutdown).await;
-            let _ = stop.send(true);
-        });
-        let reading = Context {
-            shutdown: stopped,
-            ..ctx.clone()
-        };
-        let key = format!("file:{}", self.path.display());
-        let segments = Arc::new(Mutex::new(Segments::default()));
-        let (kept_tx, kept_rx) = mpsc::unbounded_channel();
-        let keeper = tokio::spawn(keep_positions(key.clone(), segments.clone(), kept_rx));
-        let input = Follow::start(self, &key, segments);
-        let origin = Arc::new(Origin {
-            source_name: self.source_name.clone(),
-            source_id: self.source_id,
-            peer: None,
-            host_from: dns::local_name(self.names.use_fqdn),
-            local: true,
-            pairs: vec![(
-                name_id("FILE_NAME"),
-                Text::Shared(Arc::from(self.path.as_os_str().as_encoded_bytes())),
-            )],
-            endpoints: Default::default(),
-        });
-        let window = Window::new(self.reader.window);
-        let mut tracker = Tracker { kept: kept_tx };
-        let label = self.path.display().to_string();
-        read_stream(
-            input,
-            origin,
-            &self.reader,
-            &window,
-            &reading,
-            &label,
-            Some(&mut tracker),
-        )
-        .await;
-        drop(tracker);
-        reading.drained(&window).await;
-        let _ = keeper.await;
-        persist::sync();
+    /// Reads the file until sluice stops or a reload retires the source.
+    async fn follow(&self, ctx: Context, retire: watch::Receiver<Retire>) {
+        let (reading, watcher) = until_retired(&ctx, retire);
+        read_file(&self.path, &self.reader, &self.how, &reading, false).await;
         watcher.abort();
     }
+}
+
+/// A context whose readers stop when sluice stops or `retire` says so; and the task that
+/// watches for that.
+pub(super) fn until_retired(
+    ctx: &Context,
+    mut retire: watch::Receiver<Retire>,
+) -> (Context, tokio::task::JoinHandle<()>) {
+    let (stop, stopped) = watch::channel(false);
+    let mut shutdown = ctx.shutdown.clone();
+    let watcher = tokio::spawn(async move {
+        let _ = Retire::wait(&mut retire, &mut shutdown).await;
+        let _ = stop.send(true);
+    });
+    let reading = Context {
+        shutdown: stopped,
+        ..ctx.clone()
+    };
+    (reading, watcher)
+}
+
+/// Reads the file at `path` until `ctx` stops (or, with `ends_when_gone`, until the path is
+/// gone and the file read to its end); then waits for what it read to be delivered and keeps
+/// the position. One reader per path at a time: a reload's new source waits for the old.
+pub(super) async fn read_file(
+    path: &Path,
+    reader: &ReaderSpec,
+    how: &FileReading,
+    ctx: &Context,
+    ends_when_gone: bool,
+) {
+    let turn = turn(path);
+    let _turn = turn.lock().await;
+    let key = format!("file:{}", path.display());
+    let segments = Arc::new(Mutex::new(Segments::default()));
+    let (kept_tx, kept_rx) = mpsc::unbounded_channel();
+    let keeper = tokio::spawn(keep_positions(key.clone(), segments.clone(), kept_rx));
+    let input = Follow::start(path, how.follow_freq, ends_when_gone, &key, segments);
+    let origin = Arc::new(Origin {
+        source_name: how.source_name.clone(),
+        source_id: how.source_id,
+        peer: None,
+        host_from: dns::local_name(how.names.use_fqdn),
+        local: true,
+        pairs: vec![(
+            name_id("FILE_NAME"),
+            Text::Shared(Arc::from(path.as_os_str().as_encoded_bytes())),
+        )],
+        endpoints: Default::default(),
+    });
+    let window = Window::new(reader.window);
+    let mut tracker = Tracker { kept: kept_tx };
+    let label = path.display().to_string();
+    read_stream(
+        input,
+        origin,
+        reader,
+        &window,
+        ctx,
+        &label,
+        Some(&mut tracker),
+    )
+    .await;
+    drop(tracker);
+    ctx.drained(&window).await;
+    let _ = keeper.await;
+    persist::sync();
 }
 
 /// Tells the keeper of positions where each read ends, with the acknowledgement to wait for.
@@ -237,18 +264,27 @@ struct Follow {
     segments: Arc<Mutex<Segments>>,
     sleep: Pin<Box<tokio::time::Sleep>>,
     waiting: bool,
-    /// The path names another file and the one read stayed quiet since: leave it next time.
-    rotated: bool,
+    /// The path names another file (or, with `ends_when_gone`, none) and the one read stayed
+    /// quiet since: leave it next time.
+    moved_on: bool,
+    /// `wildcard-file()`: a file whose path is gone is read to its end, then left.
+    ends_when_gone: bool,
     /// What was said about the path not being there, so it is said once.
     said: Option<String>,
 }
 
 impl Follow {
     /// Opens where the persist file says the source got to.
-    fn start(source: &FileSource, key: &str, segments: Arc<Mutex<Segments>>) -> Follow {
+    fn start(
+        path: &Path,
+        follow_freq: Duration,
+        ends_when_gone: bool,
+        key: &str,
+        segments: Arc<Mutex<Segments>>,
+    ) -> Follow {
         let mut f = Follow {
-            path: source.path.clone(),
-            follow_freq: source.follow_freq,
+            path: path.to_path_buf(),
+            follow_freq,
             file: None,
             offset: 0,
             stream: 0,
@@ -257,7 +293,8 @@ impl Follow {
             segments,
             sleep: Box::pin(tokio::time::sleep(Duration::ZERO)),
             waiting: false,
-            rotated: false,
+            moved_on: false,
+            ends_when_gone,
             said: None,
         };
         match persist::find(key) {
@@ -368,8 +405,12 @@ impl Follow {
             return Look::Same;
         };
         let Ok(now) = std::fs::metadata(&self.path) else {
-            // Deleted: it may come back; what is open is read meanwhile.
-            return Look::Same;
+            // Deleted: `file()` waits for it to come back, reading what is open meanwhile.
+            return if self.ends_when_gone {
+                Look::Gone
+            } else {
+                Look::Same
+            };
         };
         if (now.dev(), now.ino()) != (*dev, *ino) {
             return Look::Rotated;
@@ -389,6 +430,7 @@ enum Look {
     Same,
     Rotated,
     Truncated,
+    Gone,
 }
 
 impl AsyncRead for Follow {
@@ -423,7 +465,7 @@ impl AsyncRead for Follow {
                     f.last = buf.filled()[filled + n - 1];
                     f.offset += n as u64;
                     f.stream += n as u64;
-                    f.rotated = false;
+                    f.moved_on = false;
                     return Poll::Ready(Ok(()));
                 }
                 Ok(_) => {}
@@ -438,14 +480,17 @@ impl AsyncRead for Follow {
             }
             // The end of the file.
             match f.look() {
-                Look::Rotated if f.rotated => {
+                Look::Rotated if f.moved_on => {
                     // Quiet for a whole wait since the path moved on: the new file next.
                     f.file = None;
-                    f.rotated = false;
+                    f.moved_on = false;
                     f.owe_newline();
                     continue;
                 }
-                Look::Rotated => f.rotated = true,
+                // Quiet for a whole wait since the path went: the end (a last line without
+                // a newline is a line).
+                Look::Gone if f.moved_on => return Poll::Ready(Ok(())),
+                Look::Rotated | Look::Gone => f.moved_on = true,
                 Look::Truncated => {
                     log::notice(format!(
                         "file {}: it got shorter (truncated); reading it from its start",

@@ -15,6 +15,7 @@ pub mod internal;
 pub mod relp;
 pub mod stdin;
 pub mod stream;
+pub mod wildcard;
 
 use crate::destinations::Outbox;
 use crate::dispatch::{Current, Dispatcher};

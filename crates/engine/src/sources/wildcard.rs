@@ -1,0 +1,209 @@
+//! `wildcard-file()`: every file under `base-dir()` whose name matches `filename-pattern()`
+//! (and not `exclude-pattern()`), in its subdirectories too with `recursive(yes)`, is read as
+//! `file()` reads one ([`super::file::read_file`]): followed as it grows, across rotations,
+//! its position kept. The directory is looked at again every `follow-freq()`; a file that
+//! appears is read from its start, a file whose name is gone is read to its end and left. At
+//! most `max-files()` are read at once; the rest wait for a place, and that is said.
+//!
+//! Each file is counted on its own, as syslog-ng counts it: `src.file;s#0;/var/log/a.log`.
+
+use super::file::{read_file, until_retired, FileReading};
+use super::{Context, ReaderSpec, Retire};
+use crate::own_log as log;
+use crate::stats::Registry;
+use glob::Pattern;
+use std::collections::HashMap;
+use std::future::Future;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+#[derive(Clone, Debug)]
+pub struct WildcardSource {
+    pub base_dir: PathBuf,
+    /// `filename-pattern()`, matched against a file's name.
+    pub pattern: Pattern,
+    pub exclude: Option<Pattern>,
+    pub recursive: bool,
+    pub max_files: usize,
+    pub reader: ReaderSpec,
+    pub how: FileReading,
+    /// Where each file's counter is made.
+    pub stats: Arc<Registry>,
+    /// The driver as the counters name it: `s#0`.
+    pub counted_as: String,
+}
+
+impl super::Source for WildcardSource {
+    fn source_name(&self) -> &Arc<str> {
+        &self.how.source_name
+    }
+
+    fn place(&self) -> super::Place {
+        super::Place {
+            kind: "wildcard-file",
+            address: format!("{}/{}", self.base_dir.display(), self.pattern),
+        }
+    }
+
+    fn prepare(self: Arc<Self>, _: Option<super::Held>) -> std::io::Result<Box<dyn super::Ready>> {
+        Ok(Box::new(Ready { source: self }))
+    }
+
+    fn reader(&self) -> Option<&ReaderSpec> {
+        Some(&self.reader)
+    }
+}
+
+struct Ready {
+    source: Arc<WildcardSource>,
+}
+
+impl super::Ready for Ready {
+    fn hand_over(&self) -> Option<OwnedFd> {
+        None
+    }
+
+    fn run(
+        self: Box<Self>,
+        ctx: Context,
+        retire: watch::Receiver<Retire>,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        Box::pin(async move { self.source.watch(ctx, retire).await })
+    }
+}
+
+impl WildcardSource {
+    /// Looks for files every `follow-freq()` and reads each one it finds, until sluice stops
+    /// or a reload retires the source; then waits for its readers to keep their positions.
+    async fn watch(self: Arc<Self>, ctx: Context, retire: watch::Receiver<Retire>) {
+        let (reading, watcher) = until_retired(&ctx, retire);
+        let mut stop = reading.shutdown.clone();
+        let mut readers: HashMap<PathBuf, JoinHandle<()>> = HashMap::new();
+        let mut said = Said::default();
+        loop {
+            readers.retain(|_, r| !r.is_finished());
+            let found = self.scan(&mut said);
+            let mut waiting = 0;
+            for path in found {
+                if readers.contains_key(&path) {
+                    continue;
+                }
+                if readers.len() >= self.max_files {
+                    waiting += 1;
+                    continue;
+                }
+                let reader = self.reader_of(&path);
+                let how = self.how.clone();
+                let cx = reading.clone();
+                let at = path.clone();
+                readers.insert(
+                    path,
+                    tokio::spawn(async move { read_file(&at, &reader, &how, &cx, true).await }),
+                );
+            }
+            said.waiting(&self, waiting);
+            tokio::select! {
+                _ = stop.wait_for(|s| *s) => break,
+                _ = tokio::time::sleep(self.how.follow_freq) => {}
+            }
+        }
+        for (_, r) in readers {
+            let _ = r.await;
+        }
+        watcher.abort();
+    }
+
+    /// The reader options of one file: its own counter.
+    fn reader_of(&self, path: &Path) -> ReaderSpec {
+        let mut reader = self.reader.clone();
+        reader.counted.driver = self.stats.counter(
+            "src.file",
+            &self.counted_as,
+            &path.display().to_string(),
+            "processed",
+        );
+        reader
+    }
+
+    /// The files that match, sorted; a directory that cannot be read is said once.
+    fn scan(&self, said: &mut Said) -> Vec<PathBuf> {
+        let mut found = Vec::new();
+        let mut dirs = vec![self.base_dir.clone()];
+        while let Some(dir) = dirs.pop() {
+            let entries = match std::fs::read_dir(&dir) {
+                Ok(e) => {
+                    said.readable(&dir);
+                    e
+                }
+                Err(e) => {
+                    said.unreadable(self, &dir, &e);
+                    continue;
+                }
+            };
+            for entry in entries.flatten() {
+                let Ok(kind) = entry.file_type() else {
+                    continue;
+                };
+                let path = entry.path();
+                if kind.is_dir() {
+                    if self.recursive {
+                        dirs.push(path);
+                    }
+                    continue;
+                }
+                let name = entry.file_name();
+                let Some(name) = name.to_str() else {
+                    continue;
+                };
+                let excluded = self.exclude.as_ref().is_some_and(|x| x.matches(name));
+                let regular = kind.is_file() || (kind.is_symlink() && path.is_file());
+                if regular && !excluded && self.pattern.matches(name) {
+                    found.push(path);
+                }
+            }
+        }
+        found.sort();
+        found
+    }
+}
+
+/// What was said, so that each thing is said once (and again when it changes).
+#[derive(Default)]
+struct Said {
+    unreadable: HashMap<PathBuf, String>,
+    waiting: usize,
+}
+
+impl Said {
+    fn unreadable(&mut self, source: &WildcardSource, dir: &Path, e: &std::io::Error) {
+        let why = e.to_string();
+        if self.unreadable.get(dir) != Some(&why) {
+            log::warning(format!(
+                "wildcard-file({}): directory {}: {why}; looking again every {}s",
+                source.base_dir.display(),
+                dir.display(),
+                source.how.follow_freq.as_secs_f64()
+            ));
+            self.unreadable.insert(dir.to_path_buf(), why);
+        }
+    }
+
+    fn readable(&mut self, dir: &Path) {
+        self.unreadable.remove(dir);
+    }
+
+    fn waiting(&mut self, source: &WildcardSource, waiting: usize) {
+        if waiting > 0 && self.waiting == 0 {
+            log::warning(format!(
+                "wildcard-file({}): max-files({}) reached; {waiting} more files wait until files read now are gone",
+                source.base_dir.display(),
+                source.max_files
+            ));
+        }
+        self.waiting = waiting;
+    }
+}
