@@ -116,15 +116,14 @@ struct RunningSource {
     retire: watch::Sender<Retire>,
     /// What a successor at its place takes over at a reload (a second descriptor of its
     /// socket).
-    hand_over: Option<std::os::fd::OwnedFd>,
+    hand_over: Vec<std::os::fd::OwnedFd>,
 }
 
 /// Sources ready to run.
 type Prepared = Vec<(Arc<dyn Source>, Box<dyn Ready>)>;
 
-/// What each source retiring at a reload holds, by its place: its name and socket.
-type Retiring<'a> =
-    std::collections::HashMap<Place, (&'a Arc<str>, Option<&'a std::os::fd::OwnedFd>)>;
+/// What each source retiring at a reload holds, by its place: its name and sockets.
+type Retiring<'a> = std::collections::HashMap<Place, (&'a Arc<str>, &'a [std::os::fd::OwnedFd])>;
 
 /// Gets each of `sources` ready; one at the place of a source in `retiring` takes over what
 /// that one holds there.
@@ -133,9 +132,14 @@ fn prepare(sources: Vec<Arc<dyn Source>>, retiring: &Retiring<'_>) -> anyhow::Re
         .into_iter()
         .map(|s| {
             let place = s.place();
-            let held = retiring.get(&place).and_then(|(name, socket)| {
-                Some(Held {
-                    socket: (*socket)?.try_clone().ok()?,
+            let held = retiring.get(&place).and_then(|(name, sockets)| {
+                let sockets = sockets
+                    .iter()
+                    .map(|s| s.try_clone())
+                    .collect::<std::io::Result<Vec<_>>>()
+                    .ok()?;
+                (!sockets.is_empty()).then(|| Held {
+                    sockets,
                     same_source: **name == *s.source_name(),
                 })
             });
@@ -242,7 +246,7 @@ impl Running {
             .sources
             .iter()
             .filter(|l| !kept_sources.contains(&l.name))
-            .map(|l| (l.place.clone(), (&l.name, l.hand_over.as_ref())))
+            .map(|l| (l.place.clone(), (&l.name, l.hand_over.as_slice())))
             .collect();
         let taken: std::collections::HashSet<Place> = sources
             .iter()

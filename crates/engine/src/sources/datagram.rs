@@ -2,7 +2,9 @@
 //! `unix-dgram()`. One datagram is one message. A reader drains every datagram the socket has
 //! (up to a batch) before dispatching, so a busy socket costs one dispatch per batch. UDP
 //! cannot be slowed down: while the window is spent the socket is not read and the kernel
-//! drops what overflows its buffer (`so-rcvbuf()` sizes it).
+//! drops what overflows its buffer (`so-rcvbuf()` sizes it). Those drops are counted
+//! (`socket_receive_dropped`, read from the socket with `SO_MEMINFO` once a second while it
+//! receives), and a `so-rcvbuf()` the kernel caps is said at start.
 
 use super::{Context, ReaderSpec, Retire, UnixSocket};
 use crate::dns::{self, NameOptions};
@@ -14,7 +16,7 @@ use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::net::{UdpSocket, UnixDatagram};
 use tokio::sync::watch;
@@ -44,6 +46,8 @@ pub struct DatagramSource {
     pub source_id: u16,
     pub so_rcvbuf: Option<usize>,
     pub so_reuseport: bool,
+    /// What the kernel dropped on the socket because its buffer was full.
+    pub kernel_dropped: Arc<AtomicU64>,
 }
 
 pub enum Bound {
@@ -72,6 +76,15 @@ impl DatagramSource {
                 }
                 if let Some(size) = self.so_rcvbuf {
                     socket.set_recv_buffer_size(size)?;
+                    // Linux doubles what it grants (for its own bookkeeping), up to twice
+                    // net.core.rmem_max.
+                    let granted = socket.recv_buffer_size()? / 2;
+                    if granted < size {
+                        log::warning(format!(
+                            "source {}: the kernel caps so-rcvbuf({size}) at {granted} bytes on {}: raise net.core.rmem_max (sysctl) to {size} or more, or datagrams are dropped sooner",
+                            self.source_name, self.bind
+                        ));
+                    }
                 }
                 socket.bind(&(*addr).into())?;
                 socket.set_nonblocking(true)?;
@@ -103,6 +116,8 @@ impl DatagramSource {
         let mut kept = MessageVec::default();
         let mut generation = u64::MAX;
         let mut source_id = self.source_id;
+        // Counted while the reader waits too: a reader whose window is spent does not read.
+        let drops = count_kernel_drops(&bound, self.kernel_dropped.clone());
         loop {
             let ready = tokio::select! {
                 biased;
@@ -190,6 +205,9 @@ impl DatagramSource {
             kept.give_back(msgs);
             datagrams.clear();
         }
+        if let Some(d) = drops {
+            d.abort();
+        }
         if let (Bind::Unix(unix), Retire::Close) = (&self.bind, how) {
             unix.remove();
         }
@@ -215,6 +233,106 @@ impl DatagramSource {
                 Bind::Unix(_) => sluice_model::Endpoints::default(),
             },
         }
+    }
+}
+
+/// Counts into `into`, once a second, the datagrams the kernel dropped on the socket since
+/// now (`SO_MEMINFO`'s drops, the count `SO_RXQ_OVFL` reports), on a task of its own; `None`
+/// when the socket cannot say.
+fn count_kernel_drops(bound: &Bound, into: Arc<AtomicU64>) -> Option<tokio::task::JoinHandle<()>> {
+    let fd = bound.as_fd().try_clone_to_owned().ok()?;
+    let start = socket_drops(&fd)?;
+    Some(tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            if let Some(now) = socket_drops(&fd) {
+                // Added: a socket taken over at a reload goes on counting where it was.
+                let before = into.load(Ordering::Relaxed);
+                into.store(
+                    before.max(now.wrapping_sub(start) as u64),
+                    Ordering::Relaxed,
+                );
+            }
+        }
+    }))
+}
+
+/// What the kernel dropped on the socket so far.
+fn socket_drops(socket: &impl AsFd) -> Option<u32> {
+    const SK_MEMINFO_DROPS: usize = 8;
+    let mut info = [0u32; 9];
+    let mut len = std::mem::size_of_val(&info) as libc::socklen_t;
+    // SAFETY: `info` is as long as `len` says, and the descriptor is open.
+    let r = unsafe {
+        libc::getsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(&socket.as_fd()),
+            libc::SOL_SOCKET,
+            libc::SO_MEMINFO,
+            info.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    (r == 0 && len as usize > SK_MEMINFO_DROPS * 4).then_some(info[SK_MEMINFO_DROPS])
+}
+
+impl AsFd for Bound {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            Bound::Udp(s) => s.as_fd(),
+            Bound::Unix(s) => s.as_fd(),
+        }
+    }
+}
+
+/// Spreads the datagrams of a group of `n` sockets bound with `SO_REUSEPORT` evenly over
+/// them, whatever their sender: a classic BPF program (`ld rand; mod n; ret a`) attached with
+/// `SO_ATTACH_REUSEPORT_CBPF` picks a socket by its place in the group (the order they were
+/// bound). Without it the kernel picks by a hash of the sender's address and port, so one busy
+/// sender lands on one socket.
+pub fn spread_evenly(socket: &impl AsFd, n: u32) -> std::io::Result<()> {
+    // SKF_AD_OFF + SKF_AD_RANDOM: a random number.
+    const RANDOM: u32 = (-0x1000i32 + 56) as u32;
+    let program = [
+        // BPF_LD | BPF_W | BPF_ABS
+        libc::sock_filter {
+            code: 0x20,
+            jt: 0,
+            jf: 0,
+            k: RANDOM,
+        },
+        // BPF_ALU | BPF_MOD | BPF_K
+        libc::sock_filter {
+            code: 0x94,
+            jt: 0,
+            jf: 0,
+            k: n,
+        },
+        // BPF_RET | BPF_A
+        libc::sock_filter {
+            code: 0x16,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        },
+    ];
+    let fprog = libc::sock_fprog {
+        len: program.len() as u16,
+        filter: program.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: `fprog` points at `program`, which outlives the call.
+    let r = unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(&socket.as_fd()),
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_REUSEPORT_CBPF,
+            (&fprog as *const libc::sock_fprog).cast(),
+            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 
@@ -249,7 +367,7 @@ impl super::Source for DatagramSource {
         held: Option<super::Held>,
     ) -> std::io::Result<Box<dyn super::Ready>> {
         let bound = match held {
-            Some(held) => self.adopt(held.socket)?,
+            Some(held) => self.adopt(held.sockets.into_iter().next().expect("a socket"))?,
             None => self.bind()?,
         };
         Ok(Box::new((self, bound)))
@@ -268,11 +386,8 @@ impl super::Source for DatagramSource {
 }
 
 impl super::Ready for (Arc<DatagramSource>, Bound) {
-    fn hand_over(&self) -> Option<OwnedFd> {
-        match &self.1 {
-            Bound::Udp(s) => s.as_fd().try_clone_to_owned().ok(),
-            Bound::Unix(s) => s.as_fd().try_clone_to_owned().ok(),
-        }
+    fn hand_over(&self) -> Vec<OwnedFd> {
+        self.1.as_fd().try_clone_to_owned().into_iter().collect()
     }
 
     fn run(
@@ -288,7 +403,7 @@ impl super::Ready for (Arc<DatagramSource>, Bound) {
 impl DatagramSource {
     /// Takes over a predecessor's socket: what the kernel queued for it meanwhile is read
     /// here.
-    fn adopt(&self, socket: OwnedFd) -> std::io::Result<Bound> {
+    pub fn adopt(&self, socket: OwnedFd) -> std::io::Result<Bound> {
         match &self.bind {
             Bind::Udp(_) => {
                 let socket = std::net::UdpSocket::from(socket);

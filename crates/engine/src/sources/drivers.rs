@@ -7,6 +7,7 @@
 //! not is in [`NOT_YET`]. To add a source: write its runtime beside this file, its
 //! declaration here, and a line in `every_source_reads_every_option_it_declares`'s samples.
 
+use super::balancer::BalancerSource;
 use super::datagram::{Bind, DatagramSource};
 use super::file::{FileReading, FileSource};
 use super::internal::InternalSource;
@@ -69,6 +70,12 @@ pub static DRIVERS: &[SourceDriver] = &[
         build: unix,
     },
     SourceDriver {
+        names: &["udp_balancer"],
+        options: UDP_BALANCER,
+        sample: "udp-balancer(port(0) listeners(2))",
+        build: udp_balancer,
+    },
+    SourceDriver {
         names: &["file"],
         options: FILE,
         sample: "file(\"/nonexistent/sluice-table-test\")",
@@ -101,7 +108,6 @@ pub const NOT_YET: &[&str] = &[
     "systemd_syslog",
     "program",
     "pipe",
-    "udp_balancer",
     "python",
     "python_fetcher",
     "snmptrap",
@@ -258,7 +264,15 @@ impl Common<'_> {
         }
     }
 
-    fn datagram(&self, bind: Bind, reader: ReaderSpec, so_rcvbuf: Option<usize>) -> DatagramSource {
+    /// A datagram socket's reader: `listener` names its counters.
+    fn datagram(
+        &self,
+        node: &Node,
+        listener: &str,
+        bind: Bind,
+        reader: ReaderSpec,
+        so_rcvbuf: Option<usize>,
+    ) -> DatagramSource {
         DatagramSource {
             bind,
             reader,
@@ -267,6 +281,7 @@ impl Common<'_> {
             source_id: self.cx.id,
             so_rcvbuf,
             so_reuseport: false,
+            kernel_dropped: self.counter(node, listener, "socket_receive_dropped"),
         }
     }
 }
@@ -481,7 +496,7 @@ fn network(node: &Node, o: &mut Options, common: Common) -> Result<Built, Config
             window,
             &listener,
         );
-        let mut s = common.datagram(Bind::Udp(addr), reader, so_rcvbuf);
+        let mut s = common.datagram(node, &listener, Bind::Udp(addr), reader, so_rcvbuf);
         s.so_reuseport = so_reuseport;
         return Ok(Arc::new(s));
     }
@@ -579,11 +594,91 @@ fn unix(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigErr
         let window = common.opts.log_iw_size;
         let reader = common.reader(node, &ingest, instance, Framing::Newline, window, &listener);
         Ok(Arc::new(common.datagram(
+            node,
+            &listener,
             Bind::Unix(unix),
             reader,
             so_rcvbuf,
         )))
     }
+}
+
+/// The options of `udp-balancer()`: where it listens, its buffers, how many sockets.
+const UDP_BALANCER: &[Declared] = &[
+    read("ip", "ip(\"127.0.0.1\")"),
+    read("localip", "localip(\"127.0.0.1\")"),
+    read("port", "port(0)"),
+    read("localport", "localport(0)"),
+    read("ip_protocol", "ip-protocol(4)"),
+    read("so_rcvbuf", "so-rcvbuf(1048576)"),
+    read("listeners", "listeners(4)"),
+];
+
+/// `udp-balancer(port(514) listeners(4))`, syslog-ng PE's: `listeners()` UDP sockets on one
+/// port, each read on its own, the datagrams spread evenly over them whatever their sender.
+fn udp_balancer(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigError> {
+    if let Some(v) = node.first_value() {
+        return Err(ConfigError::new(
+            v.pos,
+            format!(
+                "udp-balancer() takes no positional value; did you mean ip(\"{}\")?",
+                v.text
+            ),
+        ));
+    }
+    let ipv6 = o.last("ip_protocol").map(ip_protocol).transpose()? == Some(6);
+    let ip_option = o.last_of(&["ip", "localip"]).map(Node::value).transpose()?;
+    let ip: IpAddr = match ip_option {
+        Some(v) => v
+            .text
+            .parse()
+            .map_err(|_| ConfigError::new(v.pos, format!("'{}' is not an IP address", v.text)))?,
+        None if ipv6 => "::".parse().expect("valid"),
+        None => "0.0.0.0".parse().expect("valid"),
+    };
+    let port = match o.last_of(&["port", "localport"]) {
+        Some(opt) => port_number(opt)?,
+        None => 514,
+    };
+    let listeners = match o.last("listeners") {
+        Some(opt) => {
+            let v = opt.value()?;
+            let n = v.as_u64()?;
+            if !(1..=256).contains(&n) {
+                return Err(ConfigError::new(v.pos, "listeners() is between 1 and 256"));
+            }
+            n as usize
+        }
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let so_rcvbuf = so_rcvbuf(o)?;
+    let addr = SocketAddr::new(ip, port);
+    let ingest = common.ingest();
+    let family = if addr.is_ipv6() {
+        "AF_INET6"
+    } else {
+        "AF_INET"
+    };
+    let window = common.opts.log_iw_size;
+    let shown = ip_option.map_or("0.0.0.0", |v| v.text.as_str());
+    let sockets = (0..listeners)
+        .map(|k| {
+            // Each listener is counted on its own: `…;udp,0.0.0.0#2;a;processed`.
+            let listener = format!("afsocket_sd.(dgram,{family}({addr}))#{k}");
+            let reader = common.reader(
+                node,
+                &ingest,
+                &format!("udp,{shown}#{k}"),
+                Framing::Newline,
+                window,
+                &listener,
+            );
+            let mut s = common.datagram(node, &listener, Bind::Udp(addr), reader, so_rcvbuf);
+            s.so_reuseport = true;
+            Arc::new(s)
+        })
+        .collect();
+    Ok(Arc::new(BalancerSource { sockets }))
 }
 
 /// The options of `file()`.

@@ -52,8 +52,8 @@ impl super::Source for InternalSource {
 }
 
 impl super::Ready for Arc<InternalSource> {
-    fn hand_over(&self) -> Option<OwnedFd> {
-        None
+    fn hand_over(&self) -> Vec<OwnedFd> {
+        Vec::new()
     }
 
     /// Takes sluice's own messages from now on: a predecessor's queue ends once it has

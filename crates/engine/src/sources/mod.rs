@@ -8,6 +8,7 @@
 //! [`read_stream`] is that loop for byte streams (TCP, unix-stream, stdin); datagram sockets
 //! have theirs in [`datagram`].
 
+pub mod balancer;
 pub mod datagram;
 pub mod drivers;
 pub mod file;
@@ -130,8 +131,9 @@ pub trait Source: Send + Sync + 'static {
 
 /// A source bound and ready to run.
 pub trait Ready: Send {
-    /// A second descriptor of what it holds, kept for a successor after a reload.
-    fn hand_over(&self) -> Option<OwnedFd>;
+    /// Second descriptors of what it holds (its sockets), kept for a successor after a
+    /// reload.
+    fn hand_over(&self) -> Vec<OwnedFd>;
     /// Runs until `retire` says how to stop accepting (or `ctx` stops everything); what it
     /// accepted (connections) goes on until `ctx` stops them or their peers close.
     fn run(
@@ -143,8 +145,8 @@ pub trait Ready: Send {
 
 /// What a source retiring at a reload hands the new source at its place.
 pub struct Held {
-    /// A second descriptor of its socket.
-    pub socket: OwnedFd,
+    /// Second descriptors of its sockets (at least one).
+    pub sockets: Vec<OwnedFd>,
     /// Both belong to a source statement of this name: what the retiring one accepted
     /// (connections, a reader of stdin) goes on under the new one.
     pub same_source: bool,

@@ -65,8 +65,12 @@ struct ReadStdin {
 }
 
 impl super::Ready for ReadStdin {
-    fn hand_over(&self) -> Option<OwnedFd> {
-        std::io::stdin().as_fd().try_clone_to_owned().ok()
+    fn hand_over(&self) -> Vec<OwnedFd> {
+        std::io::stdin()
+            .as_fd()
+            .try_clone_to_owned()
+            .into_iter()
+            .collect()
     }
 
     fn run(

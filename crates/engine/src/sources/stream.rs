@@ -109,7 +109,7 @@ impl super::Source for StreamSource {
         held: Option<super::Held>,
     ) -> std::io::Result<Box<dyn super::Ready>> {
         let bound = match held {
-            Some(held) => Bound(held.socket.into()),
+            Some(held) => Bound(held.sockets.into_iter().next().expect("a socket").into()),
             None => self.bind()?,
         };
         Ok(Box::new((self, bound)))
@@ -132,8 +132,8 @@ impl super::Source for StreamSource {
 }
 
 impl super::Ready for (Arc<StreamSource>, Bound) {
-    fn hand_over(&self) -> Option<std::os::fd::OwnedFd> {
-        self.1 .0.try_clone().map(Into::into).ok()
+    fn hand_over(&self) -> Vec<std::os::fd::OwnedFd> {
+        self.1 .0.try_clone().map(Into::into).into_iter().collect()
     }
 
     fn run(

@@ -63,8 +63,8 @@ struct Ready {
 }
 
 impl super::Ready for Ready {
-    fn hand_over(&self) -> Option<OwnedFd> {
-        None
+    fn hand_over(&self) -> Vec<OwnedFd> {
+        Vec::new()
     }
 
     fn run(
