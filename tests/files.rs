@@ -510,3 +510,76 @@ fn wildcard_file_reads_as_syslog_ngs_wildcard_file() {
     }
     assert_eq!(outputs[0], outputs[1]);
 }
+
+#[test]
+fn multi_line_records_are_joined_and_the_last_waits_its_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let log = d.join("app.log");
+    append(
+        &log,
+        "app: Exception in thread main\n\tat a.B(C.java:1)\n\tat d.E(F.java:2)\napp: next\n  more\n",
+    );
+    let conf = config(d, &["app.log"]).replace(
+        "follow-freq(0.1)",
+        "follow-freq(0.1) multi-line-mode(indented) multi-line-timeout(1)",
+    );
+    let conf = conf.replace(r#"template("$MSG\n")"#, r#"template("$MSG\n--\n")"#);
+    let s = Sluice::start(d, &conf);
+    let out = d.join("out.log");
+    wait_until(Duration::from_secs(10), || lines(&out).len() >= 4);
+    assert_eq!(
+        lines(&out),
+        [
+            "Exception in thread main",
+            "\tat a.B(C.java:1)",
+            "\tat d.E(F.java:2)",
+            "--"
+        ],
+        "{}",
+        s.stderr()
+    );
+    // The last record is one after multi-line-timeout(), without a line after it.
+    let all = wait_lines(&out, 7);
+    assert_eq!(all[4..], ["next", "  more", "--"]);
+}
+
+#[test]
+fn multi_line_reads_as_syslog_ngs() {
+    if common::syslog_ng().is_none() {
+        return;
+    }
+    let input = tempfile::tempdir().unwrap();
+    let cases = [
+        ("indented", "multi-line-mode(indented)"),
+        (
+            "prefix-garbage",
+            r#"multi-line-mode(prefix-garbage) multi-line-prefix("^[0-9]{4}-") multi-line-garbage("--END--")"#,
+        ),
+        (
+            "prefix-suffix",
+            r#"multi-line-mode(prefix-suffix) multi-line-prefix("^<rec>") multi-line-suffix("</rec>")"#,
+        ),
+    ];
+    let text = "2026-11-24 start one\n  cont a\n\tcont b\n2026-11-24 two --END-- junk\nloose line\n<rec>x\ny</rec> tail\n2026-11-24 three\n  c\nlast line\n";
+    for (name, options) in cases {
+        let log = input.path().join(format!("{name}.log"));
+        append(&log, text);
+        let config = format!(
+            r#"@version: 3.38
+            source s {{ file("{}" follow-freq(1) flags(no-parse) {options}); }};
+            destination d {{ file("@OUT@/all.log" template("[$MSG]\n")); }};
+            log {{ source(s); destination(d); }};"#,
+            log.display()
+        );
+        let mut outputs = Vec::new();
+        for kind in [Server::SyslogNg, Server::Sluice] {
+            let r = Running::start(kind, &config);
+            let file = r.out.join("all.log");
+            std::thread::sleep(Duration::from_millis(2500));
+            outputs.push(std::fs::read_to_string(&file).unwrap_or_default());
+            drop(r);
+        }
+        assert_eq!(outputs[0], outputs[1], "{name}");
+    }
+}

@@ -14,6 +14,7 @@ use sluice_model::macros::DateOptions;
 use sluice_model::message::{facility_by_name, severity_by_name, tag_id};
 use sluice_model::time::TsFormat;
 use sluice_model::{Ingest, Tags, Zone};
+use sluice_protocol::multiline::MultiLine;
 use sluice_protocol::ParseFlags;
 use std::sync::Arc;
 use std::time::Duration;
@@ -438,6 +439,86 @@ pub struct SourceOptions {
     pub time_zone: Option<Zone>,
     pub tags: Vec<String>,
     pub bad_hostname: Option<Regex>,
+    /// `multi-line-mode()` and its `multi-line-*()` options, as given.
+    pub multi_line: MultiLineOptions,
+}
+
+/// `multi-line-mode()`, `multi-line-prefix()`, `multi-line-garbage()`, `multi-line-suffix()`
+/// and `multi-line-timeout()`, as given; [`MultiLineOptions::build`] checks them together.
+#[derive(Clone, Debug, Default)]
+pub struct MultiLineOptions {
+    mode: Option<Value>,
+    prefix: Option<Value>,
+    garbage: Option<Value>,
+    suffix: Option<Value>,
+    timeout: Option<Duration>,
+}
+
+/// How long the last record of a stream waits for more lines without `multi-line-timeout()`.
+const MULTI_LINE_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl MultiLineOptions {
+    /// The lines' joining, and how long the last record waits; `None` without a mode (or
+    /// with `none`).
+    pub fn build(&self) -> Result<Option<(Arc<MultiLine>, Duration)>, ConfigError> {
+        let Some(mode) = &self.mode else {
+            let given = [&self.prefix, &self.garbage, &self.suffix];
+            return match given.into_iter().flatten().next() {
+                Some(v) => Err(ConfigError::new(
+                    v.pos,
+                    "this goes with multi-line-mode(): multi-line-mode(prefix-garbage) multi-line-prefix(\"^[0-9]{4}-\")",
+                )),
+                None => Ok(None),
+            };
+        };
+        let regex = |v: &Option<Value>, name: &str| -> Result<Regex, ConfigError> {
+            let v = v.as_ref().ok_or_else(|| {
+                ConfigError::new(
+                    mode.pos,
+                    format!(
+                        "multi-line-mode({}) needs {name}(\"regular expression\")",
+                        mode.text
+                    ),
+                )
+            })?;
+            Regex::new(&v.text).map_err(|e| ConfigError::new(v.pos, format!("{name}(): {e}")))
+        };
+        let multi = match sluice_config::normalize(&mode.text).as_str() {
+            "none" => return Ok(None),
+            "indented" => MultiLine::Indented,
+            "regexp" | "prefix_garbage" => MultiLine::PrefixGarbage {
+                prefix: regex(&self.prefix, "multi-line-prefix")?,
+                garbage: self
+                    .garbage
+                    .is_some()
+                    .then(|| regex(&self.garbage, "multi-line-garbage"))
+                    .transpose()?,
+            },
+            "prefix_suffix" => MultiLine::PrefixSuffix {
+                prefix: regex(&self.prefix, "multi-line-prefix")?,
+                suffix: regex(&self.suffix, "multi-line-suffix")?,
+            },
+            _ => {
+                return Err(ConfigError::unknown(
+                    mode.pos,
+                    "multi-line-mode",
+                    &mode.text,
+                    "",
+                    &[
+                        "indented",
+                        "regexp",
+                        "prefix-garbage",
+                        "prefix-suffix",
+                        "none",
+                    ],
+                ))
+            }
+        };
+        Ok(Some((
+            Arc::new(multi),
+            self.timeout.unwrap_or(MULTI_LINE_TIMEOUT),
+        )))
+    }
 }
 
 /// Flags a source accepts in `flags()`.
@@ -460,6 +541,25 @@ pub const SOURCE_FLAGS: &[&str] = &[
     "threaded",
     "no-rfc3164-fallback",
     "guess-timezone",
+];
+
+/// The options of sources that read streams of lines (not datagrams), read by
+/// [`SourceOptions::apply`] too.
+pub static MULTI_LINE: &[Declared] = &[
+    read("multi_line_mode", "multi-line-mode(indented)"),
+    read(
+        "multi_line_prefix",
+        "multi-line-prefix(\"^x\") multi-line-mode(regexp)",
+    ),
+    read(
+        "multi_line_garbage",
+        "multi-line-garbage(\"^x\") multi-line-prefix(\"^y\") multi-line-mode(prefix-garbage)",
+    ),
+    read(
+        "multi_line_suffix",
+        "multi-line-suffix(\"^x\") multi-line-prefix(\"^y\") multi-line-mode(prefix-suffix)",
+    ),
+    read("multi_line_timeout", "multi-line-timeout(5)"),
 ];
 
 impl SourceOptions {
@@ -489,6 +589,7 @@ impl SourceOptions {
             time_zone: g.recv_time_zone.clone(),
             tags: Vec::new(),
             bad_hostname: g.bad_hostname.clone(),
+            multi_line: MultiLineOptions::default(),
         }
     }
 
@@ -523,9 +624,6 @@ impl SourceOptions {
         read("persist_name", "persist-name(\"p\")"),
         not_yet("log_prefix"),
         not_yet("pad_size"),
-        not_yet("multi_line_mode"),
-        not_yet("multi_line_prefix"),
-        not_yet("multi_line_garbage"),
         not_yet("hook_commands"),
         not_yet("use_syslogng_pid"),
         not_yet("ebpf"),
@@ -537,6 +635,25 @@ impl SourceOptions {
                 for f in opt.words()? {
                     self.flag(f)?;
                 }
+            }
+            "multi_line_mode" => self.multi_line.mode = Some(opt.value()?.clone()),
+            "multi_line_prefix" => self.multi_line.prefix = Some(opt.value()?.clone()),
+            "multi_line_garbage" => self.multi_line.garbage = Some(opt.value()?.clone()),
+            "multi_line_suffix" => self.multi_line.suffix = Some(opt.value()?.clone()),
+            "multi_line_timeout" => {
+                let v = opt.value()?;
+                let secs: f64 =
+                    v.text
+                        .parse()
+                        .ok()
+                        .filter(|s: &f64| *s > 0.0)
+                        .ok_or_else(|| {
+                            ConfigError::new(
+                                v.pos,
+                                "multi-line-timeout() is a number of seconds above 0",
+                            )
+                        })?;
+                self.multi_line.timeout = Some(Duration::from_secs_f64(secs));
             }
             "keep_hostname" => self.keep_hostname = opt.bool()?,
             "chain_hostnames" => self.chain_hostnames = opt.bool()?,

@@ -10,6 +10,7 @@
 //! for values that had to change (an unescaped SD-PARAM, a sanitized message).
 
 pub mod framing;
+pub mod multiline;
 pub mod proxy;
 pub mod relp;
 mod scan;

@@ -16,7 +16,7 @@ use super::stream::{Listen, Proxied, StreamSource};
 use super::wildcard::WildcardSource;
 use super::{ReaderSpec, SourceCounters, UnixSocket, READ_BUDGET};
 use crate::dns::NameOptions;
-use crate::options::{self, Globals, SourceOptions};
+use crate::options::{self, Globals, SourceOptions, MULTI_LINE};
 use crate::stats::Registry;
 use crate::tls::TlsOptions;
 use crate::window::ReadBudget;
@@ -25,6 +25,7 @@ use sluice_config::{ConfigError, Node};
 use sluice_model::path::SourceId;
 use sluice_model::Ingest;
 use sluice_protocol::framing::Framing;
+use sluice_protocol::multiline::MultiLine;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,7 +35,8 @@ pub struct SourceDriver {
     /// As `Node::key` gives them (`unix_stream`); the first is the driver's own.
     pub names: &'static [&'static str],
     /// Its own options; every source also has [`SourceOptions::DECLARED`].
-    pub options: &'static [Declared],
+    /// Its own options, in parts; every source also has [`SourceOptions::DECLARED`].
+    pub options: &'static [&'static [Declared]],
     /// A valid use, for the table test.
     #[cfg_attr(not(test), allow(dead_code))]
     pub sample: &'static str,
@@ -59,37 +61,37 @@ pub struct SourceContext<'a> {
 pub static DRIVERS: &[SourceDriver] = &[
     SourceDriver {
         names: &["network", "syslog", "tcp", "tcp6", "udp", "udp6", "relp"],
-        options: NETWORK,
+        options: &[NETWORK, MULTI_LINE],
         sample: "network(port(0))",
         build: network,
     },
     SourceDriver {
         names: &["unix_stream", "unix_dgram"],
-        options: UNIX,
+        options: &[UNIX, MULTI_LINE],
         sample: "unix-stream(\"/nonexistent/sluice-table-test\")",
         build: unix,
     },
     SourceDriver {
         names: &["udp_balancer"],
-        options: UDP_BALANCER,
+        options: &[UDP_BALANCER],
         sample: "udp-balancer(port(0) listeners(2))",
         build: udp_balancer,
     },
     SourceDriver {
         names: &["file"],
-        options: FILE,
+        options: &[FILE, MULTI_LINE],
         sample: "file(\"/nonexistent/sluice-table-test\")",
         build: file,
     },
     SourceDriver {
         names: &["wildcard_file"],
-        options: WILDCARD_FILE,
+        options: &[WILDCARD_FILE, MULTI_LINE],
         sample: "wildcard-file(base-dir(\"/nonexistent\") filename-pattern(\"*.log\"))",
         build: wildcard_file,
     },
     SourceDriver {
         names: &["stdin"],
-        options: &[],
+        options: &[MULTI_LINE],
         sample: "stdin()",
         build: stdin,
     },
@@ -103,11 +105,11 @@ pub static DRIVERS: &[SourceDriver] = &[
 
 /// Source drivers of syslog-ng that sluice does not have yet.
 pub const NOT_YET: &[&str] = &[
+    "program",
+    "pipe",
     "system",
     "systemd_journal",
     "systemd_syslog",
-    "program",
-    "pipe",
     "python",
     "python_fetcher",
     "snmptrap",
@@ -141,10 +143,27 @@ pub fn build(node: &Node, cx: &SourceContext) -> Result<Built, ConfigError> {
         |d| d.names,
         NOT_YET,
     )?;
-    let mut o = Options::check_parts(node, &[SourceOptions::DECLARED, driver.options])?;
+    let parts: Vec<&[Declared]> = std::iter::once(SourceOptions::DECLARED)
+        .chain(driver.options.iter().copied())
+        .collect();
+    let mut o = Options::check_parts(node, &parts)?;
     let mut opts = SourceOptions::new(cx.globals);
     o.apply(SourceOptions::DECLARED, |opt| opts.apply(opt))?;
-    let built = (driver.build)(node, &mut o, Common { cx, opts })?;
+    // Drivers that read streams of lines declare these.
+    let first = |p: &[Declared]| p.first().map(|d| d.name);
+    if driver.options.iter().any(|p| first(p) == first(MULTI_LINE)) {
+        o.apply(MULTI_LINE, |opt| opts.apply(opt))?;
+    }
+    let multi_line = opts.multi_line.build()?;
+    let built = (driver.build)(
+        node,
+        &mut o,
+        Common {
+            cx,
+            opts,
+            multi_line,
+        },
+    )?;
     o.finish()?;
     Ok(built)
 }
@@ -153,6 +172,8 @@ pub fn build(node: &Node, cx: &SourceContext) -> Result<Built, ConfigError> {
 pub struct Common<'a> {
     cx: &'a SourceContext<'a>,
     opts: SourceOptions,
+    /// `multi-line-mode()`, built.
+    multi_line: Option<(Arc<MultiLine>, Duration)>,
 }
 
 impl Common<'_> {
@@ -201,6 +222,7 @@ impl Common<'_> {
             trim_large_messages: self.opts.trim_large_messages,
             window,
             keep_empty: self.opts.empty_lines,
+            multi_line: self.multi_line.clone(),
             budget: ReadBudget::new(READ_BUDGET),
             ingest: ingest.clone(),
             listener: Arc::from(listener),
@@ -272,8 +294,17 @@ impl Common<'_> {
         bind: Bind,
         reader: ReaderSpec,
         so_rcvbuf: Option<usize>,
-    ) -> DatagramSource {
-        DatagramSource {
+    ) -> Result<DatagramSource, ConfigError> {
+        if self.multi_line.is_some() {
+            return Err(ConfigError::new(
+                node.pos,
+                format!(
+                    "multi-line-mode() joins the lines of a stream; in {}() each datagram is one message",
+                    node.name
+                ),
+            ));
+        }
+        Ok(DatagramSource {
             bind,
             reader,
             names: self.names(),
@@ -282,7 +313,7 @@ impl Common<'_> {
             so_rcvbuf,
             so_reuseport: false,
             kernel_dropped: self.counter(node, listener, "socket_receive_dropped"),
-        }
+        })
     }
 }
 
@@ -496,7 +527,7 @@ fn network(node: &Node, o: &mut Options, common: Common) -> Result<Built, Config
             window,
             &listener,
         );
-        let mut s = common.datagram(node, &listener, Bind::Udp(addr), reader, so_rcvbuf);
+        let mut s = common.datagram(node, &listener, Bind::Udp(addr), reader, so_rcvbuf)?;
         s.so_reuseport = so_reuseport;
         return Ok(Arc::new(s));
     }
@@ -599,7 +630,7 @@ fn unix(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigErr
             Bind::Unix(unix),
             reader,
             so_rcvbuf,
-        )))
+        )?))
     }
 }
 
@@ -673,22 +704,18 @@ fn udp_balancer(node: &Node, o: &mut Options, common: Common) -> Result<Built, C
                 window,
                 &listener,
             );
-            let mut s = common.datagram(node, &listener, Bind::Udp(addr), reader, so_rcvbuf);
+            let mut s = common.datagram(node, &listener, Bind::Udp(addr), reader, so_rcvbuf)?;
             s.so_reuseport = true;
-            Arc::new(s)
+            Ok(Arc::new(s))
         })
-        .collect();
+        .collect::<Result<_, ConfigError>>()?;
     Ok(Arc::new(BalancerSource { sockets }))
 }
 
 /// The options of `file()`.
 /// (Multi-line modes, `pad-size()` and encodings are every source's, in
 /// [`SourceOptions::DECLARED`].)
-const FILE: &[Declared] = &[
-    read("follow_freq", "follow-freq(0.5)"),
-    not_yet("multi_line_suffix"),
-    not_yet("multi_line_timeout"),
-];
+const FILE: &[Declared] = &[read("follow_freq", "follow-freq(0.5)")];
 
 /// `file("/var/log/app.log")`: follows a file as it grows, across rotations.
 fn file(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigError> {
@@ -735,8 +762,6 @@ const WILDCARD_FILE: &[Declared] = &[
     read("follow_freq", "follow-freq(0.5)"),
     // sluice looks every follow-freq(), whatever the method.
     read("monitor_method", "monitor-method(inotify)"),
-    not_yet("multi_line_suffix"),
-    not_yet("multi_line_timeout"),
 ];
 
 /// `wildcard-file(base-dir("/var/log/apps") filename-pattern("*.log"))`: every matching file.
@@ -959,7 +984,9 @@ mod tests {
         assert!(made.status.success(), "{made:?}");
         for driver in DRIVERS {
             let sample = driver.sample;
-            let parts: [&[Declared]; 2] = [SourceOptions::DECLARED, driver.options];
+            let parts: Vec<&[Declared]> = std::iter::once(SourceOptions::DECLARED)
+                .chain(driver.options.iter().copied())
+                .collect();
             sluice_config::declared::every_option_is_read_in(sample, &parts, |text| {
                 let text = text
                     .replace("\"/k\"", &format!("\"{}\"", key.display()))

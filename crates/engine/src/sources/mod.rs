@@ -25,6 +25,7 @@ use crate::window::{Ack, Loan, ReadBudget, Window};
 use bytes::{BufMut, Bytes, BytesMut};
 use sluice_model::{Ingest, MessageVec, Origin, Today, UnixTime};
 use sluice_protocol::framing::{Frame, FrameDecoder, Framing};
+use sluice_protocol::multiline::MultiLine;
 use std::cell::RefCell;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -87,6 +88,9 @@ pub struct ReaderSpec {
     pub window: u32,
     /// `flags(empty-lines)`: keep empty frames as messages.
     pub keep_empty: bool,
+    /// `multi-line-mode()`: lines joined into records, and how long the last one waits for
+    /// more before it is a record (`multi-line-timeout()`).
+    pub multi_line: Option<(Arc<MultiLine>, Duration)>,
     /// What the source's readers may hold in large reads, all connections together.
     pub budget: ReadBudget,
     pub ingest: Arc<Ingest>,
@@ -377,16 +381,24 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
     let mut queued: Option<oneshot::Receiver<()>> = None;
     // Bytes of the input the reads so far took (whole frames).
     let mut taken: u64 = 0;
+    // With multi-line records: the lines cut, and when the open record is one anyway.
+    let mut lines = Vec::new();
+    let mut open_until: Option<tokio::time::Instant> = None;
     loop {
         // Wait for data with the smallest buffer; borrow the rest of a large read from the
         // source's budget once the small one filled, and take only what is there already.
         buf.reserve(MIN_READ);
         let mut small = (&mut buf).limit(MIN_READ);
-        let mut n = tokio::select! {
+        let read = tokio::select! {
             biased;
             _ = shutdown.wait_for(|stop| *stop) => break,
-            read = input.read_buf(&mut small) => bytes_read(read, peer),
+            read = input.read_buf(&mut small) => Some(bytes_read(read, peer)),
+            // The open multi-line record waited long enough.
+            _ = tokio::time::sleep_until(open_until.unwrap_or_else(tokio::time::Instant::now)),
+                if open_until.is_some() => None,
         };
+        let flush = read.is_none();
+        let mut n = read.unwrap_or(0);
         let mut loan = Loan::default();
         if n == MIN_READ && read_size > MIN_READ {
             let more = read_size - MIN_READ;
@@ -405,7 +417,7 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
                 n += got;
             }
         }
-        let eof = n == 0;
+        let eof = n == 0 && !flush;
         if n == read_size && read_size < MAX_READ {
             read_size = (read_size * 4).min(MAX_READ);
         } else if n < read_size / 4 && read_size > MIN_READ {
@@ -414,13 +426,27 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
         // Empty lines, lone NULs and zero-length frames are no messages (as in syslog-ng),
         // unless `flags(empty-lines)`.
         let mut empty = 0;
-        let decoded = decoder.decode(&buf, eof, |f| {
+        let keep = |f: Frame| {
             if f.range.is_empty() && !spec.keep_empty {
                 empty += 1;
             } else {
                 frames.push(f);
             }
-        });
+        };
+        let decoded = match &spec.multi_line {
+            None => decoder.decode(&buf, eof, keep),
+            Some((multi, wait)) => {
+                lines.clear();
+                decoder
+                    .decode(&buf, eof, |f| lines.push(f))
+                    .map(|consumed| {
+                        let open = multi.join(&buf, &lines, eof || flush, spec.log_msg_size, keep);
+                        // The open record is read again with what follows it.
+                        open_until = open.map(|_| tokio::time::Instant::now() + *wait);
+                        open.unwrap_or(consumed)
+                    })
+            }
+        };
         if empty > 0 {
             spec.counted.empty.fetch_add(empty, Ordering::Relaxed);
         }
