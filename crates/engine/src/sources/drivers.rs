@@ -11,6 +11,7 @@ use super::balancer::BalancerSource;
 use super::datagram::{Bind, DatagramSource};
 use super::file::{FileReading, FileSource};
 use super::internal::InternalSource;
+use super::program::{Local, PipeSource, ProgramSource};
 use super::stdin::StdinSource;
 use super::stream::{Listen, Proxied, StreamSource};
 use super::wildcard::WildcardSource;
@@ -90,6 +91,18 @@ pub static DRIVERS: &[SourceDriver] = &[
         build: wildcard_file,
     },
     SourceDriver {
+        names: &["program"],
+        options: &[PROGRAM, MULTI_LINE],
+        sample: "program(\"true\")",
+        build: program,
+    },
+    SourceDriver {
+        names: &["pipe"],
+        options: &[PIPE, MULTI_LINE],
+        sample: "pipe(\"/nonexistent/sluice-table-test\")",
+        build: pipe,
+    },
+    SourceDriver {
         names: &["stdin"],
         options: &[MULTI_LINE],
         sample: "stdin()",
@@ -105,8 +118,6 @@ pub static DRIVERS: &[SourceDriver] = &[
 
 /// Source drivers of syslog-ng that sluice does not have yet.
 pub const NOT_YET: &[&str] = &[
-    "program",
-    "pipe",
     "system",
     "systemd_journal",
     "systemd_syslog",
@@ -865,6 +876,72 @@ fn follow_freq(o: &mut Options) -> Result<Duration, ConfigError> {
         ));
     }
     Ok(Duration::from_secs_f64(secs))
+}
+
+/// The options of `program()`.
+const PROGRAM: &[Declared] = &[read("inherit_environment", "inherit-environment(no)")];
+
+/// `program("/usr/bin/tail -F /var/log/x")`: what a program writes.
+fn program(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigError> {
+    let command = node.first_value().ok_or_else(|| {
+        ConfigError::new(
+            node.pos,
+            "program() needs a command: program(\"/usr/local/bin/events\")",
+        )
+    })?;
+    let inherit_environment = o
+        .last("inherit_environment")
+        .map(Node::bool)
+        .transpose()?
+        .unwrap_or(true);
+    Ok(Arc::new(ProgramSource {
+        command: command.text.clone(),
+        inherit_environment,
+        local: local(node, common, &command.text),
+    }))
+}
+
+/// The options of `pipe()`: the pipe is sluice's to make, so these are moot.
+const PIPE: &[Declared] = &[
+    read("optional", "optional(yes)"),
+    read("create_dirs", "create-dirs(no)"),
+];
+
+/// `pipe("/var/run/app.pipe")`: a named pipe.
+fn pipe(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigError> {
+    let path = node.first_value().ok_or_else(|| {
+        ConfigError::new(node.pos, "pipe() needs a path: pipe(\"/var/run/app.pipe\")")
+    })?;
+    if !path.text.starts_with('/') {
+        return Err(ConfigError::new(
+            path.pos,
+            format!(
+                "pipe(\"{}\"): give the pipe's whole path, from /",
+                path.text
+            ),
+        ));
+    }
+    for name in ["optional", "create_dirs"] {
+        o.last(name).map(Node::bool).transpose()?;
+    }
+    Ok(Arc::new(PipeSource {
+        path: path.text.clone().into(),
+        local: local(node, common, &path.text),
+    }))
+}
+
+/// What reads a local program or pipe: `instance` names it in the counters.
+fn local(node: &Node, common: Common, instance: &str) -> Local {
+    let mut common = common;
+    common.opts.flags.local = true;
+    let ingest = common.ingest();
+    let window = common.opts.log_iw_size;
+    Local {
+        reader: common.reader(node, &ingest, instance, Framing::Newline, window, ""),
+        names: common.names(),
+        source_name: common.cx.name.clone(),
+        source_id: common.cx.id,
+    }
 }
 
 /// `stdin()`: what sluice is given on its standard input, to its end.

@@ -13,6 +13,7 @@ pub mod datagram;
 pub mod drivers;
 pub mod file;
 pub mod internal;
+pub mod program;
 pub mod relp;
 pub mod stdin;
 pub mod stream;

@@ -1,0 +1,264 @@
+//! `program()` and `pipe()`: lines a local program writes.
+//!
+//! `program("command")` runs the command (with `/bin/sh -c`, as syslog-ng runs it: the text is
+//! the configuration's, never a sender's) and reads its standard output. When it exits it is
+//! started again, after a delay that doubles while it keeps exiting within a minute (1 s up to
+//! 60 s), so a program that fails at once is not a busy loop. Stopping sluice or retiring the
+//! source ends it (SIGTERM).
+//!
+//! `pipe("/path")` reads a named pipe, made (mode 0600) when it is not there. It is opened for
+//! reading and writing, as syslog-ng opens it, so that a writer that closes it is no end of
+//! input for the next one.
+
+use super::file::until_retired;
+use super::{read_stream, Context, ReaderSpec, Retire};
+use crate::dns::{self, NameOptions};
+use crate::own_log as log;
+use crate::window::Window;
+use sluice_model::Origin;
+use std::future::Future;
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// What reads a local program's lines: its origin's parts.
+#[derive(Clone, Debug)]
+pub struct Local {
+    pub reader: ReaderSpec,
+    pub names: NameOptions,
+    pub source_name: Arc<str>,
+    pub source_id: u16,
+}
+
+impl Local {
+    fn origin(&self) -> Arc<Origin> {
+        Arc::new(Origin {
+            source_name: self.source_name.clone(),
+            source_id: self.source_id,
+            peer: None,
+            host_from: dns::local_name(self.names.use_fqdn),
+            local: true,
+            pairs: Vec::new(),
+            endpoints: Default::default(),
+        })
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct ProgramSource {
+    pub command: String,
+    /// `inherit-environment()`: the program gets sluice's environment (else an empty one).
+    pub inherit_environment: bool,
+    pub local: Local,
+}
+
+/// The shortest and longest wait before a program that exited is started again.
+const FIRST_DELAY: Duration = Duration::from_secs(1);
+const LONGEST_DELAY: Duration = Duration::from_secs(60);
+
+impl super::Source for ProgramSource {
+    fn source_name(&self) -> &Arc<str> {
+        &self.local.source_name
+    }
+
+    fn place(&self) -> super::Place {
+        super::Place {
+            kind: "program",
+            address: self.command.clone(),
+        }
+    }
+
+    fn prepare(self: Arc<Self>, _: Option<super::Held>) -> std::io::Result<Box<dyn super::Ready>> {
+        Ok(Box::new(Runs(self)))
+    }
+
+    fn reader(&self) -> Option<&ReaderSpec> {
+        Some(&self.local.reader)
+    }
+}
+
+struct Runs(Arc<ProgramSource>);
+
+impl super::Ready for Runs {
+    fn hand_over(&self) -> Vec<OwnedFd> {
+        Vec::new()
+    }
+
+    fn run(
+        self: Box<Self>,
+        ctx: Context,
+        retire: watch::Receiver<Retire>,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        Box::pin(async move { self.0.supervise(ctx, retire).await })
+    }
+}
+
+impl ProgramSource {
+    /// Runs the program and reads it, again whenever it exits, until stopped.
+    async fn supervise(&self, ctx: Context, retire: watch::Receiver<Retire>) {
+        let (reading, watcher) = until_retired(&ctx, retire);
+        let mut stop = reading.shutdown.clone();
+        let mut delay = FIRST_DELAY;
+        let label = format!("program({})", self.command);
+        loop {
+            let started = Instant::now();
+            match self.spawn() {
+                Ok(mut child) => {
+                    let window = Window::new(self.local.reader.window);
+                    if let Some(out) = child.stdout.take() {
+                        read_stream(
+                            out,
+                            self.local.origin(),
+                            &self.local.reader,
+                            &window,
+                            &reading,
+                            &label,
+                            None,
+                        )
+                        .await;
+                    }
+                    if *stop.borrow() {
+                        end(&mut child).await;
+                        reading.drained(&window).await;
+                        break;
+                    }
+                    let status = child.wait().await;
+                    let how = match status {
+                        Ok(s) => s.to_string(),
+                        Err(e) => e.to_string(),
+                    };
+                    // Running a minute is running well: the next failure waits the least.
+                    if started.elapsed() >= LONGEST_DELAY {
+                        delay = FIRST_DELAY;
+                    }
+                    log::warning(format!(
+                        "{label} of source {} ended ({how}); starting it again in {}s",
+                        self.local.source_name,
+                        delay.as_secs()
+                    ));
+                }
+                Err(e) => log::error(format!(
+                    "{label} of source {} cannot be started: {e}; trying again in {}s",
+                    self.local.source_name,
+                    delay.as_secs()
+                )),
+            }
+            tokio::select! {
+                _ = stop.wait_for(|s| *s) => break,
+                _ = tokio::time::sleep(delay) => {}
+            }
+            delay = (delay * 2).min(LONGEST_DELAY);
+        }
+        watcher.abort();
+    }
+
+    fn spawn(&self) -> std::io::Result<tokio::process::Child> {
+        let mut cmd = tokio::process::Command::new("/bin/sh");
+        cmd.arg("-c")
+            .arg(&self.command)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true);
+        if !self.inherit_environment {
+            cmd.env_clear();
+        }
+        cmd.spawn()
+    }
+}
+
+/// Ends a program: SIGTERM, then SIGKILL if it is still there a second later.
+async fn end(child: &mut tokio::process::Child) {
+    if let Some(pid) = child.id() {
+        // SAFETY: signalling a child sluice started and has not reaped.
+        unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    }
+    if tokio::time::timeout(Duration::from_secs(1), child.wait())
+        .await
+        .is_err()
+    {
+        let _ = child.kill().await;
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct PipeSource {
+    pub path: PathBuf,
+    pub local: Local,
+}
+
+impl super::Source for PipeSource {
+    fn source_name(&self) -> &Arc<str> {
+        &self.local.source_name
+    }
+
+    fn place(&self) -> super::Place {
+        super::Place {
+            kind: "pipe",
+            address: self.path.display().to_string(),
+        }
+    }
+
+    /// Makes the pipe when it is not there; refuses a path that is something else.
+    fn prepare(self: Arc<Self>, _: Option<super::Held>) -> std::io::Result<Box<dyn super::Ready>> {
+        use std::os::unix::fs::FileTypeExt;
+        match std::fs::metadata(&self.path) {
+            Ok(m) if m.file_type().is_fifo() => {}
+            Ok(_) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    format!("{} is there and is not a named pipe", self.path.display()),
+                ))
+            }
+            Err(_) => rustix::fs::mkfifoat(
+                rustix::fs::CWD,
+                &self.path,
+                rustix::fs::Mode::from_raw_mode(0o600),
+            )?,
+        }
+        let receiver = tokio::net::unix::pipe::OpenOptions::new()
+            .read_write(true)
+            .open_receiver(&self.path)?;
+        Ok(Box::new(Reads(self, receiver)))
+    }
+
+    fn reader(&self) -> Option<&ReaderSpec> {
+        Some(&self.local.reader)
+    }
+}
+
+struct Reads(Arc<PipeSource>, tokio::net::unix::pipe::Receiver);
+
+impl super::Ready for Reads {
+    fn hand_over(&self) -> Vec<OwnedFd> {
+        Vec::new()
+    }
+
+    fn run(
+        self: Box<Self>,
+        ctx: Context,
+        retire: watch::Receiver<Retire>,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        let Reads(source, receiver) = *self;
+        Box::pin(async move {
+            let (reading, watcher) = until_retired(&ctx, retire);
+            let window = Window::new(source.local.reader.window);
+            let label = format!("pipe({})", source.path.display());
+            read_stream(
+                receiver,
+                source.local.origin(),
+                &source.local.reader,
+                &window,
+                &reading,
+                &label,
+                None,
+            )
+            .await;
+            reading.drained(&window).await;
+            watcher.abort();
+        })
+    }
+}

@@ -1,0 +1,105 @@
+//! `program()` and `pipe()` sources: a program's output, the program started again when it
+//! exits (not in a busy loop when it fails at once), a named pipe made when missing and read
+//! across writers, and the same output as syslog-ng's.
+
+mod common;
+
+use common::{wait_until, Running, Server};
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+fn lines(r: &Running) -> Vec<String> {
+    std::fs::read_to_string(r.out.join("all.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+fn config(source: &str) -> String {
+    format!(
+        r#"@version: 3.38
+        source s {{ {source}; }};
+        destination d {{ file("@OUT@/all.log" template("$PROGRAM $MSG\n")); }};
+        log {{ source(s); destination(d); }};"#
+    )
+}
+
+#[test]
+fn a_programs_lines_are_read_and_it_is_started_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    // Says which run it is, then exits.
+    let command = format!(
+        "echo x >> {0}; echo \"app: run $(wc -l < {0})\"",
+        runs.display()
+    );
+    let r = Running::start(Server::Sluice, &config(&format!("program({command:?})")));
+    wait_until(Duration::from_secs(10), || lines(&r).len() >= 2);
+    assert_eq!(lines(&r)[..2], ["app run 1", "app run 2"], "{}", r.stderr());
+    assert!(
+        r.stderr().contains("starting it again in 1s"),
+        "{}",
+        r.stderr()
+    );
+}
+
+#[test]
+fn a_program_that_fails_at_once_waits_longer_each_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let command = format!("echo x >> {}; exit 3", runs.display());
+    let r = Running::start(Server::Sluice, &config(&format!("program({command:?})")));
+    let started = Instant::now();
+    std::thread::sleep(Duration::from_secs(5));
+    let count = std::fs::read_to_string(&runs)
+        .unwrap_or_default()
+        .lines()
+        .count();
+    // 0 s, 1 s, 3 s (waits of 1 and 2 s): 3 runs in 5 s, not thousands.
+    assert!(
+        (2..=4).contains(&count),
+        "{count} runs in {:?}",
+        started.elapsed()
+    );
+    assert!(r.stderr().contains("exit status: 3"), "{}", r.stderr());
+}
+
+#[test]
+fn a_named_pipe_is_made_and_read_across_writers() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("app.pipe");
+    let r = Running::start(
+        Server::Sluice,
+        &config(&format!("pipe(\"{}\")", path.display())),
+    );
+    wait_until(Duration::from_secs(10), || path.exists());
+    for i in 0..3 {
+        let mut w = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        writeln!(w, "app: writer {i}").unwrap();
+    }
+    wait_until(Duration::from_secs(10), || lines(&r).len() >= 3);
+    assert_eq!(lines(&r), ["app writer 0", "app writer 1", "app writer 2"]);
+}
+
+#[test]
+fn program_reads_as_syslog_ngs() {
+    if common::syslog_ng().is_none() {
+        return;
+    }
+    let source = r#"program("printf '<13>Nov 24 10:00:00 h1 app[1]: one\nplain two\n'; sleep 30")"#;
+    let text = format!(
+        r#"@version: 3.38
+        options {{ keep-hostname(yes); }};
+        source s {{ {source}; }};
+        destination d {{ file("@OUT@/all.log" template("$HOST|$PROGRAM|$PRIORITY|$MSG\n")); }};
+        log {{ source(s); destination(d); }};"#
+    );
+    let mut outputs = Vec::new();
+    for kind in [Server::SyslogNg, Server::Sluice] {
+        let r = Running::start(kind, &text);
+        wait_until(Duration::from_secs(10), || lines(&r).len() >= 2);
+        outputs.push(lines(&r));
+    }
+    assert_eq!(outputs[0], outputs[1]);
+}
