@@ -415,15 +415,7 @@ fn network(node: &Node, o: &mut Options, common: Common) -> Result<Built, Config
         None => None,
     };
     let ipv6 = key.ends_with('6') || ip_protocol == Some(6);
-    let ip_option = o.last_of(&["ip", "localip"]).map(Node::value).transpose()?;
-    let ip: IpAddr = match ip_option {
-        Some(v) => v
-            .text
-            .parse()
-            .map_err(|_| ConfigError::new(v.pos, format!("'{}' is not an IP address", v.text)))?,
-        None if ipv6 => "::".parse().expect("valid"),
-        None => "0.0.0.0".parse().expect("valid"),
-    };
+    let (ip, ip_option) = listen_ip(o, ipv6)?;
     // The driver's counter name shows the transport and address as written (syslog-ng's).
     let instance = format!(
         "{transport},{}",
@@ -645,6 +637,24 @@ fn unix(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigErr
     }
 }
 
+/// The address a listener binds: `ip()` (or `localip()`), else every address of the family;
+/// and the option as written, for the counters' names.
+fn listen_ip<'n>(
+    o: &mut Options<'n>,
+    ipv6: bool,
+) -> Result<(IpAddr, Option<&'n sluice_config::Value>), ConfigError> {
+    let written = o.last_of(&["ip", "localip"]).map(Node::value).transpose()?;
+    let ip = match written {
+        Some(v) => v
+            .text
+            .parse()
+            .map_err(|_| ConfigError::new(v.pos, format!("'{}' is not an IP address", v.text)))?,
+        None if ipv6 => IpAddr::from(std::net::Ipv6Addr::UNSPECIFIED),
+        None => IpAddr::from(std::net::Ipv4Addr::UNSPECIFIED),
+    };
+    Ok((ip, written))
+}
+
 /// The options of `udp-balancer()`: where it listens, its buffers, how many sockets.
 const UDP_BALANCER: &[Declared] = &[
     read("ip", "ip(\"127.0.0.1\")"),
@@ -669,15 +679,7 @@ fn udp_balancer(node: &Node, o: &mut Options, common: Common) -> Result<Built, C
         ));
     }
     let ipv6 = o.last("ip_protocol").map(ip_protocol).transpose()? == Some(6);
-    let ip_option = o.last_of(&["ip", "localip"]).map(Node::value).transpose()?;
-    let ip: IpAddr = match ip_option {
-        Some(v) => v
-            .text
-            .parse()
-            .map_err(|_| ConfigError::new(v.pos, format!("'{}' is not an IP address", v.text)))?,
-        None if ipv6 => "::".parse().expect("valid"),
-        None => "0.0.0.0".parse().expect("valid"),
-    };
+    let (ip, ip_option) = listen_ip(o, ipv6)?;
     let port = match o.last_of(&["port", "localport"]) {
         Some(opt) => port_number(opt)?,
         None => 514,
