@@ -1,7 +1,7 @@
 //! The contract every destination keeps, run over each one sluice has: `file()`, `tcp()`,
 //! `syslog()` (octet-counted), `tcp()` with TLS, `udp()`, `unix-stream()`, `unix-dgram()`,
-//! `relp()` and `http()`. A destination to come adds a [`Kind`] (and, when it needs one, its
-//! peer's setup).
+//! `relp()`, `http()` and `program()`. A destination to come adds a [`Kind`] (and, when it
+//! needs one, its peer's setup).
 //!
 //! - What it accepted is written once and in order, and counted under syslog-ng's names.
 //! - `sluice ctl reopen` (SIGUSR1) leaves it writing.
@@ -74,6 +74,13 @@ const KINDS: &[Kind] = &[
         driver: |_| r#"file("@OUT@/all.log" @OPTIONS@)"#.to_string(),
         receive: Itself,
         counter: |_| "dst.file;d#0;@OUT@/all.log;a;processed".to_string(),
+        connected: false,
+    },
+    Kind {
+        name: "program",
+        driver: |_| r#"program("cat >> @OUT@/all.log" @OPTIONS@)"#.to_string(),
+        receive: Itself,
+        counter: |_| "dst.program;d#0;cat >> @OUT@/all.log;a;processed".to_string(),
         connected: false,
     },
     Kind {

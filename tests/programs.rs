@@ -103,3 +103,108 @@ fn program_reads_as_syslog_ngs() {
     }
     assert_eq!(outputs[0], outputs[1]);
 }
+
+/// A sluice with a TCP source on `port` and `destination`.
+fn relay(destination: &str) -> (Running, u16) {
+    let port = common::free_port();
+    let mut r = Running::start(
+        Server::Sluice,
+        &format!(
+            r#"@version: 3.38
+            options {{ keep-hostname(yes); }};
+            source s {{ tcp(ip(127.0.0.1) port({port})); }};
+            destination d {{ {destination}; }};
+            log {{ source(s); destination(d); flags(flow-control); }};"#
+        ),
+    );
+    r.wait_tcp(port);
+    (r, port)
+}
+
+fn file_lines(path: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn a_program_destination_gets_every_message_on_its_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("got");
+    let (r, port) = relay(&format!(
+        r#"program("cat >> {}" template("$MSG\n"))"#,
+        out.display()
+    ));
+    let input: String = (0..2000)
+        .map(|i| format!("<13>Nov 24 10:00:00 h app: m{i}\n"))
+        .collect();
+    common::send_tcp(port, input.as_bytes(), common::Framing::Newline);
+    wait_until(Duration::from_secs(20), || file_lines(&out).len() >= 2000);
+    let want: Vec<String> = (0..2000).map(|i| format!("m{i}")).collect();
+    assert_eq!(file_lines(&out), want, "{}", r.stderr());
+}
+
+#[test]
+fn a_program_destination_that_exits_is_started_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("got");
+    // Takes one line at a time and exits after two.
+    let (r, port) = relay(&format!(
+        r#"program("n=0; while read -r l; do echo \"$l\" >> {}; n=$((n+1)); [ $n -ge 2 ] && exit 0; done" template("$MSG\n"))"#,
+        out.display()
+    ));
+    for i in 0..2 {
+        common::send_tcp(
+            port,
+            format!("<13>Nov 24 10:00:00 h app: first{i}\n").as_bytes(),
+            common::Framing::Newline,
+        );
+    }
+    wait_until(Duration::from_secs(10), || file_lines(&out).len() >= 2);
+    std::thread::sleep(Duration::from_millis(300));
+    common::send_tcp(
+        port,
+        b"<13>Nov 24 10:00:00 h app: after\n",
+        common::Framing::Newline,
+    );
+    wait_until(Duration::from_secs(10), || file_lines(&out).len() >= 3);
+    assert_eq!(
+        file_lines(&out),
+        ["first0", "first1", "after"],
+        "{}",
+        r.stderr()
+    );
+}
+
+#[test]
+fn a_program_destination_writes_what_syslog_ngs_writes() {
+    if common::syslog_ng().is_none() {
+        return;
+    }
+    let mut outputs = Vec::new();
+    for kind in [Server::SyslogNg, Server::Sluice] {
+        let port = common::free_port();
+        let mut r = Running::start(
+            kind,
+            &format!(
+                r#"@version: 3.38
+                options {{ keep-hostname(yes); }};
+                source s {{ tcp(ip(127.0.0.1) port({port})); }};
+                destination d {{ program("cat >> @OUT@/prog.log"); }};
+                log {{ source(s); destination(d); }};"#
+            ),
+        );
+        r.wait_tcp(port);
+        common::send_tcp(
+            port,
+            b"<13>Nov 24 10:00:00 h1 app[7]: one\n<30>Nov 24 10:00:01 h2 sshd: two\n",
+            common::Framing::Newline,
+        );
+        let file = r.out.join("prog.log");
+        wait_until(Duration::from_secs(10), || file_lines(&file).len() >= 2);
+        outputs.push(file_lines(&file));
+    }
+    assert_eq!(outputs[0], outputs[1]);
+}

@@ -13,7 +13,8 @@ use super::file_open::FileOptions;
 use super::file_open::NameReports;
 use super::format::{Format, Formatter};
 use super::network::{NetworkDestination, NetworkOptions, Transport};
-use super::sender::{Batching, Failback};
+use super::program::Program;
+use super::sender::{Batching, Failback, Pacing};
 use super::Destination;
 use crate::options::{self, Globals};
 use crate::sources::drivers::{ip_protocol, port_number, RELP_PORT};
@@ -127,6 +128,12 @@ pub static DRIVERS: &[DestinationDriver] = &[
         sample: "unix-stream(\"/nonexistent/sluice-table-test\")",
         build: unix,
     },
+    DestinationDriver {
+        names: &["program"],
+        options: &[FORMAT, QUEUE, DISK_BUFFER, PROGRAM, LATER, BATCH_LATER],
+        sample: "program(\"cat >/dev/null\")",
+        build: program,
+    },
     #[cfg(feature = "http")]
     DestinationDriver {
         names: &["http"],
@@ -146,7 +153,6 @@ pub static DRIVERS: &[DestinationDriver] = &[
 
 /// Destination drivers of syslog-ng that sluice does not have yet.
 pub const NOT_YET: &[&str] = &[
-    "program",
     "pipe",
     "sql",
     "mongodb",
@@ -715,6 +721,64 @@ fn unix(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Built, 
         Transport::UnixDgram
     };
     forward(node, o, cx, |opts| opts.transport = transport)
+}
+
+/// The options of `program()`.
+const PROGRAM: &[Declared] = &[
+    read("inherit_environment", "inherit-environment(no)"),
+    // The program runs until its connection ends, whatever this says.
+    read("keep_alive", "keep-alive(yes)"),
+];
+
+/// `program("/usr/local/bin/alert")`: messages on a program's standard input.
+fn program(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Built, ConfigError> {
+    let format = FormatOptions::read(o, cx)?;
+    let queue = Queue::read(o, cx.globals)?;
+    let command = node.first_value().ok_or_else(|| {
+        ConfigError::new(
+            node.pos,
+            "program() needs a command: program(\"/usr/local/bin/alert\")",
+        )
+    })?;
+    let inherit_environment = o
+        .last("inherit_environment")
+        .map(Node::bool)
+        .transpose()?
+        .unwrap_or(true);
+    o.last("keep_alive").map(Node::bool).transpose()?;
+    let disk_buffer = queue.disk_buffer(o, || {
+        format!(
+            "{}-program-{:08x}",
+            cx.name,
+            crc32fast::hash(command.text.as_bytes())
+        )
+    })?;
+    let dates = format.dates.clone();
+    let formatter = format.formatter(Format::File(dates));
+    let (component, id) = cx.counted_as(node);
+    let counters = cx.stats.destination(&component, &id, &command.text);
+    // A program that exited is started again as soon as its own delay allows
+    // ([`Program`]), unless time-reopen() says to wait longer.
+    let time_reopen = match o.last("time_reopen") {
+        Some(_) => queue.time_reopen,
+        None => Duration::from_secs(1),
+    };
+    let pacing = Pacing {
+        time_reopen,
+        failback: None,
+        retries: 1,
+        batch: Batching::default(),
+        log_fifo_size: queue.log_fifo_size,
+    };
+    Ok(Arc::new(NetworkDestination::to(
+        cx.label(),
+        formatter,
+        Arc::new(Program::new(command.text.clone(), inherit_environment)),
+        pacing,
+        disk_buffer,
+        false,
+        counters,
+    )))
 }
 
 /// What every forwarding destination reads besides where it sends ([`FORMAT`], [`QUEUE`],

@@ -12,6 +12,7 @@ pub mod format;
 pub mod http;
 mod link;
 pub mod network;
+mod program;
 pub mod queue;
 mod relp;
 mod sender;

@@ -80,9 +80,12 @@ thread_local! {
     static SCRATCH: RefCell<Vec<u8>> = RefCell::default();
 }
 
+/// A destination that writes a stream of messages to a server (or a program, [`super::program`]):
+/// formatted in the readers' threads, queued in one lane, sent by its sender.
 pub struct NetworkDestination {
     formatter: Formatter,
-    opts: Arc<NetworkOptions>,
+    /// RFC6587 octet counting: `LEN ` before each message.
+    octet_counting: bool,
     counters: DestCounters,
     /// Its queue and sender: one lane.
     delivery: Delivery,
@@ -95,7 +98,6 @@ impl NetworkDestination {
         opts: NetworkOptions,
         counters: DestCounters,
     ) -> NetworkDestination {
-        let opts = Arc::new(opts);
         let pacing = Pacing {
             time_reopen: opts.time_reopen,
             failback: opts.failback.clone(),
@@ -103,24 +105,46 @@ impl NetworkDestination {
             batch: Batching::default(),
             log_fifo_size: opts.log_fifo_size,
         };
+        let (octet_counting, disk_buffer) = (opts.octet_counting, opts.disk_buffer.clone());
+        NetworkDestination::to(
+            label,
+            formatter,
+            Arc::new(opts),
+            pacing,
+            disk_buffer,
+            octet_counting,
+            counters,
+        )
+    }
+
+    /// One that sends to `servers`, paced by `pacing`.
+    pub(super) fn to(
+        label: String,
+        formatter: Formatter,
+        servers: Arc<dyn Servers>,
+        pacing: Pacing,
+        disk_buffer: Option<(DiskBufferOptions, String)>,
+        octet_counting: bool,
+        counters: DestCounters,
+    ) -> NetworkDestination {
         let delivery = Delivery::new(
             label.into(),
-            opts.clone(),
+            servers,
             pacing,
             counters.clone(),
-            opts.disk_buffer.clone(),
+            disk_buffer,
             1,
         );
         NetworkDestination {
             formatter,
-            opts,
+            octet_counting,
             counters,
             delivery,
         }
     }
 
     fn append(&self, msg: &LogMessage, out: &mut Vec<u8>) {
-        if !self.opts.octet_counting {
+        if !self.octet_counting {
             self.formatter.append(msg, out);
             return;
         }
