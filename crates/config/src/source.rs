@@ -6,12 +6,20 @@
 //! "value"`, and `@module`/`@requires`, which sluice accepts and ignores (it has no loadable
 //! modules). A pragma line becomes an empty line in the joined text so that every other line
 //! keeps its number. `` `name` `` anywhere else is replaced by the value of an `@define` seen
-//! earlier, or else of the environment variable of that name.
+//! earlier, else of one of syslog-ng's built-in variables ([`builtin`]), else of the
+//! environment variable of that name.
+//!
+//! `@include "scl.conf"` reads sluice's own configuration library (`scl.conf` beside this
+//! file, built into sluice), not syslog-ng's: blocks under syslog-ng's names, built on
+//! sluice's drivers.
 
 use crate::error::{ConfigError, LoadError, Pos};
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+
+/// sluice's configuration library, read for `@include "scl.conf"`.
+const LIBRARY: &str = include_str!("scl.conf");
 
 /// syslog-ng's own limit on nested includes.
 const MAX_INCLUDE_DEPTH: usize = 15;
@@ -26,9 +34,9 @@ pub struct SourceMap {
     pub text: String,
     /// The `@version:` of the main file.
     pub version: Option<String>,
-    /// Things worth telling the user that are not errors (a skipped `scl.conf`).
-    pub notes: Vec<String>,
     defines: HashMap<String, String>,
+    /// The directory of the main configuration file: `syslog-ng-sysconfdir`.
+    sysconfdir: Option<PathBuf>,
 }
 
 impl SourceMap {
@@ -42,7 +50,10 @@ impl SourceMap {
             ));
             LoadError::new(err, SourceMap::default())
         })?;
-        let mut map = SourceMap::default();
+        let mut map = SourceMap {
+            sysconfdir: path.parent().map(Path::to_path_buf),
+            ..SourceMap::default()
+        };
         match map.add_file(path, &text, 0) {
             Ok(()) => Ok(map),
             Err(e) => Err(LoadError::new(e, map)),
@@ -168,6 +179,9 @@ impl SourceMap {
                 format!("@include nested more than {MAX_INCLUDE_DEPTH} deep"),
             ));
         }
+        if target == "scl.conf" {
+            return self.add_file(Path::new("scl.conf (sluice's library)"), LIBRARY, depth + 1);
+        }
         let base = from.parent().unwrap_or(Path::new("."));
         let candidate = if Path::new(target).is_absolute() {
             PathBuf::from(target)
@@ -199,11 +213,6 @@ impl SourceMap {
                 .collect()
         } else if candidate.is_file() {
             vec![candidate]
-        } else if target == "scl.conf" {
-            self.notes.push(
-                "@include \"scl.conf\" skipped: sluice does not ship syslog-ng's configuration library".into(),
-            );
-            return Ok(());
         } else {
             return Err(ConfigError::new(
                 pos,
@@ -223,11 +232,13 @@ impl SourceMap {
         Ok(())
     }
 
-    /// The value of an `@define`, or else of the environment variable of that name.
+    /// The value of an `@define`, else of a built-in variable, else of the environment
+    /// variable of that name.
     pub fn global(&self, name: &str) -> Option<String> {
         self.defines
             .get(name)
             .cloned()
+            .or_else(|| builtin(name, self.sysconfdir.as_deref()))
             .or_else(|| std::env::var(name).ok())
     }
 
@@ -245,6 +256,39 @@ impl SourceMap {
             )
         })
     }
+}
+
+/// syslog-ng's built-in variables, for configurations that name them, with sluice's
+/// values: `syslog-ng-sysconfdir` is the main configuration file's directory; the data and
+/// module directories are sluice's (it reads no syslog-ng modules or library files).
+/// `virtual-console` is the host's tenth virtual console, for the library's
+/// `getvirtconsole()`.
+pub fn builtin(name: &str, sysconfdir: Option<&Path>) -> Option<String> {
+    let value = match name.replace('_', "-").as_str() {
+        "syslog-ng-sysconfdir" => {
+            return Some(
+                sysconfdir
+                    .unwrap_or(Path::new("/etc/sluice"))
+                    .display()
+                    .to_string(),
+            )
+        }
+        "syslog-ng-prefix" => "/usr",
+        "syslog-ng-data" => "/usr/share/sluice",
+        "syslog-ng-include" => "/usr/share/sluice/include",
+        "include-path" => "/etc/sluice:/usr/share/sluice/include",
+        "scl-root" => "/usr/share/sluice/include/scl",
+        "module-path" | "module-install-dir" => "/usr/lib/sluice",
+        "virtual-console" => {
+            use std::os::unix::fs::FileTypeExt;
+            let console = ["/dev/tty10", "/dev/ttyva"]
+                .into_iter()
+                .find(|p| std::fs::metadata(p).is_ok_and(|m| m.file_type().is_char_device()));
+            console.unwrap_or("/dev/null")
+        }
+        _ => return None,
+    };
+    Some(value.to_string())
 }
 
 /// Follows the text line by line to tell which parts are the body of a `block` definition:
@@ -394,15 +438,32 @@ mod tests {
         let main = dir.path().join("main.conf");
         std::fs::write(
             &main,
-            "@include \"one.inc\"\n@include \"conf.d\"\n@include \"conf.d/*.conf\"\n@include \"scl.conf\"\nend;\n",
+            "@include \"one.inc\"\n@include \"conf.d\"\n@include \"conf.d/*.conf\"\nend;\n",
         )
         .unwrap();
         let map = SourceMap::load(&main).unwrap();
         let words: Vec<&str> = map.text.split_whitespace().collect();
         assert_eq!(words, ["one;", "a;", "b;", "a;", "b;", "end;"]);
-        assert_eq!(map.notes.len(), 1);
         let last = map.text.lines().count() as u32 - 1;
-        assert_eq!(map.origin(last).1, 5);
+        assert_eq!(map.origin(last).1, 4);
+    }
+
+    #[test]
+    fn scl_conf_is_sluices_library_and_builtins_are_defined() {
+        let dir = tempfile::tempdir().unwrap();
+        // A syslog-ng scl.conf beside the file is not read.
+        std::fs::write(dir.path().join("scl.conf"), "@module confgen\nnot read;\n").unwrap();
+        let main = dir.path().join("main.conf");
+        std::fs::write(
+            &main,
+            "@include \"scl.conf\"\n@define d \"`syslog-ng-sysconfdir`/x\"\nend(\"`d`\");\n",
+        )
+        .unwrap();
+        let map = SourceMap::load(&main).unwrap();
+        assert!(map.text.contains("block destination getvirtconsole()"));
+        assert!(!map.text.contains("not read"));
+        let want = format!("end(\"{}/x\");", dir.path().display());
+        assert!(map.text.contains(&want), "{}", map.text);
     }
 
     #[test]

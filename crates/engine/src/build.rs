@@ -237,8 +237,7 @@ pub fn build_with(
                 .counter("src.severity", "", &s.to_string(), "processed");
         }
     }
-    let mut notes = config.map.notes.clone();
-    notes.extend(version_note(config));
+    let mut notes: Vec<String> = version_note(config).into_iter().collect();
     let mut sources = Vec::new();
     for (id, source) in &b.sources {
         if router.is_used(*id) {
