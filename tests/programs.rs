@@ -6,6 +6,7 @@ mod common;
 
 use common::{wait_until, Running, Server};
 use std::io::Write;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 fn lines(r: &Running) -> Vec<String> {
@@ -207,4 +208,49 @@ fn a_program_destination_writes_what_syslog_ngs_writes() {
         outputs.push(file_lines(&file));
     }
     assert_eq!(outputs[0], outputs[1]);
+}
+
+#[test]
+fn pipe_and_usertty_destinations_tell_whoever_is_there_and_drop_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("console");
+    rustix_mkfifo(&fifo);
+    let (r, port) = relay(&format!(
+        r#"pipe("{}" template("$MSG\n")); usertty("nobody-logged-in")"#,
+        fifo.display()
+    ));
+    // No reader yet: dropped, said once.
+    common::send_tcp(
+        port,
+        b"<13>Nov 24 10:00:00 h app: unread\n",
+        common::Framing::Newline,
+    );
+    wait_until(Duration::from_secs(10), || {
+        r.stderr().contains("nothing reads")
+    });
+    // A reader: the message arrives, with its control bytes made harmless.
+    let reader = std::thread::spawn({
+        let fifo = fifo.clone();
+        move || {
+            let mut text = String::new();
+            let mut f = std::fs::File::open(&fifo).unwrap();
+            std::io::Read::read_to_string(&mut f, &mut text).unwrap();
+            text
+        }
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    common::send_tcp(
+        port,
+        b"<13>Nov 24 10:00:00 h app: \x1b[31mred\x07\n",
+        common::Framing::Newline,
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    drop(r);
+    let got = reader.join().unwrap();
+    assert_eq!(got, "?[31mred?\n");
+}
+
+fn rustix_mkfifo(path: &std::path::Path) {
+    let status = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(status.success());
 }

@@ -25,6 +25,8 @@ pub struct Ingest {
     /// `.source.<name>` and the source's `tags()`.
     pub tags: Tags,
     pub store_raw_message: bool,
+    /// `format("linux-kmsg")`: records of `/dev/kmsg`, not syslog lines.
+    pub kmsg: bool,
 }
 
 impl Ingest {
@@ -41,6 +43,7 @@ impl Ingest {
             local_zone,
             tags: Tags::default(),
             store_raw_message: false,
+            kmsg: false,
         }
     }
 
@@ -88,6 +91,16 @@ impl Ingest {
                 .parse
                 .default_pri
                 .unwrap_or(sluice_protocol::DEFAULT_PRI);
+        } else if self.kmsg {
+            let values = &mut msg.values;
+            if !crate::kmsg::parse(raw, fields, |name, value| values.set(name, value)) {
+                // Not a record of /dev/kmsg: kept whole.
+                fields.message = Text::Span(sluice_protocol::Span::new(0, raw.len()));
+                fields.pri = self
+                    .parse
+                    .default_pri
+                    .unwrap_or(sluice_protocol::DEFAULT_PRI);
+            }
         } else {
             sluice_protocol::parse(raw, &self.parse, fields);
         }

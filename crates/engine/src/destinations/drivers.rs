@@ -15,6 +15,7 @@ use super::format::{Format, Formatter};
 use super::network::{NetworkDestination, NetworkOptions, Transport};
 use super::program::Program;
 use super::sender::{Batching, Failback, Pacing};
+use super::terminal::{Reach, TerminalDestination};
 use super::Destination;
 use crate::options::{self, Globals};
 use crate::sources::drivers::{ip_protocol, port_number, RELP_PORT};
@@ -129,6 +130,12 @@ pub static DRIVERS: &[DestinationDriver] = &[
         build: unix,
     },
     DestinationDriver {
+        names: &["usertty", "pipe"],
+        options: &[FORMAT, LATER],
+        sample: "usertty(\"root\")",
+        build: terminal,
+    },
+    DestinationDriver {
         names: &["program"],
         options: &[FORMAT, QUEUE, DISK_BUFFER, PROGRAM, LATER, BATCH_LATER],
         sample: "program(\"cat >/dev/null\")",
@@ -153,7 +160,6 @@ pub static DRIVERS: &[DestinationDriver] = &[
 
 /// Destination drivers of syslog-ng that sluice does not have yet.
 pub const NOT_YET: &[&str] = &[
-    "pipe",
     "sql",
     "mongodb",
     "kafka",
@@ -164,7 +170,6 @@ pub const NOT_YET: &[&str] = &[
     #[cfg(not(feature = "http"))]
     "http",
     "logstore",
-    "usertty",
     "riemann",
     "smtp",
     "snmp",
@@ -721,6 +726,46 @@ fn unix(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Built, 
         Transport::UnixDgram
     };
     forward(node, o, cx, |opts| opts.transport = transport)
+}
+
+/// `usertty("root")`, `pipe("/dev/xconsole")`: notices for whoever is there now.
+fn terminal(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Built, ConfigError> {
+    let format = FormatOptions::read(o, cx)?;
+    let key = node.key();
+    let value = node.first_value().ok_or_else(|| {
+        let example = if key == "usertty" {
+            "usertty(\"root\")"
+        } else {
+            "pipe(\"/dev/xconsole\")"
+        };
+        ConfigError::new(
+            node.pos,
+            format!("{}() needs a value: {example}", node.name),
+        )
+    })?;
+    let reach = if key == "usertty" {
+        Reach::Users(value.text.clone())
+    } else if value.text.starts_with('/') {
+        Reach::Pipe(value.text.clone().into())
+    } else {
+        return Err(ConfigError::new(
+            value.pos,
+            format!(
+                "pipe(\"{}\"): give the pipe's whole path, from /",
+                value.text
+            ),
+        ));
+    };
+    let dates = format.dates.clone();
+    let formatter = format.formatter(Format::File(dates));
+    let (component, id) = cx.counted_as(node);
+    let counters = cx.stats.destination(&component, &id, &value.text);
+    Ok(Arc::new(TerminalDestination::new(
+        cx.label(),
+        formatter,
+        reach,
+        counters,
+    )))
 }
 
 /// The options of `program()`.

@@ -16,6 +16,7 @@ mod program;
 pub mod queue;
 mod relp;
 mod sender;
+mod terminal;
 
 use crate::window::Ack;
 use sluice_model::LogMessage;

@@ -25,6 +25,8 @@ use tokio::sync::watch;
 pub enum Bind {
     Udp(SocketAddr),
     Unix(UnixSocket),
+    /// The kernel's log, `/dev/kmsg`: a read is one record, as a datagram is one message.
+    Kmsg(std::path::PathBuf),
 }
 
 /// As an operator reads it: `0.0.0.0:514/udp`, `/dev/log`.
@@ -33,6 +35,7 @@ impl std::fmt::Display for Bind {
         match self {
             Bind::Udp(addr) => write!(f, "{addr}/udp"),
             Bind::Unix(unix) => write!(f, "{}", unix.path.display()),
+            Bind::Kmsg(path) => write!(f, "{}", path.display()),
         }
     }
 }
@@ -53,6 +56,7 @@ pub struct DatagramSource {
 pub enum Bound {
     Udp(UdpSocket),
     Unix(UnixDatagram),
+    Kmsg(tokio::io::unix::AsyncFd<std::fs::File>),
 }
 
 /// The most datagrams dispatched as one batch.
@@ -95,6 +99,17 @@ impl DatagramSource {
                 let socket = UnixDatagram::bind(&unix.path)?;
                 unix.apply_permissions()?;
                 Ok(Bound::Unix(socket))
+            }
+            Bind::Kmsg(path) => {
+                use std::os::unix::fs::OpenOptionsExt;
+                let file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_NONBLOCK)
+                    .open(path)?;
+                // SAFETY: the File owns its descriptor, which stays the same while registered.
+                Ok(Bound::Kmsg(unsafe {
+                    tokio::io::unix::AsyncFd::register(file)?
+                }))
             }
         }
     }
@@ -230,7 +245,7 @@ impl DatagramSource {
                     proxy: None,
                     proto: 17,
                 },
-                Bind::Unix(_) => sluice_model::Endpoints::default(),
+                Bind::Unix(_) | Bind::Kmsg(_) => sluice_model::Endpoints::default(),
             },
         }
     }
@@ -280,6 +295,7 @@ impl AsFd for Bound {
         match self {
             Bound::Udp(s) => s.as_fd(),
             Bound::Unix(s) => s.as_fd(),
+            Bound::Kmsg(f) => f.get_ref().as_fd(),
         }
     }
 }
@@ -340,6 +356,8 @@ async fn readable(bound: &Bound) -> std::io::Result<()> {
     match bound {
         Bound::Udp(s) => s.readable().await,
         Bound::Unix(s) => s.readable().await,
+        // Read until it would block once woken: clearing first misses nothing.
+        Bound::Kmsg(f) => f.readable().await.map(|mut ready| ready.clear_ready()),
     }
 }
 
@@ -347,6 +365,27 @@ fn try_recv(bound: &Bound, buf: &mut BytesMut) -> std::io::Result<(usize, Option
     match bound {
         Bound::Udp(s) => s.try_recv_buf_from(buf).map(|(n, peer)| (n, Some(peer))),
         Bound::Unix(s) => s.try_recv_buf(buf).map(|n| (n, None)),
+        Bound::Kmsg(f) => loop {
+            let room = buf.spare_capacity_mut();
+            // SAFETY: reading into the buffer's spare capacity, as long as `room` says.
+            let n = unsafe {
+                libc::read(
+                    std::os::fd::AsRawFd::as_raw_fd(f.get_ref()),
+                    room.as_mut_ptr().cast(),
+                    room.len(),
+                )
+            };
+            if n >= 0 {
+                // SAFETY: the kernel wrote `n` bytes.
+                unsafe { buf.set_len(buf.len() + n as usize) };
+                return Ok((n as usize, None));
+            }
+            let e = std::io::Error::last_os_error();
+            // Records overwritten before they were read: the next one follows.
+            if e.raw_os_error() != Some(libc::EPIPE) {
+                return Err(e);
+            }
+        },
     }
 }
 
@@ -380,6 +419,7 @@ impl super::Source for DatagramSource {
     fn unix_path(&self) -> Option<&std::path::Path> {
         match &self.bind {
             Bind::Unix(u) => Some(&u.path),
+            Bind::Kmsg(_) => None,
             Bind::Udp(_) => None,
         }
     }
@@ -401,6 +441,28 @@ impl super::Ready for (Arc<DatagramSource>, Bound) {
 }
 
 impl DatagramSource {
+    /// Whether `fd` is what this source reads: a socket bound to its address, or the
+    /// kernel's log device.
+    pub fn holds(&self, fd: &OwnedFd) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        match &self.bind {
+            Bind::Udp(addr) => socket2::SockRef::from(fd)
+                .local_addr()
+                .is_ok_and(|a| a.as_socket() == Some(*addr)),
+            Bind::Unix(unix) => socket2::SockRef::from(fd)
+                .local_addr()
+                .is_ok_and(|a| a.as_pathname() == Some(unix.path.as_path())),
+            Bind::Kmsg(path) => {
+                let Ok(dup) = fd.try_clone() else {
+                    return false;
+                };
+                let held = std::fs::File::from(dup).metadata();
+                let wanted = std::fs::metadata(path);
+                matches!((held, wanted), (Ok(h), Ok(w)) if h.rdev() == w.rdev() && h.dev() == w.dev())
+            }
+        }
+    }
+
     /// Takes over a predecessor's socket: what the kernel queued for it meanwhile is read
     /// here.
     pub fn adopt(&self, socket: OwnedFd) -> std::io::Result<Bound> {
@@ -415,6 +477,11 @@ impl DatagramSource {
                 socket.set_nonblocking(true)?;
                 Ok(Bound::Unix(UnixDatagram::from_std(socket)?))
             }
+            // Where a predecessor got to in the kernel's log is its descriptor's.
+            // SAFETY: the File owns its descriptor, which stays the same while registered.
+            Bind::Kmsg(_) => Ok(Bound::Kmsg(unsafe {
+                tokio::io::unix::AsyncFd::register(std::fs::File::from(socket))?
+            })),
         }
     }
 }

@@ -7,9 +7,9 @@
 //! not is in [`NOT_YET`]. To add a source: write its runtime beside this file, its
 //! declaration here, and a line in `every_source_reads_every_option_it_declares`'s samples.
 
-use super::balancer::BalancerSource;
 use super::datagram::{Bind, DatagramSource};
 use super::file::{FileReading, FileSource};
+use super::group::{DatagramGroup, Grouping};
 use super::internal::InternalSource;
 use super::program::{Local, PipeSource, ProgramSource};
 use super::stdin::StdinSource;
@@ -79,6 +79,12 @@ pub static DRIVERS: &[SourceDriver] = &[
         build: udp_balancer,
     },
     SourceDriver {
+        names: &["system"],
+        options: &[],
+        sample: "system()",
+        build: system,
+    },
+    SourceDriver {
         names: &["file"],
         options: &[FILE, MULTI_LINE],
         sample: "file(\"/nonexistent/sluice-table-test\")",
@@ -118,7 +124,6 @@ pub static DRIVERS: &[SourceDriver] = &[
 
 /// Source drivers of syslog-ng that sluice does not have yet.
 pub const NOT_YET: &[&str] = &[
-    "system",
     "systemd_journal",
     "systemd_syslog",
     "python",
@@ -722,7 +727,60 @@ fn udp_balancer(node: &Node, o: &mut Options, common: Common) -> Result<Built, C
             Ok(Arc::new(s))
         })
         .collect::<Result<_, ConfigError>>()?;
-    Ok(Arc::new(BalancerSource { sockets }))
+    Ok(Arc::new(DatagramGroup {
+        sockets,
+        grouping: Grouping::Balanced,
+    }))
+}
+
+/// `system()`: the host's own log — its syslog socket (`/dev/log`, or where journald forwards
+/// when `/dev/log` is journald's: `/run/systemd/journal/syslog`) and the kernel's
+/// (`/dev/kmsg`, read as syslog-ng's `linux-kmsg` format, program `kernel`).
+fn system(node: &Node, _: &mut Options, common: Common) -> Result<Built, ConfigError> {
+    if let Some(v) = node.first_value() {
+        return Err(ConfigError::new(v.pos, "system() takes no value"));
+    }
+    let mut common = common;
+    common.opts.flags.local = true;
+    let ingest = common.ingest();
+    let window = common.opts.log_iw_size;
+    let journald = std::fs::symlink_metadata("/dev/log").is_ok_and(|m| m.file_type().is_symlink())
+        && std::path::Path::new("/run/systemd/journal").is_dir();
+    let socket = if journald {
+        "/run/systemd/journal/syslog"
+    } else {
+        "/dev/log"
+    };
+    let unix = UnixSocket {
+        path: socket.into(),
+        perm: 0o666,
+        owner: None,
+        group: None,
+    };
+    let listener = format!("afunix_sd.(dgram,{socket})");
+    let reader = common.reader(node, &ingest, socket, Framing::Newline, window, &listener);
+    let syslog = common.datagram(node, &listener, Bind::Unix(unix), reader, None)?;
+    // The kernel's records, as syslog-ng's system() reads them: program-override("kernel"),
+    // keep-timestamp(no).
+    let mut kernel = (*ingest).clone();
+    kernel.kmsg = true;
+    kernel.program_override = Some(Arc::from(&b"kernel"[..]));
+    kernel.keep_timestamp = false;
+    let kernel = Arc::new(kernel);
+    let listener = "afile_sd.(/dev/kmsg)";
+    let reader = common.reader(
+        node,
+        &kernel,
+        "/dev/kmsg",
+        Framing::Newline,
+        window,
+        listener,
+    );
+    let kmsg = common.datagram(node, listener, Bind::Kmsg("/dev/kmsg".into()), reader, None)?;
+    Ok(Arc::new(DatagramGroup {
+        sockets: vec![Arc::new(syslog), Arc::new(kmsg)],
+        grouping: Grouping::System,
+    }))
 }
 
 /// The options of `file()`.

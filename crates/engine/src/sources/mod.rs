@@ -8,10 +8,10 @@
 //! [`read_stream`] is that loop for byte streams (TCP, unix-stream, stdin); datagram sockets
 //! have theirs in [`datagram`].
 
-pub mod balancer;
 pub mod datagram;
 pub mod drivers;
 pub mod file;
+pub mod group;
 pub mod internal;
 pub mod program;
 pub mod relp;

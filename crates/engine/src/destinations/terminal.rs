@@ -1,0 +1,233 @@
+//! Destinations that tell someone now, and keep nothing: `usertty()` writes to the terminals
+//! of logged-in users, `pipe()` to a named pipe whose reader may come and go (Debian's
+//! `/dev/xconsole`). A writer thread of their own takes what readers formatted; what it
+//! cannot write at once (no such user logged in, no reader on the pipe, a terminal that does
+//! not take it) is dropped and counted, never waited for: these are notices, not the log.
+//!
+//! A message on a terminal is text a sender chose: control bytes (an escape sequence could
+//! rewrite the screen or the terminal's settings) are written as `?`.
+
+use super::format::Formatter;
+use super::{Destination, Outbox};
+use crate::own_log;
+use crate::stats::DestCounters;
+use crate::window::Ack;
+use sluice_model::LogMessage;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+/// Where the writer writes.
+#[derive(Clone, Debug)]
+pub enum Reach {
+    /// `usertty("root")`: the terminals of that user (`*`: of every user).
+    Users(String),
+    /// `pipe("/dev/xconsole")`: a named pipe, when something reads it.
+    Pipe(PathBuf),
+}
+
+/// Messages the writer holds at most; more are dropped.
+const HELD: usize = 1000;
+
+pub struct TerminalDestination {
+    label: Arc<str>,
+    formatter: Formatter,
+    reach: Reach,
+    counters: DestCounters,
+    /// The writer's queue and thread, made on first use.
+    queue: Mutex<Option<WriterThread>>,
+}
+
+type WriterThread = (SyncSender<Vec<u8>>, JoinHandle<()>);
+
+impl TerminalDestination {
+    pub fn new(
+        label: String,
+        formatter: Formatter,
+        reach: Reach,
+        counters: DestCounters,
+    ) -> TerminalDestination {
+        TerminalDestination {
+            label: label.into(),
+            formatter,
+            reach,
+            counters,
+            queue: Mutex::new(None),
+        }
+    }
+
+    /// The writer's queue, the writer started on first use.
+    fn sender(&self) -> SyncSender<Vec<u8>> {
+        let mut queue = self.queue.lock().expect("queue lock");
+        let (tx, _) = queue.get_or_insert_with(|| {
+            let (tx, rx) = sync_channel(HELD);
+            let writer = Writer {
+                label: self.label.clone(),
+                reach: self.reach.clone(),
+                counters: self.counters.clone(),
+                said: None,
+            };
+            let thread = std::thread::Builder::new()
+                .name("terminal".into())
+                .spawn(move || writer.run(rx))
+                .expect("spawning a terminal writer");
+            (tx, thread)
+        });
+        tx.clone()
+    }
+}
+
+impl Destination for TerminalDestination {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    /// Formats each message with control bytes made `?`; queues it, or drops it when the
+    /// writer holds [`HELD`] already. Never holds the reader: nothing here is flow-controlled.
+    fn deliver(&self, msgs: &[LogMessage], which: &[u32], _: &Ack, _: bool, outbox: &mut Outbox) {
+        self.counters
+            .processed
+            .fetch_add(which.len() as u64, Ordering::Relaxed);
+        let mut texts = Vec::with_capacity(which.len());
+        for &i in which {
+            let mut text = Vec::new();
+            self.formatter.append(&msgs[i as usize], &mut text);
+            let last = text.len().saturating_sub(1);
+            for (k, b) in text.iter_mut().enumerate() {
+                let newline_at_end = *b == b'\n' && k == last;
+                if (*b < 0x20 && *b != b'\t' && !newline_at_end) || *b == 0x7f {
+                    *b = b'?';
+                }
+            }
+            texts.push(text);
+        }
+        let tx = self.sender();
+        let counters = self.counters.clone();
+        outbox.push(move || {
+            for text in texts {
+                if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
+                    tx.try_send(text)
+                {
+                    counters.dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+    }
+
+    fn shutdown(&self) {
+        let queue = self.queue.lock().expect("queue lock").take();
+        if let Some((tx, thread)) = queue {
+            drop(tx);
+            let _ = thread.join();
+        }
+    }
+}
+
+struct Writer {
+    label: Arc<str>,
+    reach: Reach,
+    counters: DestCounters,
+    /// Why the last message could not be written, said once until it changes.
+    said: Option<String>,
+}
+
+impl Writer {
+    fn run(mut self, rx: Receiver<Vec<u8>>) {
+        for text in rx {
+            let result = match &self.reach {
+                Reach::Users(user) => to_terminals(user, &text),
+                Reach::Pipe(path) => to_pipe(path, &text),
+            };
+            match result {
+                Ok(()) => {
+                    self.counters.written.fetch_add(1, Ordering::Relaxed);
+                    self.said = None;
+                }
+                Err(why) => {
+                    self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+                    if self.said.as_deref() != Some(why.as_str()) {
+                        own_log::info(format!(
+                            "{}: {why}; messages are dropped meanwhile",
+                            self.label
+                        ));
+                        self.said = Some(why);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Writes `text` to the terminal of every session of `user` (`*`: of everyone) in utmp.
+fn to_terminals(user: &str, text: &[u8]) -> Result<(), String> {
+    let lines = sessions(user);
+    if lines.is_empty() {
+        return Err(format!("{user} is not logged in"));
+    }
+    for line in lines {
+        // A name from utmp: a terminal under /dev, nothing else.
+        if line.contains('/') && !line.starts_with("pts/") || line.contains("..") {
+            continue;
+        }
+        let tty = std::path::Path::new("/dev").join(&line);
+        let _ = write_now(&tty, text);
+    }
+    Ok(())
+}
+
+/// The terminals (`pts/0`, `tty1`) of the sessions of `user` (`*`: of everyone).
+fn sessions(user: &str) -> Vec<String> {
+    static UTMP: Mutex<()> = Mutex::new(());
+    let _only_one = UTMP.lock().expect("utmp lock");
+    let mut lines = Vec::new();
+    // SAFETY: getutxent's entries are read before the next call, under the lock above (the
+    // functions keep state of their own).
+    unsafe {
+        libc::setutxent();
+        loop {
+            let entry = libc::getutxent();
+            if entry.is_null() {
+                break;
+            }
+            let e = &*entry;
+            if e.ut_type != libc::USER_PROCESS {
+                continue;
+            }
+            let text = |field: &[libc::c_char]| {
+                let bytes: Vec<u8> = field
+                    .iter()
+                    .take_while(|&&c| c != 0)
+                    .map(|&c| c as u8)
+                    .collect();
+                String::from_utf8_lossy(&bytes).into_owned()
+            };
+            if user == "*" || text(&e.ut_user) == user {
+                lines.push(text(&e.ut_line));
+            }
+        }
+        libc::endutxent();
+    }
+    lines
+}
+
+/// Writes `text` to a named pipe, if something reads it now.
+fn to_pipe(path: &std::path::Path, text: &[u8]) -> Result<(), String> {
+    write_now(path, text).map_err(|e| match e.raw_os_error() {
+        Some(libc::ENXIO) => format!("nothing reads {}", path.display()),
+        _ => format!("{}: {e}", path.display()),
+    })
+}
+
+/// Opens `path` for writing without waiting or becoming its controlling process, and
+/// writes `text` if it is taken at once.
+fn write_now(path: &std::path::Path, text: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    f.write_all(text)
+}
