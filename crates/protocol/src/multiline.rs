@@ -86,11 +86,12 @@ impl MultiLine {
     ) -> Option<usize> {
         // The open record: where it starts and ends.
         let mut open: Option<(usize, usize)> = None;
+        // A record longer than `max_size` is cut there, as the decoder cuts a line.
         let close = |open: &mut Option<(usize, usize)>, out: &mut dyn FnMut(Frame)| {
             if let Some((start, end)) = open.take() {
                 out(Frame {
-                    range: start..end,
-                    oversized: false,
+                    range: start..end.min(start + max_size),
+                    oversized: end - start > max_size,
                 });
             }
         };
@@ -203,6 +204,29 @@ mod tests {
         let (out, open) = records(&mode, text, false);
         assert_eq!(out, ["<record>a\nb</record>"]);
         assert_eq!(open, text.find("<record>c"));
+    }
+
+    #[test]
+    fn a_record_ended_by_garbage_past_the_limit_is_cut() {
+        // Found by the multiline fuzz target: a record closed by its garbage was not cut.
+        let mode = MultiLine::PrefixGarbage {
+            prefix: Regex::new("^1").unwrap(),
+            garbage: Some(Regex::new("--").unwrap()),
+        };
+        let buf = b"1abc\ndefgh--\n";
+        let lines = [
+            Frame {
+                range: 0..4,
+                oversized: false,
+            },
+            Frame {
+                range: 5..12,
+                oversized: false,
+            },
+        ];
+        let mut out = Vec::new();
+        mode.join(buf, &lines, true, 6, |f| out.push((f.range, f.oversized)));
+        assert_eq!(out, [(0..6, true)]);
     }
 
     #[test]
