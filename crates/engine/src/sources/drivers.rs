@@ -8,13 +8,14 @@
 //! declaration here, and a line in `every_source_reads_every_option_it_declares`'s samples.
 
 use super::datagram::{Bind, DatagramSource};
-use super::file::{FileReading, FileSource};
+use super::file::FileSource;
 use super::group::{DatagramGroup, Grouping};
 use super::internal::InternalSource;
-use super::program::{Local, PipeSource, ProgramSource};
+use super::program::{PipeSource, ProgramSource};
 use super::stdin::StdinSource;
 use super::stream::{Listen, Proxied, StreamSource};
 use super::wildcard::WildcardSource;
+use super::Local;
 use super::{ReaderSpec, SourceCounters, UnixSocket, READ_BUDGET};
 use crate::dns::NameOptions;
 use crate::options::{self, Globals, SourceOptions, MULTI_LINE};
@@ -806,20 +807,10 @@ fn file(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigErr
         ));
     }
     let follow_freq = follow_freq(o)?;
-    let mut common = common;
-    common.opts.flags.local = true;
-    let ingest = common.ingest();
-    let window = common.opts.log_iw_size;
-    let reader = common.reader(node, &ingest, &path.text, Framing::Newline, window, "");
     Ok(Arc::new(FileSource {
         path: path.text.clone().into(),
-        reader,
-        how: FileReading {
-            follow_freq,
-            names: common.names(),
-            source_name: common.cx.name.clone(),
-            source_id: common.cx.id,
-        },
+        local: local(node, common, &path.text),
+        follow_freq,
     }))
 }
 
@@ -894,26 +885,20 @@ fn wildcard_file(node: &Node, o: &mut Options, common: Common) -> Result<Built, 
         }
     }
     let follow_freq = follow_freq(o)?;
-    let mut common = common;
-    common.opts.flags.local = true;
-    let ingest = common.ingest();
-    let window = common.opts.log_iw_size;
-    let reader = common.reader(node, &ingest, &base_dir.text, Framing::Newline, window, "");
+    let (stats, counted_as) = (
+        common.cx.stats.clone(),
+        format!("{}#{}", common.cx.name, common.cx.n),
+    );
     Ok(Arc::new(WildcardSource {
         base_dir: base_dir.text.clone().into(),
         pattern: pattern(&filename)?,
         exclude: exclude.map(pattern).transpose()?,
         recursive,
         max_files,
-        reader,
-        how: FileReading {
-            follow_freq,
-            names: common.names(),
-            source_name: common.cx.name.clone(),
-            source_id: common.cx.id,
-        },
-        stats: common.cx.stats.clone(),
-        counted_as: format!("{}#{}", common.cx.name, common.cx.n),
+        local: local(node, common, &base_dir.text),
+        follow_freq,
+        stats,
+        counted_as,
     }))
 }
 
@@ -1007,20 +992,11 @@ fn local(node: &Node, common: Common, instance: &str) -> Local {
 /// `stdin()`: what sluice is given on its standard input, to its end.
 fn stdin(node: &Node, _: &mut Options, common: Common) -> Result<Built, ConfigError> {
     no_value(node)?;
-    let mut common = common;
-    common.opts.flags.local = true;
-    let ingest = common.ingest();
-    let window = common.opts.log_iw_size;
-    let mut reader = common.reader(node, &ingest, "", Framing::Newline, window, "");
+    let mut local = local(node, common, "");
     // Its reader outlives a reload that changes the source: it finds its new parsing options
     // under this name.
-    reader.listener = Arc::from("stdin()");
-    Ok(Arc::new(StdinSource {
-        reader,
-        names: common.names(),
-        source_name: common.cx.name.clone(),
-        source_id: common.cx.id,
-    }))
+    local.reader.listener = Arc::from("stdin()");
+    Ok(Arc::new(StdinSource { local }))
 }
 
 /// `internal()`: sluice's own messages.

@@ -15,13 +15,11 @@
 //! another name, else from the start of what the path holds now. `kill -9` repeats at most
 //! the reads that were in flight (one window) and loses nothing.
 
-use super::{read_stream, Context, Positions, ReaderSpec, Retire};
-use crate::dns::{self, NameOptions};
+use super::{read_stream, Context, Local, Positions, ReaderSpec, Retire};
 use crate::own_log as log;
 use crate::persist::{self, Found, Position};
 use crate::window::Window;
 use sluice_model::values::name_id;
-use sluice_model::Origin;
 use sluice_protocol::Text;
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
@@ -41,23 +39,14 @@ use tokio::sync::{mpsc, oneshot, watch};
 pub struct FileSource {
     /// The file, as configured.
     pub path: PathBuf,
-    pub reader: ReaderSpec,
-    pub how: FileReading,
-}
-
-/// How files are read: by `file()`, and by `wildcard-file()` for each file it finds.
-#[derive(Clone, Debug)]
-pub struct FileReading {
-    /// `follow-freq()`: how often the end of a file is looked at again.
+    pub local: Local,
+    /// `follow-freq()`: how often the end of the file is looked at again.
     pub follow_freq: Duration,
-    pub names: NameOptions,
-    pub source_name: Arc<str>,
-    pub source_id: u16,
 }
 
 impl super::Source for FileSource {
     fn source_name(&self) -> &Arc<str> {
-        &self.how.source_name
+        &self.local.source_name
     }
 
     fn place(&self) -> super::Place {
@@ -74,7 +63,7 @@ impl super::Source for FileSource {
     }
 
     fn reader(&self) -> Option<&ReaderSpec> {
-        Some(&self.reader)
+        Some(&self.local.reader)
     }
 }
 
@@ -112,7 +101,7 @@ impl FileSource {
     /// Reads the file until sluice stops or a reload retires the source.
     async fn follow(&self, ctx: Context, retire: watch::Receiver<Retire>) {
         let (reading, watcher) = until_retired(&ctx, retire);
-        read_file(&self.path, &self.reader, &self.how, &reading, false).await;
+        read_file(&self.path, &self.local, self.follow_freq, &reading, false).await;
         watcher.abort();
     }
 }
@@ -141,8 +130,8 @@ pub(super) fn until_retired(
 /// the position. One reader per path at a time: a reload's new source waits for the old.
 pub(super) async fn read_file(
     path: &Path,
-    reader: &ReaderSpec,
-    how: &FileReading,
+    local: &Local,
+    follow_freq: Duration,
     ctx: &Context,
     ends_when_gone: bool,
 ) {
@@ -152,19 +141,12 @@ pub(super) async fn read_file(
     let segments = Arc::new(Mutex::new(Segments::default()));
     let (kept_tx, kept_rx) = mpsc::unbounded_channel();
     let keeper = tokio::spawn(keep_positions(key.clone(), segments.clone(), kept_rx));
-    let input = Follow::start(path, how.follow_freq, ends_when_gone, &key, segments);
-    let origin = Arc::new(Origin {
-        source_name: how.source_name.clone(),
-        source_id: how.source_id,
-        peer: None,
-        host_from: dns::local_name(how.names.use_fqdn),
-        local: true,
-        pairs: vec![(
-            name_id("FILE_NAME"),
-            Text::Shared(Arc::from(path.as_os_str().as_encoded_bytes())),
-        )],
-        endpoints: Default::default(),
-    });
+    let input = Follow::start(path, follow_freq, ends_when_gone, &key, segments);
+    let origin = local.origin(vec![(
+        name_id("FILE_NAME"),
+        Text::Shared(Arc::from(path.as_os_str().as_encoded_bytes())),
+    )]);
+    let reader = &local.reader;
     let window = Window::new(reader.window);
     let mut tracker = Tracker { kept: kept_tx };
     let label = path.display().to_string();

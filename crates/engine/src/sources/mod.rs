@@ -514,6 +514,34 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
     }
 }
 
+/// A reader of something on this host (a file, a program, a pipe, standard input): how it
+/// parses, and the origin its messages carry.
+#[derive(Clone, Debug)]
+pub struct Local {
+    pub reader: ReaderSpec,
+    pub names: crate::dns::NameOptions,
+    pub source_name: Arc<str>,
+    pub source_id: u16,
+}
+
+impl Local {
+    /// The origin of its messages: this host, with `pairs` (`$FILE_NAME`).
+    pub fn origin(
+        &self,
+        pairs: Vec<(sluice_model::values::NameId, sluice_protocol::Text)>,
+    ) -> Arc<Origin> {
+        Arc::new(Origin {
+            source_name: self.source_name.clone(),
+            source_id: self.source_id,
+            peer: None,
+            host_from: crate::dns::local_name(self.names.use_fqdn),
+            local: true,
+            pairs,
+            endpoints: Default::default(),
+        })
+    }
+}
+
 /// A reader whose place in its input is kept once what it read is delivered (a file): told
 /// where each read ends, it gives the acknowledgement the read's messages hold until every
 /// destination wrote them, as on a flow-controlled path.

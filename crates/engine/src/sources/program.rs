@@ -11,11 +11,9 @@
 //! input for the next one.
 
 use super::file::until_retired;
-use super::{read_stream, Context, ReaderSpec, Retire};
-use crate::dns::{self, NameOptions};
+use super::{read_stream, Context, Local, ReaderSpec, Retire};
 use crate::own_log as log;
 use crate::window::Window;
-use sluice_model::Origin;
 use std::future::Future;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
@@ -23,29 +21,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
-
-/// What reads a local program's lines: its origin's parts.
-#[derive(Clone, Debug)]
-pub struct Local {
-    pub reader: ReaderSpec,
-    pub names: NameOptions,
-    pub source_name: Arc<str>,
-    pub source_id: u16,
-}
-
-impl Local {
-    fn origin(&self) -> Arc<Origin> {
-        Arc::new(Origin {
-            source_name: self.source_name.clone(),
-            source_id: self.source_id,
-            peer: None,
-            host_from: dns::local_name(self.names.use_fqdn),
-            local: true,
-            pairs: Vec::new(),
-            endpoints: Default::default(),
-        })
-    }
-}
 
 #[derive(Clone, Debug)]
 pub struct ProgramSource {
@@ -111,7 +86,7 @@ impl ProgramSource {
                     if let Some(out) = child.stdout.take() {
                         read_stream(
                             out,
-                            self.local.origin(),
+                            self.local.origin(Vec::new()),
                             &self.local.reader,
                             &window,
                             &reading,
@@ -249,7 +224,7 @@ impl super::Ready for Reads {
             let label = format!("pipe({})", source.path.display());
             read_stream(
                 receiver,
-                source.local.origin(),
+                source.local.origin(Vec::new()),
                 &source.local.reader,
                 &window,
                 &reading,

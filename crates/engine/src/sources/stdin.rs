@@ -1,11 +1,9 @@
 //! `stdin()`: reads the process's standard input; at end of input, waits until everything it
 //! read is written and then asks sluice to stop, as syslog-ng does.
 
-use super::{read_stream, Context, ReaderSpec};
-use crate::dns::{self, NameOptions};
+use super::{read_stream, Context, Local, ReaderSpec};
 use crate::window::Window;
 use sluice_model::values::name_id;
-use sluice_model::Origin;
 use sluice_protocol::Text;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
@@ -13,15 +11,12 @@ use tokio::sync::watch;
 
 #[derive(Clone, Debug)]
 pub struct StdinSource {
-    pub reader: ReaderSpec,
-    pub names: NameOptions,
-    pub source_name: Arc<str>,
-    pub source_id: u16,
+    pub local: Local,
 }
 
 impl super::Source for StdinSource {
     fn source_name(&self) -> &Arc<str> {
-        &self.source_name
+        &self.local.source_name
     }
 
     fn place(&self) -> super::Place {
@@ -45,7 +40,7 @@ impl super::Source for StdinSource {
     }
 
     fn reader(&self) -> Option<&ReaderSpec> {
-        Some(&self.reader)
+        Some(&self.local.reader)
     }
 
     fn one_per_configuration(&self) -> bool {
@@ -90,17 +85,11 @@ impl StdinSource {
     /// Reads to the end; then asks sluice to stop once all of it is written. A reload that
     /// removes the source stops it.
     async fn read(&self, ctx: Context) {
-        let origin = Arc::new(Origin {
-            source_name: self.source_name.clone(),
-            source_id: self.source_id,
-            peer: None,
-            host_from: dns::local_name(self.names.use_fqdn),
-            local: true,
-            // syslog-ng's `stdin()` is a file source named `-`.
-            pairs: vec![(name_id("FILE_NAME"), Text::Static(b"-"))],
-            endpoints: Default::default(),
-        });
-        let window = Window::new(self.reader.window);
+        // syslog-ng's `stdin()` is a file source named `-`.
+        let origin = self
+            .local
+            .origin(vec![(name_id("FILE_NAME"), Text::Static(b"-"))]);
+        let window = Window::new(self.local.reader.window);
         let mut stdin = STDIN
             .lock()
             .expect("stdin lock")
@@ -109,7 +98,7 @@ impl StdinSource {
         read_stream(
             &mut stdin,
             origin,
-            &self.reader,
+            &self.local.reader,
             &window,
             &ctx,
             "stdin",

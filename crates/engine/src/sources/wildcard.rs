@@ -7,8 +7,8 @@
 //!
 //! Each file is counted on its own, as syslog-ng counts it: `src.file;s#0;/var/log/a.log`.
 
-use super::file::{read_file, until_retired, FileReading};
-use super::{Context, ReaderSpec, Retire};
+use super::file::{read_file, until_retired};
+use super::{Context, Local, ReaderSpec, Retire};
 use crate::own_log as log;
 use crate::stats::Registry;
 use glob::Pattern;
@@ -29,8 +29,10 @@ pub struct WildcardSource {
     pub exclude: Option<Pattern>,
     pub recursive: bool,
     pub max_files: usize,
-    pub reader: ReaderSpec,
-    pub how: FileReading,
+    /// How its files are read: each file gets a counter of its own ([`WildcardSource::local_of`]).
+    pub local: Local,
+    /// `follow-freq()`: how often the directory and the end of each file are looked at again.
+    pub follow_freq: std::time::Duration,
     /// Where each file's counter is made.
     pub stats: Arc<Registry>,
     /// The driver as the counters name it: `s#0`.
@@ -39,7 +41,7 @@ pub struct WildcardSource {
 
 impl super::Source for WildcardSource {
     fn source_name(&self) -> &Arc<str> {
-        &self.how.source_name
+        &self.local.source_name
     }
 
     fn place(&self) -> super::Place {
@@ -54,7 +56,7 @@ impl super::Source for WildcardSource {
     }
 
     fn reader(&self) -> Option<&ReaderSpec> {
-        Some(&self.reader)
+        Some(&self.local.reader)
     }
 }
 
@@ -96,19 +98,21 @@ impl WildcardSource {
                     waiting += 1;
                     continue;
                 }
-                let reader = self.reader_of(&path);
-                let how = self.how.clone();
+                let local = self.local_of(&path);
+                let follow_freq = self.follow_freq;
                 let cx = reading.clone();
                 let at = path.clone();
                 readers.insert(
                     path,
-                    tokio::spawn(async move { read_file(&at, &reader, &how, &cx, true).await }),
+                    tokio::spawn(
+                        async move { read_file(&at, &local, follow_freq, &cx, true).await },
+                    ),
                 );
             }
             said.waiting(&self, waiting);
             tokio::select! {
                 _ = stop.wait_for(|s| *s) => break,
-                _ = tokio::time::sleep(self.how.follow_freq) => {}
+                _ = tokio::time::sleep(self.follow_freq) => {}
             }
         }
         for (_, r) in readers {
@@ -117,16 +121,16 @@ impl WildcardSource {
         watcher.abort();
     }
 
-    /// The reader options of one file: its own counter.
-    fn reader_of(&self, path: &Path) -> ReaderSpec {
-        let mut reader = self.reader.clone();
-        reader.counted.driver = self.stats.counter(
+    /// How one file is read: with its own counter.
+    fn local_of(&self, path: &Path) -> Local {
+        let mut local = self.local.clone();
+        local.reader.counted.driver = self.stats.counter(
             "src.file",
             &self.counted_as,
             &path.display().to_string(),
             "processed",
         );
-        reader
+        local
     }
 
     /// The files that match, sorted; a directory that cannot be read is said once.
@@ -186,7 +190,7 @@ impl Said {
                 "wildcard-file({}): directory {}: {why}; looking again every {}s",
                 source.base_dir.display(),
                 dir.display(),
-                source.how.follow_freq.as_secs_f64()
+                source.follow_freq.as_secs_f64()
             ));
             self.unreadable.insert(dir.to_path_buf(), why);
         }
