@@ -367,27 +367,33 @@ fn a_peer_that_takes_nothing_does_not_hold_the_stop_past_its_grace() {
     });
 }
 
-fn stop_with_a_peer_that_takes_nothing(kind: &Kind) {
+/// A sending sluice whose peer accepts and never reads, answers or finishes a handshake, and
+/// a client that writes it `n` messages of 232 bytes (until sluice stops reading; its stop
+/// resets the connection). The peer's listeners live as long as the first value.
+fn flooded_with_a_peer_that_takes_nothing(kind: &Kind, n: usize) -> (impl Drop, Running) {
     let peer = Peer::new();
-    // Accepts and never reads, answers or finishes a handshake.
-    let _tcp = std::net::TcpListener::bind(("127.0.0.1", peer.port)).unwrap();
-    let _unix = std::os::unix::net::UnixListener::bind(peer.socket()).unwrap();
+    let tcp = std::net::TcpListener::bind(("127.0.0.1", peer.port)).unwrap();
+    let unix = std::os::unix::net::UnixListener::bind(peer.socket()).unwrap();
     let port = free_port();
     let mut sender = Running::start(Server::Sluice, &sender_config(kind, &peer, port, ""));
     sender.wait_tcp(port);
-    // More than the socket buffers hold.
-    let big: Vec<u8> = (0..20_000)
+    let big: Vec<u8> = (0..n)
         .flat_map(|i| {
             format!("<13>Jan  1 00:00:00 host app: m{i} {}\n", "x".repeat(200)).into_bytes()
         })
         .collect();
-    // Written until sluice stops reading; its stop resets the connection.
     let _ = std::thread::spawn(move || {
         use std::io::Write;
         if let Ok(mut c) = std::net::TcpStream::connect(("127.0.0.1", port)) {
             let _ = c.write_all(&big);
         }
     });
+    (Box::new((peer, tcp, unix)), sender)
+}
+
+fn stop_with_a_peer_that_takes_nothing(kind: &Kind) {
+    // More than the socket buffers hold.
+    let (_peer, mut sender) = flooded_with_a_peer_that_takes_nothing(kind, 20_000);
     std::thread::sleep(Duration::from_millis(1000));
     // The readers waiting for the destination and the destination waiting for its peer share
     // one grace of 10 s from the stop.
@@ -415,23 +421,7 @@ fn a_peer_that_takes_nothing_holds_the_reader_to_its_window() {
 }
 
 fn window_with_a_peer_that_takes_nothing(kind: &Kind) {
-    let peer = Peer::new();
-    let _tcp = std::net::TcpListener::bind(("127.0.0.1", peer.port)).unwrap();
-    let _unix = std::os::unix::net::UnixListener::bind(peer.socket()).unwrap();
-    let port = free_port();
-    let mut sender = Running::start(Server::Sluice, &sender_config(kind, &peer, port, ""));
-    sender.wait_tcp(port);
-    let big: Vec<u8> = (0..100_000)
-        .flat_map(|i| {
-            format!("<13>Jan  1 00:00:00 host app: m{i} {}\n", "x".repeat(200)).into_bytes()
-        })
-        .collect();
-    let _ = std::thread::spawn(move || {
-        use std::io::Write;
-        if let Ok(mut c) = std::net::TcpStream::connect(("127.0.0.1", port)) {
-            let _ = c.write_all(&big);
-        }
-    });
+    let (_peer, mut sender) = flooded_with_a_peer_that_takes_nothing(kind, 100_000);
     let counted = |suffix: &str| -> u64 {
         let (_, stats) = ctl(&sender, &["stats"]);
         stats
