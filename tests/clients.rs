@@ -386,3 +386,41 @@ fn interleaved_udp_senders_keep_their_own_addresses() {
         assert_eq!(lines[i], format!("127.0.0.{} from{who} n{i}", who + 2));
     }
 }
+
+/// A unix-dgram source names its senders as syslog-ng does: `.unix.pid`, `.unix.uid` and
+/// `.unix.gid` from the socket's credentials; `$PID` stays what the message says.
+#[test]
+fn unix_datagram_senders_are_named_by_their_credentials() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("log.sock");
+    let r = Running::start(
+        Server::Sluice,
+        &format!(
+            r#"@version: 3.38
+            source s {{ unix-dgram("{}"); }};
+            destination d {{ file("@OUT@/all.log" template("pid=[$PID] upid=[${{.unix.pid}}] uid=[${{.unix.uid}}] gid=[${{.unix.gid}}] $MSG\n")); }};
+            log {{ source(s); destination(d); }};"#,
+            sock.display()
+        ),
+    );
+    common::wait_until(std::time::Duration::from_secs(10), || sock.exists());
+    let client = std::os::unix::net::UnixDatagram::unbound().unwrap();
+    client
+        .send_to(b"<13>Nov 24 10:00:00 app: no pid", &sock)
+        .unwrap();
+    client
+        .send_to(b"<13>Nov 24 10:00:00 app[99]: with pid", &sock)
+        .unwrap();
+    let file = r.out.join("all.log");
+    common::wait_until(std::time::Duration::from_secs(10), || {
+        std::fs::read_to_string(&file).is_ok_and(|t| t.lines().count() >= 2)
+    });
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let me = std::process::id();
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        format!(
+            "pid=[] upid=[{me}] uid=[{uid}] gid=[{gid}] no pid\npid=[99] upid=[{me}] uid=[{uid}] gid=[{gid}] with pid\n"
+        )
+    );
+}

@@ -27,6 +27,9 @@ pub struct Ingest {
     pub store_raw_message: bool,
     /// `format("linux-kmsg")`: records of `/dev/kmsg`, not syslog lines.
     pub kmsg: bool,
+    /// `system()`'s syslog socket: a message without a PID gets its sender's (`.unix.pid`,
+    /// from the socket's credentials), as syslog-ng's `system()` gives it.
+    pub pid_from_sender: bool,
 }
 
 impl Ingest {
@@ -44,6 +47,7 @@ impl Ingest {
             tags: Tags::default(),
             store_raw_message: false,
             kmsg: false,
+            pid_from_sender: false,
         }
     }
 
@@ -103,6 +107,16 @@ impl Ingest {
             }
         } else {
             sluice_protocol::parse(raw, &self.parse, fields);
+        }
+        if self.pid_from_sender && fields.pid.is_none() {
+            static UNIX_PID: std::sync::OnceLock<crate::values::NameId> =
+                std::sync::OnceLock::new();
+            let sender = *UNIX_PID.get_or_init(|| crate::values::name_id(".unix.pid"));
+            if let Some((_, pid)) = origin.pairs.iter().find(|(n, _)| *n == sender) {
+                fields.pid = Some(pid.clone());
+                // The header as written has no PID: it is formatted from the fields.
+                fields.legacy_msghdr = None;
+            }
         }
         let (stamp, as_written) = match (&fields.stamp, self.keep_timestamp) {
             (Some(wc), true) => {

@@ -11,7 +11,9 @@ use crate::dns::{self, NameOptions};
 use crate::own_log as log;
 use crate::window::Window;
 use bytes::BytesMut;
+use sluice_model::values::name_id;
 use sluice_model::{MessageVec, Origin, Today, UnixTime};
+use sluice_protocol::Text;
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -59,6 +61,15 @@ pub enum Bound {
     Kmsg(tokio::io::unix::AsyncFd<std::fs::File>),
 }
 
+/// Who sent a datagram: the peer's address (UDP), or the sending process's credentials on a
+/// unix socket (`SO_PASSCRED`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct From {
+    peer: Option<SocketAddr>,
+    /// pid, uid, gid.
+    credentials: Option<(i32, u32, u32)>,
+}
+
 /// The most datagrams dispatched as one batch.
 const BATCH: usize = 512;
 /// The largest datagram: a UDP payload cannot be larger.
@@ -97,6 +108,7 @@ impl DatagramSource {
             Bind::Unix(unix) => {
                 unix.prepare()?;
                 let socket = UnixDatagram::bind(&unix.path)?;
+                pass_credentials(&socket)?;
                 unix.apply_permissions()?;
                 Ok(Bound::Unix(socket))
             }
@@ -125,9 +137,9 @@ impl DatagramSource {
         let window = Window::new(self.reader.window);
         let mut shutdown = ctx.shutdown.clone();
         let mut how = Retire::Close;
-        let mut origins: HashMap<Option<SocketAddr>, Origin> = HashMap::new();
+        let mut origins: HashMap<From, Origin> = HashMap::new();
         let mut buf = BytesMut::new();
-        let mut datagrams: Vec<(bytes::Bytes, Option<SocketAddr>)> = Vec::with_capacity(BATCH);
+        let mut datagrams: Vec<(bytes::Bytes, From)> = Vec::with_capacity(BATCH);
         let mut kept = MessageVec::default();
         let mut generation = u64::MAX;
         let mut source_id = self.source_id;
@@ -149,7 +161,7 @@ impl DatagramSource {
             while datagrams.len() < BATCH {
                 buf.reserve(MAX_DATAGRAM);
                 match try_recv(&bound, &mut buf) {
-                    Ok((n, peer)) => {
+                    Ok((n, from)) => {
                         let mut raw = buf.split_to(n).freeze();
                         if raw.is_empty() && !self.reader.keep_empty {
                             self.reader.counted.empty.fetch_add(1, Ordering::Relaxed);
@@ -163,7 +175,7 @@ impl DatagramSource {
                                 .oversized
                                 .fetch_add(1, Ordering::Relaxed);
                         }
-                        datagrams.push((raw, peer));
+                        datagrams.push((raw, from));
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                     Err(e) => {
@@ -228,15 +240,34 @@ impl DatagramSource {
         }
     }
 
-    async fn origin(&self, peer: Option<SocketAddr>, source_id: u16) -> Origin {
+    async fn origin(&self, from: From, source_id: u16) -> Origin {
+        let peer = from.peer;
         let host_from = dns::name_of(peer.map(|p| p.ip()), &self.names).await;
+        // As syslog-ng names the sender's credentials.
+        let pairs = match from.credentials {
+            Some((pid, uid, gid)) => vec![
+                (
+                    name_id(".unix.pid"),
+                    Text::owned(pid.to_string().as_bytes()),
+                ),
+                (
+                    name_id(".unix.uid"),
+                    Text::owned(uid.to_string().as_bytes()),
+                ),
+                (
+                    name_id(".unix.gid"),
+                    Text::owned(gid.to_string().as_bytes()),
+                ),
+            ],
+            None => Vec::new(),
+        };
         Origin {
             source_name: self.source_name.clone(),
             source_id,
             peer,
             host_from,
             local: peer.is_none(),
-            pairs: Vec::new(),
+            pairs,
             // The address the socket is bound to (`0.0.0.0` when bound to all of them: the
             // address each datagram was sent to is not asked for yet).
             endpoints: match &self.bind {
@@ -361,10 +392,18 @@ async fn readable(bound: &Bound) -> std::io::Result<()> {
     }
 }
 
-fn try_recv(bound: &Bound, buf: &mut BytesMut) -> std::io::Result<(usize, Option<SocketAddr>)> {
+fn try_recv(bound: &Bound, buf: &mut BytesMut) -> std::io::Result<(usize, From)> {
+    let from = |peer| From {
+        peer,
+        credentials: None,
+    };
     match bound {
-        Bound::Udp(s) => s.try_recv_buf_from(buf).map(|(n, peer)| (n, Some(peer))),
-        Bound::Unix(s) => s.try_recv_buf(buf).map(|n| (n, None)),
+        Bound::Udp(s) => s
+            .try_recv_buf_from(buf)
+            .map(|(n, peer)| (n, from(Some(peer)))),
+        Bound::Unix(s) => s.try_io(tokio::io::Interest::READABLE, || {
+            recv_with_credentials(s, buf)
+        }),
         Bound::Kmsg(f) => loop {
             let room = buf.spare_capacity_mut();
             // SAFETY: reading into the buffer's spare capacity, as long as `room` says.
@@ -378,7 +417,7 @@ fn try_recv(bound: &Bound, buf: &mut BytesMut) -> std::io::Result<(usize, Option
             if n >= 0 {
                 // SAFETY: the kernel wrote `n` bytes.
                 unsafe { buf.set_len(buf.len() + n as usize) };
-                return Ok((n as usize, None));
+                return Ok((n as usize, from(None)));
             }
             let e = std::io::Error::last_os_error();
             // Records overwritten before they were read: the next one follows.
@@ -386,6 +425,70 @@ fn try_recv(bound: &Bound, buf: &mut BytesMut) -> std::io::Result<(usize, Option
                 return Err(e);
             }
         },
+    }
+}
+
+/// Receives a datagram on a unix socket with `SO_PASSCRED` on, and the credentials of the
+/// process that sent it.
+fn recv_with_credentials(s: &UnixDatagram, buf: &mut BytesMut) -> std::io::Result<(usize, From)> {
+    let room = buf.spare_capacity_mut();
+    let mut iov = libc::iovec {
+        iov_base: room.as_mut_ptr().cast(),
+        iov_len: room.len(),
+    };
+    // Room for one SCM_CREDENTIALS message, aligned as cmsg headers are.
+    let mut control = [0u64; 8];
+    // SAFETY: a zeroed msghdr is valid; its pointers are set below to live buffers.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: `msg` points at `iov` (the buffer's spare room) and `control`, both alive.
+    let n = unsafe { libc::recvmsg(std::os::fd::AsRawFd::as_raw_fd(s), &mut msg, 0) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the kernel wrote `n` bytes into the spare room.
+    unsafe { buf.set_len(buf.len() + n as usize) };
+    let mut credentials = None;
+    // SAFETY: walking the control messages the kernel wrote within `msg_controllen`.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_CREDENTIALS {
+                let cred = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::ucred>());
+                credentials = Some((cred.pid, cred.uid, cred.gid));
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok((
+        n as usize,
+        From {
+            peer: None,
+            credentials,
+        },
+    ))
+}
+
+/// Asks the kernel for the credentials of each datagram's sender (`SO_PASSCRED`).
+fn pass_credentials(fd: &impl AsFd) -> std::io::Result<()> {
+    let on: libc::c_int = 1;
+    // SAFETY: setting an int option on an open socket.
+    let r = unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(&fd.as_fd()),
+            libc::SOL_SOCKET,
+            libc::SO_PASSCRED,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 
@@ -475,6 +578,7 @@ impl DatagramSource {
             Bind::Unix(_) => {
                 let socket = std::os::unix::net::UnixDatagram::from(socket);
                 socket.set_nonblocking(true)?;
+                pass_credentials(&socket)?;
                 Ok(Bound::Unix(UnixDatagram::from_std(socket)?))
             }
             // Where a predecessor got to in the kernel's log is its descriptor's.

@@ -759,7 +759,17 @@ fn system(node: &Node, _: &mut Options, common: Common) -> Result<Built, ConfigE
         group: None,
     };
     let listener = format!("afunix_sd.(dgram,{socket})");
-    let reader = common.reader(node, &ingest, socket, Framing::Newline, window, &listener);
+    // A message without a PID gets its sender's, as syslog-ng's system() gives it.
+    let mut local = (*ingest).clone();
+    local.pid_from_sender = true;
+    let reader = common.reader(
+        node,
+        &Arc::new(local),
+        socket,
+        Framing::Newline,
+        window,
+        &listener,
+    );
     let syslog = common.datagram(node, &listener, Bind::Unix(unix), reader, None)?;
     // The kernel's records, as syslog-ng's system() reads them: program-override("kernel"),
     // keep-timestamp(no).
