@@ -583,3 +583,35 @@ fn multi_line_reads_as_syslog_ngs() {
         assert_eq!(outputs[0], outputs[1], "{name}");
     }
 }
+
+/// With change notices (inotify), a line is read when it is written, not follow-freq() later;
+/// a file that appears in a wildcard-file() directory too.
+#[test]
+fn changes_are_noticed_without_waiting_for_follow_freq() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("logs")).unwrap();
+    append(&d.join("app.log"), "app: first\n");
+    let conf = format!(
+        r#"source s {{ file("{}" follow-freq(60)); wildcard-file(base-dir("{}") filename-pattern("*.log") follow-freq(60)); }};
+        destination d {{ file("{}" template("$MSG\n")); }};
+        log {{ source(s); destination(d); }};"#,
+        d.join("app.log").display(),
+        d.join("logs").display(),
+        d.join("out.log").display()
+    );
+    let s = Sluice::start(d, &conf);
+    wait_lines(&d.join("out.log"), 1);
+    // Past the first look, which found nothing new.
+    std::thread::sleep(Duration::from_millis(500));
+    let started = std::time::Instant::now();
+    append(&d.join("app.log"), "app: second\n");
+    append(&d.join("logs/new.log"), "app: in a new file\n");
+    let got = wait_lines(&d.join("out.log"), 3);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "noticed after {:?}: {got:?}\n{}",
+        started.elapsed(),
+        s.stderr()
+    );
+}

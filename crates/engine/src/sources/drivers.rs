@@ -832,8 +832,7 @@ const WILDCARD_FILE: &[Declared] = &[
     read("recursive", "recursive(yes)"),
     read("max_files", "max-files(1000)"),
     read("follow_freq", "follow-freq(0.5)"),
-    // sluice looks every follow-freq(), whatever the method.
-    read("monitor_method", "monitor-method(inotify)"),
+    read("monitor_method", "monitor-method(poll)"),
 ];
 
 /// `wildcard-file(base-dir("/var/log/apps") filename-pattern("*.log"))`: every matching file.
@@ -882,18 +881,26 @@ fn wildcard_file(node: &Node, o: &mut Options, common: Common) -> Result<Built, 
         .transpose()?
         .unwrap_or(100)
         .max(1) as usize;
-    if let Some(opt) = o.last("monitor_method") {
-        let v = opt.value()?;
-        if !matches!(v.text.as_str(), "auto" | "inotify" | "poll") {
-            return Err(ConfigError::unknown(
-                v.pos,
-                "monitor-method",
-                &v.text,
-                "",
-                &["auto", "inotify", "poll"],
-            ));
+    // Change notices (inotify) unless monitor-method(poll).
+    let notices = match o.last("monitor_method") {
+        Some(opt) => {
+            let v = opt.value()?;
+            match v.text.as_str() {
+                "auto" | "inotify" => true,
+                "poll" => false,
+                _ => {
+                    return Err(ConfigError::unknown(
+                        v.pos,
+                        "monitor-method",
+                        &v.text,
+                        "",
+                        &["auto", "inotify", "poll"],
+                    ))
+                }
+            }
         }
-    }
+        None => true,
+    };
     let follow_freq = follow_freq(o)?;
     let (stats, counted_as) = (
         common.cx.stats.clone(),
@@ -907,6 +914,7 @@ fn wildcard_file(node: &Node, o: &mut Options, common: Common) -> Result<Built, 
         max_files,
         local: local(node, common, &base_dir.text),
         follow_freq,
+        notices,
         stats,
         counted_as,
     }))

@@ -101,7 +101,12 @@ impl FileSource {
     /// Reads the file until sluice stops or a reload retires the source.
     async fn follow(&self, ctx: Context, retire: watch::Receiver<Retire>) {
         let (reading, watcher) = until_retired(&ctx, retire);
-        read_file(&self.path, &self.local, self.follow_freq, &reading, false).await;
+        let following = Following {
+            follow_freq: self.follow_freq,
+            notices: true,
+            ends_when_gone: false,
+        };
+        read_file(&self.path, &self.local, following, &reading).await;
         watcher.abort();
     }
 }
@@ -125,23 +130,28 @@ pub(super) fn until_retired(
     (reading, watcher)
 }
 
+/// How a file is followed.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Following {
+    /// `follow-freq()`: how often the end of the file is looked at again without notices.
+    pub(super) follow_freq: Duration,
+    /// Change notices (inotify) wake the wait at the end of the file (`monitor-method()`).
+    pub(super) notices: bool,
+    /// `wildcard-file()`: a file whose path is gone is read to its end, then left.
+    pub(super) ends_when_gone: bool,
+}
+
 /// Reads the file at `path` until `ctx` stops (or, with `ends_when_gone`, until the path is
 /// gone and the file read to its end); then waits for what it read to be delivered and keeps
 /// the position. One reader per path at a time: a reload's new source waits for the old.
-pub(super) async fn read_file(
-    path: &Path,
-    local: &Local,
-    follow_freq: Duration,
-    ctx: &Context,
-    ends_when_gone: bool,
-) {
+pub(super) async fn read_file(path: &Path, local: &Local, following: Following, ctx: &Context) {
     let turn = turn(path);
     let _turn = turn.lock().await;
     let key = format!("file:{}", path.display());
     let segments = Arc::new(Mutex::new(Segments::default()));
     let (kept_tx, kept_rx) = mpsc::unbounded_channel();
     let keeper = tokio::spawn(keep_positions(key.clone(), segments.clone(), kept_rx));
-    let input = Follow::start(path, follow_freq, ends_when_gone, &key, segments);
+    let input = Follow::start(path, following, &key, segments);
     let origin = local.origin(vec![(
         name_id("FILE_NAME"),
         Text::Shared(Arc::from(path.as_os_str().as_encoded_bytes())),
@@ -253,20 +263,28 @@ struct Follow {
     ends_when_gone: bool,
     /// What was said about the path not being there, so it is said once.
     said: Option<String>,
+    /// Wakes the wait at the end of the file when the file or its name changes (inotify);
+    /// `None`: the end is looked at every `follow-freq()`.
+    notices: Option<super::notices::Subscription>,
+    /// The notice being waited for.
+    notified: Option<Pin<Box<tokio::sync::futures::OwnedNotified>>>,
 }
+
+/// How long a follower with change notices waits at the end of its file without one before
+/// it looks anyway (an event missed, a file system that sends none).
+const UNNOTICED: Duration = Duration::from_secs(10);
 
 impl Follow {
     /// Opens where the persist file says the source got to.
     fn start(
         path: &Path,
-        follow_freq: Duration,
-        ends_when_gone: bool,
+        following: Following,
         key: &str,
         segments: Arc<Mutex<Segments>>,
     ) -> Follow {
         let mut f = Follow {
             path: path.to_path_buf(),
-            follow_freq,
+            follow_freq: following.follow_freq,
             file: None,
             offset: 0,
             stream: 0,
@@ -276,8 +294,14 @@ impl Follow {
             sleep: Box::pin(tokio::time::sleep(Duration::ZERO)),
             waiting: false,
             moved_on: false,
-            ends_when_gone,
+            ends_when_gone: following.ends_when_gone,
             said: None,
+            notices: following
+                .notices
+                .then(super::notices::notices)
+                .flatten()
+                .and_then(|n| n.subscribe(path, false)),
+            notified: None,
         };
         match persist::find(key) {
             Found::At(at) => f.resume(at),
@@ -424,8 +448,15 @@ impl AsyncRead for Follow {
         let f = self.get_mut();
         loop {
             if f.waiting {
-                ready!(f.sleep.as_mut().poll(cx));
+                let noticed = f
+                    .notified
+                    .as_mut()
+                    .is_some_and(|n| n.as_mut().poll(cx).is_ready());
+                if !noticed {
+                    ready!(f.sleep.as_mut().poll(cx));
+                }
                 f.waiting = false;
+                f.notified = None;
             }
             if f.newline {
                 buf.put_slice(b"\n");
@@ -494,10 +525,21 @@ impl AsyncRead for Follow {
 }
 
 impl Follow {
+    /// Waits at the end of the file: for a change notice, or `follow-freq()`. While the
+    /// path moves on (a rotation) or the file is missing, every `follow-freq()`: the old
+    /// file's last lines and a file that appears are noticed by looking.
     fn wait(&mut self) {
+        let noticed = self.file.is_some() && !self.moved_on;
+        let wait = match &self.notices {
+            Some(sub) if noticed => {
+                self.notified = Some(Box::pin(sub.notify.clone().notified_owned()));
+                UNNOTICED.max(self.follow_freq)
+            }
+            _ => self.follow_freq,
+        };
         self.sleep
             .as_mut()
-            .reset(tokio::time::Instant::now() + self.follow_freq);
+            .reset(tokio::time::Instant::now() + wait);
         self.waiting = true;
     }
 }

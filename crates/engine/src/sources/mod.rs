@@ -13,6 +13,7 @@ pub mod drivers;
 pub mod file;
 pub mod group;
 pub mod internal;
+pub mod notices;
 pub mod program;
 pub mod relp;
 pub mod stdin;

@@ -7,7 +7,7 @@
 //!
 //! Each file is counted on its own, as syslog-ng counts it: `src.file;s#0;/var/log/a.log`.
 
-use super::file::{read_file, until_retired};
+use super::file::{read_file, until_retired, Following};
 use super::{Context, Local, ReaderSpec, Retire};
 use crate::own_log as log;
 use crate::stats::Registry;
@@ -21,6 +21,9 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+/// How long a scan with change notices waits without one before it looks anyway.
+const UNNOTICED: std::time::Duration = std::time::Duration::from_secs(10);
+
 #[derive(Clone, Debug)]
 pub struct WildcardSource {
     pub base_dir: PathBuf,
@@ -31,8 +34,11 @@ pub struct WildcardSource {
     pub max_files: usize,
     /// How its files are read: each file gets a counter of its own ([`WildcardSource::local_of`]).
     pub local: Local,
-    /// `follow-freq()`: how often the directory and the end of each file are looked at again.
+    /// `follow-freq()`: how often the directory and the end of each file are looked at again
+    /// without change notices.
     pub follow_freq: std::time::Duration,
+    /// `monitor-method(auto|inotify)`: change notices wake the looks; `poll`: none.
+    pub notices: bool,
     /// Where each file's counter is made.
     pub stats: Arc<Registry>,
     /// The driver as the counters name it: `s#0`.
@@ -86,6 +92,10 @@ impl WildcardSource {
         let mut stop = reading.shutdown.clone();
         let mut readers: HashMap<PathBuf, JoinHandle<()>> = HashMap::new();
         let mut said = Said::default();
+        let directory = (self.notices && !self.recursive)
+            .then(super::notices::notices)
+            .flatten()
+            .and_then(|n| n.subscribe(&self.base_dir, true));
         loop {
             readers.retain(|_, r| !r.is_finished());
             let found = self.scan(&mut said);
@@ -99,20 +109,35 @@ impl WildcardSource {
                     continue;
                 }
                 let local = self.local_of(&path);
-                let follow_freq = self.follow_freq;
+                let following = Following {
+                    follow_freq: self.follow_freq,
+                    notices: self.notices,
+                    ends_when_gone: true,
+                };
                 let cx = reading.clone();
                 let at = path.clone();
                 readers.insert(
                     path,
-                    tokio::spawn(
-                        async move { read_file(&at, &local, follow_freq, &cx, true).await },
-                    ),
+                    tokio::spawn(async move { read_file(&at, &local, following, &cx).await }),
                 );
             }
             said.waiting(&self, waiting);
+            // A new file in the directory wakes the next look (not in subdirectories: those
+            // are looked at every follow-freq()).
+            let wait = match &directory {
+                Some(_) => UNNOTICED.max(self.follow_freq),
+                None => self.follow_freq,
+            };
+            let noticed = async {
+                match &directory {
+                    Some(sub) => sub.notify.notified().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = stop.wait_for(|s| *s) => break,
-                _ = tokio::time::sleep(self.follow_freq) => {}
+                _ = tokio::time::sleep(wait) => {}
+                _ = noticed => {}
             }
         }
         for (_, r) in readers {
