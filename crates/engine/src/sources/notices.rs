@@ -21,8 +21,9 @@ struct State {
     /// Each watched directory: its watch and how many subscriptions are in it.
     dirs: HashMap<PathBuf, (WatchDescriptor, usize)>,
     by_watch: HashMap<WatchDescriptor, PathBuf>,
-    /// Who is woken for a path (a file, or a directory itself).
-    waiting: HashMap<PathBuf, Arc<Notify>>,
+    /// Who is woken for a path (a file, or a directory itself), and how many subscriptions
+    /// share it.
+    waiting: HashMap<PathBuf, (Arc<Notify>, usize)>,
 }
 
 /// What wakes a file's (or a directory's) follower; unsubscribes when dropped.
@@ -59,18 +60,18 @@ async fn deliver(mut stream: inotify::EventStream<Vec<u8>>) {
         let state = notices.state.lock().expect("notices lock");
         if event.mask.contains(EventMask::Q_OVERFLOW) {
             // Events were lost: everyone looks.
-            state.waiting.values().for_each(|n| n.notify_one());
+            state.waiting.values().for_each(|(n, _)| n.notify_one());
             continue;
         }
         let Some(dir) = state.by_watch.get(&event.wd) else {
             continue;
         };
         if let Some(name) = &event.name {
-            if let Some(n) = state.waiting.get(&dir.join(name)) {
+            if let Some((n, _)) = state.waiting.get(&dir.join(name)) {
                 n.notify_one();
             }
         }
-        if let Some(n) = state.waiting.get(dir) {
+        if let Some((n, _)) = state.waiting.get(dir) {
             n.notify_one();
         }
     }
@@ -81,6 +82,17 @@ impl Notices {
     /// directory, or with `is_dir`, the directory's entries); `None` when its directory
     /// cannot be watched.
     pub fn subscribe(&'static self, path: &Path, is_dir: bool) -> Option<Subscription> {
+        self.subscribe_with(path, is_dir, None)
+    }
+
+    /// As [`Notices::subscribe`], waking `notify` (one for several paths: a
+    /// `wildcard-file()`'s directories) instead of the path's own.
+    pub fn subscribe_with(
+        &'static self,
+        path: &Path,
+        is_dir: bool,
+        notify: Option<Arc<Notify>>,
+    ) -> Option<Subscription> {
         let dir = if is_dir {
             path.to_path_buf()
         } else {
@@ -106,7 +118,12 @@ impl Notices {
                 state.dirs.insert(dir.clone(), (wd, 1));
             }
         }
-        let notify = state.waiting.entry(path.to_path_buf()).or_default().clone();
+        let (notify, count) = state
+            .waiting
+            .entry(path.to_path_buf())
+            .or_insert_with(|| (notify.unwrap_or_default(), 0));
+        *count += 1;
+        let notify = notify.clone();
         Some(Subscription {
             notices: self,
             path: path.to_path_buf(),
@@ -119,8 +136,11 @@ impl Notices {
 impl Drop for Subscription {
     fn drop(&mut self) {
         let mut state = self.notices.state.lock().expect("notices lock");
-        if Arc::strong_count(&self.notify) <= 2 {
-            state.waiting.remove(&self.path);
+        if let Some((_, count)) = state.waiting.get_mut(&self.path) {
+            *count -= 1;
+            if *count == 0 {
+                state.waiting.remove(&self.path);
+            }
         }
         let last = match state.dirs.get_mut(&self.dir) {
             Some((_, count)) => {

@@ -92,13 +92,24 @@ impl WildcardSource {
         let mut stop = reading.shutdown.clone();
         let mut readers: HashMap<PathBuf, JoinHandle<()>> = HashMap::new();
         let mut said = Said::default();
-        let directory = (self.notices && !self.recursive)
-            .then(super::notices::notices)
-            .flatten()
-            .and_then(|n| n.subscribe(&self.base_dir, true));
+        // Every directory scanned wakes the next scan when an entry in it changes.
+        let notices = self.notices.then(super::notices::notices).flatten();
+        let changed = Arc::new(tokio::sync::Notify::new());
+        let mut watched: HashMap<PathBuf, super::notices::Subscription> = HashMap::new();
         loop {
             readers.retain(|_, r| !r.is_finished());
-            let found = self.scan(&mut said);
+            let (found, dirs) = self.scan(&mut said);
+            if let Some(n) = notices {
+                watched.retain(|d, _| dirs.contains(d));
+                for d in dirs {
+                    if let std::collections::hash_map::Entry::Vacant(slot) = watched.entry(d) {
+                        let sub = n.subscribe_with(slot.key(), true, Some(changed.clone()));
+                        if let Some(sub) = sub {
+                            slot.insert(sub);
+                        }
+                    }
+                }
+            }
             let mut waiting = 0;
             for path in found {
                 if readers.contains_key(&path) {
@@ -122,22 +133,14 @@ impl WildcardSource {
                 );
             }
             said.waiting(&self, waiting);
-            // A new file in the directory wakes the next look (not in subdirectories: those
-            // are looked at every follow-freq()).
-            let wait = match &directory {
-                Some(_) => UNNOTICED.max(self.follow_freq),
-                None => self.follow_freq,
-            };
-            let noticed = async {
-                match &directory {
-                    Some(sub) => sub.notify.notified().await,
-                    None => std::future::pending().await,
-                }
+            let wait = match watched.is_empty() {
+                false => UNNOTICED.max(self.follow_freq),
+                true => self.follow_freq,
             };
             tokio::select! {
                 _ = stop.wait_for(|s| *s) => break,
                 _ = tokio::time::sleep(wait) => {}
-                _ = noticed => {}
+                _ = changed.notified() => {}
             }
         }
         for (_, r) in readers {
@@ -158,14 +161,17 @@ impl WildcardSource {
         local
     }
 
-    /// The files that match, sorted; a directory that cannot be read is said once.
-    fn scan(&self, said: &mut Said) -> Vec<PathBuf> {
+    /// The files that match, sorted, and the directories read; a directory that cannot be
+    /// read is said once.
+    fn scan(&self, said: &mut Said) -> (Vec<PathBuf>, Vec<PathBuf>) {
         let mut found = Vec::new();
+        let mut read = Vec::new();
         let mut dirs = vec![self.base_dir.clone()];
         while let Some(dir) = dirs.pop() {
             let entries = match std::fs::read_dir(&dir) {
                 Ok(e) => {
                     said.readable(&dir);
+                    read.push(dir.clone());
                     e
                 }
                 Err(e) => {
@@ -196,7 +202,7 @@ impl WildcardSource {
             }
         }
         found.sort();
-        found
+        (found, read)
     }
 }
 
