@@ -615,3 +615,45 @@ fn changes_are_noticed_without_waiting_for_follow_freq() {
         s.stderr()
     );
 }
+
+/// A directory of 20,000 files under `max-files(100)`: 100 are read, the rest wait, and that
+/// is said once.
+#[test]
+fn max_files_holds_a_crowded_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let logs = d.join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    for i in 0..20_000 {
+        std::fs::write(logs.join(format!("f{i:05}.log")), format!("app: m{i}\n")).unwrap();
+    }
+    let s = Sluice::start(d, &wildcard_config(d, "max-files(100)"));
+    wait_lines(&d.join("out.log"), 100);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(lines(&d.join("out.log")).len(), 100);
+    let said = s.stderr().matches("max-files(100) reached").count();
+    assert_eq!(said, 1, "{}", s.stderr());
+}
+
+/// A binary file: every line becomes a message (NULs end lines too, as syslog-ng cuts them),
+/// bytes that are not UTF-8 are kept as they are, and nothing stops the reader.
+#[test]
+fn a_binary_file_is_read_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut bytes: Vec<u8> = (0..=255u8).cycle().take(64 << 10).collect();
+    bytes.extend_from_slice(b"\napp: after the binary part\n");
+    std::fs::write(d.join("app.log"), &bytes).unwrap();
+    let conf =
+        config(d, &["app.log"]).replace(r#"template("$MSG\n")"#, r#"template("$MSG|$TAGS\n")"#);
+    let s = Sluice::start(d, &conf);
+    let out = d.join("out.log");
+    wait_until(Duration::from_secs(20), || {
+        std::fs::read(&out).is_ok_and(|b| b.windows(20).any(|w| w == b"after the binary par"))
+    });
+    let text = String::from_utf8_lossy(&std::fs::read(&out).unwrap()).into_owned();
+    assert!(text.contains("after the binary part|"), "{}", s.stderr());
+    assert!(
+        text.contains("message.utf8_sanitized") || text.contains('\u{fffd}') || !text.is_empty()
+    );
+}
