@@ -11,7 +11,7 @@ use crate::dns::{self, NameOptions};
 use crate::own_log as log;
 use crate::window::Window;
 use bytes::BytesMut;
-use sluice_model::values::name_id;
+use sluice_model::values::{name_id, NameId};
 use sluice_model::{MessageVec, Origin, Today, UnixTime};
 use sluice_protocol::Text;
 use std::collections::hash_map::Entry;
@@ -51,6 +51,8 @@ pub struct DatagramSource {
     pub source_id: u16,
     pub so_rcvbuf: Option<usize>,
     pub so_reuseport: bool,
+    /// `pass-unix-credentials()`: a unix socket's senders named by their credentials.
+    pub pass_credentials: bool,
     /// What the kernel dropped on the socket because its buffer was full.
     pub kernel_dropped: Arc<AtomicU64>,
 }
@@ -108,7 +110,9 @@ impl DatagramSource {
             Bind::Unix(unix) => {
                 unix.prepare()?;
                 let socket = UnixDatagram::bind(&unix.path)?;
-                pass_credentials(&socket)?;
+                if self.pass_credentials {
+                    pass_credentials(&socket)?;
+                }
                 unix.apply_permissions()?;
                 Ok(Bound::Unix(socket))
             }
@@ -243,22 +247,8 @@ impl DatagramSource {
     async fn origin(&self, from: From, source_id: u16) -> Origin {
         let peer = from.peer;
         let host_from = dns::name_of(peer.map(|p| p.ip()), &self.names).await;
-        // As syslog-ng names the sender's credentials.
         let pairs = match from.credentials {
-            Some((pid, uid, gid)) => vec![
-                (
-                    name_id(".unix.pid"),
-                    Text::owned(pid.to_string().as_bytes()),
-                ),
-                (
-                    name_id(".unix.uid"),
-                    Text::owned(uid.to_string().as_bytes()),
-                ),
-                (
-                    name_id(".unix.gid"),
-                    Text::owned(gid.to_string().as_bytes()),
-                ),
-            ],
+            Some((pid, uid, gid)) => credential_pairs(pid, uid, gid),
             None => Vec::new(),
         };
         Origin {
@@ -472,6 +462,24 @@ fn recv_with_credentials(s: &UnixDatagram, buf: &mut BytesMut) -> std::io::Resul
     ))
 }
 
+/// A sender's credentials as syslog-ng names them.
+pub fn credential_pairs(pid: i32, uid: u32, gid: u32) -> Vec<(NameId, Text)> {
+    vec![
+        (
+            name_id(".unix.pid"),
+            Text::owned(pid.to_string().as_bytes()),
+        ),
+        (
+            name_id(".unix.uid"),
+            Text::owned(uid.to_string().as_bytes()),
+        ),
+        (
+            name_id(".unix.gid"),
+            Text::owned(gid.to_string().as_bytes()),
+        ),
+    ]
+}
+
 /// Asks the kernel for the credentials of each datagram's sender (`SO_PASSCRED`).
 fn pass_credentials(fd: &impl AsFd) -> std::io::Result<()> {
     let on: libc::c_int = 1;
@@ -578,7 +586,9 @@ impl DatagramSource {
             Bind::Unix(_) => {
                 let socket = std::os::unix::net::UnixDatagram::from(socket);
                 socket.set_nonblocking(true)?;
-                pass_credentials(&socket)?;
+                if self.pass_credentials {
+                    pass_credentials(&socket)?;
+                }
                 Ok(Bound::Unix(UnixDatagram::from_std(socket)?))
             }
             // Where a predecessor got to in the kernel's log is its descriptor's.

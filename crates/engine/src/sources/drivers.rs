@@ -281,6 +281,7 @@ impl Common<'_> {
         let listener = reader.listener.clone();
         StreamSource {
             listen,
+            pass_credentials: false,
             reader,
             max_connections,
             names: self.names(),
@@ -312,6 +313,7 @@ impl Common<'_> {
         reader: ReaderSpec,
         so_rcvbuf: Option<usize>,
     ) -> Result<DatagramSource, ConfigError> {
+        let unix = matches!(bind, Bind::Unix(_));
         if self.multi_line.is_some() {
             return Err(ConfigError::new(
                 node.pos,
@@ -329,6 +331,7 @@ impl Common<'_> {
             source_id: self.cx.id,
             so_rcvbuf,
             so_reuseport: false,
+            pass_credentials: unix,
             kernel_dropped: self.counter(node, listener, "socket_receive_dropped"),
         })
     }
@@ -584,7 +587,7 @@ const UNIX: &[Declared] = &[
     read("create_dirs", "create-dirs(yes)"),
     read("so_rcvbuf", "so-rcvbuf(1048576)"),
     read("listen_backlog", "listen-backlog(100)"),
-    not_yet("pass_unix_credentials"),
+    read("pass_unix_credentials", "pass-unix-credentials(no)"),
 ];
 
 /// `unix-stream("/dev/log")`, `unix-dgram("/dev/log")`: the local syslog() sockets.
@@ -610,6 +613,12 @@ fn unix(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigErr
     for name in ["keep_alive", "optional", "create_dirs"] {
         o.last(name).map(Node::bool).transpose()?;
     }
+    // As syslog-ng 3.38: on unless turned off.
+    let pass_credentials = o
+        .last("pass_unix_credentials")
+        .map(Node::bool)
+        .transpose()?
+        .unwrap_or(true);
     let so_rcvbuf = so_rcvbuf(o)?;
     let max_connections = max_connections(o)?;
     let listen_backlog = listen_backlog(o)?;
@@ -628,18 +637,15 @@ fn unix(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigErr
         let reader = common.reader(node, &ingest, instance, Framing::Newline, window, &listener);
         let mut s = common.stream(node, Listen::Unix(unix), reader, max, listen_backlog);
         s.so_rcvbuf = so_rcvbuf;
+        s.pass_credentials = pass_credentials;
         Ok(Arc::new(s))
     } else {
         let listener = format!("afsocket_sd.(dgram,AF_UNIX({shown}))");
         let window = common.opts.log_iw_size;
         let reader = common.reader(node, &ingest, instance, Framing::Newline, window, &listener);
-        Ok(Arc::new(common.datagram(
-            node,
-            &listener,
-            Bind::Unix(unix),
-            reader,
-            so_rcvbuf,
-        )?))
+        let mut d = common.datagram(node, &listener, Bind::Unix(unix), reader, so_rcvbuf)?;
+        d.pass_credentials = pass_credentials;
+        Ok(Arc::new(d))
     }
 }
 

@@ -44,6 +44,9 @@ impl std::fmt::Display for Listen {
 #[derive(Clone, Debug)]
 pub struct StreamSource {
     pub listen: Listen,
+    /// `pass-unix-credentials()`: a unix connection's peer named by its credentials
+    /// (`.unix.pid`, `.unix.uid`, `.unix.gid`).
+    pub pass_credentials: bool,
     pub reader: ReaderSpec,
     pub max_connections: usize,
     pub names: NameOptions,
@@ -367,7 +370,13 @@ impl StreamSource {
         let mut s = match stream {
             Stream::Unix(s) => {
                 let local = Endpoints::default();
-                return self.read(s, peer, local, Vec::new(), ctx).await;
+                let pairs = match s.peer_cred() {
+                    Ok(c) if self.pass_credentials => {
+                        super::datagram::credential_pairs(c.pid().unwrap_or(0), c.uid(), c.gid())
+                    }
+                    _ => Vec::new(),
+                };
+                return self.read(s, peer, local, pairs, ctx).await;
             }
             Stream::Tcp(s) => s,
         };
