@@ -399,6 +399,8 @@ fn unix_datagram_senders_are_named_by_their_credentials() {
             r#"@version: 3.38
             source s {{ unix-dgram("{}"); }};
             destination d {{ file("@OUT@/all.log" template("pid=[$PID] upid=[${{.unix.pid}}] uid=[${{.unix.uid}}] gid=[${{.unix.gid}}] $MSG\n")); }};
+            destination c {{ file("@OUT@/cmdline.log" template("${{.unix.cmdline}}\n")); }};
+            log {{ source(s); destination(c); }};
             log {{ source(s); destination(d); }};"#,
             sock.display()
         ),
@@ -417,6 +419,18 @@ fn unix_datagram_senders_are_named_by_their_credentials() {
     });
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     let me = std::process::id();
+    // Our command line, its arguments joined by spaces, as syslog-ng gives it.
+    let mine: String = std::fs::read("/proc/self/cmdline")
+        .unwrap()
+        .iter()
+        .map(|&b| if b < 0x20 { ' ' } else { b as char })
+        .collect();
+    let cmdline = r.out.join("cmdline.log");
+    common::wait_until(std::time::Duration::from_secs(10), || cmdline.exists());
+    assert_eq!(
+        std::fs::read_to_string(&cmdline).unwrap().lines().next(),
+        Some(mine.as_str())
+    );
     assert_eq!(
         std::fs::read_to_string(&file).unwrap(),
         format!(

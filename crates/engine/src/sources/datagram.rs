@@ -462,21 +462,23 @@ fn recv_with_credentials(s: &UnixDatagram, buf: &mut BytesMut) -> std::io::Resul
     ))
 }
 
-/// A sender's credentials as syslog-ng names them.
+/// A sender's credentials as syslog-ng names them, and its command line (`.unix.cmdline`,
+/// from `/proc`, its arguments joined by spaces; empty once it has exited).
 pub fn credential_pairs(pid: i32, uid: u32, gid: u32) -> Vec<(NameId, Text)> {
+    let mut cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    cmdline.truncate(4096);
+    // NULs between arguments, and a sender's control bytes, become spaces.
+    for b in &mut cmdline {
+        if *b < 0x20 || *b == 0x7f {
+            *b = b' ';
+        }
+    }
+    let number = |n: String| Text::owned(n.as_bytes());
     vec![
-        (
-            name_id(".unix.pid"),
-            Text::owned(pid.to_string().as_bytes()),
-        ),
-        (
-            name_id(".unix.uid"),
-            Text::owned(uid.to_string().as_bytes()),
-        ),
-        (
-            name_id(".unix.gid"),
-            Text::owned(gid.to_string().as_bytes()),
-        ),
+        (name_id(".unix.pid"), number(pid.to_string())),
+        (name_id(".unix.uid"), number(uid.to_string())),
+        (name_id(".unix.gid"), number(gid.to_string())),
+        (name_id(".unix.cmdline"), Text::owned(&cmdline)),
     ]
 }
 
