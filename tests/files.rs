@@ -657,3 +657,30 @@ fn a_binary_file_is_read_through() {
         text.contains("message.utf8_sanitized") || text.contains('\u{fffd}') || !text.is_empty()
     );
 }
+
+/// Lines that a stop could not deliver (their server was down) are not counted as read: the
+/// next start reads them again and they arrive.
+#[test]
+fn lines_a_stop_could_not_deliver_are_read_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let log = d.join("app.log");
+    let text: String = (0..50).map(|i| format!("app: m{i}\n")).collect();
+    append(&log, &text);
+    let port = common::free_port();
+    let conf = format!(
+        r#"source s {{ file("{}" follow-freq(0.1)); }};
+        destination d {{ syslog("127.0.0.1" port({port}) time-reopen(1)); }};
+        log {{ source(s); destination(d); }};"#,
+        log.display()
+    );
+    let mut s = Sluice::start(d, &conf);
+    std::thread::sleep(Duration::from_millis(1500));
+    s.stop();
+    assert!(s.stderr().contains("not delivered"), "{}", s.stderr());
+    let receiver = common::receiver(port, Some("$MSG\\n"));
+    let _s = Sluice::start(d, &conf);
+    let got = wait_lines(&receiver.out.join("all.log"), 50);
+    let want: Vec<String> = (0..50).map(|i| format!("m{i}")).collect();
+    assert_eq!(got, want);
+}

@@ -58,6 +58,7 @@ impl Window {
                 window: self.credits.clone(),
                 n,
                 delivered,
+                failed: Default::default(),
                 loan: Loan::default(),
             }),
         }
@@ -79,6 +80,9 @@ struct Credits {
     window: Arc<Semaphore>,
     n: u32,
     delivered: Option<oneshot::Sender<()>>,
+    /// A destination gave up part of the batch undelivered ([`Ack::fail`]): its sender is
+    /// not told it was delivered.
+    failed: std::sync::atomic::AtomicBool,
     /// The bytes the batch's read borrowed from its source's [`ReadBudget`].
     loan: Loan,
 }
@@ -87,7 +91,9 @@ impl Drop for Credits {
     fn drop(&mut self) {
         self.window.add_permits(self.n as usize);
         if let Some(delivered) = self.delivered.take() {
-            let _ = delivered.send(());
+            if !self.failed.load(std::sync::atomic::Ordering::SeqCst) {
+                let _ = delivered.send(());
+            }
         }
     }
 }
@@ -104,6 +110,16 @@ impl Ack {
     /// destinations must hold this until then, as on a flow-controlled path.
     pub fn acknowledged(&self) -> bool {
         self.credits.delivered.is_some()
+    }
+
+    /// A destination gives up its part of the batch without delivering it (stopping with
+    /// no server, a file that could not be written): the credits still go back, but a
+    /// sender waiting to be told of delivery (RELP, a file source keeping its position) is
+    /// not told.
+    pub fn fail(&self) {
+        self.credits
+            .failed
+            .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// The batch's read borrowed `loan`: it goes back with the credits.

@@ -1209,6 +1209,9 @@ impl Writer {
                     if let Some(w) = &job.written {
                         w.lost();
                     }
+                    if let Some(ack) = &job.ack {
+                        ack.fail();
+                    }
                 }
             }
             let bytes = slot.pending_bytes;

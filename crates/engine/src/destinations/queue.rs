@@ -202,13 +202,18 @@ impl BatchQueue for Queue {
 
     fn abandon(&self, batches: &mut Vec<Batch>) -> String {
         let lost = batches.iter().map(Batch::len).sum::<usize>() + self.waiting();
-        self.done(batches);
         loop {
+            // Not delivered: whoever waits for that is not told it was.
+            for b in batches.iter() {
+                if let Some(ack) = &b.ack {
+                    ack.fail();
+                }
+            }
+            self.done(batches);
             self.take(Duration::ZERO, usize::MAX, batches);
             if batches.is_empty() {
                 break;
             }
-            self.done(batches);
         }
         format!("{lost} messages not delivered: no server accepts them")
     }

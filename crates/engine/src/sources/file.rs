@@ -172,7 +172,12 @@ pub(super) async fn read_file(path: &Path, local: &Local, following: Following, 
     .await;
     drop(tracker);
     ctx.drained(&window).await;
-    let _ = keeper.await;
+    // The last positions, unless a destination holds them past the stop's grace: a reader
+    // that comes after (a restart, a reload's) then repeats those lines, and none is lost.
+    let aborter = keeper.abort_handle();
+    if ctx.within_grace(keeper).await.is_none() {
+        aborter.abort();
+    }
     persist::sync();
 }
 
