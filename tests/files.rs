@@ -684,3 +684,56 @@ fn lines_a_stop_could_not_deliver_are_read_again() {
     let want: Vec<String> = (0..50).map(|i| format!("m{i}")).collect();
     assert_eq!(got, want);
 }
+
+/// Rotation by rename while the writer still writes to the old file for a while, as with
+/// syslog-ng 3.38: sluice reads every line of both files (the old one is read for late lines
+/// for a minute); syslog-ng, which leaves the old file once it was quiet, loses the lines
+/// written there after that — whatever it wrote, sluice wrote too, in the same order.
+#[test]
+fn rotation_compared_with_syslog_ng() {
+    if common::syslog_ng().is_none() {
+        return;
+    }
+    let mut outputs = Vec::new();
+    for kind in [Server::SyslogNg, Server::Sluice] {
+        let input = tempfile::tempdir().unwrap();
+        let log = input.path().join("app.log");
+        append(&log, "app: a1\napp: a2\n");
+        let r = Running::start(
+            kind,
+            &format!(
+                r#"@version: 3.38
+                source s {{ file("{}" follow-freq(1)); }};
+                destination d {{ file("@OUT@/all.log" template("$MSG\n")); }};
+                log {{ source(s); destination(d); }};"#,
+                log.display()
+            ),
+        );
+        let out = r.out.join("all.log");
+        wait_until(Duration::from_secs(20), || lines(&out).len() >= 2);
+        let mut old = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        std::fs::rename(&log, input.path().join("app.log.1")).unwrap();
+        append(&log, "app: b1\n");
+        // The writer is slow to reopen: two more lines go to the old file.
+        std::thread::sleep(Duration::from_millis(1500));
+        old.write_all(b"app: a3\napp: a4\n").unwrap();
+        drop(old);
+        std::thread::sleep(Duration::from_millis(1500));
+        append(&log, "app: b2\n");
+        wait_until(Duration::from_secs(15), || lines(&out).len() >= 6);
+        std::thread::sleep(Duration::from_millis(1000));
+        outputs.push(lines(&out));
+    }
+    let (theirs, ours) = (&outputs[0], &outputs[1]);
+    // In the order they were written: the old file's late lines after b1.
+    assert_eq!(
+        ours,
+        &["a1", "a2", "b1", "a3", "a4", "b2"],
+        "syslog-ng: {theirs:?}"
+    );
+    let mut rest = ours.iter();
+    assert!(
+        theirs.iter().all(|l| rest.any(|o| o == l)),
+        "syslog-ng's lines are not in sluice's order: {theirs:?} / {ours:?}"
+    );
+}

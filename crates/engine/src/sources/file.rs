@@ -273,11 +273,27 @@ struct Follow {
     notices: Option<super::notices::Subscription>,
     /// The notice being waited for.
     notified: Option<Pin<Box<tokio::sync::futures::OwnedNotified>>>,
+    /// The file the path named before a rotation, read for late lines for a while.
+    rotated: Option<Rotated>,
+    /// The stream goes back to the current file after late lines of the rotated one.
+    resegment: bool,
 }
 
 /// How long a follower with change notices waits at the end of its file without one before
 /// it looks anyway (an event missed, a file system that sends none).
 const UNNOTICED: Duration = Duration::from_secs(10);
+
+/// How long a file renamed away is still read for lines its writer adds late (a writer that
+/// reopens its file some time after logrotate renamed it).
+const LATE_LINES: Duration = Duration::from_secs(60);
+
+/// A file renamed away, kept open for its writer's late lines.
+struct Rotated {
+    file: File,
+    id: (u64, u64),
+    offset: u64,
+    until: std::time::Instant,
+}
 
 impl Follow {
     /// Opens where the persist file says the source got to.
@@ -307,6 +323,8 @@ impl Follow {
                 .flatten()
                 .and_then(|n| n.subscribe(path, false)),
             notified: None,
+            rotated: None,
+            resegment: false,
         };
         match persist::find(key) {
             Found::At(at) => f.resume(at),
@@ -475,6 +493,9 @@ impl AsyncRead for Follow {
                 f.wait();
                 continue;
             }
+            if std::mem::take(&mut f.resegment) {
+                f.restart_segment();
+            }
             let (file, _) = f.file.as_mut().expect("open");
             match file.read(buf.initialize_unfilled()) {
                 Ok(n) if n > 0 => {
@@ -496,11 +517,22 @@ impl AsyncRead for Follow {
                     continue;
                 }
             }
-            // The end of the file.
+            // The end of the file: late lines of the file renamed away, between whole lines.
+            if f.late_lines(buf) {
+                return Poll::Ready(Ok(()));
+            }
             match f.look() {
                 Look::Rotated if f.moved_on => {
-                    // Quiet for a whole wait since the path moved on: the new file next.
-                    f.file = None;
+                    // Quiet for a whole wait since the path moved on: the new file next, the
+                    // old one still read for late lines.
+                    if let Some((file, id)) = f.file.take() {
+                        f.rotated = Some(Rotated {
+                            file,
+                            id,
+                            offset: f.offset,
+                            until: std::time::Instant::now() + LATE_LINES,
+                        });
+                    }
                     f.moved_on = false;
                     f.owe_newline();
                     continue;
@@ -530,11 +562,46 @@ impl AsyncRead for Follow {
 }
 
 impl Follow {
+    /// Gives the reader what the file renamed away got since, if the stream is between
+    /// lines: its own stretch of the stream, then back to the current file (a newline owed
+    /// when the late part ends without one). Lets the old file go after [`LATE_LINES`].
+    fn late_lines(&mut self, buf: &mut ReadBuf<'_>) -> bool {
+        if self.last != b'\n' || self.newline {
+            return false;
+        }
+        let Some(r) = &mut self.rotated else {
+            return false;
+        };
+        if std::time::Instant::now() > r.until {
+            self.rotated = None;
+            return false;
+        }
+        let n = match r.file.read(buf.initialize_unfilled()) {
+            Ok(n) if n > 0 => n,
+            _ => return false,
+        };
+        self.segments.lock().expect("segments lock").push(Segment {
+            stream: self.stream,
+            dev: r.id.0,
+            ino: r.id.1,
+            offset: r.offset,
+        });
+        let filled = buf.filled().len();
+        buf.advance(n);
+        r.offset += n as u64;
+        self.stream += n as u64;
+        self.last = buf.filled()[filled + n - 1];
+        // Back to the current file: after a newline owed, or at once.
+        self.owe_newline();
+        self.resegment = !self.newline;
+        true
+    }
+
     /// Waits at the end of the file: for a change notice, or `follow-freq()`. While the
     /// path moves on (a rotation) or the file is missing, every `follow-freq()`: the old
     /// file's last lines and a file that appears are noticed by looking.
     fn wait(&mut self) {
-        let noticed = self.file.is_some() && !self.moved_on;
+        let noticed = self.file.is_some() && !self.moved_on && self.rotated.is_none();
         let wait = match &self.notices {
             Some(sub) if noticed => {
                 self.notified = Some(Box::pin(sub.notify.clone().notified_owned()));
