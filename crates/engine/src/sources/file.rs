@@ -25,7 +25,6 @@ use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::future::Future;
 use std::io::{Read, Seek, SeekFrom};
-use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -72,10 +71,6 @@ struct Ready {
 }
 
 impl super::Ready for Ready {
-    fn hand_over(&self) -> Vec<OwnedFd> {
-        Vec::new()
-    }
-
     fn run(
         self: Box<Self>,
         ctx: Context,

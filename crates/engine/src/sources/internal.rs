@@ -7,7 +7,6 @@ use crate::own_log::Event;
 use crate::window::Window;
 use sluice_model::{Ingest, LogMessage, Origin, UnixTime};
 use sluice_protocol::{Span, SyslogFields, Text};
-use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::sync::watch;
@@ -52,10 +51,6 @@ impl super::Source for InternalSource {
 }
 
 impl super::Ready for Arc<InternalSource> {
-    fn hand_over(&self) -> Vec<OwnedFd> {
-        Vec::new()
-    }
-
     /// Takes sluice's own messages from now on: a predecessor's queue ends once it has
     /// passed on what it holds. Retired with no successor, it lets go of them.
     fn run(

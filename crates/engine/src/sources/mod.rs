@@ -138,8 +138,10 @@ pub trait Source: Send + Sync + 'static {
 /// A source bound and ready to run.
 pub trait Ready: Send {
     /// Second descriptors of what it holds (its sockets), kept for a successor after a
-    /// reload.
-    fn hand_over(&self) -> Vec<OwnedFd>;
+    /// reload; none for a source that holds nothing a successor could take.
+    fn hand_over(&self) -> Vec<OwnedFd> {
+        Vec::new()
+    }
     /// Runs until `retire` says how to stop accepting (or `ctx` stops everything); what it
     /// accepted (connections) goes on until `ctx` stops them or their peers close.
     fn run(

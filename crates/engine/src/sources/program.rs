@@ -15,7 +15,6 @@ use super::{read_stream, Context, Local, ReaderSpec, Retire};
 use crate::own_log as log;
 use crate::window::Window;
 use std::future::Future;
-use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -58,10 +57,6 @@ impl super::Source for ProgramSource {
 struct Runs(Arc<ProgramSource>);
 
 impl super::Ready for Runs {
-    fn hand_over(&self) -> Vec<OwnedFd> {
-        Vec::new()
-    }
-
     fn run(
         self: Box<Self>,
         ctx: Context,
@@ -208,10 +203,6 @@ impl super::Source for PipeSource {
 struct Reads(Arc<PipeSource>, tokio::net::unix::pipe::Receiver);
 
 impl super::Ready for Reads {
-    fn hand_over(&self) -> Vec<OwnedFd> {
-        Vec::new()
-    }
-
     fn run(
         self: Box<Self>,
         ctx: Context,

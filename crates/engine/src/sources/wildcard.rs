@@ -14,7 +14,6 @@ use crate::stats::Registry;
 use glob::Pattern;
 use std::collections::HashMap;
 use std::future::Future;
-use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -71,10 +70,6 @@ struct Ready {
 }
 
 impl super::Ready for Ready {
-    fn hand_over(&self) -> Vec<OwnedFd> {
-        Vec::new()
-    }
-
     fn run(
         self: Box<Self>,
         ctx: Context,
