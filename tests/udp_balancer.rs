@@ -4,8 +4,7 @@
 
 mod common;
 
-use common::{ctl, free_udp_port, sluice_bin, wait_until, Running, Server};
-use std::process::{Command, Stdio};
+use common::{ctl, free_udp_port, wait_until, Running, Server};
 use std::time::Duration;
 
 /// The counters of `sluice ctl stats` whose names hold `part`, by name.
@@ -23,21 +22,8 @@ fn counters(s: &Running, part: &str) -> Vec<(String, u64)> {
 /// `sluice loggen -D` sending `count` datagrams on each of `conns` sockets, at `rate` a second
 /// each.
 fn loggen_udp(port: u16, conns: u32, count: u64, rate: u64) {
-    let status = Command::new(sluice_bin())
-        .args(["loggen", "-D", "-I", "600", "-r", &rate.to_string()])
-        .args(["--active-connections", &conns.to_string()])
-        .args([
-            "-n",
-            &count.to_string(),
-            "-Q",
-            "127.0.0.1",
-            &port.to_string(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("sluice loggen");
-    assert!(status.success());
+    let report = common::loggen_wait(common::loggen_start_with(&["-D"], port, conns, count, rate));
+    assert!(report.ok, "{}", report.text);
 }
 
 #[test]

@@ -515,8 +515,15 @@ pub fn diff_trees(
 /// connections to 127.0.0.1:`port`, `rate` a second per connection (0: as fast as it can),
 /// with time enough to send them all.
 pub fn loggen_start(port: u16, conns: u32, count: u64, rate: u64) -> Child {
+    loggen_start_with(&[], port, conns, count, rate)
+}
+
+/// As [`loggen_start`], with loggen's `extra` options (`-D`: datagrams).
+pub fn loggen_start_with(extra: &[&str], port: u16, conns: u32, count: u64, rate: u64) -> Child {
     Command::new(sluice_bin())
-        .args(["loggen", "-I", "600", "-r", &rate.to_string()])
+        .arg("loggen")
+        .args(extra)
+        .args(["-I", "600", "-r", &rate.to_string()])
         .args(["--active-connections", &conns.to_string()])
         .args([
             "-n",

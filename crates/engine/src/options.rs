@@ -784,3 +784,24 @@ impl SourceOptions {
         ingest
     }
 }
+
+/// What `program()` runs, source and destination alike: its command (the driver's value, with
+/// `example` in the error when it is missing) and `inherit-environment()` (on by default).
+pub fn program_command<'a>(
+    node: &'a Node,
+    o: &mut sluice_config::declared::Options<'_>,
+    example: &str,
+) -> Result<(&'a Value, bool), ConfigError> {
+    let command = node.first_value().ok_or_else(|| {
+        ConfigError::new(
+            node.pos,
+            format!("program() needs a command: program(\"{example}\")"),
+        )
+    })?;
+    let inherit_environment = o
+        .last("inherit_environment")
+        .map(Node::bool)
+        .transpose()?
+        .unwrap_or(true);
+    Ok((command, inherit_environment))
+}

@@ -779,17 +779,7 @@ const PROGRAM: &[Declared] = &[
 fn program(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Built, ConfigError> {
     let format = FormatOptions::read(o, cx)?;
     let queue = Queue::read(o, cx.globals)?;
-    let command = node.first_value().ok_or_else(|| {
-        ConfigError::new(
-            node.pos,
-            "program() needs a command: program(\"/usr/local/bin/alert\")",
-        )
-    })?;
-    let inherit_environment = o
-        .last("inherit_environment")
-        .map(Node::bool)
-        .transpose()?
-        .unwrap_or(true);
+    let (command, inherit_environment) = options::program_command(node, o, "/usr/local/bin/alert")?;
     o.last("keep_alive").map(Node::bool).transpose()?;
     let disk_buffer = queue.disk_buffer(o, || {
         format!(

@@ -952,17 +952,8 @@ const PROGRAM: &[Declared] = &[read("inherit_environment", "inherit-environment(
 
 /// `program("/usr/bin/tail -F /var/log/x")`: what a program writes.
 fn program(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigError> {
-    let command = node.first_value().ok_or_else(|| {
-        ConfigError::new(
-            node.pos,
-            "program() needs a command: program(\"/usr/local/bin/events\")",
-        )
-    })?;
-    let inherit_environment = o
-        .last("inherit_environment")
-        .map(Node::bool)
-        .transpose()?
-        .unwrap_or(true);
+    let (command, inherit_environment) =
+        options::program_command(node, o, "/usr/local/bin/events")?;
     Ok(Arc::new(ProgramSource {
         command: command.text.clone(),
         inherit_environment,
