@@ -5,6 +5,7 @@
 #   bsdutils        `logger` (util-linux) for the real-client tests
 #   python3         the SysLogHandler client test
 #   openssl         the CLI that makes the TLS tests' certificates
+#   systemd-journal-remote  writes the journal files the systemd-journal() tests read
 #   rsyslog         unpacked under /opt/rsyslog with its TLS and RELP modules (see below)
 # Idempotent; needs root (or sudo) the first time.
 set -euo pipefail
@@ -14,6 +15,7 @@ command -v syslog-ng >/dev/null || need+=(syslog-ng-core)
 command -v logger >/dev/null || need+=(bsdutils)
 command -v python3 >/dev/null || need+=(python3)
 command -v openssl >/dev/null || need+=(openssl)
+[ -x /lib/systemd/systemd-journal-remote ] || need+=(systemd-journal-remote)
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"

@@ -1,7 +1,8 @@
 //! The persist file (`-R`): where each file source has read to, kept across restarts.
 //!
-//! The file is an array of fixed [`SLOT`]-byte records, one per key (`file:/var/log/x`):
-//! the file's device and inode, and the offset up to which its lines were delivered. A record
+//! The file is an array of fixed [`SLOT`]-byte records, one per key: for a file
+//! (`file:/var/log/x`) the file's device and inode, and the offset up to which its lines were
+//! delivered; for the journal (`journal:`), the cursor of the last entry delivered. A record
 //! is written in place with one `pwrite` when a position moves: the page cache keeps it when
 //! sluice is killed (`kill -9`), and `fsync` at a clean stop keeps it when the machine is not.
 //! Each record carries a CRC: a record that does not check out makes the whole file suspect —
@@ -17,9 +18,9 @@ use std::sync::{Mutex, OnceLock};
 
 /// The size of one record.
 const SLOT: usize = 512;
-/// The longest key a record holds.
-const MAX_KEY: usize = SLOT - 4 - 2 - 24 - 4;
+/// The first bytes of a file's record, of a cursor's.
 const MAGIC: &[u8; 4] = b"SLU1";
+const MAGIC_CURSOR: &[u8; 4] = b"SLC1";
 
 /// Where a file was read to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,11 +31,19 @@ pub struct Position {
     pub offset: u64,
 }
 
+/// What a record keeps.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Kept {
+    At(Position),
+    /// A journal's cursor.
+    Cursor(Box<str>),
+}
+
 /// What the persist file said at start.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Found {
+pub enum Found<T = Position> {
     /// The key's record.
-    At(Position),
+    At(T),
     /// No record: the source has not read this file before.
     New,
     /// The persist file was corrupt: start at the end.
@@ -44,8 +53,8 @@ pub enum Found {
 struct Store {
     file: Option<File>,
     path: PathBuf,
-    /// Each key's slot and its last position.
-    slots: HashMap<String, (usize, Position)>,
+    /// Each key's slot and what it keeps.
+    slots: HashMap<String, (usize, Kept)>,
     corrupt: bool,
 }
 
@@ -66,14 +75,31 @@ fn store() -> Option<&'static Mutex<Store>> {
     Some(STORE.get_or_init(|| Mutex::new(Store::open(path))))
 }
 
-/// What the persist file holds for `key`.
+/// The file position the persist file holds for `key`.
 pub fn find(key: &str) -> Found {
+    match find_kept(key) {
+        Found::At(Kept::At(at)) => Found::At(at),
+        Found::Unknown => Found::Unknown,
+        _ => Found::New,
+    }
+}
+
+/// The cursor the persist file holds for `key`.
+pub fn find_cursor(key: &str) -> Found<String> {
+    match find_kept(key) {
+        Found::At(Kept::Cursor(c)) => Found::At(c.into()),
+        Found::Unknown => Found::Unknown,
+        _ => Found::New,
+    }
+}
+
+fn find_kept(key: &str) -> Found<Kept> {
     let Some(store) = store() else {
         return Found::New;
     };
     let store = store.lock().expect("persist lock");
     match store.slots.get(key) {
-        Some((_, at)) => Found::At(*at),
+        Some((_, kept)) => Found::At(kept.clone()),
         None if store.corrupt => Found::Unknown,
         None => Found::New,
     }
@@ -81,10 +107,19 @@ pub fn find(key: &str) -> Found {
 
 /// Keeps `key` at `position`.
 pub fn keep(key: &str, position: Position) {
+    keep_kept(key, Kept::At(position));
+}
+
+/// Keeps `cursor` under `key`; a cursor too long for a record is not kept (said once).
+pub fn keep_cursor(key: &str, cursor: &str) {
+    keep_kept(key, Kept::Cursor(cursor.into()));
+}
+
+fn keep_kept(key: &str, kept: Kept) {
     let Some(store) = store() else {
         return;
     };
-    store.lock().expect("persist lock").keep(key, position);
+    store.lock().expect("persist lock").keep(key, kept);
 }
 
 /// Writes the persist file to disk (a clean stop).
@@ -159,28 +194,28 @@ impl Store {
         store
     }
 
-    fn keep(&mut self, key: &str, position: Position) {
-        if key.len() > MAX_KEY {
+    fn keep(&mut self, key: &str, kept: Kept) {
+        let Some(record) = record(key, &kept) else {
             return;
-        }
+        };
         let next = self.slots.len();
         let slot = match self.slots.get_mut(key) {
             Some((slot, at)) => {
-                if *at == position {
+                if *at == kept {
                     return;
                 }
-                *at = position;
+                *at = kept;
                 *slot
             }
             None => {
-                self.slots.insert(key.to_string(), (next, position));
+                self.slots.insert(key.to_string(), (next, kept));
                 next
             }
         };
         let Some(file) = &self.file else {
             return;
         };
-        if let Err(e) = file.write_all_at(&record(key, position), (slot * SLOT) as u64) {
+        if let Err(e) = file.write_all_at(&record, (slot * SLOT) as u64) {
             crate::own_log::error(format!(
                 "persist file {}: {e}; file positions are not kept",
                 self.path.display()
@@ -190,25 +225,71 @@ impl Store {
     }
 }
 
-/// One record: magic, key length and key, device, inode, offset, CRC of what precedes it.
-fn record(key: &str, at: Position) -> [u8; SLOT] {
-    let mut r = [0u8; SLOT];
-    r[..4].copy_from_slice(MAGIC);
-    r[4..6].copy_from_slice(&(key.len() as u16).to_le_bytes());
-    let mut i = 6;
-    r[i..i + key.len()].copy_from_slice(key.as_bytes());
-    i += key.len();
-    for n in [at.dev, at.ino, at.offset] {
-        r[i..i + 8].copy_from_slice(&n.to_le_bytes());
-        i += 8;
+/// One record: magic, key length and key, then a file's device, inode and offset or a
+/// cursor's length and text, then the CRC of what precedes it. `None` when key and cursor do
+/// not fit.
+fn record(key: &str, kept: &Kept) -> Option<[u8; SLOT]> {
+    let value_len = match kept {
+        Kept::At(_) => 24,
+        Kept::Cursor(c) => 2 + c.len(),
+    };
+    if 4 + 2 + key.len() + value_len + 4 > SLOT {
+        return None;
     }
-    let crc = crc32fast::hash(&r[..i]);
-    r[i..i + 4].copy_from_slice(&crc.to_le_bytes());
-    r
+    let mut r = [0u8; SLOT];
+    let mut w = Writer { r: &mut r, at: 0 };
+    w.put(match kept {
+        Kept::At(_) => MAGIC,
+        Kept::Cursor(_) => MAGIC_CURSOR,
+    });
+    w.put(&(key.len() as u16).to_le_bytes());
+    w.put(key.as_bytes());
+    match kept {
+        Kept::At(at) => {
+            for n in [at.dev, at.ino, at.offset] {
+                w.put(&n.to_le_bytes());
+            }
+        }
+        Kept::Cursor(c) => {
+            w.put(&(c.len() as u16).to_le_bytes());
+            w.put(c.as_bytes());
+        }
+    }
+    let end = w.at;
+    let crc = crc32fast::hash(&r[..end]);
+    r[end..end + 4].copy_from_slice(&crc.to_le_bytes());
+    Some(r)
+}
+
+/// Writes a record from its start.
+struct Writer<'a> {
+    r: &'a mut [u8; SLOT],
+    at: usize,
+}
+
+impl Writer<'_> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.r[self.at..self.at + bytes.len()].copy_from_slice(bytes);
+        self.at += bytes.len();
+    }
+}
+
+/// Reads a record from its start.
+struct Reader<'a> {
+    r: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, len: usize) -> Option<&'a [u8]> {
+        let field = self.r.get(self.at..self.at + len)?;
+        self.at += len;
+        Some(field)
+    }
 }
 
 /// Reads every record of a persist file.
-fn parse(data: &[u8]) -> Result<HashMap<String, (usize, Position)>, String> {
+fn parse(data: &[u8]) -> Result<HashMap<String, (usize, Kept)>, String> {
     let mut slots = HashMap::new();
     if data.len() % SLOT != 0 {
         return Err(format!(
@@ -218,26 +299,34 @@ fn parse(data: &[u8]) -> Result<HashMap<String, (usize, Position)>, String> {
     }
     for (n, r) in data.chunks(SLOT).enumerate() {
         let bad = |what: &str| format!("record {n}: {what}");
-        if &r[..4] != MAGIC {
-            return Err(bad("not a record"));
-        }
-        let len = u16::from_le_bytes([r[4], r[5]]) as usize;
-        if len > MAX_KEY {
-            return Err(bad("a key too long"));
-        }
-        let mut i = 6 + len;
-        let key = std::str::from_utf8(&r[6..i]).map_err(|_| bad("a key that is not text"))?;
-        let mut numbers = [0u64; 3];
-        for n in &mut numbers {
-            *n = u64::from_le_bytes(r[i..i + 8].try_into().expect("8 bytes"));
-            i += 8;
-        }
-        let crc = u32::from_le_bytes(r[i..i + 4].try_into().expect("4 bytes"));
-        if crc != crc32fast::hash(&r[..i]) {
+        let mut read = Reader { r, at: 0 };
+        let mut take = |len: usize| read.take(len).ok_or_else(|| bad("a length past its end"));
+        let magic = take(4)?;
+        let cursor = match magic {
+            m if m == MAGIC => false,
+            m if m == MAGIC_CURSOR => true,
+            _ => return Err(bad("not a record")),
+        };
+        let len = u16::from_le_bytes(take(2)?.try_into().expect("2 bytes")) as usize;
+        let key = std::str::from_utf8(take(len)?).map_err(|_| bad("a key that is not text"))?;
+        let kept = if cursor {
+            let len = u16::from_le_bytes(take(2)?.try_into().expect("2 bytes")) as usize;
+            let c =
+                std::str::from_utf8(take(len)?).map_err(|_| bad("a cursor that is not text"))?;
+            Kept::Cursor(c.into())
+        } else {
+            let mut numbers = [0u64; 3];
+            for n in &mut numbers {
+                *n = u64::from_le_bytes(take(8)?.try_into().expect("8 bytes"));
+            }
+            let [dev, ino, offset] = numbers;
+            Kept::At(Position { dev, ino, offset })
+        };
+        let crc = u32::from_le_bytes(take(4)?.try_into().expect("4 bytes"));
+        if crc != crc32fast::hash(&r[..read.at - 4]) {
             return Err(bad("its checksum does not match"));
         }
-        let [dev, ino, offset] = numbers;
-        slots.insert(key.to_string(), (n, Position { dev, ino, offset }));
+        slots.insert(key.to_string(), (n, kept));
     }
     Ok(slots)
 }
@@ -261,14 +350,25 @@ mod tests {
             ino: 2,
             offset: 3,
         };
-        store.keep("file:/a", a);
-        store.keep("file:/b", Position { offset: 9, ..a });
-        store.keep("file:/a", Position { offset: 30, ..a });
+        store.keep("file:/a", Kept::At(a));
+        store.keep("file:/b", Kept::At(Position { offset: 9, ..a }));
+        store.keep("file:/a", Kept::At(Position { offset: 30, ..a }));
+        store.keep("journal:", Kept::Cursor("s=1;i=2".into()));
+        store.keep("journal:", Kept::Cursor("s=1;i=3".into()));
+        // Too long for a record: not kept.
+        store.keep("journal:x", Kept::Cursor("c".repeat(SLOT).into()));
         drop(store);
-        assert_eq!(std::fs::metadata(&path).unwrap().len(), 2 * SLOT as u64);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 3 * SLOT as u64);
         let store = Store::open(&path);
-        assert_eq!(store.slots["file:/a"], (0, Position { offset: 30, ..a }));
-        assert_eq!(store.slots["file:/b"].1.offset, 9);
+        assert_eq!(
+            store.slots["file:/a"],
+            (0, Kept::At(Position { offset: 30, ..a }))
+        );
+        assert_eq!(
+            store.slots["file:/b"].1,
+            Kept::At(Position { offset: 9, ..a })
+        );
+        assert_eq!(store.slots["journal:"], (2, Kept::Cursor("s=1;i=3".into())));
         assert!(!store.corrupt);
     }
 
@@ -279,11 +379,11 @@ mod tests {
         let mut store = Store::open(&path);
         store.keep(
             "file:/a",
-            Position {
+            Kept::At(Position {
                 dev: 1,
                 ino: 2,
                 offset: 3,
-            },
+            }),
         );
         drop(store);
         let mut data = std::fs::read(&path).unwrap();

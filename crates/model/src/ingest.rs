@@ -2,6 +2,7 @@
 //! then apply the source's options in syslog-ng's order (`keep-timestamp`, hostname
 //! mangling with `keep-hostname`/`chain-hostnames`, `program-override`, `host-override`, tags).
 
+use crate::journal::JournalFields;
 use crate::message::{LogMessage, Origin, Tags};
 use crate::time::{self, Today, UnixTime, Zone};
 use crate::values::Values;
@@ -25,11 +26,23 @@ pub struct Ingest {
     /// `.source.<name>` and the source's `tags()`.
     pub tags: Tags,
     pub store_raw_message: bool,
-    /// `format("linux-kmsg")`: records of `/dev/kmsg`, not syslog lines.
-    pub kmsg: bool,
+    /// What a frame is: a syslog line, a kernel record, a journal entry.
+    pub format: Format,
     /// `system()`'s syslog socket: a message without a PID gets its sender's (`.unix.pid`,
     /// from the socket's credentials), as syslog-ng's `system()` gives it.
     pub pid_from_sender: bool,
+}
+
+/// What the frames of a source are.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Format {
+    /// Syslog lines, RFC3164 or RFC5424.
+    #[default]
+    Syslog,
+    /// `format("linux-kmsg")`: records of `/dev/kmsg`.
+    Kmsg,
+    /// Entries of the systemd journal (`systemd-journal()`), in its export format.
+    Journal(JournalFields),
 }
 
 impl Ingest {
@@ -46,7 +59,7 @@ impl Ingest {
             local_zone,
             tags: Tags::default(),
             store_raw_message: false,
-            kmsg: false,
+            format: Format::Syslog,
             pid_from_sender: false,
         }
     }
@@ -85,6 +98,7 @@ impl Ingest {
             msg.values.set(*name, value.clone());
         }
         let (raw, fields) = (msg.raw, &mut msg.fields);
+        let mut journal_time = None;
         if self.no_parse {
             let len = raw
                 .iter()
@@ -95,18 +109,31 @@ impl Ingest {
                 .parse
                 .default_pri
                 .unwrap_or(sluice_protocol::DEFAULT_PRI);
-        } else if self.kmsg {
-            let values = &mut msg.values;
-            if !crate::kmsg::parse(raw, fields, |name, value| values.set(name, value)) {
-                // Not a record of /dev/kmsg: kept whole.
-                fields.message = Text::Span(sluice_protocol::Span::new(0, raw.len()));
-                fields.pri = self
-                    .parse
-                    .default_pri
-                    .unwrap_or(sluice_protocol::DEFAULT_PRI);
-            }
         } else {
-            sluice_protocol::parse(raw, &self.parse, fields);
+            match &self.format {
+                Format::Syslog => sluice_protocol::parse(raw, &self.parse, fields),
+                Format::Kmsg => {
+                    let values = &mut msg.values;
+                    if !crate::kmsg::parse(raw, fields, |name, value| values.set(name, value)) {
+                        // Not a record of /dev/kmsg: kept whole.
+                        fields.message = Text::Span(sluice_protocol::Span::new(0, raw.len()));
+                        fields.pri = self
+                            .parse
+                            .default_pri
+                            .unwrap_or(sluice_protocol::DEFAULT_PRI);
+                    }
+                }
+                Format::Journal(journal) => {
+                    fields.pri = self
+                        .parse
+                        .default_pri
+                        .unwrap_or(sluice_protocol::DEFAULT_PRI);
+                    let values = &mut msg.values;
+                    journal_time = crate::journal::parse(raw, journal, fields, |name, value| {
+                        values.set(name, value)
+                    });
+                }
+            }
         }
         if self.pid_from_sender && fields.pid.is_none() {
             static UNIX_PID: std::sync::OnceLock<crate::values::NameId> =
@@ -118,8 +145,12 @@ impl Ingest {
                 fields.legacy_msghdr = None;
             }
         }
-        let (stamp, as_written) = match (&fields.stamp, self.keep_timestamp) {
-            (Some(wc), true) => {
+        let (stamp, as_written) = match (journal_time, &fields.stamp, self.keep_timestamp) {
+            (Some(usec), _, true) => {
+                let zone = self.zone.as_ref().unwrap_or(&self.local_zone);
+                (UnixTime::from_micros(usec, zone), false)
+            }
+            (None, Some(wc), true) => {
                 time::resolve_exact(wc, self.zone.as_ref(), &self.local_zone, today, recvd)
             }
             _ => match &self.zone {

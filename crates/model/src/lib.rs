@@ -15,6 +15,7 @@ pub mod file_name;
 pub mod filter;
 pub mod find;
 pub mod ingest;
+pub mod journal;
 pub mod kmsg;
 pub mod list;
 pub mod macros;

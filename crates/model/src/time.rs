@@ -32,6 +32,16 @@ impl UnixTime {
         }
     }
 
+    /// The instant `micros` after the epoch, shown in `zone`.
+    pub fn from_micros(micros: i64, zone: &Zone) -> UnixTime {
+        let secs = micros.div_euclid(1_000_000);
+        UnixTime {
+            secs,
+            micros: micros.rem_euclid(1_000_000) as u32,
+            offset: zone.offset_at(secs),
+        }
+    }
+
     /// The same instant shown in another offset.
     pub fn in_offset(self, offset: i32) -> UnixTime {
         UnixTime { offset, ..self }

@@ -11,6 +11,8 @@ use super::datagram::{Bind, DatagramSource};
 use super::file::FileSource;
 use super::group::{DatagramGroup, Grouping};
 use super::internal::InternalSource;
+#[cfg(feature = "journal")]
+use super::journal::JournalSource;
 use super::program::{PipeSource, ProgramSource};
 use super::stdin::StdinSource;
 use super::stream::{Listen, Proxied, StreamSource};
@@ -26,6 +28,8 @@ use sluice_config::declared::{self, not_yet, read, Declared, Options};
 use sluice_config::{ConfigError, Node};
 use sluice_model::path::SourceId;
 use sluice_model::Ingest;
+#[cfg(feature = "journal")]
+use sluice_model::{ingest::Format, journal::JournalFields};
 use sluice_protocol::framing::Framing;
 use sluice_protocol::multiline::MultiLine;
 use std::net::{IpAddr, SocketAddr};
@@ -85,6 +89,13 @@ pub static DRIVERS: &[SourceDriver] = &[
         sample: "system()",
         build: system,
     },
+    #[cfg(feature = "journal")]
+    SourceDriver {
+        names: &["systemd_journal"],
+        options: &[SYSTEMD_JOURNAL],
+        sample: "systemd-journal(prefix(\".j.\") matches(\"_COMM\" => \"sshd\"))",
+        build: systemd_journal,
+    },
     SourceDriver {
         names: &["file"],
         options: &[FILE, MULTI_LINE],
@@ -125,6 +136,7 @@ pub static DRIVERS: &[SourceDriver] = &[
 
 /// Source drivers of syslog-ng that sluice does not have yet.
 pub const NOT_YET: &[&str] = &[
+    #[cfg(not(feature = "journal"))]
     "systemd_journal",
     "systemd_syslog",
     "python",
@@ -740,12 +752,33 @@ fn udp_balancer(node: &Node, o: &mut Options, common: Common) -> Result<Built, C
     }))
 }
 
-/// `system()`: the host's own log — its syslog socket (`/dev/log`, or where journald forwards
-/// when `/dev/log` is journald's: `/run/systemd/journal/syslog`) and the kernel's
-/// (`/dev/kmsg`, read as syslog-ng's `linux-kmsg` format, program `kernel`).
+/// `system()`: the host's own log. Under systemd, its journal from this boot, as syslog-ng's
+/// `system()` reads it (`systemd-journal(match-boot(yes))`); elsewhere — or where libsystemd
+/// cannot be loaded, said — its syslog socket (`/dev/log`, or where journald forwards when
+/// `/dev/log` is journald's: `/run/systemd/journal/syslog`) and the kernel's (`/dev/kmsg`,
+/// read as syslog-ng's `linux-kmsg` format, program `kernel`).
 fn system(node: &Node, _: &mut Options, common: Common) -> Result<Built, ConfigError> {
     if let Some(v) = node.first_value() {
         return Err(ConfigError::new(v.pos, "system() takes no value"));
+    }
+    // systemd's own test of whether it runs this host (`sd_booted()`).
+    #[cfg(feature = "journal")]
+    if std::path::Path::new("/run/systemd/system").is_dir() {
+        match super::sd_journal::available() {
+            Ok(()) => {
+                return Ok(Arc::new(JournalSource {
+                    local: journal_local(node, common, ".journald.", 64 * 1024),
+                    namespace: "*".into(),
+                    matches: Vec::new(),
+                    match_boot: true,
+                    read_old_records: true,
+                    max_field_size: 64 * 1024,
+                }))
+            }
+            Err(why) => crate::own_log::warning(format!(
+                "system(): this host runs systemd, but its journal cannot be read ({why}); reading /dev/log and /dev/kmsg instead"
+            )),
+        }
     }
     let mut common = common;
     common.opts.flags.local = true;
@@ -780,7 +813,7 @@ fn system(node: &Node, _: &mut Options, common: Common) -> Result<Built, ConfigE
     // The kernel's records, as syslog-ng's system() reads them: program-override("kernel"),
     // keep-timestamp(no).
     let mut kernel = (*ingest).clone();
-    kernel.kmsg = true;
+    kernel.format = sluice_model::ingest::Format::Kmsg;
     kernel.program_override = Some(Arc::from(&b"kernel"[..]));
     kernel.keep_timestamp = false;
     let kernel = Arc::new(kernel);
@@ -798,6 +831,106 @@ fn system(node: &Node, _: &mut Options, common: Common) -> Result<Built, ConfigE
         sockets: vec![Arc::new(syslog), Arc::new(kmsg)],
         grouping: Grouping::System,
     }))
+}
+
+/// The options of `systemd-journal()`.
+#[cfg(feature = "journal")]
+const SYSTEMD_JOURNAL: &[Declared] = &[
+    read("prefix", "prefix(\".journald.\")"),
+    read("max_field_size", "max-field-size(65536)"),
+    read("namespace", "namespace(\"*\")"),
+    read("matches", "matches(\"PRIORITY\" => \"3\")"),
+    read("match_boot", "match-boot(yes)"),
+    read("read_old_records", "read-old-records(no)"),
+];
+
+/// `systemd-journal()`: this machine's journal.
+#[cfg(feature = "journal")]
+fn systemd_journal(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigError> {
+    no_value(node)?;
+    let prefix = o.last("prefix").map(|n| n.string()).transpose()?;
+    let max_field_size = match o.last("max_field_size") {
+        Some(n) => match n.u64()? {
+            0 => return Err(ConfigError::new(n.pos, "max-field-size() is at least 1")),
+            size => size as usize,
+        },
+        None => 64 * 1024,
+    };
+    let namespace = o.last("namespace").map(|n| n.string()).transpose()?;
+    let mut matches = Vec::new();
+    for m in o.all("matches") {
+        matches.extend(journal_matches(m)?);
+    }
+    let match_boot = o.last("match_boot").map(|n| n.bool()).transpose()?;
+    let read_old_records = o.last("read_old_records").map(|n| n.bool()).transpose()?;
+    Ok(Arc::new(JournalSource {
+        local: journal_local(
+            node,
+            common,
+            prefix.as_deref().unwrap_or(".journald."),
+            max_field_size,
+        ),
+        namespace: namespace.unwrap_or_else(|| "*".into()),
+        matches,
+        match_boot: match_boot.unwrap_or(false),
+        read_old_records: read_old_records.unwrap_or(true),
+        max_field_size,
+    }))
+}
+
+/// `matches("_COMM" => "sshd" "PRIORITY" => "3")`: `FIELD=value`, each.
+#[cfg(feature = "journal")]
+fn journal_matches(node: &Node) -> Result<Vec<String>, ConfigError> {
+    let values: Vec<&sluice_config::Value> = node.words()?;
+    let bad = |pos| {
+        ConfigError::new(
+            pos,
+            "matches() takes pairs of a field and its value: matches(\"_COMM\" => \"sshd\")",
+        )
+    };
+    let mut matches = Vec::new();
+    let mut rest = values.as_slice();
+    while let [field, arrow, value, more @ ..] = rest {
+        let name_ok = !field.text.is_empty()
+            && field
+                .text
+                .bytes()
+                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+        if arrow.text != "=>" || !name_ok {
+            return Err(bad(field.pos));
+        }
+        matches.push(format!("{}={}", field.text, value.text));
+        rest = more;
+    }
+    match rest.first() {
+        Some(v) => Err(bad(v.pos)),
+        None => Ok(matches),
+    }
+}
+
+/// How a journal source reads: entries in the journal's export format, each field a pair
+/// behind `prefix`; the priority without one local0.notice, as in syslog-ng.
+#[cfg(feature = "journal")]
+fn journal_local(node: &Node, common: Common, prefix: &str, max_field_size: usize) -> Local {
+    let mut common = common;
+    common.opts.flags.local = true;
+    let mut ingest = common.opts.ingest(common.cx.name, common.cx.globals);
+    ingest.format = Format::Journal(JournalFields {
+        prefix: Arc::from(prefix.as_bytes()),
+        max_field_size,
+    });
+    ingest.parse.default_pri = Some(
+        common.opts.default_facility.unwrap_or(16) * 8
+            + u16::from(common.opts.default_severity.unwrap_or(5)),
+    );
+    let ingest = Arc::new(ingest);
+    let window = common.opts.log_iw_size;
+    Local {
+        reader: common.reader(node, &ingest, "journal", Framing::Newline, window, ""),
+        names: common.names(),
+        source_name: common.cx.name.clone(),
+        source_id: common.cx.id,
+    }
 }
 
 /// The options of `file()`.

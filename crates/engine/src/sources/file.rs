@@ -80,14 +80,14 @@ impl super::Ready for Ready {
     }
 }
 
-/// One reader per path at a time: a reload's new source waits until the old one kept its
-/// last position.
-fn turn(path: &Path) -> Arc<tokio::sync::Mutex<()>> {
-    static TURNS: Mutex<Option<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>> = Mutex::new(None);
+/// One reader per persist key (a file's path, a journal's namespace) at a time: a reload's
+/// new source waits until the old one kept its last position.
+pub(super) fn turn(key: &str) -> Arc<tokio::sync::Mutex<()>> {
+    static TURNS: Mutex<Option<HashMap<String, Arc<tokio::sync::Mutex<()>>>>> = Mutex::new(None);
     let mut turns = TURNS.lock().expect("turns lock");
     turns
         .get_or_insert_with(HashMap::new)
-        .entry(path.to_path_buf())
+        .entry(key.to_string())
         .or_default()
         .clone()
 }
@@ -140,9 +140,9 @@ pub(super) struct Following {
 /// gone and the file read to its end); then waits for what it read to be delivered and keeps
 /// the position. One reader per path at a time: a reload's new source waits for the old.
 pub(super) async fn read_file(path: &Path, local: &Local, following: Following, ctx: &Context) {
-    let turn = turn(path);
-    let _turn = turn.lock().await;
     let key = format!("file:{}", path.display());
+    let turn = turn(&key);
+    let _turn = turn.lock().await;
     let segments = Arc::new(Mutex::new(Segments::default()));
     let (kept_tx, kept_rx) = mpsc::unbounded_channel();
     let keeper = tokio::spawn(keep_positions(key.clone(), segments.clone(), kept_rx));

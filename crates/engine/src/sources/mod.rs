@@ -13,9 +13,13 @@ pub mod drivers;
 pub mod file;
 pub mod group;
 pub mod internal;
+#[cfg(feature = "journal")]
+pub mod journal;
 pub mod notices;
 pub mod program;
 pub mod relp;
+#[cfg(feature = "journal")]
+pub mod sd_journal;
 pub mod stdin;
 pub mod stream;
 pub mod wildcard;
