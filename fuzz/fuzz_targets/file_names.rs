@@ -52,7 +52,10 @@ fuzz_target!(|data: &[u8]| {
                 component != b"." && component != b"..",
                 "{name:?} has a dot component after {root:?}"
             );
-            assert!(component.len() <= NAME_MAX, "{name:?}: a component is too long");
+            assert!(
+                component.len() <= NAME_MAX,
+                "{name:?}: a component is too long"
+            );
             assert!(!component.contains(&0), "{name:?} holds a NUL");
         }
     }

@@ -7,8 +7,14 @@ use libfuzzer_sys::fuzz_target;
 use sluice_protocol::framing::{FrameDecoder, Framing};
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&control, stream)) = data.split_first() else { return };
-    let framing = if control & 1 == 0 { Framing::Newline } else { Framing::OctetCounted };
+    let Some((&control, stream)) = data.split_first() else {
+        return;
+    };
+    let framing = if control & 1 == 0 {
+        Framing::Newline
+    } else {
+        Framing::OctetCounted
+    };
     let trim = control & 2 != 0;
     let max = 1 + usize::from(control >> 2) * 4;
     let mut dec = FrameDecoder::new(framing, max, trim);
@@ -18,7 +24,9 @@ fuzz_target!(|data: &[u8]| {
         pending.extend_from_slice(chunk);
         let eof = (i + 1) * (1 + usize::from(control % 7) * 3) >= stream.len();
         let len = pending.len();
-        match dec.decode(&pending, eof, |f| assert!(f.range.start <= f.range.end && f.range.end <= len && f.range.len() <= max)) {
+        match dec.decode(&pending, eof, |f| {
+            assert!(f.range.start <= f.range.end && f.range.end <= len && f.range.len() <= max)
+        }) {
             Ok(used) => {
                 assert!(used <= len);
                 pending.drain(..used);

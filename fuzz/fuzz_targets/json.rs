@@ -6,7 +6,9 @@ use libfuzzer_sys::fuzz_target;
 use sluice_model::parsers::json::{parse, Found, Name, Options};
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&f, input)) = data.split_first() else { return };
+    let Some((&f, input)) = data.split_first() else {
+        return;
+    };
     let opts = Options {
         prefix: if f & 1 != 0 { ".j." } else { "" },
         key_delimiter: if f & 2 != 0 { '.' } else { '/' },

@@ -9,7 +9,9 @@ use sluice_protocol::framing::{FrameDecoder, Framing};
 use sluice_protocol::multiline::MultiLine;
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&control, stream)) = data.split_first() else { return };
+    let Some((&control, stream)) = data.split_first() else {
+        return;
+    };
     let mode = match control % 3 {
         0 => MultiLine::Indented,
         1 => MultiLine::PrefixGarbage {
@@ -30,7 +32,9 @@ fuzz_target!(|data: &[u8]| {
         let eof = (i + 1) * step >= stream.len();
         let len = pending.len();
         let mut lines = Vec::new();
-        let Ok(used) = dec.decode(&pending, eof, |f| lines.push(f)) else { return };
+        let Ok(used) = dec.decode(&pending, eof, |f| lines.push(f)) else {
+            return;
+        };
         let open = mode.join(&pending, &lines, eof, max, |f| {
             assert!(f.range.start <= f.range.end && f.range.end <= len && f.range.len() <= max)
         });

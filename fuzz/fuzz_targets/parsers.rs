@@ -37,7 +37,9 @@ fn parsers() -> &'static [Parsers] {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&f, text)) = data.split_first() else { return };
+    let Some((&f, text)) = data.split_first() else {
+        return;
+    };
     let mut frame = b"<13>Jan  5 13:56:09 host prog[1]: ".to_vec();
     if f & 0x80 != 0 {
         // The whole frame from the input: syslog-parser() reads it again.

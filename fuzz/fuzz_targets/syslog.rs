@@ -6,7 +6,9 @@ use libfuzzer_sys::fuzz_target;
 use sluice_protocol::{parse, ParseFlags, ParseOptions, SyslogFields, Text};
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&f, frame)) = data.split_first() else { return };
+    let Some((&f, frame)) = data.split_first() else {
+        return;
+    };
     let opts = ParseOptions {
         flags: ParseFlags {
             syslog_protocol: f & 128 != 0,
@@ -28,7 +30,10 @@ fuzz_target!(|data: &[u8]| {
             assert!(s.start <= s.end && s.end as usize <= frame.len());
         }
     };
-    for t in [&fields.host, &fields.program, &fields.pid, &fields.msgid].into_iter().flatten() {
+    for t in [&fields.host, &fields.program, &fields.pid, &fields.msgid]
+        .into_iter()
+        .flatten()
+    {
         check(t);
     }
     check(&fields.message);

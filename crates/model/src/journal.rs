@@ -100,7 +100,10 @@ pub fn parse(
             }
             continue;
         }
-        let value = value.start..value.end.min(value.start + journal.max_field_size);
+        let value = value.start
+            ..value
+                .end
+                .min(value.start.saturating_add(journal.max_field_size));
         let text = Text::Span(Span::new(value.start, value.end));
         let bytes = &entry[value.clone()];
         match key {
