@@ -332,16 +332,8 @@ fn file_reads_as_syslog_ngs_file_source() {
         log {{ source(s); destination(d); }};"#,
         log.display()
     );
-    let mut outputs = Vec::new();
-    for kind in [Server::SyslogNg, Server::Sluice] {
-        let r = Running::start(kind, &config);
-        let file = r.out.join("all.log");
-        wait_until(Duration::from_secs(20), || lines(&file).len() >= 4);
-        std::thread::sleep(Duration::from_millis(500));
-        outputs.push(lines(&file));
-        drop(r);
-    }
-    assert_eq!(outputs[0], outputs[1]);
+    let [syslog_ng, sluice] = through_both(&config, 4);
+    assert_eq!(syslog_ng, sluice);
 }
 
 #[test]
@@ -499,16 +491,65 @@ fn wildcard_file_reads_as_syslog_ngs_wildcard_file() {
         log {{ source(s); destination(d); }};"#,
         logs.display()
     );
-    let mut outputs = Vec::new();
-    for kind in [Server::SyslogNg, Server::Sluice] {
-        let r = Running::start(kind, &config);
-        let file = r.out.join("all.log");
-        wait_until(Duration::from_secs(20), || lines(&file).len() >= 3);
-        std::thread::sleep(Duration::from_millis(500));
-        outputs.push(sorted(lines(&file)));
-        drop(r);
+    let [syslog_ng, sluice] = through_both(&config, 3);
+    assert_eq!(sorted(syslog_ng), sorted(sluice));
+}
+
+/// `encoding()` and `pad-size()` on the same files as syslog-ng's `file()`.
+#[test]
+fn encodings_and_padded_records_read_as_syslog_ngs() {
+    if common::syslog_ng().is_none() {
+        return;
     }
-    assert_eq!(outputs[0], outputs[1]);
+    let input = tempfile::tempdir().unwrap();
+    let latin2 = input.path().join("latin2.log");
+    std::fs::write(
+        &latin2,
+        b"<13>Nov 24 10:00:00 h1 app: \xa3\xf3d\xbc za\xbf\xf3\xb3\xe6\nplain \xa9koda\n",
+    )
+    .unwrap();
+    let cp1251 = input.path().join("cp1251.log");
+    std::fs::write(&cp1251, b"app: \xcf\xf0\xe8\xe2\xe5\xf2\n").unwrap();
+    let padded = input.path().join("padded.log");
+    let mut records = Vec::new();
+    for text in ["app: one\n", "app: two", "app: three\nnot read"] {
+        let mut r = text.as_bytes().to_vec();
+        r.resize(32, 0);
+        records.extend(r);
+    }
+    std::fs::write(&padded, records).unwrap();
+    let config = format!(
+        r#"@version: 3.38
+        options {{ keep-hostname(yes); }};
+        source s {{
+            file("{}" follow-freq(1) encoding("iso-8859-2"));
+            file("{}" follow-freq(1) encoding("windows-1251"));
+            file("{}" follow-freq(1) pad-size(32));
+        }};
+        destination d {{ file("@OUT@/all.log" template("$FILE_NAME|$PROGRAM|$MSG\n")); }};
+        log {{ source(s); destination(d); }};"#,
+        latin2.display(),
+        cp1251.display(),
+        padded.display()
+    );
+    let [syslog_ng, sluice] = through_both(&config, 6);
+    assert_eq!(sorted(syslog_ng), sorted(sluice.clone()));
+    assert!(
+        sluice.iter().any(|l| l.ends_with("|app|Łódź zażółć")),
+        "{sluice:?}"
+    );
+}
+
+/// `config` run by syslog-ng, then by sluice: the lines of `@OUT@/all.log` once it holds `n`
+/// of them (and half a second more).
+fn through_both(config: &str, n: usize) -> [Vec<String>; 2] {
+    [Server::SyslogNg, Server::Sluice].map(|kind| {
+        let r = Running::start(kind, config);
+        let file = r.out.join("all.log");
+        wait_until(Duration::from_secs(20), || lines(&file).len() >= n);
+        std::thread::sleep(Duration::from_millis(500));
+        lines(&file)
+    })
 }
 
 #[test]

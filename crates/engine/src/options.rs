@@ -441,6 +441,10 @@ pub struct SourceOptions {
     pub bad_hostname: Option<Regex>,
     /// `multi-line-mode()` and its `multi-line-*()` options, as given.
     pub multi_line: MultiLineOptions,
+    /// `encoding()` other than UTF-8.
+    pub encoding: Option<crate::sources::encoding::Charset>,
+    /// `pad-size()`: the input is records of this many bytes.
+    pub pad_size: Option<usize>,
 }
 
 /// `multi-line-mode()`, `multi-line-prefix()`, `multi-line-garbage()`, `multi-line-suffix()`
@@ -590,6 +594,8 @@ impl SourceOptions {
             tags: Vec::new(),
             bad_hostname: g.bad_hostname.clone(),
             multi_line: MultiLineOptions::default(),
+            encoding: None,
+            pad_size: None,
         }
     }
 
@@ -623,7 +629,7 @@ impl SourceOptions {
         // Names what syslog-ng keeps across restarts; sluice keeps no source state.
         read("persist_name", "persist-name(\"p\")"),
         not_yet("log_prefix"),
-        not_yet("pad_size"),
+        read("pad_size", "pad-size(2048)"),
         not_yet("hook_commands"),
         not_yet("use_syslogng_pid"),
         not_yet("ebpf"),
@@ -706,15 +712,18 @@ impl SourceOptions {
             }
             "encoding" => {
                 let v = opt.value()?;
-                if !matches!(
-                    v.text.to_ascii_lowercase().as_str(),
-                    "utf-8" | "utf8" | "ascii" | "us-ascii"
-                ) {
-                    return Err(ConfigError::not_supported(
-                        v.pos,
-                        &format!("encoding(\"{}\")", v.text),
+                self.encoding = crate::sources::encoding::lookup(&v.text)
+                    .map_err(|why| ConfigError::new(v.pos, why))?;
+            }
+            "pad_size" => {
+                let size = opt.u64()?;
+                if !(1..=1 << 20).contains(&size) {
+                    return Err(ConfigError::new(
+                        opt.pos,
+                        "pad-size() is a record's size in bytes, from 1 to 1048576",
                     ));
                 }
+                self.pad_size = Some(size as usize);
             }
             "persist_name" => {
                 opt.string()?;

@@ -19,6 +19,9 @@ pub enum Framing {
     Newline,
     /// RFC6587 octet counting: `LEN SP MSG`.
     OctetCounted,
+    /// `pad-size()`: records of this many bytes (a writer that pads every message to a
+    /// block, as HP-UX does), each message up to its record's first `\n` or NUL.
+    Padded(usize),
 }
 
 /// A frame found in the buffer.
@@ -172,7 +175,30 @@ impl FrameDecoder {
         match self.framing {
             Framing::Newline => Ok(self.decode_lines(buf, eof, &mut out)),
             Framing::OctetCounted => self.decode_counted(buf, &mut out),
+            Framing::Padded(size) => Ok(self.decode_padded(buf, size, eof, &mut out)),
         }
+    }
+
+    /// Whole records of `size` bytes (with `eof`, the last one short too); each message is
+    /// its record up to the first line end, at most `log-msg-size()` of it.
+    fn decode_padded(
+        &mut self,
+        buf: &[u8],
+        size: usize,
+        eof: bool,
+        out: &mut impl FnMut(Frame),
+    ) -> usize {
+        let mut at = 0;
+        while buf.len() - at >= size || (eof && at < buf.len()) {
+            let record = &buf[at..buf.len().min(at + size)];
+            let end = memchr::memchr2(b'\n', 0, record).unwrap_or(record.len());
+            out(Frame {
+                range: at..at + end.min(self.max_size),
+                oversized: end > self.max_size,
+            });
+            at += record.len();
+        }
+        at
     }
 
     fn decode_lines(&mut self, buf: &[u8], eof: bool, out: &mut impl FnMut(Frame)) -> usize {
@@ -324,6 +350,18 @@ mod tests {
 
     fn names(v: &[(String, bool)]) -> Vec<&str> {
         v.iter().map(|(s, _)| s.as_str()).collect()
+    }
+
+    #[test]
+    fn padded_records_are_cut_by_size_and_read_to_their_line_end() {
+        let mut d = FrameDecoder::new(Framing::Padded(8), 5, false);
+        let (got, used) = frames(&mut d, b"ab\n\0\0\0\0\0abcdefghxy", false);
+        // The second record is longer than log-msg-size(5); the third is not whole yet.
+        assert_eq!(got, [("ab".into(), false), ("abcde".into(), true)]);
+        assert_eq!(used, 16);
+        let (got, used) = frames(&mut d, b"xy", true);
+        assert_eq!(names(&got), ["xy"]);
+        assert_eq!(used, 2);
     }
 
     #[test]

@@ -179,6 +179,9 @@ impl DatagramSource {
                                 .oversized
                                 .fetch_add(1, Ordering::Relaxed);
                         }
+                        if let Some(charset) = self.reader.encoding {
+                            raw = super::encoding::message(&raw, charset);
+                        }
                         datagrams.push((raw, from));
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,

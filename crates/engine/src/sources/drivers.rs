@@ -245,8 +245,14 @@ impl Common<'_> {
         listener: &str,
     ) -> ReaderSpec {
         let cx = self.cx;
+        // `pad-size()`: records of that many bytes instead of lines.
+        let framing = match (framing, self.opts.pad_size) {
+            (Framing::Newline, Some(size)) => Framing::Padded(size),
+            (framing, _) => framing,
+        };
         ReaderSpec {
             framing,
+            encoding: self.opts.encoding,
             log_msg_size: self.opts.log_msg_size,
             trim_large_messages: self.opts.trim_large_messages,
             window,

@@ -10,6 +10,7 @@
 
 pub mod datagram;
 pub mod drivers;
+pub mod encoding;
 pub mod file;
 pub mod group;
 pub mod internal;
@@ -90,6 +91,8 @@ pub struct ReaderSpec {
     pub framing: Framing,
     pub log_msg_size: usize,
     pub trim_large_messages: bool,
+    /// `encoding()` other than UTF-8: messages are made UTF-8 before they are parsed.
+    pub encoding: Option<encoding::Charset>,
     /// Credits of one reader (`log-iw-size()` shared among `max-connections()`).
     pub window: u32,
     /// `flags(empty-lines)`: keep empty frames as messages.
@@ -475,7 +478,11 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
                 // connection waits: the unfinished frame moves to a buffer of its own.
                 buf = BytesMut::from(&buf[..]);
             }
-            let frames = take_frames(&mut frames);
+            let mut frames = take_frames(&mut frames);
+            let chunk = match spec.encoding {
+                Some(charset) => encoding::frames(&chunk, &mut frames, charset),
+                None => chunk,
+            };
             let Some(read) = Read::new(chunk, frames, &mut routed, spec, ctx, peer) else {
                 break;
             };
