@@ -440,46 +440,63 @@ fn unix_datagram_senders_are_named_by_their_credentials() {
 }
 
 /// A unix-stream connection is named by its peer's credentials too; with
-/// `pass-unix-credentials(no)` neither kind of unix socket asks for them.
+/// `pass-unix-credentials(no)` neither kind of unix socket asks for them — given on the
+/// source, or in `options {}` for every source that does not say otherwise.
 #[test]
 fn unix_stream_credentials_and_turning_them_off() {
-    let dir = tempfile::tempdir().unwrap();
-    let (stream, dgram) = (dir.path().join("s.sock"), dir.path().join("d.sock"));
-    let r = Running::start(
-        Server::Sluice,
-        &format!(
-            r#"@version: 3.38
-            source s {{ unix-stream("{}"); unix-dgram("{}" pass-unix-credentials(no)); }};
-            destination d {{ file("@OUT@/all.log" template("upid=[${{.unix.pid}}] $MSG\n")); }};
-            log {{ source(s); destination(d); }};"#,
-            stream.display(),
-            dgram.display()
-        ),
-    );
-    common::wait_until(Duration::from_secs(10), || {
-        stream.exists() && dgram.exists()
-    });
-    common::send_unix(&stream, b"<13>Nov 24 10:00:00 app: over a stream\n");
-    std::os::unix::net::UnixDatagram::unbound()
-        .unwrap()
-        .send_to(b"<13>Nov 24 10:00:00 app: without credentials", &dgram)
-        .unwrap();
-    let file = r.out.join("all.log");
-    common::wait_until(Duration::from_secs(10), || {
-        std::fs::read_to_string(&file).is_ok_and(|t| t.lines().count() >= 2)
-    });
-    let mut got: Vec<String> = std::fs::read_to_string(&file)
-        .unwrap()
-        .lines()
-        .map(String::from)
-        .collect();
-    got.sort();
     let me = std::process::id();
-    assert_eq!(
-        got,
-        [
-            format!("upid=[{me}] over a stream"),
-            "upid=[] without credentials".to_string()
-        ]
-    );
+    let cases = [
+        (
+            "",
+            "",
+            "pass-unix-credentials(no)",
+            [me.to_string(), String::new()],
+        ),
+        (
+            "options { pass-unix-credentials(no); };",
+            "",
+            "pass-unix-credentials(yes)",
+            [String::new(), me.to_string()],
+        ),
+    ];
+    for (options, stream_option, dgram_option, [stream_pid, dgram_pid]) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let (stream, dgram) = (dir.path().join("s.sock"), dir.path().join("d.sock"));
+        let r = Running::start(
+            Server::Sluice,
+            &format!(
+                r#"@version: 3.38
+                {options}
+                source s {{ unix-stream("{}" {stream_option}); unix-dgram("{}" {dgram_option}); }};
+                destination d {{ file("@OUT@/all.log" template("upid=[${{.unix.pid}}] $MSG\n")); }};
+                log {{ source(s); destination(d); }};"#,
+                stream.display(),
+                dgram.display()
+            ),
+        );
+        common::wait_until(Duration::from_secs(10), || {
+            stream.exists() && dgram.exists()
+        });
+        common::send_unix(&stream, b"<13>Nov 24 10:00:00 app: over a stream\n");
+        std::os::unix::net::UnixDatagram::unbound()
+            .unwrap()
+            .send_to(b"<13>Nov 24 10:00:00 app: a datagram", &dgram)
+            .unwrap();
+        let file = r.out.join("all.log");
+        common::wait_until(Duration::from_secs(10), || {
+            std::fs::read_to_string(&file).is_ok_and(|t| t.lines().count() >= 2)
+        });
+        let mut got: Vec<String> = std::fs::read_to_string(&file)
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect();
+        got.sort();
+        let mut want = [
+            format!("upid=[{dgram_pid}] a datagram"),
+            format!("upid=[{stream_pid}] over a stream"),
+        ];
+        want.sort();
+        assert_eq!(got, want, "{options}");
+    }
 }

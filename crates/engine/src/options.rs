@@ -53,6 +53,9 @@ pub struct Globals {
     /// `stats-max-dynamics()`, `stats(max-dynamics())`: the most counters made for what
     /// messages carry (hosts, senders, programs); `-1` is no limit.
     pub stats_max_dynamics: usize,
+    /// `pass-unix-credentials()`: unix sources read their senders' credentials unless a
+    /// source says otherwise.
+    pub pass_unix_credentials: bool,
 }
 
 impl Globals {
@@ -95,6 +98,7 @@ impl Globals {
             stats_freq: 600,
             prometheus_listen: None,
             stats_max_dynamics: crate::stats::STATS_MAX_DYNAMICS,
+            pass_unix_credentials: true,
         }
     }
 
@@ -153,6 +157,7 @@ impl Globals {
         "use_uniqid",
         "on_error",
         "persist_only",
+        "pass_unix_credentials",
     ];
 
     /// Applies one `options {}` entry.
@@ -185,6 +190,7 @@ impl Globals {
             "log_fetch_limit" => self.log_fetch_limit = positive(opt)? as u32,
             "min_iw_size_per_reader" => self.min_iw_size_per_reader = positive(opt)? as u32,
             "trim_large_messages" => self.trim_large_messages = opt.bool()?,
+            "pass_unix_credentials" => self.pass_unix_credentials = opt.bool()?,
             "recv_time_zone" => self.recv_time_zone = Some(zone(opt)?),
             "time_zone" | "send_time_zone" => self.dates.zone = Some(zone(opt)?),
             "local_time_zone" => self.local_zone = zone(opt)?,

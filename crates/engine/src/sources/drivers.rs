@@ -349,7 +349,7 @@ impl Common<'_> {
             source_id: self.cx.id,
             so_rcvbuf,
             so_reuseport: false,
-            pass_credentials: unix,
+            pass_credentials: unix && self.cx.globals.pass_unix_credentials,
             kernel_dropped: self.counter(node, listener, "socket_receive_dropped"),
         })
     }
@@ -631,12 +631,12 @@ fn unix(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigErr
     for name in ["keep_alive", "optional", "create_dirs"] {
         o.last(name).map(Node::bool).transpose()?;
     }
-    // As syslog-ng 3.38: on unless turned off.
+    // As syslog-ng 3.38: on unless turned off, here or in options {}.
     let pass_credentials = o
         .last("pass_unix_credentials")
         .map(Node::bool)
         .transpose()?
-        .unwrap_or(true);
+        .unwrap_or(common.cx.globals.pass_unix_credentials);
     let so_rcvbuf = so_rcvbuf(o)?;
     let max_connections = max_connections(o)?;
     let listen_backlog = listen_backlog(o)?;
