@@ -20,6 +20,11 @@ struct Sluice {
 
 impl Sluice {
     fn start(dir: &Path, config: &str) -> Sluice {
+        Sluice::start_as(dir, config, None)
+    }
+
+    /// As [`Sluice::start`], as the user and group `uid` when given.
+    fn start_as(dir: &Path, config: &str, uid: Option<u32>) -> Sluice {
         let conf = dir.join("sluice.conf");
         std::fs::write(&conf, format!("@version: 3.38\n{config}")).unwrap();
         let stderr = std::fs::OpenOptions::new()
@@ -27,7 +32,13 @@ impl Sluice {
             .append(true)
             .open(dir.join("stderr"))
             .unwrap();
-        let child = Command::new(sluice_bin())
+        let mut cmd = Command::new(sluice_bin());
+        if let Some(uid) = uid {
+            use std::os::unix::process::CommandExt;
+            // std drops root's supplementary groups with the user.
+            cmd.uid(uid).gid(uid);
+        }
+        let child = cmd
             .arg("-F")
             .arg("-f")
             .arg(&conf)
@@ -161,6 +172,39 @@ fn a_truncated_file_is_read_again_from_its_start() {
     append(&log, "app: b1\n");
     let got = wait_lines(&d.join("out.log"), 3);
     assert_eq!(got, ["a1", "a2", "b1"], "{}", s.stderr());
+}
+
+/// A file sluice may not read (the new file after a rotation is root's) is said once and
+/// tried again, and read from its start once it may. Needs root, to run sluice as nobody.
+#[test]
+fn a_file_that_cannot_be_read_is_said_once_and_read_once_it_can() {
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: needs root to run sluice as another user");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mode =
+        |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    mode(d, 0o777);
+    let log = d.join("app.log");
+    append(&log, "app: one\n");
+    mode(&log, 0o644);
+    let nobody = 65534;
+    let s = Sluice::start_as(d, &config(d, &["app.log"]), Some(nobody));
+    let out = d.join("out.log");
+    assert_eq!(wait_lines(&out, 1), ["one"], "{}", s.stderr());
+    std::fs::rename(&log, d.join("app.log.1")).unwrap();
+    append(&log, "app: two\n");
+    mode(&log, 0o600);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(lines(&out), ["one"]);
+    mode(&log, 0o644);
+    assert_eq!(wait_lines(&out, 2), ["one", "two"], "{}", s.stderr());
+    let said = s.stderr().matches("Permission denied").count();
+    assert_eq!(said, 1, "{}", s.stderr());
 }
 
 #[test]
