@@ -12,7 +12,8 @@ destination holds every line. Prints lines per second, CPU µs per line and peak
 medians of the rounds, and the ratios.
 
 `--idle FILES`: FILES files that do not grow, followed for `--idle-seconds` by a
-`wildcard-file()`; prints the CPU each server used in that time (it should be almost none).
+`wildcard-file()`; prints the CPU each server used in that time (it should be almost none)
+and its peak memory.
 """
 import argparse
 import os
@@ -129,9 +130,10 @@ def idle_once(server, files, seconds):
         before = cpu_seconds(proc.pid)
         time.sleep(seconds)
         used = cpu_seconds(proc.pid) - before
+        rss = peak_rss_mib(proc.pid)
         proc.terminate()
         proc.wait()
-        return used / seconds * 100
+        return used / seconds * 100, rss
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -152,7 +154,8 @@ def main():
     servers = [s for s in args.servers.split(",") if installed(s) or print(f"note: {s} is not installed", file=sys.stderr)]
     if args.idle:
         for s in servers:
-            print(f"{s}: {args.idle} idle files followed: {idle_once(s, args.idle, args.idle_seconds):.2f} % of a core")
+            cpu, rss = idle_once(s, args.idle, args.idle_seconds)
+            print(f"{s}: {args.idle} idle files followed: {cpu:.2f} % of a core, peak {rss:.0f} MiB")
         return
     lines = make_lines(args.lines)
     results = {s: [] for s in servers}

@@ -2,12 +2,17 @@
 """UDP at full rate: how much a server loses, side by side with syslog-ng.
 
 usage: bench/udp.py [--seconds S] [--listeners N] [--rcvbuf BYTES] [--rounds N] [--no-build]
+                   [--find-rate]
 
 Starts each setup in turn — sluice's `udp-balancer(listeners(N))`, sluice's `udp()`, and
 syslog-ng's `udp()`, each with one file destination and the same `so-rcvbuf()` — and sends it
 datagrams with `sluice loggen -D --active-connections 2 -r 0` for S seconds (as fast as one
 sender goes). Prints what was sent (loggen's count), what reached the file, the loss, and the
 server's CPU per message; sluice also says what the kernel dropped on its sockets.
+
+`--find-rate`: for each setup, the highest total rate (loggen `-r` over its two connections)
+at which it loses less than 0.1 %: doubling from 50,000/s while it keeps up, then halving
+the gap four times.
 """
 import argparse
 import os
@@ -35,7 +40,7 @@ log {{ source(s); destination(d); }};
 """
 
 
-def run_once(server, setup, args):
+def run_once(server, setup, args, rate=0):
     work = tempfile.mkdtemp(prefix="sluice-udp-")
     try:
         port = free_port()
@@ -48,7 +53,7 @@ def run_once(server, setup, args):
                                  "-p", f"{work}/pid", "-c", f"{work}/ctl"],
                                 stdout=subprocess.DEVNULL, stderr=open(f"{work}/stderr", "w"))
         time.sleep(1.0)
-        gen = subprocess.run([SLUICE, "loggen", "-D", "--active-connections", "2", "-r", "0",
+        gen = subprocess.run([SLUICE, "loggen", "-D", "--active-connections", "2", "-r", str(rate // 2),
                               "-I", str(args.seconds), "127.0.0.1", str(port)],
                              capture_output=True, text=True)
         sent = sum(int(m) for m in re.findall(r"count=(\d+)", gen.stderr)[-1:]) if gen.stderr else 0
@@ -67,6 +72,33 @@ def run_once(server, setup, args):
         shutil.rmtree(work, ignore_errors=True)
 
 
+def keeps_up(setup, args, rate):
+    """Sends at `rate` for the run; whether less than 0.1 % was lost, and what was."""
+    sent, got, _, _ = run_once(*setup, args, rate)
+    loss = (sent - got) / sent * 100 if sent else 100
+    print(f"  {setup[0]} {setup[1]} at {rate:,}/s: sent {sent:,}, lost {loss:.3f} %", flush=True)
+    return loss < 0.1, loss
+
+
+def find_rate(setup, args):
+    """The highest rate `setup` keeps up with, and the loss there."""
+    good, bad, rate = (0, 0.0), None, 50_000
+    while bad is None and rate <= 3_200_000:
+        ok, loss = keeps_up(setup, args, rate)
+        if ok:
+            good, rate = (rate, loss), rate * 2
+        else:
+            bad = rate
+    for _ in range(4 if bad else 0):
+        rate = (good[0] + bad) // 2
+        ok, loss = keeps_up(setup, args, rate)
+        if ok:
+            good = (rate, loss)
+        else:
+            bad = rate
+    return good
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=int, default=5)
@@ -74,12 +106,19 @@ def main():
     ap.add_argument("--rcvbuf", type=int, default=4194304)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--no-build", action="store_true")
+    ap.add_argument("--find-rate", action="store_true")
     args = ap.parse_args()
     if not args.no_build:
         subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
     setups = [("sluice", "balancer"), ("sluice", "udp")]
     if shutil.which("syslog-ng"):
         setups.append(("syslog-ng", "udp"))
+    if args.find_rate:
+        found = {s: find_rate(s, args) for s in setups}
+        print(f"\nthe highest rate with loss below 0.1 %, {args.seconds} s a try, so-rcvbuf({args.rcvbuf})")
+        for s, (rate, loss) in found.items():
+            print(f"{s[0]:<10} {s[1]:<9} {rate:>10,}/s  (lost {loss:.3f} %)")
+        return
     results = {s: [] for s in setups}
     for r in range(args.rounds):
         for s in setups:
