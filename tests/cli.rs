@@ -75,8 +75,8 @@ fn later_features_are_refused_by_name() {
             "transport(auto) is not supported yet",
         ),
         (
-            "source s { systemd-journal(); };",
-            "the systemd-journal() source is not supported yet",
+            "source s { systemd-syslog(); };",
+            "the systemd-syslog() source is not supported yet",
         ),
         (
             "parser p { xml(); };",
