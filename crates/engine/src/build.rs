@@ -238,6 +238,7 @@ pub fn build_with(
         }
     }
     let mut notes: Vec<String> = version_note(config).into_iter().collect();
+    notes.append(&mut b.names.notes.lock().expect("notes lock"));
     let mut sources = Vec::new();
     for (id, source) in &b.sources {
         if router.is_used(*id) {

@@ -22,6 +22,7 @@ pub mod macros;
 pub mod message;
 pub mod parsers;
 pub mod path;
+pub mod patterndb;
 pub mod rewrite;
 pub mod str_repr;
 pub mod template;

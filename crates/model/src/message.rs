@@ -92,7 +92,8 @@ impl Tags {
 }
 
 /// Process-wide names of tags. The parser's tags are registered first, so their ids equal
-/// their position in [`ParseTag::ALL`].
+/// their position in [`ParseTag::ALL`]; then the classifier's, which syslog-ng registers
+/// when its modules load (so `$TAGS`, in id order, lists them before a source's tag).
 struct TagRegistry {
     names: Vec<Arc<str>>,
 }
@@ -101,7 +102,12 @@ fn registry() -> &'static RwLock<TagRegistry> {
     static REGISTRY: OnceLock<RwLock<TagRegistry>> = OnceLock::new();
     REGISTRY.get_or_init(|| {
         RwLock::new(TagRegistry {
-            names: ParseTag::ALL.iter().map(|t| Arc::from(t.name())).collect(),
+            names: ParseTag::ALL
+                .iter()
+                .map(|t| t.name())
+                .chain([".classifier.system", ".classifier.unknown"])
+                .map(Arc::from)
+                .collect(),
         })
     })
 }

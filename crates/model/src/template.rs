@@ -16,6 +16,16 @@ use crate::values::{name_id, NameId, ValueType};
 pub struct Names {
     pub templates: std::collections::HashMap<String, Template>,
     pub filters: std::collections::HashMap<String, sluice_config::Expr>,
+    /// What compiling found worth saying without refusing the configuration (a pattern
+    /// database's duplicate patterns); the engine says it once the configuration is built.
+    pub notes: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Names {
+    /// Keeps `note` to be said with the configuration's other notes.
+    pub fn note(&self, note: String) {
+        self.notes.lock().expect("notes lock").push(note);
+    }
 }
 
 #[derive(Clone, Debug)]

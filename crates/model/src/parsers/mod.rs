@@ -13,6 +13,7 @@
 //! are stored as spans of the received frame: parsing copies only what escapes changed.
 
 pub mod csv;
+pub mod db;
 pub mod json;
 pub mod kv;
 
@@ -77,6 +78,8 @@ enum Kind {
         names: Vec<crate::values::NameId>,
         drop_invalid: bool,
     },
+    /// `db-parser(file(…))`: classification by a pattern database.
+    Db(db::DbParser),
 }
 
 /// A compiled pattern with the pair each named group sets.
@@ -90,7 +93,7 @@ struct ParserDriver {
     /// Read by the table test only.
     #[cfg_attr(not(test), allow(dead_code))]
     sample: &'static str,
-    build: fn(&Node, &mut Options) -> Result<Built, ConfigError>,
+    build: fn(&Node, &mut Options, &Names) -> Result<Built, ConfigError>,
 }
 
 /// What a parser's build makes: its kind, and the prefix of the pairs it sets.
@@ -176,12 +179,27 @@ static DRIVERS: &[ParserDriver] = &[
         name: "tags_parser",
         options: &[TEMPLATE],
         sample: "tags-parser()",
-        build: |_, _| {
+        build: |_, _, _| {
             Ok(Built {
                 kind: Kind::Tags,
                 prefix: String::new(),
             })
         },
+    },
+    ParserDriver {
+        name: "db_parser",
+        options: &[
+            TEMPLATE,
+            PREFIX,
+            read("file", "file(\"/tmp/sluice-table-test-patterndb.xml\")"),
+            read("drop_unmatched", "drop-unmatched(yes)"),
+            read("program_template", "program-template(\"$HOST\")"),
+            read("message_template", "message-template(\"$MSG\")"),
+            read("inject_mode", "inject-mode(pass-through)"),
+        ],
+        // The table test writes this file first.
+        sample: "db-parser(file(\"/tmp/sluice-table-test-patterndb.xml\"))",
+        build: db_parser,
     },
     ParserDriver {
         name: "syslog_parser",
@@ -199,7 +217,6 @@ const NOT_YET: &[&str] = &[
     "xml",
     "linux_audit_parser",
     "apache_accesslog_parser",
-    "db_parser",
     "checkpoint_parser",
     "cisco_parser",
     "python",
@@ -283,7 +300,7 @@ impl Parser {
             }
             None => None,
         };
-        let Built { kind, prefix } = (driver.build)(node, &mut o)?;
+        let Built { kind, prefix } = (driver.build)(node, &mut o, names)?;
         o.finish()?;
         Ok(Parser {
             kind,
@@ -295,6 +312,9 @@ impl Parser {
 
     /// Parses `msg`'s input into pairs on `msg`; `false` (and counted) when the parser fails.
     pub fn apply(&self, msg: &mut LogMessage) -> bool {
+        if let Kind::Db(db) = &self.kind {
+            return db.apply(self.template.as_ref(), msg);
+        }
         SCRATCH.with_borrow_mut(|(rendered, name)| {
             // Where the input is: the received text itself (values can be spans of it), or a
             // rendering of the template.
@@ -388,7 +408,7 @@ impl Parser {
                             values.set_typed(id, kind, value);
                         })
                 }
-                Kind::Date { .. } | Kind::Tags | Kind::Syslog { .. } => true,
+                Kind::Date { .. } | Kind::Tags | Kind::Syslog { .. } | Kind::Db(_) => true,
                 Kind::Csv {
                     options,
                     names,
@@ -598,7 +618,72 @@ fn text(o: &mut Options, name: &str) -> Result<Option<String>, ConfigError> {
     o.last(name).map(Node::string).transpose()
 }
 
-fn kv_parser(_: &Node, o: &mut Options) -> Result<Built, ConfigError> {
+/// `db-parser(file("/etc/syslog-ng/patterndb.xml"))`: a database read now; a file that
+/// cannot be read or is not a pattern database refuses the configuration (a reload keeps the
+/// running one).
+fn db_parser(_: &Node, o: &mut Options, names: &Names) -> Result<Built, ConfigError> {
+    let prefix = o
+        .last("prefix")
+        .map(Node::string)
+        .transpose()?
+        .unwrap_or_default();
+    let (path, pos) = match o.last("file") {
+        Some(opt) => {
+            let v = opt.value()?;
+            (v.text.clone(), v.pos)
+        }
+        None => (DEFAULT_PATTERNDB.to_string(), Pos::default()),
+    };
+    let loaded = crate::patterndb::load(std::path::Path::new(&path), names, &prefix)
+        .map_err(|e| ConfigError::new(pos, format!("db-parser(): {e}")))?;
+    for warning in loaded.warnings {
+        names.note(format!("db-parser(): {warning}"));
+    }
+    let drop_unmatched = o
+        .last("drop_unmatched")
+        .map(Node::bool)
+        .transpose()?
+        .unwrap_or(false);
+    let compile = |opt: Option<&Node>| -> Result<Option<Template>, ConfigError> {
+        let Some(opt) = opt else {
+            return Ok(None);
+        };
+        let v = opt.value()?;
+        Template::compile_in(&v.text, names)
+            .map(Some)
+            .map_err(|e| ConfigError::new(v.pos, e))
+    };
+    let program_template = compile(o.last("program_template"))?;
+    // syslog-ng 3.38's name of template().
+    let message_template = compile(o.last("message_template"))?;
+    if let Some(opt) = o.last("inject_mode") {
+        let v = opt.value()?;
+        if !v
+            .text
+            .replace('_', "-")
+            .eq_ignore_ascii_case("pass-through")
+        {
+            return Err(ConfigError::not_supported(
+                v.pos,
+                &format!("inject-mode({})", v.text),
+            ));
+        }
+    }
+    Ok(Built {
+        kind: Kind::Db(db::DbParser {
+            db: std::sync::Arc::new(loaded.db),
+            drop_unmatched,
+            program_template,
+            message_template,
+        }),
+        prefix,
+    })
+}
+
+/// Where syslog-ng looks for its pattern database without `file()`.
+const DEFAULT_PATTERNDB: &str = "/var/lib/syslog-ng/patterndb.xml";
+
+fn kv_parser(_: &Node, o: &mut Options, _: &Names) -> Result<Built, ConfigError> {
     let mut value_separator = b'=';
     if let Some(opt) = o.last("value_separator") {
         match opt.string()?.as_bytes() {
@@ -622,7 +707,7 @@ fn kv_parser(_: &Node, o: &mut Options) -> Result<Built, ConfigError> {
     })
 }
 
-fn json_parser(_: &Node, o: &mut Options) -> Result<Built, ConfigError> {
+fn json_parser(_: &Node, o: &mut Options, _: &Names) -> Result<Built, ConfigError> {
     let mut key_delimiter = '.';
     if let Some(opt) = o.last("key_delimiter") {
         let s = opt.string()?;
@@ -647,7 +732,7 @@ fn json_parser(_: &Node, o: &mut Options) -> Result<Built, ConfigError> {
     })
 }
 
-fn csv_parser(node: &Node, o: &mut Options) -> Result<Built, ConfigError> {
+fn csv_parser(node: &Node, o: &mut Options, _: &Names) -> Result<Built, ConfigError> {
     let mut options = csv::Options {
         columns: 0,
         delimiters: b" ".to_vec(),
@@ -768,7 +853,7 @@ fn csv_parser(node: &Node, o: &mut Options) -> Result<Built, ConfigError> {
     })
 }
 
-fn regexp_parser(node: &Node, o: &mut Options) -> Result<Built, ConfigError> {
+fn regexp_parser(node: &Node, o: &mut Options, _: &Names) -> Result<Built, ConfigError> {
     let patterns: Vec<&sluice_config::Value> = o.all("patterns").flat_map(|p| p.values()).collect();
     if let Some(opt) = o.last("type") {
         let t = opt.string()?;
@@ -824,7 +909,7 @@ fn regexp_parser(node: &Node, o: &mut Options) -> Result<Built, ConfigError> {
     })
 }
 
-fn date_parser(_: &Node, o: &mut Options) -> Result<Built, ConfigError> {
+fn date_parser(_: &Node, o: &mut Options, _: &Names) -> Result<Built, ConfigError> {
     let mut formats: Vec<String> = o
         .all("format")
         .flat_map(|opt| opt.values().map(|v| v.text.clone()))
@@ -882,7 +967,7 @@ fn date_parser(_: &Node, o: &mut Options) -> Result<Built, ConfigError> {
     })
 }
 
-fn syslog_parser(_: &Node, o: &mut Options) -> Result<Built, ConfigError> {
+fn syslog_parser(_: &Node, o: &mut Options, _: &Names) -> Result<Built, ConfigError> {
     let mut options = sluice_protocol::ParseOptions::default();
     for opt in o.all("flags") {
         for f in opt.words()? {
@@ -948,6 +1033,12 @@ mod tests {
     /// exactly when the parser reads it.
     #[test]
     fn every_parser_reads_every_option_it_declares() {
+        // db-parser()'s sample reads this database.
+        std::fs::write(
+            "/tmp/sluice-table-test-patterndb.xml",
+            "<patterndb version='4'><ruleset><rules><rule id='r'><patterns><pattern>x</pattern></patterns></rule></rules></ruleset></patterndb>",
+        )
+        .unwrap();
         for driver in DRIVERS {
             sluice_config::declared::every_option_is_read(driver.sample, driver.options, |p| {
                 let text = format!("parser p {{ {p}; }};");

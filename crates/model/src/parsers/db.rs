@@ -1,0 +1,137 @@
+//! `db-parser()`: classifies each message with a pattern database ([`crate::patterndb`]) as
+//! syslog-ng 3.38 does, and sets what the rule says:
+//!
+//! - a match: `.classifier.class` (the rule's class, `system` without one),
+//!   `.classifier.rule_id`, the values the pattern's fields took (typed: `@NUMBER@` an
+//!   integer, `@FLOAT@` a double), the rule's tags (and `.classifier.CLASS`, or
+//!   `.classifier.system` without a class), then the rule's `<values>`, templates over the
+//!   message as it is by then;
+//! - no rule for it: `.classifier.class` `unknown` and the tag `.classifier.unknown`; the
+//!   message goes on unless `drop-unmatched(yes)`.
+//!
+//! The program is `$PROGRAM` (or `program-template()`), the text `$MSG` (or `template()`).
+//! Values the fields took from the received text are spans of it, not copies.
+
+use crate::message::{tag_id, LogMessage, TagId};
+use crate::patterndb::radix::Capture;
+use crate::patterndb::{Classified, PatternDb};
+use crate::template::Template;
+use crate::values::{name_id, NameId};
+use sluice_protocol::{Span, Text};
+use std::cell::RefCell;
+use std::sync::{Arc, OnceLock};
+
+/// A compiled `db-parser()`.
+#[derive(Debug)]
+pub struct DbParser {
+    pub db: Arc<PatternDb>,
+    pub drop_unmatched: bool,
+    pub program_template: Option<Template>,
+    /// `message-template()`, syslog-ng 3.38's name of `template()`.
+    pub message_template: Option<Template>,
+}
+
+/// The names and tags every classification sets.
+struct Marks {
+    class: NameId,
+    rule_id: NameId,
+    system: TagId,
+    unknown: TagId,
+}
+
+fn marks() -> &'static Marks {
+    static MARKS: OnceLock<Marks> = OnceLock::new();
+    MARKS.get_or_init(|| Marks {
+        class: name_id(".classifier.class"),
+        rule_id: name_id(".classifier.rule_id"),
+        system: tag_id(".classifier.system"),
+        unknown: tag_id(".classifier.unknown"),
+    })
+}
+
+thread_local! {
+    /// The program, the rendered input and a value being rendered, reused.
+    static SCRATCH: RefCell<(Vec<u8>, Vec<u8>, Vec<u8>)> = RefCell::default();
+}
+
+impl DbParser {
+    /// Classifies `msg` (its text, or `template` rendered); `false` when it should leave its
+    /// path (unmatched with `drop-unmatched(yes)`).
+    pub fn apply(&self, template: Option<&Template>, msg: &mut LogMessage) -> bool {
+        let template = template.or(self.message_template.as_ref());
+        SCRATCH.with_borrow_mut(|(program, rendered, value)| {
+            program.clear();
+            match &self.program_template {
+                Some(t) => t.append(msg, 0, program),
+                None => program.extend_from_slice(msg.program()),
+            }
+            // The text to match: the received text itself when it can be (values are then
+            // spans of it), else a rendering.
+            let raw = msg.raw;
+            let in_frame = match (template, &msg.fields.message) {
+                (None, Text::Span(span)) => Some(*span),
+                _ => None,
+            };
+            rendered.clear();
+            let input: &[u8] = match (in_frame, template) {
+                (Some(span), _) => span.of(raw),
+                (None, Some(t)) => {
+                    t.append(msg, 0, rendered);
+                    rendered
+                }
+                (None, None) => {
+                    rendered.extend_from_slice(msg.message());
+                    rendered
+                }
+            };
+            let m = marks();
+            match self.db.classify(program, input) {
+                Classified::Empty => !self.drop_unmatched,
+                Classified::Unknown { program: taken } => {
+                    set(msg, &taken, |c| Text::owned(&program[c.start..c.end]));
+                    msg.values.set(m.class, Text::Static(b"unknown"));
+                    msg.tags.insert(m.unknown);
+                    !self.drop_unmatched
+                }
+                Classified::Rule {
+                    rule,
+                    program: taken,
+                    message,
+                } => {
+                    set(msg, &taken, |c| Text::owned(&program[c.start..c.end]));
+                    let class = rule.class.as_deref().unwrap_or("system");
+                    msg.values.set(m.class, Text::owned(class.as_bytes()));
+                    msg.values.set(m.rule_id, Text::owned(rule.id.as_bytes()));
+                    set(msg, &message, |c| match in_frame {
+                        Some(span) => Text::Span(Span::new(
+                            span.start as usize + c.start,
+                            span.start as usize + c.end,
+                        )),
+                        None => Text::owned(&input[c.start..c.end]),
+                    });
+                    if rule.class.is_none() {
+                        msg.tags.insert(m.system);
+                    }
+                    msg.tags.remove(m.unknown);
+                    for tag in &rule.tags {
+                        msg.tags.insert(*tag);
+                    }
+                    for (name, template) in &rule.values {
+                        value.clear();
+                        let kind = template.append_typed(msg, 0, value);
+                        msg.values.set_typed(*name, kind, Text::owned(value));
+                    }
+                    true
+                }
+            }
+        })
+    }
+}
+
+/// Sets the values fields took, in the order of the pattern (a name taken twice keeps the
+/// last).
+fn set(msg: &mut LogMessage, taken: &[Capture], text: impl Fn(&Capture) -> Text) {
+    for c in taken {
+        msg.values.set_typed(c.name, c.kind, text(c));
+    }
+}

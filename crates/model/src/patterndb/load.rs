@@ -1,0 +1,500 @@
+//! Reading pattern database files: syslog-ng's patterndb XML, versions 2 to 5 (the ones
+//! 3.38 reads), element by element as its loader reads them, with the same refusals — an
+//! element out of place, a rule without an id — as `file:line:column: reason`.
+//!
+//! A directory is every `*.xml` file under it, in path order, read into one database as
+//! `pdbtool merge` would join them: rulesets of the same program share one tree.
+
+use super::radix::{Radix, Refused};
+use super::{PatternDb, Rule};
+use crate::message::tag_id;
+use crate::template::{Names, Template};
+use crate::values::name_id;
+use roxmltree::{Document, Node};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// A database read from its files, with what was said about them and their examples.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub db: PatternDb,
+    /// Patterns left out (duplicates, malformed fields), each with where it is written.
+    pub warnings: Vec<String>,
+    /// Every rule's `<examples>`.
+    pub examples: Vec<Example>,
+}
+
+/// A rule's test message and the values it should give.
+#[derive(Debug, Clone)]
+pub struct Example {
+    pub rule_id: String,
+    pub program: Option<String>,
+    pub message: String,
+    pub values: Vec<(String, String)>,
+    pub location: String,
+}
+
+/// Reads the database at `path` (a file, or a directory of `*.xml` files); templates of
+/// values compile in `names`; the values of fields are named `prefix` and their name.
+pub fn load(path: &Path, names: &Names, prefix: &str) -> Result<Loaded, String> {
+    let files = if path.is_dir() {
+        let mut found = Vec::new();
+        xml_files(path, &mut found).map_err(|e| format!("{}: {e}", path.display()))?;
+        found.sort();
+        found
+    } else {
+        vec![path.to_path_buf()]
+    };
+    let mut loader = Loader {
+        loaded: Loaded::default(),
+        programs: HashMap::new(),
+        names,
+        prefix,
+    };
+    loader.loaded.db.empty = true;
+    loader.loaded.db.rulesets.push(Radix::default());
+    let _ = loader.loaded.db.programs.set_root(0, "");
+    for file in &files {
+        let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+        loader.file(file, &text)?;
+    }
+    Ok(loader.loaded)
+}
+
+fn xml_files(dir: &Path, found: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            xml_files(&path, found)?;
+        } else if path.extension().is_some_and(|e| e == "xml") {
+            found.push(path);
+        }
+    }
+    Ok(())
+}
+
+struct Loader<'n> {
+    loaded: Loaded,
+    /// Each program pattern's ruleset.
+    programs: HashMap<String, usize>,
+    names: &'n Names,
+    prefix: &'n str,
+}
+
+/// Where a node is, and an error there.
+struct File<'a> {
+    name: &'a str,
+    doc: &'a Document<'a>,
+}
+
+impl File<'_> {
+    fn at(&self, node: Node) -> String {
+        let pos = self.doc.text_pos_at(node.range().start);
+        format!("{}:{}:{}", self.name, pos.row, pos.col)
+    }
+
+    fn error(&self, node: Node, what: impl std::fmt::Display) -> String {
+        format!("{}: {what}", self.at(node))
+    }
+
+    /// Refuses an element other than `allowed` among `parent`'s children, and text that is
+    /// not whitespace.
+    fn children<'a, 'i>(
+        &self,
+        parent: Node<'a, 'i>,
+        allowed: &[&str],
+    ) -> Result<Vec<Node<'a, 'i>>, String> {
+        let mut out = Vec::new();
+        for child in parent.children() {
+            if child.is_text() && !child.text().unwrap_or_default().trim().is_empty() {
+                return Err(self.error(
+                    child,
+                    format!("unexpected text in <{}>", parent.tag_name().name()),
+                ));
+            }
+            if child.is_element() {
+                let name = child.tag_name().name();
+                if !allowed.contains(&name) {
+                    let mut expected: Vec<String> =
+                        allowed.iter().map(|a| format!("<{a}>")).collect();
+                    let last = expected.pop().unwrap_or_default();
+                    let expected = match expected.is_empty() {
+                        true => last,
+                        false => format!("{} or {last}", expected.join(", ")),
+                    };
+                    return Err(self.error(
+                        child,
+                        format!("unexpected <{name}> tag, expected {expected}"),
+                    ));
+                }
+                out.push(child);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The text of an element (entities and CDATA read), refusing elements inside it.
+fn text_of(file: &File, node: Node) -> Result<String, String> {
+    let mut text = String::new();
+    for child in node.children() {
+        if child.is_element() {
+            return Err(file.error(
+                child,
+                format!(
+                    "unexpected <{}> tag inside <{}>",
+                    child.tag_name().name(),
+                    node.tag_name().name()
+                ),
+            ));
+        }
+        if let Some(t) = child.text() {
+            text.push_str(t);
+        }
+    }
+    Ok(text)
+}
+
+impl Loader<'_> {
+    fn file(&mut self, path: &Path, text: &str) -> Result<(), String> {
+        let name = path.display().to_string();
+        let options = roxmltree::ParsingOptions {
+            allow_dtd: true,
+            ..Default::default()
+        };
+        let doc =
+            Document::parse_with_options(text, options).map_err(|e| format!("{name}: {e}"))?;
+        let file = File {
+            name: &name,
+            doc: &doc,
+        };
+        let root = doc.root_element();
+        if root.tag_name().name() != "patterndb" {
+            return Err(file.error(
+                root,
+                format!(
+                    "unexpected <{}> tag, expected a <patterndb>",
+                    root.tag_name().name()
+                ),
+            ));
+        }
+        let version = root.attribute("version").unwrap_or("4");
+        let number: i64 = version.trim().parse().unwrap_or(0);
+        if number < 2 {
+            return Err(file.error(root, "patterndb version too old: versions 3 to 5 are read (pdbtool convert upgrades older ones)"));
+        }
+        if number > 5 {
+            return Err(file.error(
+                root,
+                format!("patterndb version {version} is too new: versions 3 to 5 are read"),
+            ));
+        }
+        self.loaded.db.version = version.to_string();
+        for ruleset in file.children(root, &["ruleset"])? {
+            self.ruleset(&file, ruleset)?;
+        }
+        Ok(())
+    }
+
+    fn ruleset(&mut self, file: &File, node: Node) -> Result<(), String> {
+        self.loaded.db.empty = false;
+        let children = file.children(
+            node,
+            &["rules", "urls", "url", "description", "patterns", "pattern"],
+        )?;
+        // The program patterns: the ruleset they name (the first one's, made if new); the
+        // others must lead to the same one.
+        let mut ruleset = None;
+        let mut patterns = Vec::new();
+        for child in &children {
+            match child.tag_name().name() {
+                "pattern" => patterns.push(*child),
+                "patterns" => patterns.extend(file.children(*child, &["pattern"])?),
+                "urls" => {
+                    file.children(*child, &["url"])?;
+                }
+                _ => {}
+            }
+        }
+        for p in patterns {
+            let program = text_of(file, p)?;
+            match (ruleset, self.programs.get(&program)) {
+                (None, Some(&r)) => ruleset = Some(r),
+                (None, None) => {
+                    let r = self.loaded.db.rulesets.len();
+                    self.loaded.db.rulesets.push(Radix::default());
+                    self.programs.insert(program.clone(), r);
+                    let at = file.at(p);
+                    if let Err(Refused::Malformed(why)) =
+                        self.loaded
+                            .db
+                            .programs
+                            .insert(program.as_bytes(), r, &at, self.prefix)
+                    {
+                        self.loaded
+                            .warnings
+                            .push(format!("{at}: program pattern {program:?} left out: {why}"));
+                    }
+                    ruleset = Some(r);
+                }
+                (Some(r), None) => {
+                    self.programs.insert(program.clone(), r);
+                    let at = file.at(p);
+                    if let Err(Refused::Malformed(why)) =
+                        self.loaded
+                            .db
+                            .programs
+                            .insert(program.as_bytes(), r, &at, self.prefix)
+                    {
+                        self.loaded
+                            .warnings
+                            .push(format!("{at}: program pattern {program:?} left out: {why}"));
+                    }
+                }
+                (Some(r), Some(&other)) if other != r => {
+                    return Err(file.error(p, format!("joining rulesets with mismatching program name sets, program={program}")));
+                }
+                (Some(_), Some(_)) => {}
+            }
+        }
+        let ruleset = ruleset.unwrap_or(0);
+        for rules in children.iter().filter(|c| c.tag_name().name() == "rules") {
+            for rule in file.children(*rules, &["rule"])? {
+                self.rule(file, rule, ruleset)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn rule(&mut self, file: &File, node: Node, ruleset: usize) -> Result<(), String> {
+        let Some(id) = node.attribute("id") else {
+            return Err(file.error(node, "no id attribute for rule element"));
+        };
+        let class = node.attribute("class").map(str::to_string);
+        let mut rule = Rule {
+            id: id.to_string(),
+            class: class.clone(),
+            tags: Vec::new(),
+            values: Vec::new(),
+            location: file.at(node),
+        };
+        if let Some(class) = &class {
+            // syslog-ng makes this tag's name in a buffer of 32 bytes.
+            let mut tag = format!(".classifier.{class}");
+            while tag.len() > 31 {
+                tag.pop();
+            }
+            rule.tags.push(tag_id(&tag));
+        }
+        let children = file.children(
+            node,
+            &[
+                "patterns",
+                "pattern",
+                "tags",
+                "tag",
+                "values",
+                "value",
+                "description",
+                "urls",
+                "url",
+                "actions",
+                "examples",
+            ],
+        )?;
+        let mut patterns = Vec::new();
+        for child in &children {
+            match child.tag_name().name() {
+                "pattern" => patterns.push(*child),
+                "patterns" => patterns.extend(file.children(*child, &["pattern"])?),
+                "tags" => {
+                    for t in file.children(*child, &["tag"])? {
+                        rule.tags.push(tag_id(&text_of(file, t)?));
+                    }
+                }
+                "tag" => rule.tags.push(tag_id(&text_of(file, *child)?)),
+                "values" => {
+                    for v in file.children(*child, &["value"])? {
+                        rule.values.push(self.value(file, v, id)?);
+                    }
+                }
+                "value" => rule.values.push(self.value(file, *child, id)?),
+                "examples" => {
+                    for e in file.children(*child, &["example"])? {
+                        self.example(file, e, id)?;
+                    }
+                }
+                "urls" => {
+                    file.children(*child, &["url"])?;
+                }
+                _ => {}
+            }
+        }
+        let index = self.loaded.db.rules.len();
+        self.loaded.db.rules.push(rule);
+        for p in patterns {
+            let pattern = text_of(file, p)?;
+            let at = format!("{} (rule {id})", file.at(p));
+            match self.loaded.db.rulesets[ruleset].insert(
+                pattern.as_bytes(),
+                index,
+                &at,
+                self.prefix,
+            ) {
+                Ok(()) => {}
+                Err(Refused::Duplicate(_, other)) => self.loaded.warnings.push(format!(
+                    "{at}: the pattern {pattern:?} is also {other}'s; that one is kept"
+                )),
+                Err(Refused::Malformed(why)) => self
+                    .loaded
+                    .warnings
+                    .push(format!("{at}: the pattern {pattern:?} is left out: {why}")),
+            }
+        }
+        Ok(())
+    }
+
+    fn value(
+        &self,
+        file: &File,
+        node: Node,
+        rule: &str,
+    ) -> Result<(crate::values::NameId, Template), String> {
+        let Some(name) = node.attribute("name") else {
+            return Err(file.error(
+                node,
+                format!("<value> misses name attribute in rule {rule}"),
+            ));
+        };
+        let text = text_of(file, node)?;
+        let template = Template::compile_in(&text, self.names).map_err(|e| {
+            file.error(node, format!("error compiling value template, rule={rule}, name={name}, value={text}, error={e}"))
+        })?;
+        Ok((name_id(name), template))
+    }
+
+    fn example(&mut self, file: &File, node: Node, rule: &str) -> Result<(), String> {
+        let mut example = Example {
+            rule_id: rule.to_string(),
+            program: None,
+            message: String::new(),
+            values: Vec::new(),
+            location: file.at(node),
+        };
+        for child in file.children(node, &["test_message", "test_values"])? {
+            if child.tag_name().name() == "test_message" {
+                example.program = child.attribute("program").map(str::to_string);
+                example.message = text_of(file, child)?;
+            } else {
+                for v in file.children(child, &["test_value"])? {
+                    let Some(name) = v.attribute("name") else {
+                        return Err(file.error(v, "<test_value> misses name attribute"));
+                    };
+                    example.values.push((name.to_string(), text_of(file, v)?));
+                }
+            }
+        }
+        self.loaded.examples.push(example);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::patterndb::Classified;
+
+    const SSHD: &str = r#"<?xml version='1.0' encoding='UTF-8'?>
+<patterndb version='4' pub_date='2010-10-17'>
+  <ruleset name='sshd' id='1'>
+    <patterns><pattern>sshd</pattern></patterns>
+    <rules>
+      <rule provider='me' id='r1' class='system'>
+        <patterns>
+          <pattern>Accepted @ESTRING:usracct.authmethod: @for @ESTRING:usracct.username: @from @IPvANY:usracct.device@ port @NUMBER:usracct.port@ @ANYSTRING:usracct.service@</pattern>
+        </patterns>
+        <tags><tag>usracct</tag><tag>secevt</tag></tags>
+        <values><value name='usracct.type'>login</value></values>
+        <examples>
+          <example>
+            <test_message program='sshd'>Accepted password for bob from 10.50.0.247 port 42156 ssh2</test_message>
+            <test_values><test_value name='usracct.username'>bob</test_value></test_values>
+          </example>
+        </examples>
+      </rule>
+    </rules>
+  </ruleset>
+  <ruleset name='any' id='2'>
+    <rules>
+      <rule id='r2'><patterns><pattern>hello @STRING:who@</pattern></patterns></rule>
+    </rules>
+  </ruleset>
+</patterndb>"#;
+
+    fn loaded(text: &str) -> Result<Loaded, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.xml");
+        std::fs::write(&path, text).unwrap();
+        load(&path, &Names::default(), "")
+    }
+
+    #[test]
+    fn rulesets_rules_and_examples_are_read() {
+        let l = loaded(SSHD).unwrap();
+        assert!(l.warnings.is_empty(), "{:?}", l.warnings);
+        assert_eq!(l.examples.len(), 1);
+        assert_eq!(
+            l.examples[0].values,
+            [("usracct.username".to_string(), "bob".to_string())]
+        );
+        let msg = b"Accepted password for bob from 10.50.0.247 port 42156 ssh2";
+        match l.db.classify(b"sshd", msg) {
+            Classified::Rule { rule, message, .. } => {
+                assert_eq!(rule.id, "r1");
+                assert_eq!(rule.tags.len(), 3);
+                assert_eq!(message.len(), 5);
+            }
+            other => panic!("{other:?}"),
+        }
+        // Another program: the ruleset without a program pattern.
+        assert!(
+            matches!(l.db.classify(b"cron", b"hello world"), Classified::Rule { rule, .. } if rule.id == "r2")
+        );
+        assert!(matches!(
+            l.db.classify(b"sshd", b"hello world"),
+            Classified::Unknown { .. }
+        ));
+    }
+
+    #[test]
+    fn errors_name_the_place_and_the_reason() {
+        let e = loaded("<patterndb version='4'><ruleset><rules><rule class='x'/></rules></ruleset></patterndb>").unwrap_err();
+        assert!(e.contains("p.xml:1:40: no id attribute"), "{e}");
+        let e = loaded("<patterndb version='4'>\n<rulez/></patterndb>").unwrap_err();
+        assert!(
+            e.contains("p.xml:2:1: unexpected <rulez> tag, expected <ruleset>"),
+            "{e}"
+        );
+        let e = loaded("<patterndb version='6'/>").unwrap_err();
+        assert!(e.contains("too new"), "{e}");
+        assert!(loaded("<patterndb>").unwrap_err().contains("p.xml"));
+    }
+
+    #[test]
+    fn duplicate_and_malformed_patterns_are_said() {
+        let l = loaded(
+            "<patterndb version='4'><ruleset><rules>
+               <rule id='a'><patterns><pattern>x @NUMBER:n@</pattern></patterns></rule>
+               <rule id='b'><patterns><pattern>x @NUMBER:n@</pattern><pattern>y @BAD:n@</pattern></patterns></rule>
+             </rules></ruleset></patterndb>",
+        )
+        .unwrap();
+        assert_eq!(l.warnings.len(), 2, "{:?}", l.warnings);
+        assert!(
+            l.warnings[0].contains("rule b") && l.warnings[0].contains("rule a"),
+            "{}",
+            l.warnings[0]
+        );
+        assert!(l.warnings[1].contains("not a parser"), "{}", l.warnings[1]);
+    }
+}

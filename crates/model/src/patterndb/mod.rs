@@ -1,0 +1,88 @@
+//! PatternDB: syslog-ng's pattern databases, read unchanged and matched as syslog-ng 3.38's
+//! `db-parser()` matches them.
+//!
+//! A database ([`PatternDb`], loaded by [`load`]) is a tree of program patterns
+//! ([`radix::Radix`]), each leading to its ruleset: a tree of message patterns leading to
+//! rules. [`PatternDb::classify`] finds the rule of a message — its program first (rulesets
+//! without a program pattern serve the programs no pattern names), then its text — and what
+//! the pattern's fields took. It is stateless: one compiled database is shared read-only by
+//! every reader.
+
+mod fields;
+mod load;
+pub mod radix;
+
+pub use load::{load, Loaded};
+
+use crate::message::TagId;
+use crate::template::Template;
+use crate::values::NameId;
+use radix::{Capture, Radix};
+
+/// A loaded pattern database.
+#[derive(Debug, Default)]
+pub struct PatternDb {
+    /// Program patterns, each leading to a ruleset; the root is the ruleset of the rulesets
+    /// without a program pattern.
+    programs: Radix<usize>,
+    /// Each ruleset's message patterns, leading to rules.
+    rulesets: Vec<Radix<usize>>,
+    pub rules: Vec<Rule>,
+    /// No `<ruleset>` at all: messages are left as they are.
+    pub empty: bool,
+    /// `<patterndb version="…">` of the last file read.
+    pub version: String,
+}
+
+/// A rule: its id, class, and what it sets on the messages it matches.
+#[derive(Debug)]
+pub struct Rule {
+    pub id: String,
+    pub class: Option<String>,
+    /// `<tags>`, and `.classifier.CLASS`.
+    pub tags: Vec<TagId>,
+    /// `<values>`: templates over the message, evaluated after the fields are set.
+    pub values: Vec<(NameId, Template)>,
+    /// Where its first pattern is written (`file:line:column`).
+    pub location: String,
+}
+
+/// What classifying a message found.
+#[derive(Debug)]
+pub enum Classified<'db> {
+    /// A rule matched; the program pattern's fields took `program` (ranges of the program),
+    /// the message pattern's `message` (ranges of the message).
+    Rule {
+        rule: &'db Rule,
+        program: Vec<Capture>,
+        message: Vec<Capture>,
+    },
+    /// The message's ruleset has no rule for it.
+    Unknown { program: Vec<Capture> },
+    /// The database has no rulesets.
+    Empty,
+}
+
+impl PatternDb {
+    /// The rule of a message from `program` with text `message`.
+    pub fn classify(&self, program: &[u8], message: &[u8]) -> Classified<'_> {
+        if self.empty {
+            return Classified::Empty;
+        }
+        let mut program_captures = Vec::new();
+        let Some(&ruleset) = self.programs.find(program, &mut program_captures) else {
+            return Classified::Empty;
+        };
+        let mut captures = Vec::new();
+        match self.rulesets[ruleset].find(message, &mut captures) {
+            Some(&rule) => Classified::Rule {
+                rule: &self.rules[rule],
+                program: program_captures,
+                message: captures,
+            },
+            None => Classified::Unknown {
+                program: program_captures,
+            },
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! `db-parser()` compared with syslog-ng 3.38's on the same pattern database and messages:
+//! every field parser, rulesets chosen by program (several programs to one ruleset, the
+//! rulesets without a program for the rest, a program pattern matching the start of a
+//! program), literal text before fields, a pattern matching the start of a message when no
+//! pattern matches all of it, `@@`, values and tags of rules, classes, unknown messages,
+//! `drop-unmatched()`; and the errors of a broken database.
+
+mod common;
+
+use common::{Running, Server};
+use std::time::Duration;
+
+const DATABASE: &str = r#"<?xml version='1.0' encoding='UTF-8'?>
+<patterndb version='4' pub_date='2026-11-25'>
+ <ruleset name='sshd' id='rs1'>
+  <pattern>sshd</pattern>
+  <rules>
+   <rule id='ssh-accept' class='system' provider='t'>
+    <patterns><pattern>Accepted @ESTRING:method: @for @ESTRING:user: @from @IPvANY:ip@ port @NUMBER:port@ @ANYSTRING:proto@</pattern></patterns>
+    <tags><tag>usracct</tag><tag>secevt</tag></tags>
+    <values><value name='kind'>login-${user}</value></values>
+   </rule>
+   <rule id='ssh-fail' class='violation'>
+    <patterns>
+     <pattern>Failed password for @QSTRING:user:'@ from @IPv4:ip@</pattern>
+     <pattern>Failed password for invalid user @STRING:user:._-@ from @IPv6:ip@</pattern>
+    </patterns>
+   </rule>
+  </rules>
+ </ruleset>
+ <ruleset name='net' id='rs2'>
+  <patterns><pattern>kernel</pattern><pattern>net</pattern></patterns>
+  <rules>
+   <rule id='mac' class='net'><patterns><pattern>link @MACADDR:mac@ up at @FLOAT:t@s</pattern></patterns></rule>
+   <rule id='lladdr'><patterns><pattern>ll @LLADDR:ll:4@ @SET:sp: @@HOSTNAME:host@ mail @EMAIL:mail:&lt;&gt;@</pattern></patterns></rule>
+   <rule id='pcre'><patterns><pattern>code @PCRE:code:[A-Z]{2}[0-9]+@ opt@OPTIONALSET:o:!@end</pattern></patterns></rule>
+   <rule id='esc'><patterns><pattern>at @@ @QSTRING:br:[]@ done</pattern></patterns></rule>
+   <rule id='start'><patterns><pattern>starts like this</pattern></patterns></rule>
+   <rule id='num'><patterns><pattern>n=@NUMBER:n@ x=@NUMBER:x@</pattern><pattern>n=@NUMBER:n@ x=literal</pattern></patterns></rule>
+  </rules>
+ </ruleset>
+ <ruleset name='any' id='rs3'>
+  <rules>
+   <rule id='generic' class='generic'><patterns><pattern>generic @NUMBER:n@</pattern></patterns></rule>
+  </rules>
+ </ruleset>
+</patterndb>
+"#;
+
+const MESSAGES: &str = "\
+<38>Nov 25 10:00:00 h sshd[1]: Accepted password for bob from 10.0.0.1 port 22 ssh2
+<38>Nov 25 10:00:00 h sshd[1]: Accepted publickey for alice from fe80::1 port 2222 ssh2 extra
+<38>Nov 25 10:00:00 h sshd[1]: Failed password for 'root' from 192.168.1.1
+<38>Nov 25 10:00:00 h sshd[1]: Failed password for invalid user a.b_c from ::1
+<38>Nov 25 10:00:00 h sshd[1]: something else
+<6>Nov 25 10:00:00 h kernel: link 00:1a:2b:3c:4d:5e up at -1.5e3s
+<6>Nov 25 10:00:00 h net: ll 0a:0b:0c:0d   www.example.com mail <a.b@example.org>
+<6>Nov 25 10:00:00 h net: code AB123 opt!!!end
+<6>Nov 25 10:00:00 h net: code AB123 optend
+<6>Nov 25 10:00:00 h net: at @ [x [y] z] done
+<6>Nov 25 10:00:00 h net: starts like this and goes on
+<6>Nov 25 10:00:00 h net: n=1 x=literal
+<6>Nov 25 10:00:00 h net: n=1 x=2
+<6>Nov 25 10:00:00 h cron: generic 42
+<6>Nov 25 10:00:00 h cron: generic x
+<6>Nov 25 10:00:00 h netd: generic 7
+<6>Nov 25 10:00:00 h netd: code ZZ9 optend
+";
+
+const TEMPLATE: &str = "$PROGRAM|${.classifier.class}|${.classifier.rule_id}|${method}|${user}|${ip}|${port}|${proto}|${kind}|${mac}|${t}|${ll}|${sp}|${host}|${mail}|${code}|${o}|${br}|${n}|${x}|$TAGS\\n";
+
+/// The lines `parser` writes for [`MESSAGES`] in `server`.
+fn classified(kind: Server, parser: &str, lines: usize) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("patterndb.xml");
+    std::fs::write(&db, DATABASE).unwrap();
+    let config = format!(
+        r#"@version: 3.38
+        source s {{ stdin(); }};
+        parser p {{ {} }};
+        destination d {{ file("@OUT@/all.log" template("{TEMPLATE}")); }};
+        log {{ source(s); parser(p); destination(d); }};"#,
+        parser.replace("DB", &db.display().to_string())
+    );
+    let r = Running::start_reading(kind, &config, Some(MESSAGES.as_bytes()));
+    let file = r.out.join("all.log");
+    common::wait_until(Duration::from_secs(20), || {
+        std::fs::read_to_string(&file).is_ok_and(|t| t.lines().count() >= lines)
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::read_to_string(&file)
+        .unwrap_or_default()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn messages_are_classified_as_syslog_ngs_db_parser_classifies_them() {
+    if common::syslog_ng().is_none() {
+        return;
+    }
+    let all = MESSAGES.lines().count();
+    let parser = r#"db-parser(file("DB"));"#;
+    let syslog_ng = classified(Server::SyslogNg, parser, all);
+    let sluice = classified(Server::Sluice, parser, all);
+    assert_eq!(syslog_ng.len(), all, "{syslog_ng:#?}");
+    assert_eq!(sluice, syslog_ng);
+    // The parsers did take something: a few lines as a reader would check them.
+    assert!(
+        sluice[0].starts_with("sshd|system|ssh-accept|password|bob|10.0.0.1|22|ssh2|login-bob|"),
+        "{}",
+        sluice[0]
+    );
+    assert!(
+        sluice.iter().any(|l| l.starts_with("cron|unknown|")),
+        "{sluice:#?}"
+    );
+}
+
+#[test]
+fn drop_unmatched_and_templates_as_syslog_ngs() {
+    if common::syslog_ng().is_none() {
+        return;
+    }
+    let parser = r#"db-parser(file("DB") drop-unmatched(yes) program-template("${PROGRAM}") message-template("$MSG"));"#;
+    let syslog_ng = classified(Server::SyslogNg, parser, 13);
+    let sluice = classified(Server::Sluice, parser, 13);
+    assert!(
+        syslog_ng.iter().all(|l| !l.contains("|unknown|")),
+        "{syslog_ng:#?}"
+    );
+    assert_eq!(sluice, syslog_ng);
+}
+
+#[test]
+fn a_broken_database_is_refused_with_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("broken.xml");
+    std::fs::write(&db, "<patterndb version='4'>\n<ruleset>\n<rules><rule class='x'>\n</rule></rules></ruleset></patterndb>\n").unwrap();
+    let conf = dir.path().join("s.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "@version: 3.38\nsource s {{ stdin(); }};\nparser p {{ db-parser(file(\"{}\")); }};\nlog {{ source(s); parser(p); }};\n",
+            db.display()
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(common::sluice_bin())
+        .arg("-s")
+        .arg("-f")
+        .arg(&conf)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("broken.xml:3:8: no id attribute for rule element"),
+        "{err}"
+    );
+}
