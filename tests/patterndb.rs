@@ -160,3 +160,108 @@ fn a_broken_database_is_refused_with_its_place() {
         "{err}"
     );
 }
+
+/// The public syslog-ng-patterndb collection (github.com/balabit/syslog-ng-patterndb; its
+/// checkout named by `SLUICE_PATTERNDB_COLLECTION`, skipped without): every rule's test
+/// messages, classified by syslog-ng 3.38 and by sluice with each file of the collection —
+/// the class, the rule, the tags and every value a test names identical.
+#[test]
+fn the_public_rulesets_classify_their_examples_as_syslog_ng_does() {
+    let Some(dir) = std::env::var_os("SLUICE_PATTERNDB_COLLECTION") else {
+        eprintln!("SKIPPED: set SLUICE_PATTERNDB_COLLECTION to a checkout of syslog-ng-patterndb to compare its rulesets");
+        return;
+    };
+    if common::syslog_ng().is_none() {
+        return;
+    }
+    let mut files = Vec::new();
+    collect(std::path::Path::new(&dir), &mut files);
+    files.sort();
+    let mut compared = 0;
+    let mut differ = Vec::new();
+    for file in &files {
+        let loaded = match sluice_model::patterndb::load(file, &Default::default(), "") {
+            Ok(l) => l,
+            Err(e) => {
+                differ.push(format!("{}: sluice cannot read it: {e}", file.display()));
+                continue;
+            }
+        };
+        let examples: Vec<_> = loaded
+            .examples
+            .iter()
+            .filter(|e| !e.message.contains('\n'))
+            .collect();
+        if examples.is_empty() {
+            continue;
+        }
+        let mut names: Vec<&str> = examples
+            .iter()
+            .flat_map(|e| e.values.iter().map(|(n, _)| n.as_str()))
+            .collect();
+        names.sort();
+        names.dedup();
+        let template: String = names.iter().map(|n| format!("|${{{n}}}")).collect();
+        let input: String = examples
+            .iter()
+            .map(|e| {
+                format!(
+                    "<13>Nov 25 10:00:00 host {}: {}\n",
+                    e.program.as_deref().unwrap_or("prog"),
+                    e.message
+                )
+            })
+            .collect();
+        let config = format!(
+            r#"@version: 3.38
+            source s {{ stdin(); }};
+            parser p {{ db-parser(file("{}")); }};
+            destination d {{ file("@OUT@/all.log" template("$PROGRAM|${{.classifier.class}}|${{.classifier.rule_id}}|$TAGS{}\n")); }};
+            log {{ source(s); parser(p); destination(d); }};"#,
+            file.display(),
+            template.replace('"', "\\\"")
+        );
+        let mut outputs = Vec::new();
+        for kind in [Server::SyslogNg, Server::Sluice] {
+            let r = Running::start_reading(kind, &config, Some(input.as_bytes()));
+            let out = r.out.join("all.log");
+            common::wait_until(Duration::from_secs(20), || {
+                std::fs::read_to_string(&out).is_ok_and(|t| t.lines().count() >= examples.len())
+            });
+            std::thread::sleep(Duration::from_millis(200));
+            outputs.push(std::fs::read_to_string(&out).unwrap_or_default());
+        }
+        compared += examples.len();
+        for (a, b) in outputs[0].lines().zip(outputs[1].lines()) {
+            if a != b {
+                differ.push(format!(
+                    "{}:\n  syslog-ng {a}\n  sluice    {b}",
+                    file.display()
+                ));
+            }
+        }
+        if outputs[0].lines().count() != outputs[1].lines().count() {
+            differ.push(format!(
+                "{}: {} lines from syslog-ng, {} from sluice",
+                file.display(),
+                outputs[0].lines().count(),
+                outputs[1].lines().count()
+            ));
+        }
+    }
+    eprintln!("{} files, {compared} test messages compared", files.len());
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+}
+
+fn collect(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if !path.ends_with(".git") {
+                collect(&path, out);
+            }
+        } else if path.extension().is_some_and(|e| e == "pdb" || e == "xml") {
+            out.push(path);
+        }
+    }
+}

@@ -89,8 +89,11 @@ impl Template {
                 Some(b'(') => {
                     let (argv, used) = functions::split(&text[i + 2..])?;
                     flush(&mut literal, &mut ops);
-                    ops.push(Op::Call(Box::new(functions::Call::compile(argv, names)?)));
+                    let call = Op::Call(Box::new(functions::Call::compile(argv, names)?));
                     i += 2 + used;
+                    if message_reference(bytes, &mut i) == 0 {
+                        ops.push(call);
+                    }
                 }
                 Some(b'{') => {
                     let end = text[i + 2..]
@@ -103,11 +106,14 @@ impl Template {
                         None => (inner, None),
                     };
                     flush(&mut literal, &mut ops);
-                    ops.push(Op::Value {
+                    let value = Op::Value {
                         value: resolve(name)?,
                         default,
-                    });
+                    };
                     i = end + 1;
+                    if message_reference(bytes, &mut i) == 0 {
+                        ops.push(value);
+                    }
                 }
                 _ => {
                     let len = bytes[i + 1..]
@@ -277,6 +283,33 @@ impl Template {
         self.append(msg, 0, &mut out);
         out
     }
+}
+
+/// After `${name}` or `$(function …)` at `*i`: `@N`, the message it refers to in a correlation
+/// context (`@0` the last one, `@1` the one before, …), as syslog-ng reads it; `@@` is a
+/// literal `@` (the first is taken here); `@` and anything else is a literal `@`. A template
+/// sees one message here, so a reference to an earlier one (N ≥ 1) expands to nothing: the
+/// caller leaves the reference out.
+fn message_reference(bytes: &[u8], i: &mut usize) -> usize {
+    if bytes.get(*i) != Some(&b'@') {
+        return 0;
+    }
+    let digits = bytes[*i + 1..]
+        .iter()
+        .take_while(|b| b.is_ascii_digit())
+        .count();
+    if digits == 0 {
+        if bytes.get(*i + 1) == Some(&b'@') {
+            *i += 1;
+        }
+        return 0;
+    }
+    let n = std::str::from_utf8(&bytes[*i + 1..*i + 1 + digits])
+        .ok()
+        .and_then(|d| d.parse().ok())
+        .unwrap_or(usize::MAX);
+    *i += 1 + digits;
+    n
 }
 
 fn flush(literal: &mut Vec<u8>, ops: &mut Vec<Op>) {

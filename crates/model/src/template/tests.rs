@@ -197,3 +197,16 @@ fn repeated_sdata_parameters_show_once_with_their_last_value() {
     );
     assert_eq!(sdata(&format!("[a{many}]")), format!("[a{many}]"));
 }
+
+#[test]
+fn at_signs_after_values_are_message_references() {
+    // `@@` is a literal `@`; `@0` the message itself; `@1` an earlier message of a correlation
+    // context, none here; `@` before anything else stays.
+    assert_eq!(
+        fmt(
+            "${HOST}@@${PROGRAM}|${HOST}@0|${HOST}@1|${HOST}@x|$(echo a)@@b",
+            BSD
+        ),
+        "phone00@healthapp|phone00||phone00@x|a@b"
+    );
+}
