@@ -2,7 +2,8 @@
 """The project's benchmark: sluice side by side with syslog-ng and rsyslog, in one run.
 
 usage: bench/run.py [--conns N] [--count N] [--size BYTES] [--proto 3164|5424] [--rounds N]
-                    [--rewrite subst|set|classify] [--format-json] [--corpus FILE] [--tls]
+                    [--rewrite subst|set|classify] [--patterndb FILE [--against-no-parser]]
+                    [--format-json] [--corpus FILE] [--tls]
                     [--per-host] [--against-plain | --against-conns N | --against-one-file]
                     [--servers sluice,syslog-ng,rsyslog]
                     [--no-build]
@@ -20,6 +21,11 @@ equivalent in its configuration language and is left out): `subst` masks every r
 the message, `set` sets a name-value pair from a template and writes it, `classify` labels each
 message with ten `if`/`elif` rules. `--format-json` writes
 each message as `$(format-json --scope rfc5424 --scope nv-pairs)` (sluice and syslog-ng only).
+
+`--patterndb FILE` puts `db-parser(file(FILE))` in the path (sluice and syslog-ng only;
+`bench/patterndb.py` writes one from a corpus with the share of lines that should match).
+`--against-no-parser` also runs each server without it just before, and prints the ratio per
+round.
 
 `--forward relp` forwards over RELP (`relp()` to a sluice `relp()` source; sluice only, as
 syslog-ng has no RELP).
@@ -159,6 +165,9 @@ def certificate(work):
 def syslog_ng_config(args, port, out, work):
     driver = "network" if args.proto == "3164" else "syslog"
     rewrite, element, template = REWRITES.get(args.rewrite, ("", "", ""))
+    if args.patterndb:
+        rewrite += f'\nparser pdb {{ db-parser(file("{args.patterndb}")); }};'
+        element += " parser(pdb);"
     if args.format_json:
         template = ' template("$(format-json --scope rfc5424 --scope nv-pairs)\\n")'
     transport = "transport(tcp)"
@@ -341,6 +350,7 @@ def main():
     ap.add_argument("--idle", type=int, default=0, help="connections that stay open and silent during the run (peak RSS)")
     ap.add_argument("--rewrite", choices=["subst", "set", "classify"],
                     help="a rewrite rule (or, classify: ten if/elif rules) in the path")
+    ap.add_argument("--patterndb", help="db-parser() with this pattern database in the path")
     ap.add_argument("--format-json", action="store_true", help="write messages with $(format-json)")
     ap.add_argument("--corpus", help="send the lines of this file instead of synthetic messages")
     ap.add_argument("--forward", choices=["none", "normal", "reliable", "relp"],
@@ -352,6 +362,8 @@ def main():
                          help="each round also runs plain TCP just before TLS; prints TLS/plain per round")
     against.add_argument("--against-conns", type=int, metavar="N",
                          help="each round also runs N connections just before CONNS; prints the ratio per round")
+    against.add_argument("--against-no-parser", action="store_true",
+                         help="each round also runs without --patterndb just before; prints the ratio per round")
     against.add_argument("--against-one-file", action="store_true",
                          help="each round also runs one file just before --per-host; prints the ratio per round")
     ap.add_argument("--servers", default="sluice,syslog-ng,rsyslog")
@@ -361,7 +373,7 @@ def main():
         subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
     servers = []
     for s in args.servers.split(","):
-        if s == "rsyslog" and (args.rewrite or args.format_json or args.forward):
+        if s == "rsyslog" and (args.rewrite or args.format_json or args.forward or args.patterndb):
             print("note: rsyslog has no equivalent configuration to compare, left out", file=sys.stderr)
         elif s == "syslog-ng" and args.forward == "relp":
             print("note: syslog-ng has no RELP, left out", file=sys.stderr)
@@ -384,6 +396,8 @@ def main():
         baseline = argparse.Namespace(**{**vars(args), "conns": args.against_conns})
     elif args.against_one_file:
         baseline = argparse.Namespace(**{**vars(args), "per_host": False})
+    elif args.against_no_parser:
+        baseline = argparse.Namespace(**{**vars(args), "patterndb": None})
     results = {s: [] for s in servers}
     ratios = {s: [] for s in servers}
     for _ in range(args.rounds):
@@ -409,6 +423,8 @@ def main():
             measured, against = "TLS", "plain TCP"
         elif args.against_one_file:
             measured, against = "a file per host", "one file"
+        elif args.against_no_parser:
+            measured, against = "db-parser()", "no parser"
         else:
             measured, against = f"{args.conns} connections", f"{args.against_conns} connections"
         for s, r in ratios.items():

@@ -265,3 +265,66 @@ fn collect(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
         }
     }
 }
+
+/// The loghub corpus (`../shared/corpus`, skipped without) through a database of 1,000 rules
+/// made from it by `bench/patterndb.py`, 90 % of its lines matching: every line's rule and
+/// values identical to syslog-ng's.
+#[test]
+fn the_corpus_through_a_generated_database_as_syslog_ng() {
+    let Some(corpus) = common::corpus("loghub-rfc3164.log") else {
+        return;
+    };
+    if common::syslog_ng().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("generated.xml");
+    let made = std::process::Command::new("python3")
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/patterndb.py"))
+        .arg(&corpus)
+        .arg(&db)
+        .args(["--match", "90"])
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let input = std::fs::read(&corpus).unwrap();
+    let lines = input
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .count();
+    let config = format!(
+        r#"@version: 3.38
+        source s {{ stdin(); }};
+        parser p {{ db-parser(file("{}")); }};
+        destination d {{ file("@OUT@/all.log" template("${{.classifier.rule_id}}|${{n0}}|${{e0}}|${{e1}}|${{n2}}|${{e3}}|${{rest}}|${{tail}}\n")); }};
+        log {{ source(s); parser(p); destination(d); }};"#,
+        db.display()
+    );
+    let mut outputs = Vec::new();
+    for kind in [Server::SyslogNg, Server::Sluice] {
+        let r = Running::start_reading(kind, &config, Some(&input));
+        let out = r.out.join("all.log");
+        common::wait_until(Duration::from_secs(60), || {
+            std::fs::read(&out).is_ok_and(|t| t.iter().filter(|&&b| b == b'\n').count() >= lines)
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        outputs.push(std::fs::read_to_string(&out).unwrap_or_default());
+    }
+    let unknown = outputs[1].lines().filter(|l| l.starts_with('|')).count();
+    assert!(
+        unknown < lines / 5,
+        "{unknown} of {lines} lines matched no rule"
+    );
+    let differ: Vec<_> = outputs[0]
+        .lines()
+        .zip(outputs[1].lines())
+        .filter(|(a, b)| a != b)
+        .take(5)
+        .collect();
+    assert!(differ.is_empty(), "{differ:#?}");
+    assert_eq!(outputs[0].lines().count(), outputs[1].lines().count());
+}
