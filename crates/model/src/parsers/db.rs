@@ -14,7 +14,7 @@
 
 use crate::message::{tag_id, LogMessage, TagId};
 use crate::patterndb::radix::Capture;
-use crate::patterndb::{Classified, PatternDb};
+use crate::patterndb::{Classified, PatternDb, Taken};
 use crate::template::Template;
 use crate::values::{name_id, NameId};
 use sluice_protocol::{Span, Text};
@@ -49,9 +49,18 @@ fn marks() -> &'static Marks {
     })
 }
 
+/// What a classification needs from message to message: the program, the rendered input,
+/// a value being rendered, what the fields took.
+#[derive(Default)]
+struct Scratch {
+    program: Vec<u8>,
+    rendered: Vec<u8>,
+    value: Vec<u8>,
+    taken: Taken,
+}
+
 thread_local! {
-    /// The program, the rendered input and a value being rendered, reused.
-    static SCRATCH: RefCell<(Vec<u8>, Vec<u8>, Vec<u8>)> = RefCell::default();
+    static SCRATCH: RefCell<Scratch> = RefCell::default();
 }
 
 impl DbParser {
@@ -59,7 +68,13 @@ impl DbParser {
     /// path (unmatched with `drop-unmatched(yes)`).
     pub fn apply(&self, template: Option<&Template>, msg: &mut LogMessage) -> bool {
         let template = template.or(self.message_template.as_ref());
-        SCRATCH.with_borrow_mut(|(program, rendered, value)| {
+        SCRATCH.with_borrow_mut(|scratch| {
+            let Scratch {
+                program,
+                rendered,
+                value,
+                taken,
+            } = scratch;
             program.clear();
             match &self.program_template {
                 Some(t) => t.append(msg, 0, program),
@@ -85,24 +100,25 @@ impl DbParser {
                 }
             };
             let m = marks();
-            match self.db.classify(program, input) {
+            match self.db.classify(program, input, taken) {
                 Classified::Empty => !self.drop_unmatched,
-                Classified::Unknown { program: taken } => {
-                    set(msg, &taken, |c| Text::owned(&program[c.start..c.end]));
+                Classified::Unknown => {
+                    set(msg, &taken.program, |c| {
+                        Text::owned(&program[c.start..c.end])
+                    });
                     msg.values.set(m.class, Text::Static(b"unknown"));
                     msg.tags.insert(m.unknown);
                     !self.drop_unmatched
                 }
-                Classified::Rule {
-                    rule,
-                    program: taken,
-                    message,
-                } => {
-                    set(msg, &taken, |c| Text::owned(&program[c.start..c.end]));
-                    let class = rule.class.as_deref().unwrap_or("system");
-                    msg.values.set(m.class, Text::owned(class.as_bytes()));
-                    msg.values.set(m.rule_id, Text::owned(rule.id.as_bytes()));
-                    set(msg, &message, |c| match in_frame {
+                Classified::Rule(rule) => {
+                    set(msg, &taken.program, |c| {
+                        Text::owned(&program[c.start..c.end])
+                    });
+                    msg.values
+                        .set(m.class, Text::Shared(rule.class_value.clone()));
+                    msg.values
+                        .set(m.rule_id, Text::Shared(rule.id_value.clone()));
+                    set(msg, &taken.message, |c| match in_frame {
                         Some(span) => Text::Span(Span::new(
                             span.start as usize + c.start,
                             span.start as usize + c.end,

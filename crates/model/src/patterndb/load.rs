@@ -84,13 +84,18 @@ struct Loader<'n> {
 /// Where a node is, and an error there.
 struct File<'a> {
     name: &'a str,
-    doc: &'a Document<'a>,
+    text: &'a str,
+    /// Where each line starts: a node's line is found without counting from the top.
+    lines: Vec<usize>,
 }
 
 impl File<'_> {
     fn at(&self, node: Node) -> String {
-        let pos = self.doc.text_pos_at(node.range().start);
-        format!("{}:{}:{}", self.name, pos.row, pos.col)
+        let offset = node.range().start;
+        let row = self.lines.partition_point(|&start| start <= offset);
+        let start = self.lines[row - 1];
+        let col = self.text[start..offset].chars().count() + 1;
+        format!("{}:{row}:{col}", self.name)
     }
 
     fn error(&self, node: Node, what: impl std::fmt::Display) -> String {
@@ -164,9 +169,13 @@ impl Loader<'_> {
         };
         let doc =
             Document::parse_with_options(text, options).map_err(|e| format!("{name}: {e}"))?;
+        let lines = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
         let file = File {
             name: &name,
-            doc: &doc,
+            text,
+            lines,
         };
         let root = doc.root_element();
         if root.tag_name().name() != "patterndb" {
@@ -274,6 +283,8 @@ impl Loader<'_> {
         let mut rule = Rule {
             id: id.to_string(),
             class: class.clone(),
+            id_value: id.as_bytes().into(),
+            class_value: class.as_deref().unwrap_or("system").as_bytes().into(),
             tags: Vec::new(),
             values: Vec::new(),
             location: file.at(node),
@@ -448,21 +459,24 @@ mod tests {
             [("usracct.username".to_string(), "bob".to_string())]
         );
         let msg = b"Accepted password for bob from 10.50.0.247 port 42156 ssh2";
-        match l.db.classify(b"sshd", msg) {
-            Classified::Rule { rule, message, .. } => {
+        let mut taken = crate::patterndb::Taken::default();
+        match l.db.classify(b"sshd", msg, &mut taken) {
+            Classified::Rule(rule) => {
                 assert_eq!(rule.id, "r1");
                 assert_eq!(rule.tags.len(), 3);
-                assert_eq!(message.len(), 5);
+                assert_eq!(taken.message.len(), 5);
             }
             other => panic!("{other:?}"),
         }
         // Another program: the ruleset without a program pattern.
-        assert!(
-            matches!(l.db.classify(b"cron", b"hello world"), Classified::Rule { rule, .. } if rule.id == "r2")
-        );
+        let rule = match l.db.classify(b"cron", b"hello world", &mut taken) {
+            Classified::Rule(rule) => rule.id.as_str(),
+            _ => "",
+        };
+        assert_eq!(rule, "r2");
         assert!(matches!(
-            l.db.classify(b"sshd", b"hello world"),
-            Classified::Unknown { .. }
+            l.db.classify(b"sshd", b"hello world", &mut taken),
+            Classified::Unknown
         ));
     }
 

@@ -39,6 +39,10 @@ pub struct PatternDb {
 pub struct Rule {
     pub id: String,
     pub class: Option<String>,
+    /// `.classifier.rule_id` and `.classifier.class` (`system` without a class), shared by
+    /// every message the rule matches.
+    pub id_value: std::sync::Arc<[u8]>,
+    pub class_value: std::sync::Arc<[u8]>,
     /// `<tags>`, and `.classifier.CLASS`.
     pub tags: Vec<TagId>,
     /// `<values>`: templates over the message, evaluated after the fields are set.
@@ -50,39 +54,38 @@ pub struct Rule {
 /// What classifying a message found.
 #[derive(Debug)]
 pub enum Classified<'db> {
-    /// A rule matched; the program pattern's fields took `program` (ranges of the program),
-    /// the message pattern's `message` (ranges of the message).
-    Rule {
-        rule: &'db Rule,
-        program: Vec<Capture>,
-        message: Vec<Capture>,
-    },
+    /// A rule matched.
+    Rule(&'db Rule),
     /// The message's ruleset has no rule for it.
-    Unknown { program: Vec<Capture> },
+    Unknown,
     /// The database has no rulesets.
     Empty,
 }
 
+/// What the fields of a classification took: of the program pattern (ranges of the
+/// program) and of the message pattern (ranges of the message). Kept by the caller from
+/// message to message.
+#[derive(Debug, Default)]
+pub struct Taken {
+    pub program: Vec<Capture>,
+    pub message: Vec<Capture>,
+}
+
 impl PatternDb {
-    /// The rule of a message from `program` with text `message`.
-    pub fn classify(&self, program: &[u8], message: &[u8]) -> Classified<'_> {
+    /// The rule of a message from `program` with text `message`; what the fields took in
+    /// `taken`.
+    pub fn classify(&self, program: &[u8], message: &[u8], taken: &mut Taken) -> Classified<'_> {
+        taken.program.clear();
+        taken.message.clear();
         if self.empty {
             return Classified::Empty;
         }
-        let mut program_captures = Vec::new();
-        let Some(&ruleset) = self.programs.find(program, &mut program_captures) else {
+        let Some(&ruleset) = self.programs.find(program, &mut taken.program) else {
             return Classified::Empty;
         };
-        let mut captures = Vec::new();
-        match self.rulesets[ruleset].find(message, &mut captures) {
-            Some(&rule) => Classified::Rule {
-                rule: &self.rules[rule],
-                program: program_captures,
-                message: captures,
-            },
-            None => Classified::Unknown {
-                program: program_captures,
-            },
+        match self.rulesets[ruleset].find(message, &mut taken.message) {
+            Some(&rule) => Classified::Rule(&self.rules[rule]),
+            None => Classified::Unknown,
         }
     }
 }
