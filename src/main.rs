@@ -10,6 +10,7 @@ mod daemon;
 mod default_config;
 mod diskq;
 mod loggen;
+mod pdbtool;
 
 /// Readers allocate batch buffers that writer threads free. glibc's allocator serialises
 /// those cross-thread frees on an arena lock (a third of all futex calls with 10,000
@@ -88,6 +89,9 @@ enum Command {
     Diskq(diskq::DiskqCommand),
     /// Talk to a running sluice: statistics, reopen, stop … (syslog-ng-ctl).
     Ctl(ctl::CtlArgs),
+    /// Match messages against pattern databases, test and merge them (syslog-ng's pdbtool).
+    #[command(subcommand)]
+    Pdbtool(pdbtool::PdbtoolCommand),
 }
 
 fn main() -> ExitCode {
@@ -110,6 +114,7 @@ fn main() -> ExitCode {
         Some(Command::Loggen(args)) => return ExitCode::from(loggen::run(args) as u8),
         Some(Command::Diskq(cmd)) => return ExitCode::from(diskq::run(cmd) as u8),
         Some(Command::Ctl(args)) => return ExitCode::from(ctl::run(args) as u8),
+        Some(Command::Pdbtool(cmd)) => return ExitCode::from(pdbtool::run(cmd) as u8),
         None => {}
     }
     let loaded = load(cli.cfgfile.as_deref(), &defaults);

@@ -19,6 +19,12 @@ const DATABASE: &str = r#"<?xml version='1.0' encoding='UTF-8'?>
     <patterns><pattern>Accepted @ESTRING:method: @for @ESTRING:user: @from @IPvANY:ip@ port @NUMBER:port@ @ANYSTRING:proto@</pattern></patterns>
     <tags><tag>usracct</tag><tag>secevt</tag></tags>
     <values><value name='kind'>login-${user}</value></values>
+    <examples>
+     <example>
+      <test_message program='sshd'>Accepted password for bob from 10.0.0.1 port 22 ssh2</test_message>
+      <test_values><test_value name='user'>bob</test_value><test_value name='port'>22</test_value></test_values>
+     </example>
+    </examples>
    </rule>
    <rule id='ssh-fail' class='violation'>
     <patterns>
@@ -41,7 +47,12 @@ const DATABASE: &str = r#"<?xml version='1.0' encoding='UTF-8'?>
  </ruleset>
  <ruleset name='any' id='rs3'>
   <rules>
-   <rule id='generic' class='generic'><patterns><pattern>generic @NUMBER:n@</pattern></patterns></rule>
+   <rule id='generic' class='generic'><patterns><pattern>generic @NUMBER:n@</pattern></patterns>
+    <examples>
+     <example><test_message program='cron'>generic 42</test_message><test_values><test_value name='n'>41</test_value></test_values></example>
+     <example><test_message program='cron'>not generic</test_message></example>
+    </examples>
+   </rule>
   </rules>
  </ruleset>
 </patterndb>
@@ -164,7 +175,8 @@ fn a_broken_database_is_refused_with_its_place() {
 /// The public syslog-ng-patterndb collection (github.com/balabit/syslog-ng-patterndb; its
 /// checkout named by `SLUICE_PATTERNDB_COLLECTION`, skipped without): every rule's test
 /// messages, classified by syslog-ng 3.38 and by sluice with each file of the collection —
-/// the class, the rule, the tags and every value a test names identical.
+/// the class, the rule, the tags and every value a test names identical — and `pdbtool
+/// test` of each file reporting the same (rule conflicts included).
 #[test]
 fn the_public_rulesets_classify_their_examples_as_syslog_ng_does() {
     let Some(dir) = std::env::var_os("SLUICE_PATTERNDB_COLLECTION") else {
@@ -232,6 +244,28 @@ fn the_public_rulesets_classify_their_examples_as_syslog_ng_does() {
             outputs.push(std::fs::read_to_string(&out).unwrap_or_default());
         }
         compared += examples.len();
+        // `pdbtool test` of the file: the same report and exit code.
+        let test = |tool: &[&str]| {
+            let out = std::process::Command::new(tool[0])
+                .args(&tool[1..])
+                .arg("test")
+                .arg(file)
+                .output()
+                .unwrap();
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+            )
+        };
+        let sluice = common::sluice_bin();
+        let ours = test(&[sluice.to_str().unwrap(), "pdbtool"]);
+        let theirs = test(&["pdbtool"]);
+        if ours != theirs {
+            differ.push(format!(
+                "{}: pdbtool test:\n{theirs:?}\nsluice pdbtool test:\n{ours:?}",
+                file.display()
+            ));
+        }
         for (a, b) in outputs[0].lines().zip(outputs[1].lines()) {
             if a != b {
                 differ.push(format!(
@@ -327,4 +361,45 @@ fn the_corpus_through_a_generated_database_as_syslog_ng() {
         .collect();
     assert!(differ.is_empty(), "{differ:#?}");
     assert_eq!(outputs[0].lines().count(), outputs[1].lines().count());
+}
+
+/// `sluice pdbtool match` and `test` print what syslog-ng's `pdbtool` prints, with its exit
+/// codes: every message of [`MESSAGES`] matched, and the database's examples tested (one
+/// value wrong, one message matching no rule).
+#[test]
+fn pdbtool_match_and_test_print_what_syslog_ngs_pdbtool_prints() {
+    if common::syslog_ng().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("patterndb.xml");
+    std::fs::write(&db, DATABASE).unwrap();
+    let run = |tool: &[&str], args: &[&str]| {
+        let out = std::process::Command::new(tool[0])
+            .args(&tool[1..])
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let sluice = common::sluice_bin();
+    let sluice = [sluice.to_str().unwrap(), "pdbtool"];
+    let db = db.to_str().unwrap();
+    for line in MESSAGES.lines() {
+        let (head, message) = line.split_once(": ").unwrap();
+        let program = head.rsplit(' ').next().unwrap().split('[').next().unwrap();
+        let args = ["match", "-p", db, "-P", program, "-M", message];
+        assert_eq!(run(&sluice, &args), run(&["pdbtool"], &args), "{line}");
+    }
+    let args = ["test", db];
+    let (code, out) = run(&sluice, &args);
+    assert_eq!((code, out.clone()), run(&["pdbtool"], &args));
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains(" Wrong match name='n', value='42', expected='41'"),
+        "{out}"
+    );
 }

@@ -45,11 +45,18 @@ pub fn load(path: &Path, names: &Names, prefix: &str) -> Result<Loaded, String> 
     } else {
         vec![path.to_path_buf()]
     };
+    // Names in the order syslog-ng registers them, which is the order its pdbtool lists a
+    // message's pairs in: the classifier's when the module loads, the fields' as patterns go
+    // into the tree, the names of rules' values when a message first sets them (here: once
+    // every file is read).
+    name_id(".classifier.class");
+    name_id(".classifier.rule_id");
     let mut loader = Loader {
         loaded: Loaded::default(),
         programs: HashMap::new(),
         names,
         prefix,
+        value_names: Vec::new(),
     };
     loader.loaded.db.empty = true;
     loader.loaded.db.rulesets.push(Radix::default());
@@ -58,7 +65,35 @@ pub fn load(path: &Path, names: &Names, prefix: &str) -> Result<Loaded, String> 
         let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
         loader.file(file, &text)?;
     }
+    for (rule, value, name) in loader.value_names {
+        loader.loaded.db.rules[rule].values[value].0 = name_id(&name);
+    }
     Ok(loader.loaded)
+}
+
+/// The `<ruleset>`s of `files`, as written, in one database (`pdbtool merge`).
+pub fn merge(files: &[PathBuf]) -> Result<String, String> {
+    let mut out = String::from("<?xml version='1.0' encoding='UTF-8'?>\n<patterndb version='4'>\n");
+    for file in files {
+        let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+        let options = roxmltree::ParsingOptions {
+            allow_dtd: true,
+            ..Default::default()
+        };
+        let doc = Document::parse_with_options(&text, options)
+            .map_err(|e| format!("{}: {e}", file.display()))?;
+        for ruleset in doc
+            .root_element()
+            .children()
+            .filter(|n| n.has_tag_name("ruleset"))
+        {
+            out.push_str("  ");
+            out.push_str(&text[ruleset.range()]);
+            out.push('\n');
+        }
+    }
+    out.push_str("</patterndb>\n");
+    Ok(out)
 }
 
 fn xml_files(dir: &Path, found: &mut Vec<PathBuf>) -> std::io::Result<()> {
@@ -79,6 +114,8 @@ struct Loader<'n> {
     programs: HashMap<String, usize>,
     names: &'n Names,
     prefix: &'n str,
+    /// The name of each rule's value (rule, value, name), given its id once all is read.
+    value_names: Vec<(usize, usize, String)>,
 }
 
 /// Where a node is, and an error there.
@@ -314,6 +351,7 @@ impl Loader<'_> {
             ],
         )?;
         let mut patterns = Vec::new();
+        let index = self.loaded.db.rules.len();
         for child in &children {
             match child.tag_name().name() {
                 "pattern" => patterns.push(*child),
@@ -326,10 +364,16 @@ impl Loader<'_> {
                 "tag" => rule.tags.push(tag_id(&text_of(file, *child)?)),
                 "values" => {
                     for v in file.children(*child, &["value"])? {
-                        rule.values.push(self.value(file, v, id)?);
+                        let (name, template) = self.value(file, v, id)?;
+                        self.value_names.push((index, rule.values.len(), name));
+                        rule.values.push((0, template));
                     }
                 }
-                "value" => rule.values.push(self.value(file, *child, id)?),
+                "value" => {
+                    let (name, template) = self.value(file, *child, id)?;
+                    self.value_names.push((index, rule.values.len(), name));
+                    rule.values.push((0, template));
+                }
                 "examples" => {
                     for e in file.children(*child, &["example"])? {
                         self.example(file, e, id)?;
@@ -341,7 +385,6 @@ impl Loader<'_> {
                 _ => {}
             }
         }
-        let index = self.loaded.db.rules.len();
         self.loaded.db.rules.push(rule);
         for p in patterns {
             let pattern = text_of(file, p)?;
@@ -365,12 +408,7 @@ impl Loader<'_> {
         Ok(())
     }
 
-    fn value(
-        &self,
-        file: &File,
-        node: Node,
-        rule: &str,
-    ) -> Result<(crate::values::NameId, Template), String> {
+    fn value(&self, file: &File, node: Node, rule: &str) -> Result<(String, Template), String> {
         let Some(name) = node.attribute("name") else {
             return Err(file.error(
                 node,
@@ -381,7 +419,7 @@ impl Loader<'_> {
         let template = Template::compile_in(&text, self.names).map_err(|e| {
             file.error(node, format!("error compiling value template, rule={rule}, name={name}, value={text}, error={e}"))
         })?;
-        Ok((name_id(name), template))
+        Ok((name.to_string(), template))
     }
 
     fn example(&mut self, file: &File, node: Node, rule: &str) -> Result<(), String> {

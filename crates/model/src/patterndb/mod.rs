@@ -12,7 +12,7 @@ mod fields;
 mod load;
 pub mod radix;
 
-pub use load::{load, Loaded};
+pub use load::{load, merge, Example, Loaded};
 
 use crate::message::TagId;
 use crate::template::Template;
@@ -87,5 +87,18 @@ impl PatternDb {
             Some(&rule) => Classified::Rule(&self.rules[rule]),
             None => Classified::Unknown,
         }
+    }
+
+    /// Every rule of the message's ruleset whose pattern matches all of it: more than one
+    /// are rules that shadow each other (`pdbtool test` says so).
+    pub fn applicable(&self, program: &[u8], message: &[u8]) -> Vec<&Rule> {
+        let Some(&ruleset) = self.programs.find(program, &mut Vec::new()) else {
+            return Vec::new();
+        };
+        self.rulesets[ruleset]
+            .find_all(message)
+            .into_iter()
+            .map(|&r| &self.rules[r])
+            .collect()
     }
 }

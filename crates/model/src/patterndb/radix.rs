@@ -160,6 +160,41 @@ impl<T> Radix<T> {
     }
 }
 
+impl<T> Radix<T> {
+    /// Every value whose pattern matches all of `input`, in the order of the tree (literal
+    /// children before fields): more than one means patterns that shadow each other.
+    pub fn find_all(&self, input: &[u8]) -> Vec<&T> {
+        let mut found = Vec::new();
+        collect(&self.root, input, 0, &mut found);
+        found
+    }
+}
+
+fn collect<'t, T>(node: &'t Node<T>, input: &[u8], pos: usize, found: &mut Vec<&'t T>) {
+    let key = &input[pos..];
+    let (taken, matched) = literal_prefix(node.key.as_deref().unwrap_or_default(), key);
+    if taken == key.len() && (matched == node.key_len() || node.key.is_none()) {
+        found.extend(node.value.as_ref().map(|(v, _)| v));
+        return;
+    }
+    if !(node.key_len() < 1 || (taken < key.len() && matched >= node.key_len())) {
+        return;
+    }
+    let rest = pos + taken;
+    let literal = rest + usize::from(input[rest..].starts_with(b"\r\n"));
+    if let Some(c) = node.child(at(input, literal)) {
+        collect(&node.children[c], input, literal, found);
+    }
+    for child in &node.fields {
+        let (field, _, _) = child.field.as_ref().expect("a field's node");
+        if field.may_start_with(at(input, rest)) {
+            if let Some(taken) = field.parse(input, rest) {
+                collect(child, input, rest + taken.len, found);
+            }
+        }
+    }
+}
+
 fn insert<T>(node: &mut Node<T>, key: &[u8], value: T, place: &Place) -> Result<(), Refused<T>> {
     if key.first() == Some(&b'@') {
         if key.get(1) == Some(&b'@') {

@@ -1,0 +1,321 @@
+//! `sluice pdbtool match|test|merge`: syslog-ng's `pdbtool` on sluice's PatternDB, with its
+//! options and output, so that a site's scripts and CI checks of its pattern files run
+//! unchanged.
+//!
+//! - `match -p FILE [-P PROGRAM] -M MESSAGE` (or `-f FILE` of syslog lines): classifies and
+//!   prints every pair the message then has (`name=value`), its tags, a blank line — or the
+//!   output of `-T TEMPLATE`. Exit code 0 when the last message matched a rule, 1 when not.
+//! - `test [-r RULE_ID] [-v] FILE…`: classifies every rule's `<test_message>` and checks the
+//!   rule id and each `<test_value>`; exit code 1 when a file cannot be read, 2 when a test
+//!   fails, 3 when `-r` names no rule with an example.
+//! - `merge -D DIR -p OUT [-r]`: the `<ruleset>`s of every pattern file in DIR (`*.xml`,
+//!   `*.pdb`; with `-r` its subdirectories too) in one database.
+
+use clap::{Args, Subcommand};
+use sluice_model::message::for_each_tag_name;
+use sluice_model::parsers::Parsers;
+use sluice_model::template::Names;
+use sluice_model::values::name_of;
+use sluice_model::{Ingest, LogMessage, Origin, Template, Today, UnixTime, Zone};
+use sluice_protocol::{Span, SyslogFields, Text};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+#[derive(Subcommand, Debug)]
+pub enum PdbtoolCommand {
+    /// Match a message against the pattern database.
+    Match(MatchArgs),
+    /// Test pattern databases against their rules' examples.
+    Test(TestArgs),
+    /// Merge the pattern databases of a directory into one file.
+    Merge(MergeArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct MatchArgs {
+    /// The pattern database.
+    #[arg(short = 'p', long = "pdb")]
+    pdb: PathBuf,
+    /// The program name to match as $PROGRAM.
+    #[arg(short = 'P', long = "program", default_value = "")]
+    program: String,
+    /// The message to match as $MSG.
+    #[arg(short = 'M', long = "message")]
+    message: Option<String>,
+    /// Read syslog messages, one a line, from this file.
+    #[arg(short = 'f', long = "file")]
+    file: Option<PathBuf>,
+    /// Print each message with this template instead of its pairs.
+    #[arg(short = 'T', long = "template")]
+    template: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct TestArgs {
+    /// Test only the examples of this rule.
+    #[arg(short = 'r', long = "rule-id")]
+    rule_id: Option<String>,
+    /// Say every value that matched too.
+    #[arg(short = 'v', long = "verbose")]
+    verbose: bool,
+    /// The pattern databases.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct MergeArgs {
+    /// The directory of pattern files.
+    #[arg(short = 'D', long = "directory")]
+    directory: PathBuf,
+    /// The merged database to write.
+    #[arg(short = 'p', long = "pdb")]
+    pdb: PathBuf,
+    /// Read the subdirectories too.
+    #[arg(short = 'r', long = "recursive")]
+    recursive: bool,
+}
+
+pub fn run(cmd: &PdbtoolCommand) -> i32 {
+    let result = match cmd {
+        PdbtoolCommand::Match(args) => matching(args),
+        PdbtoolCommand::Test(args) => Ok(test(args)),
+        PdbtoolCommand::Merge(args) => merge(args).map(|()| 0),
+    };
+    result.unwrap_or_else(|e| {
+        eprintln!("sluice pdbtool: {e}");
+        1
+    })
+}
+
+/// A `db-parser()` of `pdb`, as a configuration would have it.
+fn parser(pdb: &Path) -> Result<Parsers, String> {
+    let path = pdb.display().to_string();
+    if path.contains(['"', '\\']) {
+        return Err(format!("{path}: a file name with \" or \\ in it"));
+    }
+    let text = format!("parser p {{ db-parser(file(\"{path}\")); }};");
+    let config = sluice_config::load_str("pdbtool", &text).map_err(|e| e.render())?;
+    let s = &config.statements[0];
+    Parsers::compile(&s.body, s.pos, &Names::default()).map_err(|e| e.render(&config.map))
+}
+
+fn origin() -> Origin {
+    Origin {
+        source_name: Arc::from("pdbtool"),
+        source_id: 0,
+        peer: None,
+        host_from: Arc::from(&b"localhost"[..]),
+        local: true,
+        pairs: Vec::new(),
+        endpoints: Default::default(),
+    }
+}
+
+/// A message of `program` with text `message`, as pdbtool makes one.
+fn message<'r>(program: &str, message: &'r [u8], origin: &'r Origin) -> LogMessage<'r> {
+    let now = UnixTime::now(Zone::local());
+    LogMessage {
+        raw: message,
+        fields: SyslogFields {
+            program: (!program.is_empty()).then(|| Text::owned(program.as_bytes())),
+            message: Text::Span(Span::new(0, message.len())),
+            ..SyslogFields::default()
+        },
+        stamp: now,
+        recvd: now,
+        origin,
+        host_is_sender: true,
+        tags: Default::default(),
+        chained_hostname: false,
+        keep_raw: false,
+        values: Default::default(),
+    }
+}
+
+/// Whether `msg` matched a rule.
+fn matched(msg: &LogMessage) -> bool {
+    msg.values
+        .get(sluice_model::values::name_id(".classifier.rule_id"))
+        .is_some()
+}
+
+/// `name=value` of every pair, then the tags, as pdbtool prints a message.
+fn print_pairs(msg: &LogMessage) {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "MESSAGE={}\n",
+        String::from_utf8_lossy(msg.message())
+    ));
+    if !msg.program().is_empty() {
+        out.push_str(&format!(
+            "PROGRAM={}\n",
+            String::from_utf8_lossy(msg.program())
+        ));
+    }
+    // In the order names were first seen (syslog-ng's order of handles), a name once.
+    let mut pairs: Vec<_> = msg.values.iter().collect();
+    pairs.reverse();
+    let mut seen = std::collections::HashSet::new();
+    pairs.retain(|(name, _)| seen.insert(*name));
+    pairs.sort_by_key(|(name, _)| *name);
+    for (name, value) in pairs {
+        out.push_str(&format!(
+            "{}={}\n",
+            name_of(name),
+            String::from_utf8_lossy(value.of(msg.raw))
+        ));
+    }
+    let mut tags = Vec::new();
+    for_each_tag_name(&msg.tags, |t| tags.push(t.to_string()));
+    out.push_str(&format!("TAGS={}\n\n", tags.join(",")));
+    print!("{out}");
+}
+
+fn matching(args: &MatchArgs) -> Result<i32, String> {
+    let parsers = parser(&args.pdb)?;
+    let template = args
+        .template
+        .as_deref()
+        .map(Template::compile)
+        .transpose()
+        .map_err(|e| format!("-T: {e}"))?;
+    let origin = origin();
+    let show = |msg: &mut LogMessage| -> i32 {
+        parsers.apply(msg);
+        match &template {
+            Some(t) => {
+                let mut out = Vec::new();
+                t.append(msg, 0, &mut out);
+                print!("{}", String::from_utf8_lossy(&out));
+            }
+            None => print_pairs(msg),
+        }
+        i32::from(!matched(msg))
+    };
+    match (&args.message, &args.file) {
+        (Some(text), None) => Ok(show(&mut message(&args.program, text.as_bytes(), &origin))),
+        (None, Some(file)) => {
+            let text = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
+            let ingest = Ingest::new(Zone::local().clone());
+            let mut last = 1;
+            for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+                let recvd = UnixTime::now(&ingest.local_zone);
+                let mut msgs = Vec::with_capacity(1);
+                ingest.push_message(line, &origin, recvd, Today::of(recvd), &mut msgs);
+                last = show(&mut msgs[0]);
+            }
+            Ok(last)
+        }
+        _ => Err(
+            "give the message with -M (and its program with -P), or a file of them with -f".into(),
+        ),
+    }
+}
+
+fn test(args: &TestArgs) -> i32 {
+    let (mut unreadable, mut failed, mut found) = (false, false, false);
+    let origin = origin();
+    for file in &args.files {
+        let loaded = match sluice_model::patterndb::load(file, &Names::default(), "") {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("{e}");
+                unreadable = true;
+                continue;
+            }
+        };
+        let parsers = match parser(file) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("{e}");
+                unreadable = true;
+                continue;
+            }
+        };
+        // In syslog-ng's order: the last example of the file first.
+        for example in loaded.examples.iter().rev() {
+            if args.rule_id.as_ref().is_some_and(|r| *r != example.rule_id) {
+                continue;
+            }
+            found = true;
+            let Some(program) = &example.program else {
+                println!(
+                    "NOT Testing message as program is unset: message='{}'",
+                    example.message
+                );
+                continue;
+            };
+            println!(
+                "Testing message: program='{program}' message='{}'",
+                example.message
+            );
+            let shadowing = loaded
+                .db
+                .applicable(program.as_bytes(), example.message.as_bytes());
+            if shadowing.len() > 1 {
+                println!(" Rule conflict! Multiple rules match this message, list of IDs follow");
+                for rule in shadowing {
+                    println!("  {}", rule.id);
+                }
+            }
+            let mut msg = message(program, example.message.as_bytes(), &origin);
+            parsers.apply(&mut msg);
+            let expected = std::iter::once((".classifier.rule_id", example.rule_id.as_str()))
+                .chain(example.values.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+            for (name, want) in expected {
+                // A value never set reads as empty, as in syslog-ng.
+                let got = msg
+                    .values
+                    .get(sluice_model::values::name_id(name))
+                    .map(|v| String::from_utf8_lossy(v.of(msg.raw)).into_owned())
+                    .unwrap_or_default();
+                if got == want {
+                    if args.verbose {
+                        println!(" Match name='{name}', value='{got}', expected='{want}'");
+                    }
+                } else {
+                    println!(" Wrong match name='{name}', value='{got}', expected='{want}'");
+                    failed = true;
+                }
+            }
+        }
+    }
+    if unreadable {
+        1
+    } else if failed {
+        2
+    } else if args.rule_id.is_some() && !found {
+        println!(
+            "Could not find the specified ID, or the defined rule doesn't have an example message."
+        );
+        3
+    } else {
+        0
+    }
+}
+
+fn merge(args: &MergeArgs) -> Result<(), String> {
+    let mut files = Vec::new();
+    pattern_files(&args.directory, args.recursive, &mut files)
+        .map_err(|e| format!("{}: {e}", args.directory.display()))?;
+    files.sort();
+    let merged = sluice_model::patterndb::merge(&files)?;
+    std::fs::write(&args.pdb, merged).map_err(|e| format!("{}: {e}", args.pdb.display()))?;
+    // What was merged must read as one database.
+    sluice_model::patterndb::load(&args.pdb, &Names::default(), "").map(drop)
+}
+
+fn pattern_files(dir: &Path, recursive: bool, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            if recursive {
+                pattern_files(&path, recursive, out)?;
+            }
+        } else if path.extension().is_some_and(|e| e == "xml" || e == "pdb") {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
