@@ -29,6 +29,24 @@ pub enum PdbtoolCommand {
     Test(TestArgs),
     /// Merge the pattern databases of a directory into one file.
     Merge(MergeArgs),
+    /// Propose a pattern database for a log file (written to standard output).
+    Patternize(PatternizeArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct PatternizeArgs {
+    /// The log file, syslog lines (or any lines with --no-parse); - for standard input.
+    #[arg(short = 'f', long = "file")]
+    file: PathBuf,
+    /// The share of lines (percent) a pattern must cover to be written.
+    #[arg(short = 'S', long = "support", default_value_t = 4.0)]
+    support: f64,
+    /// The share of its words a line must have in common with a cluster to join it.
+    #[arg(long = "similarity", default_value_t = 0.5)]
+    similarity: f64,
+    /// Take each whole line as the message (no syslog header).
+    #[arg(short = 'p', long = "no-parse")]
+    no_parse: bool,
 }
 
 #[derive(Args, Debug)]
@@ -81,6 +99,7 @@ pub fn run(cmd: &PdbtoolCommand) -> i32 {
         PdbtoolCommand::Match(args) => matching(args),
         PdbtoolCommand::Test(args) => Ok(test(args)),
         PdbtoolCommand::Merge(args) => merge(args).map(|()| 0),
+        PdbtoolCommand::Patternize(args) => patternize(args).map(|()| 0),
     };
     result.unwrap_or_else(|e| {
         eprintln!("sluice pdbtool: {e}");
@@ -317,5 +336,37 @@ fn pattern_files(dir: &Path, recursive: bool, out: &mut Vec<PathBuf>) -> std::io
             out.push(path);
         }
     }
+    Ok(())
+}
+
+fn patternize(args: &PatternizeArgs) -> Result<(), String> {
+    let text = if args.file.as_os_str() == "-" {
+        let mut all = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut all).map_err(|e| e.to_string())?;
+        all
+    } else {
+        std::fs::read(&args.file).map_err(|e| format!("{}: {e}", args.file.display()))?
+    };
+    let origin = origin();
+    let ingest = Ingest::new(Zone::local().clone());
+    let mut clusters = sluice_model::patterndb::patternize::Patternizer::default();
+    for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        if args.no_parse {
+            clusters.add(b"", line, args.similarity);
+            continue;
+        }
+        let recvd = UnixTime::now(&ingest.local_zone);
+        let mut msgs = Vec::with_capacity(1);
+        ingest.push_message(line, &origin, recvd, Today::of(recvd), &mut msgs);
+        clusters.add(msgs[0].program(), msgs[0].message(), args.similarity);
+    }
+    let lines = clusters.lines();
+    let support = ((lines as f64 * args.support / 100.0).ceil() as usize).max(1);
+    let (db, rules, covered) = clusters.database(support);
+    print!("{db}");
+    eprintln!(
+        "sluice pdbtool patternize: {rules} rules for {covered} of {lines} lines ({:.1} %), each for at least {support}",
+        covered as f64 * 100.0 / lines.max(1) as f64
+    );
     Ok(())
 }

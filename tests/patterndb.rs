@@ -403,3 +403,106 @@ fn pdbtool_match_and_test_print_what_syslog_ngs_pdbtool_prints() {
         "{out}"
     );
 }
+
+/// `sluice pdbtool patternize` proposes a database whose rules classify the lines they came
+/// from and whose test messages pass `pdbtool test` — syslog-ng's too. On lines this test
+/// makes, and on the loghub corpus when it is there (the share it classifies is printed).
+#[test]
+fn patternize_proposes_rules_that_classify_their_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("made.log");
+    let mut lines = String::new();
+    for i in 0..400 {
+        let user = ["alice", "bob", "carol", "dave"][i % 4];
+        lines.push_str(&format!("<38>Nov 25 10:00:00 h sshd[{i}]: Accepted password for {user} from 10.0.{}.{} port {} ssh2\n", i % 7, i % 250, 40000 + i));
+        lines.push_str(&format!(
+            "<38>Nov 25 10:00:00 h cron[{i}]: ({user}) CMD (run-parts /etc/cron.hourly {i})\n"
+        ));
+        lines.push_str(&format!(
+            "<38>Nov 25 10:00:00 h kernel: eth{} link up at {} Mbps\n",
+            i % 3,
+            [100, 1000][i % 2]
+        ));
+    }
+    std::fs::write(&log, &lines).unwrap();
+    let mut inputs = vec![log];
+    inputs.extend(common::corpus("loghub-rfc3164.log"));
+    for input in inputs {
+        let out = std::process::Command::new(common::sluice_bin())
+            .args(["pdbtool", "patternize", "-S", "0.05", "-f"])
+            .arg(&input)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let db = dir.path().join("proposed.xml");
+        std::fs::write(&db, &out.stdout).unwrap();
+        eprintln!(
+            "{}: {}",
+            input.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        let test = std::process::Command::new(common::sluice_bin())
+            .args(["pdbtool", "test"])
+            .arg(&db)
+            .output()
+            .unwrap();
+        assert_eq!(
+            test.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&test.stdout)
+        );
+        if common::syslog_ng().is_some() {
+            let theirs = std::process::Command::new("pdbtool")
+                .arg("test")
+                .arg(&db)
+                .output()
+                .unwrap();
+            assert_eq!(
+                theirs.status.code(),
+                Some(0),
+                "{}",
+                String::from_utf8_lossy(&theirs.stdout)
+            );
+        }
+        // The rules classify the lines: every line of the made log.
+        let text = std::fs::read(&input).unwrap();
+        let loaded = sluice_model::patterndb::load(&db, &Default::default(), "").unwrap();
+        let ingest = sluice_model::Ingest::new(sluice_model::Zone::parse("UTC").unwrap());
+        let origin = sluice_model::testing::origin();
+        let (mut known, mut all) = (0, 0);
+        let mut taken = sluice_model::patterndb::Taken::default();
+        for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            let recvd = sluice_model::UnixTime::now(&ingest.local_zone);
+            let mut msgs = Vec::new();
+            ingest.push_message(
+                line,
+                origin,
+                recvd,
+                sluice_model::Today::of(recvd),
+                &mut msgs,
+            );
+            all += 1;
+            if let sluice_model::patterndb::Classified::Rule(_) =
+                loaded
+                    .db
+                    .classify(msgs[0].program(), msgs[0].message(), &mut taken)
+            {
+                known += 1;
+            }
+        }
+        eprintln!(
+            "{}: the proposed rules classify {known} of {all} lines",
+            input.display()
+        );
+        if input.ends_with("made.log") {
+            assert_eq!(known, all);
+        } else {
+            assert!(known * 2 > all, "{known} of {all}");
+        }
+    }
+}

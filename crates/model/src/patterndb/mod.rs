@@ -10,6 +10,7 @@
 
 mod fields;
 mod load;
+pub mod patternize;
 pub mod radix;
 
 pub use load::{load, merge, Example, Loaded};
