@@ -636,8 +636,11 @@ fn db_parser(_: &Node, o: &mut Options, names: &Names) -> Result<Built, ConfigEr
     };
     let loaded = crate::patterndb::load(std::path::Path::new(&path), names, &prefix)
         .map_err(|e| ConfigError::new(pos, format!("db-parser(): {e}")))?;
-    for warning in loaded.warnings {
+    for warning in &loaded.warnings {
         names.note(format!("db-parser(): {warning}"));
+    }
+    for shadowed in loaded.shadowed() {
+        names.note(format!("db-parser(): {shadowed}"));
     }
     let drop_unmatched = o
         .last("drop_unmatched")

@@ -24,6 +24,42 @@ pub struct Loaded {
     pub examples: Vec<Example>,
 }
 
+impl Loaded {
+    /// What the rules' test messages show of rules that shadow each other: a test message
+    /// that several rules match in full, or that another rule takes (its rule may never
+    /// match), each said with the rules it names.
+    pub fn shadowed(&self) -> Vec<String> {
+        let mut said = Vec::new();
+        let mut taken = super::Taken::default();
+        for e in &self.examples {
+            let Some(program) = &e.program else {
+                continue;
+            };
+            let (program, message) = (program.as_bytes(), e.message.as_bytes());
+            let all = self.db.applicable(program, message);
+            if all.len() > 1 {
+                let ids: Vec<&str> = all.iter().map(|r| r.id.as_str()).collect();
+                said.push(format!(
+                    "{}: rules {} all match the test message {:?} of rule {}; the first is taken",
+                    e.location,
+                    ids.join(", "),
+                    e.message,
+                    e.rule_id
+                ));
+            }
+            if let super::Classified::Rule(rule) = self.db.classify(program, message, &mut taken) {
+                if rule.id != e.rule_id {
+                    said.push(format!(
+                        "{}: the test message {:?} of rule {} is classified by rule {} ({}): rule {} may never match",
+                        e.location, e.message, e.rule_id, rule.id, rule.location, e.rule_id
+                    ));
+                }
+            }
+        }
+        said
+    }
+}
+
 /// A rule's test message and the values it should give.
 #[derive(Debug, Clone)]
 pub struct Example {
@@ -530,6 +566,45 @@ mod tests {
         let e = loaded("<patterndb version='6'/>").unwrap_err();
         assert!(e.contains("too new"), "{e}");
         assert!(loaded("<patterndb>").unwrap_err().contains("p.xml"));
+    }
+
+    #[test]
+    fn rules_that_shadow_each_other_are_said() {
+        let l = loaded(
+            "<patterndb version='4'><ruleset><pattern>p</pattern><rules>
+               <rule id='wide'><patterns><pattern>user @ANYSTRING:u@</pattern></patterns></rule>
+               <rule id='narrow'><patterns><pattern>user @STRING:u@ logged in</pattern></patterns>
+                 <examples><example><test_message program='p'>user bob logged in</test_message></example></examples></rule>
+               <rule id='lit'><patterns><pattern>user admin logged in</pattern></patterns>
+                 <examples><example><test_message program='p'>user admin logged in</test_message></example></examples></rule>
+             </rules></ruleset></patterndb>",
+        )
+        .unwrap();
+        let said = l.shadowed();
+        // "user bob logged in": both match, and wide's @ANYSTRING@, added first, is tried
+        // first: narrow never matches (syslog-ng's pdbtool match agrees). "user admin logged
+        // in": the literal is taken.
+        assert_eq!(said.len(), 3, "{said:#?}");
+        assert!(
+            said[0].contains("rules wide, narrow all match"),
+            "{}",
+            said[0]
+        );
+        assert!(
+            said[1].contains("is classified by rule wide"),
+            "{}",
+            said[1]
+        );
+        assert!(
+            said[1].contains("rule narrow may never match"),
+            "{}",
+            said[1]
+        );
+        assert!(
+            said[2].contains("rules lit, wide, narrow all match"),
+            "{}",
+            said[2]
+        );
     }
 
     #[test]
