@@ -5,79 +5,30 @@
 
 mod common;
 
-use common::{sluice_bin, wait_until, Running, Server};
+use common::{sluice_bin, wait_until, InDir, Running, Server};
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 /// A sluice run in `dir` with its persist file there, restarted in the same place.
-struct Sluice {
-    child: Child,
-    dir: PathBuf,
-}
+struct Sluice;
 
 impl Sluice {
-    fn start(dir: &Path, config: &str) -> Sluice {
+    fn start(dir: &Path, config: &str) -> InDir {
         Sluice::start_as(dir, config, None)
     }
 
     /// As [`Sluice::start`], as the user and group `uid` when given.
-    fn start_as(dir: &Path, config: &str, uid: Option<u32>) -> Sluice {
-        let conf = dir.join("sluice.conf");
-        std::fs::write(&conf, format!("@version: 3.38\n{config}")).unwrap();
-        let stderr = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(dir.join("stderr"))
-            .unwrap();
+    fn start_as(dir: &Path, config: &str, uid: Option<u32>) -> InDir {
         let mut cmd = Command::new(sluice_bin());
         if let Some(uid) = uid {
             use std::os::unix::process::CommandExt;
             // std drops root's supplementary groups with the user.
             cmd.uid(uid).gid(uid);
         }
-        let child = cmd
-            .arg("-F")
-            .arg("-f")
-            .arg(&conf)
-            .arg("-R")
-            .arg(dir.join("persist"))
-            .arg("-c")
-            .arg(dir.join("ctl"))
-            .arg("-p")
-            .arg(dir.join("pid"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .unwrap();
-        Sluice {
-            child,
-            dir: dir.to_path_buf(),
-        }
-    }
-
-    fn kill_9(&mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-
-    fn stop(&mut self) {
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        self.child.wait().unwrap();
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(self.dir.join("stderr")).unwrap_or_default()
-    }
-}
-
-impl Drop for Sluice {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        InDir::start(cmd, dir, config)
     }
 }
 

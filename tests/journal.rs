@@ -7,11 +7,11 @@
 
 mod common;
 
-use common::{sluice_bin, wait_until};
+use common::{sluice_bin, wait_until, InDir};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const JOURNAL_REMOTE: &str = "/lib/systemd/systemd-journal-remote";
@@ -19,15 +19,7 @@ const JOURNAL_REMOTE: &str = "/lib/systemd/systemd-journal-remote";
 /// This machine's id, when the test can run here: root, a private mount namespace,
 /// `systemd-journal-remote` (installed by `.ci/install-test-deps.sh`) and a machine id.
 fn machine_id() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    let namespaces = root
-        && Command::new("unshare")
-            .args(["--mount", "--propagation", "private", "true"])
-            .status()
-            .is_ok_and(|s| s.success());
-    if !namespaces {
-        eprintln!("SKIPPED: needs root and unshare --mount to give a server a journal of its own");
+    if !common::private_mount_namespace("to give a server a journal of its own") {
         return None;
     }
     if !Path::new(JOURNAL_REMOTE).exists() {
@@ -122,23 +114,12 @@ impl Journal {
     }
 }
 
-/// A server run in `dir` (its configuration, persist file, output) with `journal` as the
-/// machine's journal; restarted in the same place.
-struct Server {
-    child: Child,
-    dir: PathBuf,
-}
+/// A server run in `dir` with `journal` as the machine's journal; restarted in the same
+/// place.
+struct Server;
 
 impl Server {
-    fn start(program: &Path, journal: &Journal, dir: &Path, config: &str, systemd: bool) -> Server {
-        let conf = dir.join("server.conf");
-        let config = config.replace("@DIR@", &dir.display().to_string());
-        std::fs::write(&conf, format!("@version: 3.38\n{config}")).unwrap();
-        let stderr = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(dir.join("stderr"))
-            .unwrap();
+    fn start(program: &Path, journal: &Journal, dir: &Path, config: &str, systemd: bool) -> InDir {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/journal-namespace.sh");
         let mut cmd = Command::new("unshare");
         cmd.args(["--mount", "--propagation", "private"])
@@ -151,60 +132,19 @@ impl Server {
         if program != sluice_bin() {
             cmd.arg("--no-caps");
         }
-        let child = cmd
-            .arg("-F")
-            .arg("-f")
-            .arg(&conf)
-            .arg("-R")
-            .arg(dir.join("persist"))
-            .arg("-c")
-            .arg(dir.join("ctl"))
-            .arg("-p")
-            .arg(dir.join("pid"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .unwrap();
-        Server {
-            child,
-            dir: dir.to_path_buf(),
-        }
+        InDir::start(cmd, dir, config)
     }
 
-    fn sluice(journal: &Journal, dir: &Path, config: &str) -> Server {
+    fn sluice(journal: &Journal, dir: &Path, config: &str) -> InDir {
         Server::start(&sluice_bin(), journal, dir, config, false)
-    }
-
-    fn kill_9(&mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-
-    fn stop(&mut self) {
-        // SAFETY: kill(2) on a child we spawned and have not reaped (the script execs the
-        // server, so this is the server).
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        self.child.wait().unwrap();
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(self.dir.join("stderr")).unwrap_or_default()
-    }
-
-    /// Waits for `n` lines in `out.log` (at most 30 s); returns the lines there.
-    fn wait_lines(&self, n: usize) -> Vec<String> {
-        let out = self.dir.join("out.log");
-        wait_until(Duration::from_secs(30), || lines(&out).len() >= n);
-        lines(&out)
     }
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Waits for `n` lines in the server's `out.log` (at most 30 s); returns the lines there.
+fn wait_lines(server: &InDir, n: usize) -> Vec<String> {
+    let out = server.dir.join("out.log");
+    wait_until(Duration::from_secs(30), || lines(&out).len() >= n);
+    lines(&out)
 }
 
 fn lines(path: &Path) -> Vec<String> {
@@ -278,7 +218,7 @@ fn entries_are_read_as_syslog_ngs_systemd_journal_reads_them() {
             let dir = tempfile::tempdir().unwrap();
             let server = Server::start(&program, &journal, dir.path(), &conf, false);
             // Five entries; a message of two lines, shown twice.
-            let got = server.wait_lines(7);
+            let got = wait_lines(&server, 7);
             std::thread::sleep(Duration::from_millis(300));
             assert!(got.len() >= 7, "{name} with {source}:\n{}", server.stderr());
             outputs.insert(name, std::fs::read_to_string(dir.path().join("out.log")).unwrap());
@@ -313,7 +253,7 @@ fn the_journal_is_followed_and_kill_9_loses_nothing() {
             });
             if round < 2 {
                 // Killed once some of what is being written arrived.
-                s.wait_lines(from + 1000);
+                wait_lines(&s, from + 1000);
                 s.kill_9();
                 eprintln!(
                     "killed at {} lines",
@@ -323,7 +263,7 @@ fn the_journal_is_followed_and_kill_9_loses_nothing() {
             writer.join().unwrap();
         });
         if round == 2 {
-            let got = s.wait_lines(total);
+            let got = wait_lines(&s, total);
             assert!(
                 got.len() >= total,
                 "{} of {total}:\n{}",
@@ -378,7 +318,7 @@ fn matches_and_match_boot_choose_entries_and_read_old_records_no_starts_at_the_e
         "$MSG",
     );
     let mut s = Server::sluice(&journal, dir.path(), &conf);
-    let got = s.wait_lines(2);
+    let got = wait_lines(&s, 2);
     std::thread::sleep(Duration::from_millis(300));
     s.stop();
     assert_eq!(
@@ -393,7 +333,7 @@ fn matches_and_match_boot_choose_entries_and_read_old_records_no_starts_at_the_e
     let s = Server::sluice(&journal, dir.path(), &conf);
     std::thread::sleep(Duration::from_millis(700));
     journal.write(&[vec![("MESSAGE", b"new"), ("SYSLOG_IDENTIFIER", b"x")]]);
-    let got = s.wait_lines(1);
+    let got = wait_lines(&s, 1);
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(lines(&dir.path().join("out.log")), ["new"], "{got:?}");
 }
@@ -422,7 +362,7 @@ fn system_reads_this_boots_journal_on_a_host_systemd_runs() {
         "$PROGRAM $LEVEL $MSG ${.journald.SYSLOG_IDENTIFIER}",
     );
     let s = Server::start(&sluice_bin(), &journal, dir.path(), &conf, true);
-    let got = s.wait_lines(1);
+    let got = wait_lines(&s, 1);
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(got, ["app warning this boot app"], "{}", s.stderr());
 }

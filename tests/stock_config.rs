@@ -16,15 +16,7 @@ const STOCK: &str = "/etc/syslog-ng/syslog-ng.conf";
 /// without, as the other root-only tests are), and the stock configuration (syslog-ng-core,
 /// which CI requires).
 fn can_run() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    let namespaces = root
-        && Command::new("unshare")
-            .args(["--mount", "--propagation", "private", "true"])
-            .status()
-            .is_ok_and(|s| s.success());
-    if !namespaces {
-        eprintln!("SKIPPED: needs root and unshare --mount to run a server on /dev/log privately");
+    if !common::private_mount_namespace("to run a server on /dev/log privately") {
         return false;
     }
     if !Path::new(STOCK).exists() {

@@ -32,6 +32,22 @@ pub fn syslog_ng() -> Option<PathBuf> {
     found
 }
 
+/// Whether this machine can run a server in a private mount namespace (root and `unshare
+/// --mount`); says why not (the test is then skipped, as other root-only tests are).
+pub fn private_mount_namespace(why: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let can = root
+        && Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "true"])
+            .status()
+            .is_ok_and(|s| s.success());
+    if !can {
+        eprintln!("SKIPPED: needs root and unshare --mount {why}");
+    }
+    can
+}
+
 /// A file of `../shared/corpus`, when this checkout sits beside it.
 pub fn corpus(name: &str) -> Option<PathBuf> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -296,6 +312,71 @@ impl Running {
 }
 
 impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A server run in `dir` — its configuration (`@DIR@` in it replaced by `dir`), persist file,
+/// control socket, pid file and stderr there — that can be killed and started again in the
+/// same place (its persist file kept).
+pub struct InDir {
+    pub child: Child,
+    pub dir: PathBuf,
+}
+
+impl InDir {
+    /// Starts `server` (the server's command, maybe behind a wrapper that execs it) on
+    /// `config`, with `-F -f -R -c -p` in `dir`.
+    pub fn start(mut server: Command, dir: &Path, config: &str) -> InDir {
+        let conf = dir.join("server.conf");
+        let config = config.replace("@DIR@", &dir.display().to_string());
+        std::fs::write(&conf, format!("@version: 3.38\n{config}")).unwrap();
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("stderr"))
+            .unwrap();
+        let child = server
+            .arg("-F")
+            .arg("-f")
+            .arg(&conf)
+            .arg("-R")
+            .arg(dir.join("persist"))
+            .arg("-c")
+            .arg(dir.join("ctl"))
+            .arg("-p")
+            .arg(dir.join("pid"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .unwrap();
+        InDir {
+            child,
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    pub fn kill_9(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    pub fn stop(&mut self) {
+        // SAFETY: kill(2) on a child we spawned and have not reaped (a wrapper execs the
+        // server, so this is the server).
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        self.child.wait().unwrap();
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.join("stderr")).unwrap_or_default()
+    }
+}
+
+impl Drop for InDir {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

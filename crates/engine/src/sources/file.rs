@@ -166,14 +166,7 @@ pub(super) async fn read_file(path: &Path, local: &Local, following: Following, 
     )
     .await;
     drop(tracker);
-    ctx.drained(&window).await;
-    // The last positions, unless a destination holds them past the stop's grace: a reader
-    // that comes after (a restart, a reload's) then repeats those lines, and none is lost.
-    let aborter = keeper.abort_handle();
-    if ctx.within_grace(keeper).await.is_none() {
-        aborter.abort();
-    }
-    persist::sync();
+    ctx.keep_last(&window, keeper).await;
 }
 
 /// Tells the keeper of positions where each read ends, with the acknowledgement to wait for.

@@ -264,12 +264,7 @@ impl JournalSource {
         drop(batches);
         drop(stop);
         drop(kept_tx);
-        ctx.drained(&window).await;
-        let aborter = keeper.abort_handle();
-        if ctx.within_grace(keeper).await.is_none() {
-            aborter.abort();
-        }
-        persist::sync();
+        ctx.keep_last(&window, keeper).await;
     }
 }
 

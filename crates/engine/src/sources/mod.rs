@@ -328,6 +328,19 @@ impl Context {
         ack
     }
 
+    /// The end of a reader that keeps where it got to (a file, the journal): waits for what
+    /// it read to be written and for `keeper` to keep the last position — once stopping, at
+    /// most the grace, after which a later reader repeats those messages and none is lost —
+    /// then writes the persist file.
+    pub async fn keep_last(&self, window: &Window, keeper: tokio::task::JoinHandle<()>) {
+        self.drained(window).await;
+        let aborter = keeper.abort_handle();
+        if self.within_grace(keeper).await.is_none() {
+            aborter.abort();
+        }
+        crate::persist::sync();
+    }
+
     /// Waits until `window` has every credit back (all its messages written), or, once the
     /// server is stopping, at most [`STOP_GRACE`].
     pub async fn drained(&self, window: &Window) {

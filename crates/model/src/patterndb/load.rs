@@ -305,34 +305,10 @@ impl Loader<'_> {
                 (None, None) => {
                     let r = self.loaded.db.rulesets.len();
                     self.loaded.db.rulesets.push(Radix::default());
-                    self.programs.insert(program.clone(), r);
-                    let at = file.at(p);
-                    if let Err(Refused::Malformed(why)) =
-                        self.loaded
-                            .db
-                            .programs
-                            .insert(program.as_bytes(), r, &at, self.prefix)
-                    {
-                        self.loaded
-                            .warnings
-                            .push(format!("{at}: program pattern {program:?} left out: {why}"));
-                    }
+                    self.program(file, p, program, r);
                     ruleset = Some(r);
                 }
-                (Some(r), None) => {
-                    self.programs.insert(program.clone(), r);
-                    let at = file.at(p);
-                    if let Err(Refused::Malformed(why)) =
-                        self.loaded
-                            .db
-                            .programs
-                            .insert(program.as_bytes(), r, &at, self.prefix)
-                    {
-                        self.loaded
-                            .warnings
-                            .push(format!("{at}: program pattern {program:?} left out: {why}"));
-                    }
-                }
+                (Some(r), None) => self.program(file, p, program, r),
                 (Some(r), Some(&other)) if other != r => {
                     return Err(file.error(p, format!("joining rulesets with mismatching program name sets, program={program}")));
                 }
@@ -346,6 +322,22 @@ impl Loader<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The program pattern `program` (written at `node`) leads to ruleset `r`.
+    fn program(&mut self, file: &File, node: Node, program: String, r: usize) {
+        let at = file.at(node);
+        let inserted = self
+            .loaded
+            .db
+            .programs
+            .insert(program.as_bytes(), r, &at, self.prefix);
+        if let Err(Refused::Malformed(why)) = inserted {
+            self.loaded
+                .warnings
+                .push(format!("{at}: program pattern {program:?} left out: {why}"));
+        }
+        self.programs.insert(program, r);
     }
 
     fn rule(&mut self, file: &File, node: Node, ruleset: usize) -> Result<(), String> {
