@@ -16,7 +16,8 @@
 //!    syslog socket.
 //! 3. The control socket and Prometheus start; every source runs, each with its own retire
 //!    signal and what it accepts with its source's stop (`Running::source_stops`).
-//! 4. The launcher is told the daemon started (`started`); signals are handled from here.
+//! 4. The launcher is told the daemon started (`started`), and systemd (`notify`); signals
+//!    are handled from here.
 //!
 //! # Reload (`Running::reload`)
 //!
@@ -50,6 +51,7 @@ pub mod control;
 pub mod destinations;
 pub mod dispatch;
 pub mod dns;
+pub mod notify;
 pub mod options;
 pub mod own_log;
 pub mod persist;
@@ -514,6 +516,16 @@ async fn serve(
     }
     started();
     own_log::notice(format!("sluice starting up; version='{VERSION}'"));
+    notify::ready("running");
+    if let Some(every) = notify::watchdog_every() {
+        services.spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                notify::alive();
+            }
+        });
+    }
 
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
@@ -536,6 +548,7 @@ async fn serve(
             Some(answer) = reload_requests.recv() => Some(answer),
         };
         // A reload: SIGHUP or `sluice ctl reload`.
+        notify::reloading();
         let result = match &reloader {
             None => Err("this server cannot reload (no configuration file)".to_string()),
             Some(build) => match build(stats.clone(), running.generation + 1) {
@@ -563,10 +576,13 @@ async fn serve(
                 "reloading the configuration failed; the running configuration stays:\n{e}"
             )),
         }
+        // Running again: the new configuration, or the one that stayed.
+        notify::ready("running");
         if let Some(answer) = answer {
             let _ = answer.send(result);
         }
     }
+    notify::stopping();
     stopping::begin();
     own_log::notice(format!("sluice shutting down; version='{VERSION}'"));
     // Stopping writes what was accepted, giving failing destinations a bounded grace; a

@@ -1,0 +1,127 @@
+//! sluice under systemd: the notification protocol a `Type=notify` unit relies on, driven
+//! through a socket of the test's own (`NOTIFY_SOCKET`), and the unit file
+//! (`packaging/sluice.service`) as `systemd-analyze verify` reads it.
+
+mod common;
+
+use common::{free_port, sluice_bin, InDir};
+use std::os::unix::net::UnixDatagram;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// The next notification other than `WATCHDOG=1`, waiting at most 20 s; the watchdog ones
+/// seen on the way are counted in `alive`.
+fn next(socket: &UnixDatagram, alive: &mut usize) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut buf = [0u8; 4096];
+    while Instant::now() < deadline {
+        match socket.recv(&mut buf) {
+            Ok(n) => {
+                // Each state on a line of its own.
+                let text = String::from_utf8_lossy(&buf[..n]).trim_end().to_string();
+                if text == "WATCHDOG=1" {
+                    *alive += 1;
+                    continue;
+                }
+                return text;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => continue,
+            Err(e) => panic!("receiving a notification: {e}"),
+        }
+    }
+    panic!("no notification within 20 s");
+}
+
+#[test]
+fn ready_reloading_and_stopping_are_told_to_systemd() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notify");
+    let socket = UnixDatagram::bind(&path).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let port = free_port();
+    // systemd names the process its watchdog is for: the shell's pid is sluice's once it
+    // execs it.
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", r#"export WATCHDOG_PID=$$; exec "$0" "$@""#])
+        .arg(sluice_bin())
+        .env("NOTIFY_SOCKET", &path)
+        .env("WATCHDOG_USEC", "200000");
+    let mut s = InDir::start(
+        cmd,
+        dir.path(),
+        &format!(
+            r#"source s {{ tcp(ip(127.0.0.1) port({port})); }};
+            destination d {{ file("@DIR@/out.log"); }};
+            log {{ source(s); destination(d); }};"#
+        ),
+    );
+    let mut alive = 0;
+    assert_eq!(
+        next(&socket, &mut alive),
+        "READY=1\nSTATUS=running",
+        "{}",
+        s.stderr()
+    );
+    // Ready means listening.
+    std::net::TcpStream::connect(("127.0.0.1", port)).expect("listening once ready");
+    // The watchdog at half of WATCHDOG_USEC.
+    let started = Instant::now();
+    while alive < 3 && started.elapsed() < Duration::from_secs(5) {
+        let mut buf = [0u8; 64];
+        if let Ok(n) = socket.recv(&mut buf) {
+            assert_eq!(&buf[..n], b"WATCHDOG=1\n");
+            alive += 1;
+        }
+    }
+    assert!(alive >= 3, "{alive} watchdog notifications");
+    // SIGHUP: RELOADING=1 (with the time, for Type=notify-reload), then READY=1.
+    // SAFETY: kill(2) on a child we spawned and have not reaped.
+    unsafe { libc::kill(s.child.id() as i32, libc::SIGHUP) };
+    let reloading = next(&socket, &mut alive);
+    assert!(
+        reloading.starts_with("RELOADING=1\nMONOTONIC_USEC="),
+        "{reloading}"
+    );
+    assert_eq!(next(&socket, &mut alive), "READY=1\nSTATUS=running");
+    // SIGTERM: STOPPING=1.
+    // SAFETY: as above.
+    unsafe { libc::kill(s.child.id() as i32, libc::SIGTERM) };
+    assert_eq!(next(&socket, &mut alive), "STOPPING=1\nSTATUS=stopping");
+    s.child.wait().unwrap();
+}
+
+/// `systemd-analyze verify` accepts the unit (its binary's path pointed at this build).
+#[test]
+fn the_unit_file_verifies() {
+    if Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIPPED: systemd-analyze is not installed (the systemd package)");
+        return;
+    }
+    let unit = Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/sluice.service");
+    let text = std::fs::read_to_string(unit).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let here = dir.path().join("sluice.service");
+    std::fs::write(
+        &here,
+        text.replace("/usr/sbin/sluice", &sluice_bin().display().to_string()),
+    )
+    .unwrap();
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&here)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
