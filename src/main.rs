@@ -92,6 +92,11 @@ enum Command {
     /// Match messages against pattern databases, test and merge them (syslog-ng's pdbtool).
     #[command(subcommand)]
     Pdbtool(pdbtool::PdbtoolCommand),
+    /// Print the completions of a shell (bash, zsh, fish) for sluice's commands and options.
+    Completions { shell: clap_complete::Shell },
+    /// Write sluice's manual pages (sluice.8, sluice-ctl.1, …) into a directory.
+    #[command(hide = true)]
+    Manpages { dir: PathBuf },
 }
 
 fn main() -> ExitCode {
@@ -115,6 +120,20 @@ fn main() -> ExitCode {
         Some(Command::Diskq(cmd)) => return ExitCode::from(diskq::run(cmd) as u8),
         Some(Command::Ctl(args)) => return ExitCode::from(ctl::run(args) as u8),
         Some(Command::Pdbtool(cmd)) => return ExitCode::from(pdbtool::run(cmd) as u8),
+        Some(Command::Completions { shell }) => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(*shell, &mut cmd, "sluice", &mut std::io::stdout());
+            return ExitCode::SUCCESS;
+        }
+        Some(Command::Manpages { dir }) => {
+            return match manpages(dir) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("sluice: writing manual pages into {}: {e}", dir.display());
+                    ExitCode::from(1)
+                }
+            };
+        }
         None => {}
     }
     let loaded = load(cli.cfgfile.as_deref(), &defaults);
@@ -188,6 +207,28 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Writes the manual page of sluice (section 8, a daemon's) and of each of its tools (section
+/// 1: `sluice-ctl.1`, …) into `dir`, from the command-line definitions.
+fn manpages(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let write = |cmd: clap::Command, name: &str, section: &str| -> std::io::Result<()> {
+        let cmd = cmd.name(name.to_string());
+        let mut page = Vec::new();
+        clap_mangen::Man::new(cmd)
+            .section(section)
+            .render(&mut page)?;
+        std::fs::write(dir.join(format!("{name}.{section}")), page)
+    };
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let name = format!("sluice-{}", sub.get_name());
+        if !matches!(sub.get_name(), "completions" | "help") {
+            write(sub.clone(), &name, "1")?;
+        }
+    }
+    write(cmd, "sluice", "8")
 }
 
 /// A configuration as read, or the error that stopped reading it.

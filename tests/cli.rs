@@ -587,3 +587,65 @@ impl<F: FnMut()> Drop for Defer<F> {
         (self.0)()
     }
 }
+
+/// The manual pages are written from the command-line definitions and render (`man -l`);
+/// each shell's completions are there.
+#[test]
+fn manual_pages_render_and_completions_are_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let made = std::process::Command::new(common::sluice_bin())
+        .arg("manpages")
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let mut pages: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    pages.sort();
+    for page in [
+        "sluice.8",
+        "sluice-ctl.1",
+        "sluice-loggen.1",
+        "sluice-diskq.1",
+        "sluice-pdbtool.1",
+    ] {
+        assert!(
+            pages.iter().any(|p| p == page),
+            "{page} missing from {pages:?}"
+        );
+    }
+    if std::process::Command::new("man")
+        .arg("--version")
+        .output()
+        .is_ok()
+    {
+        for page in &pages {
+            let out = std::process::Command::new("man")
+                .arg("-l")
+                .arg(dir.path().join(page))
+                .env("MANPAGER", "cat")
+                .env("MANWIDTH", "80")
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success() && text.contains("NAME"),
+                "{page}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    for shell in ["bash", "zsh", "fish"] {
+        let out = std::process::Command::new(common::sluice_bin())
+            .args(["completions", shell])
+            .output()
+            .unwrap();
+        assert!(out.status.success() && out.stdout.len() > 1000, "{shell}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("pdbtool"),
+            "{shell}"
+        );
+    }
+}
