@@ -12,7 +12,12 @@ pub struct Default {
 
 pub fn for_this_user() -> Default {
     // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
+    for_user(unsafe { libc::geteuid() } == 0)
+}
+
+/// The default of root (the one the package installs as `/etc/sluice/sluice.conf`), or of
+/// another user.
+fn for_user(root: bool) -> Default {
     let (udp, tcp, syslog, dir) = if root {
         (514, 514, 601, "/var/log/sluice")
     } else {
@@ -58,4 +63,18 @@ log {{
         format!("not running as root, so listening on {udp}/udp, {tcp}/tcp and {syslog}/tcp (RFC5424) instead of 514/514/601, writing {dir}/HOST/YYYY-MM-DD.log")
     };
     Default { text, summary }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The package's `/etc/sluice/sluice.conf` is root's embedded default, word for word.
+    #[test]
+    fn the_packaged_configuration_is_roots_default() {
+        let packaged = include_str!("../packaging/sluice.conf");
+        assert_eq!(
+            packaged,
+            super::for_user(true).text,
+            "packaging/sluice.conf drifted: write it again with `sudo sluice --print-default-config`"
+        );
+    }
 }
