@@ -18,14 +18,13 @@ and its peak memory.
 import argparse
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run import RSYSLOG, SLUICE, ROOT, count_lines, cpu_seconds, installed, peak_rss_mib, wait_stored  # noqa: E402
+from run import RSYSLOG, SLUICE, ROOT, count_lines, cpu_seconds, installed, peak_rss_mib, print_medians, wait_stored  # noqa: E402
 
 CORPUS = os.path.join(ROOT, "..", "shared", "corpus", "loghub-rfc3164.log")
 
@@ -165,19 +164,7 @@ def main():
             rate, us, rss = results[s][-1]
             print(f"round {r + 1} {s}: {rate:,.0f} lines/s, {us:.2f} CPU us/line, {rss:.0f} MiB")
     what = f"{args.dirs} dirs x {args.files} files" if args.dirs else "one file"
-    print(f"\n{len(lines):,} lines, {what}, median of {args.rounds} rounds")
-    print(f"{'server':<10} {'lines/s':>12} {'CPU us/line':>12} {'peak MiB':>9}")
-    med = {}
-    for s in servers:
-        rate = statistics.median(x[0] for x in results[s])
-        us = statistics.median(x[1] for x in results[s])
-        rss = max(x[2] for x in results[s])
-        med[s] = (rate, us)
-        print(f"{s:<10} {rate:>12,.0f} {us:>12.2f} {rss:>9.0f}")
-    if "sluice" in med:
-        for s in servers:
-            if s != "sluice":
-                print(f"sluice/{s}: {med['sluice'][0] / med[s][0]:.1f}x the rate, {med[s][1] / med['sluice'][1]:.1f}x less CPU per line")
+    print_medians(results, "line", f"{len(lines):,} lines, {what}, median of {args.rounds} rounds")
 
 
 if __name__ == "__main__":

@@ -274,6 +274,25 @@ def wait_stored(out, seen, want):
         time.sleep(0.02)
 
 
+def print_medians(results, unit, heading):
+    """The medians of rounds of (rate, CPU µs per item, peak MiB) per server, and the ratios of
+    sluice's to each other server's: the table files.py and journal.py print."""
+    print(f"\n{heading}")
+    print(f"{'server':<10} {unit + '/s':>12} {'CPU us/' + unit:>13} {'peak MiB':>9}")
+    med = {}
+    for s, rows in results.items():
+        rate = statistics.median(x[0] for x in rows)
+        us = statistics.median(x[1] for x in rows)
+        rss = max(x[2] for x in rows)
+        med[s] = (rate, us)
+        print(f"{s:<10} {rate:>12,.0f} {us:>13.2f} {rss:>9.0f}")
+    if "sluice" in med:
+        for s in med:
+            if s != "sluice":
+                print(f"sluice/{s}: {med['sluice'][0] / med[s][0]:.1f}x the rate, "
+                      f"{med[s][1] / med['sluice'][1]:.1f}x less CPU per {unit}")
+
+
 def run_once(server, args):
     work = tempfile.mkdtemp(prefix=f"sluice-bench-{server}-")
     out = os.path.join(work, "all.log")
