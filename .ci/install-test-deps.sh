@@ -6,6 +6,8 @@
 #   python3         the SysLogHandler client test
 #   openssl         the CLI that makes the TLS tests' certificates
 #   systemd-journal-remote  writes the journal files the systemd-journal() tests read
+#   lintian         checks the Debian package (tests/package.rs)
+#   cargo-deb       builds it (a crate, with `cargo install`)
 #   rsyslog         unpacked under /opt/rsyslog with its TLS and RELP modules (see below)
 # Idempotent; needs root (or sudo) the first time.
 set -euo pipefail
@@ -16,6 +18,7 @@ command -v logger >/dev/null || need+=(bsdutils)
 command -v python3 >/dev/null || need+=(python3)
 command -v openssl >/dev/null || need+=(openssl)
 [ -x /lib/systemd/systemd-journal-remote ] || need+=(systemd-journal-remote)
+command -v lintian >/dev/null || need+=(lintian)
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -25,6 +28,8 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 syslog-ng --version | head -1
+cargo deb --version >/dev/null 2>&1 || cargo install cargo-deb --locked --quiet
+cargo deb --version
 
 # rsyslog for the TLS and RELP interop tests. Debian's rsyslog conflicts with syslog-ng-core, so
 # its packages are unpacked under /opt/rsyslog (not installed) and run from there, with the
