@@ -11,6 +11,7 @@ mod default_config;
 mod diskq;
 mod loggen;
 mod pdbtool;
+mod privileges;
 
 /// Readers allocate batch buffers that writer threads free. glibc's allocator serialises
 /// those cross-thread frees on an arena lock (a third of all futex calls with 10,000
@@ -68,7 +69,13 @@ struct Cli {
     /// Print the embedded default configuration and exit.
     #[arg(long = "print-default-config")]
     print_default_config: bool,
-    /// Accepted for syslog-ng compatibility (sluice does not manage capabilities).
+    /// Run as this user (a name or a number) once everything that needs root is open.
+    #[arg(short = 'u', long = "user", value_name = "USER")]
+    user: Option<String>,
+    /// Run as this group (default: the user's).
+    #[arg(short = 'g', long = "group", value_name = "GROUP")]
+    group: Option<String>,
+    /// Accepted for syslog-ng compatibility: with -u sluice keeps no capabilities.
     #[arg(long = "no-caps", hide = true)]
     no_caps: bool,
     #[command(subcommand)]
@@ -177,20 +184,36 @@ fn main() -> ExitCode {
             sluice_engine::build_with(&config, stats, generation).map_err(|e| e.render(&config.map))
         }) as sluice_engine::Reloader
     });
+    let run_as = match privileges::resolve(cli.user.as_deref(), cli.group.as_deref()) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    // Once every listener is bound: the pid file, then the user sluice runs as.
+    let running = || {
+        write_pidfile(cli.pidfile.as_deref());
+        if let Some(who) = &run_as {
+            // The persist file is root's: it is opened while sluice still is.
+            sluice_engine::persist::open();
+            if let Err(e) = privileges::drop_to(who) {
+                sluice_engine::own_log::error(format!(
+                    "cannot run as the given user: {e}; stopping"
+                ));
+                std::process::exit(1);
+            }
+        }
+    };
     let result = if cli.foreground {
-        sluice_engine::run(
-            pipeline,
-            &opts,
-            || write_pidfile(cli.pidfile.as_deref()),
-            reloader,
-        )
+        sluice_engine::run(pipeline, &opts, running, reloader)
     } else {
         daemon::detach(|started| {
             sluice_engine::run(
                 pipeline,
                 &opts,
                 || {
-                    write_pidfile(cli.pidfile.as_deref());
+                    running();
                     started();
                 },
                 reloader,

@@ -125,3 +125,126 @@ fn the_unit_file_verifies() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A port below 1024 nothing listens on (this process is root).
+fn privileged_port() -> u16 {
+    (700..1000)
+        .find(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
+        .expect("a free port below 1024")
+}
+
+/// `/proc/PID/status`'s line that starts with `key`, its fields.
+fn status(pid: u32, key: &str) -> String {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(key))
+        .unwrap()
+        .to_string();
+    line[key.len()..]
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Started as root with `-u nobody -g nogroup`: listening on a privileged port, then running as
+/// nobody with no capabilities, still receiving there and writing its files, and a reload
+/// that keeps the port works.
+#[test]
+fn with_user_it_binds_as_root_then_runs_as_that_user() {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: needs root to start as root and become nobody");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let port = privileged_port();
+    let mut cmd = Command::new(sluice_bin());
+    cmd.args(["-u", "nobody", "-g", "nogroup", "-e"]);
+    let mut s = InDir::start(
+        cmd,
+        dir.path(),
+        &format!(
+            r#"source s {{ tcp(ip(127.0.0.1) port({port})); }};
+            destination d {{ file("@DIR@/out.log" template("$MSG\n")); }};
+            log {{ source(s); destination(d); }};"#
+        ),
+    );
+    let out = dir.path().join("out.log");
+    let send = |text: &str| {
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.write_all(format!("<13>Nov 25 10:00:00 h app: {text}\n").as_bytes())
+            .unwrap();
+    };
+    common::wait_until(Duration::from_secs(10), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let pid = s.child.id();
+    common::wait_until(Duration::from_secs(10), || {
+        status(pid, "Uid:") == "65534 65534 65534 65534"
+    });
+    assert_eq!(
+        status(pid, "Uid:"),
+        "65534 65534 65534 65534",
+        "{}",
+        s.stderr()
+    );
+    assert_eq!(status(pid, "Gid:"), "65534 65534 65534 65534");
+    assert_eq!(status(pid, "CapEff:"), "0000000000000000");
+    assert_eq!(status(pid, "CapPrm:"), "0000000000000000");
+    send("as nobody");
+    common::wait_until(Duration::from_secs(10), || {
+        std::fs::read_to_string(&out).is_ok_and(|t| t.contains("as nobody"))
+    });
+    let meta = std::fs::metadata(&out).unwrap();
+    assert_eq!(
+        std::os::unix::fs::MetadataExt::uid(&meta),
+        65534,
+        "the file is nobody's"
+    );
+    // A reload that keeps the port.
+    // SAFETY: kill(2) on a child we spawned and have not reaped.
+    unsafe { libc::kill(pid as i32, libc::SIGHUP) };
+    common::wait_until(Duration::from_secs(10), || {
+        s.stderr().contains("configuration reloaded")
+    });
+    send("after the reload");
+    let reloaded = common::wait_until(Duration::from_secs(10), || {
+        std::fs::read_to_string(&out).is_ok_and(|t| t.contains("after the reload"))
+    });
+    assert!(reloaded, "{}", s.stderr());
+    // A reload that needs root again (a second privileged port) says why it cannot be done.
+    let conf = dir.path().join("server.conf");
+    let text = std::fs::read_to_string(&conf).unwrap();
+    let other = (port + 1..1000)
+        .find(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
+        .unwrap();
+    std::fs::write(
+        &conf,
+        text.replace(
+            &format!("port({port}));"),
+            &format!("port({port})); tcp(ip(127.0.0.1) port({other}));"),
+        ),
+    )
+    .unwrap();
+    // SAFETY: as above.
+    unsafe { libc::kill(pid as i32, libc::SIGHUP) };
+    common::wait_until(Duration::from_secs(10), || {
+        s.stderr().contains("gave up root")
+    });
+    assert!(
+        s.stderr().contains("Permission denied")
+            && s.stderr().contains("a restart adds this listener"),
+        "{}",
+        s.stderr()
+    );
+    assert!(
+        s.stderr().contains("configuration reloaded"),
+        "{}",
+        s.stderr()
+    );
+    s.stop();
+}

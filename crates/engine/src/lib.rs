@@ -145,10 +145,20 @@ fn prepare(sources: Vec<Arc<dyn Source>>, retiring: &Retiring<'_>) -> anyhow::Re
                     same_source: **name == *s.source_name(),
                 })
             });
-            let ready = s
-                .clone()
-                .prepare(held)
-                .with_context(|| format!("source {}: cannot listen on {place}", s.source_name()))?;
+            let ready = s.clone().prepare(held).map_err(|e| {
+                // A server that gave up root (`-u`) cannot bind what needs it again.
+                // SAFETY: geteuid has no preconditions.
+                let hint = match e.kind() == std::io::ErrorKind::PermissionDenied
+                    && unsafe { libc::geteuid() } != 0
+                {
+                    true => " (sluice gave up root at start, -u: a restart adds this listener)",
+                    false => "",
+                };
+                anyhow::Error::new(e).context(format!(
+                    "source {}: cannot listen on {place}{hint}",
+                    s.source_name()
+                ))
+            })?;
             Ok((s, ready))
         })
         .collect()

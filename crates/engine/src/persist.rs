@@ -75,6 +75,12 @@ fn store() -> Option<&'static Mutex<Store>> {
     Some(STORE.get_or_init(|| Mutex::new(Store::open(path))))
 }
 
+/// Opens the persist file now rather than at its first use (before the process gives up the
+/// rights it needs to open it).
+pub fn open() {
+    let _ = store();
+}
+
 /// The file position the persist file holds for `key`.
 pub fn find(key: &str) -> Found {
     match find_kept(key) {
