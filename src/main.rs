@@ -12,6 +12,7 @@ mod diskq;
 mod loggen;
 mod pdbtool;
 mod privileges;
+mod reference;
 
 /// Readers allocate batch buffers that writer threads free. glibc's allocator serialises
 /// those cross-thread frees on an arena lock (a third of all futex calls with 10,000
@@ -104,6 +105,9 @@ enum Command {
     /// Write sluice's manual pages (sluice.8, sluice-ctl.1, …) into a directory.
     #[command(hide = true)]
     Manpages { dir: PathBuf },
+    /// Print the configuration reference (docs/reference.md) from the drivers' option tables.
+    #[command(hide = true)]
+    Reference,
 }
 
 fn main() -> ExitCode {
@@ -127,6 +131,10 @@ fn main() -> ExitCode {
         Some(Command::Diskq(cmd)) => return ExitCode::from(diskq::run(cmd) as u8),
         Some(Command::Ctl(args)) => return ExitCode::from(ctl::run(args) as u8),
         Some(Command::Pdbtool(cmd)) => return ExitCode::from(pdbtool::run(cmd) as u8),
+        Some(Command::Reference) => {
+            print!("{}", reference::markdown());
+            return ExitCode::SUCCESS;
+        }
         Some(Command::Completions { shell }) => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(*shell, &mut cmd, "sluice", &mut std::io::stdout());

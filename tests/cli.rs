@@ -649,3 +649,22 @@ fn manual_pages_render_and_completions_are_written() {
         );
     }
 }
+
+/// `docs/reference.md` is what the drivers' option tables say: an option added to a table
+/// and not to the reference (or the other way) fails here.
+#[test]
+fn the_reference_is_what_the_drivers_tables_say() {
+    let out = std::process::Command::new(common::sluice_bin())
+        .arg("reference")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let written = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/reference.md"),
+    )
+    .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout) == written,
+        "docs/reference.md differs from the drivers' tables: write it again with `sluice reference > docs/reference.md`"
+    );
+}

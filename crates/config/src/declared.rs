@@ -20,6 +20,15 @@ pub enum Support {
     NotYet,
 }
 
+/// A driver as the configuration reference (`sluice reference`, `docs/reference.md`) lists it:
+/// the names it answers to, a valid use of it, and its options in parts.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub names: Vec<&'static str>,
+    pub sample: &'static str,
+    pub options: Vec<&'static [Declared]>,
+}
+
 /// One option of a driver's table.
 #[derive(Clone, Copy, Debug)]
 pub struct Declared {

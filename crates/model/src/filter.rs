@@ -369,7 +369,6 @@ impl Filter {
 struct FilterFunction {
     names: &'static [&'static str],
     options: &'static [Declared],
-    #[cfg_attr(not(test), allow(dead_code))]
     sample: &'static str,
     build: fn(&Node, &mut Options, &Names, &mut NamedFilters) -> Result<Filter, ConfigError>,
 }
@@ -907,6 +906,18 @@ fn glob_to_regex(glob: &str) -> String {
     }
     re.push_str(")$");
     re
+}
+
+/// Every driver of this registry, for the configuration reference.
+pub fn reference() -> Vec<sluice_config::declared::Entry> {
+    FUNCTIONS
+        .iter()
+        .map(|f| sluice_config::declared::Entry {
+            names: f.names.to_vec(),
+            sample: f.sample,
+            options: vec![f.options],
+        })
+        .collect()
 }
 
 #[cfg(test)]

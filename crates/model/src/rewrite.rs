@@ -183,8 +183,6 @@ impl Field {
 struct RuleDriver {
     name: &'static str,
     options: &'static [Declared],
-    /// Read by the table test only.
-    #[cfg_attr(not(test), allow(dead_code))]
     sample: &'static str,
     build: fn(&Node, &[&Value], &mut Options, &Names) -> Result<Action, ConfigError>,
 }
@@ -697,6 +695,18 @@ fn group_names(msg: &LogMessage, globs: &[glob::Pattern]) -> Vec<String> {
     }
     names.retain(|n| globs.iter().any(|g| g.matches(n)));
     names
+}
+
+/// Every driver of this registry, for the configuration reference.
+pub fn reference() -> Vec<sluice_config::declared::Entry> {
+    RULES
+        .iter()
+        .map(|f| sluice_config::declared::Entry {
+            names: vec![f.name],
+            sample: f.sample,
+            options: vec![f.options],
+        })
+        .collect()
 }
 
 #[cfg(test)]

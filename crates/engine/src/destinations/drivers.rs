@@ -40,7 +40,6 @@ pub struct DestinationDriver {
     /// Its options, in parts.
     pub options: &'static [&'static [Declared]],
     /// A valid use, for the table test.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub sample: &'static str,
     pub build: fn(&Node, &mut Options, &DestinationContext) -> Result<Built, ConfigError>,
 }
@@ -1007,6 +1006,18 @@ fn failover(opt: &Node, address: &mut Address) -> Result<(), ConfigError> {
         ));
     }
     Ok(())
+}
+
+/// Every driver of this registry, for the configuration reference.
+pub fn reference() -> Vec<sluice_config::declared::Entry> {
+    DRIVERS
+        .iter()
+        .map(|f| sluice_config::declared::Entry {
+            names: f.names.to_vec(),
+            sample: f.sample,
+            options: f.options.to_vec(),
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -44,7 +44,6 @@ pub struct SourceDriver {
     /// Its own options, in parts; every source also has [`SourceOptions::DECLARED`].
     pub options: &'static [&'static [Declared]],
     /// A valid use, for the table test.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub sample: &'static str,
     pub build: fn(&Node, &mut Options, Common) -> Result<Built, ConfigError>,
 }
@@ -1221,6 +1220,20 @@ fn listen_backlog(o: &mut Options) -> Result<Option<u32>, ConfigError> {
         .map(Node::u64)
         .transpose()?
         .map(|n| n.clamp(1, 65535) as u32))
+}
+
+/// Every driver of this registry, for the configuration reference.
+pub fn reference() -> Vec<sluice_config::declared::Entry> {
+    DRIVERS
+        .iter()
+        .map(|f| sluice_config::declared::Entry {
+            names: f.names.to_vec(),
+            sample: f.sample,
+            options: std::iter::once(SourceOptions::DECLARED)
+                .chain(f.options.iter().copied())
+                .collect(),
+        })
+        .collect()
 }
 
 #[cfg(test)]

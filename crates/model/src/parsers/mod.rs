@@ -90,8 +90,6 @@ type NamedGroups = (regex::bytes::Regex, Vec<(usize, crate::values::NameId)>);
 struct ParserDriver {
     name: &'static str,
     options: &'static [Declared],
-    /// Read by the table test only.
-    #[cfg_attr(not(test), allow(dead_code))]
     sample: &'static str,
     build: fn(&Node, &mut Options, &Names) -> Result<Built, ConfigError>,
 }
@@ -1016,6 +1014,18 @@ fn csv_dialect(name: &str) -> Option<csv::Dialect> {
         "escape-double-char" => Some(csv::Dialect::EscapeDoubleChar),
         _ => None,
     }
+}
+
+/// Every driver of this registry, for the configuration reference.
+pub fn reference() -> Vec<sluice_config::declared::Entry> {
+    DRIVERS
+        .iter()
+        .map(|f| sluice_config::declared::Entry {
+            names: vec![f.name],
+            sample: f.sample,
+            options: vec![f.options],
+        })
+        .collect()
 }
 
 #[cfg(test)]
