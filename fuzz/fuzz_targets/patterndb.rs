@@ -20,7 +20,11 @@ fuzz_target!(|data: &[u8]| {
     if let Some(&rule) = tree.find(message, &mut captures) {
         assert!(rule < parts.len());
         for c in &captures {
-            assert!(c.start <= c.end && c.end <= message.len(), "{c:?} of {}", message.len());
+            assert!(
+                c.start <= c.end && c.end <= message.len(),
+                "{c:?} of {}",
+                message.len()
+            );
         }
     }
 });
