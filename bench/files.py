@@ -24,7 +24,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run import RSYSLOG, SLUICE, ROOT, count_lines, cpu_seconds, installed, peak_rss_mib, print_medians, wait_stored  # noqa: E402
+from run import RSYSLOG, SLUICE, ROOT, cpu_seconds, installed, measure, peak_rss_mib, print_medians  # noqa: E402
 
 CORPUS = os.path.join(ROOT, "..", "shared", "corpus", "loghub-rfc3164.log")
 
@@ -106,15 +106,7 @@ def read_once(server, lines, dirs, files):
         started = time.time()
         proc = start(server, work, base, out, dirs, files)
         want = (len(lines) // (dirs * files)) * dirs * files if dirs else len(lines)
-        seen = {}
-        last = wait_stored(out, seen, want)
-        got = count_lines(out, seen)
-        cpu, rss = cpu_seconds(proc.pid), peak_rss_mib(proc.pid)
-        proc.terminate()
-        proc.wait()
-        if got < want:
-            print(f"  {server}: {got} of {want} lines", file=sys.stderr)
-        return got / (last - started), cpu / got * 1e6, rss
+        return measure(server, proc, out, want, started, "line")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -23,7 +23,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run import RSYSLOG, SLUICE, ROOT, count_lines, cpu_seconds, installed, peak_rss_mib, print_medians, wait_stored  # noqa: E402
+from run import RSYSLOG, SLUICE, ROOT, installed, measure, print_medians  # noqa: E402
 
 CORPUS = os.path.join(ROOT, "..", "shared", "corpus", "loghub-rfc3164.log")
 NAMESPACE = os.path.join(ROOT, "tests", "data", "journal-namespace.sh")
@@ -101,15 +101,7 @@ def read_once(server, journal, n):
         out = os.path.join(work, "out.log")
         started = time.time()
         proc = start(server, work, journal, out)
-        seen = {}
-        last = wait_stored(out, seen, n)
-        got = count_lines(out, seen)
-        cpu, rss = cpu_seconds(proc.pid), peak_rss_mib(proc.pid)
-        proc.terminate()
-        proc.wait()
-        if got < n:
-            print(f"  {server}: {got} of {n} entries", file=sys.stderr)
-        return got / (last - started), cpu / max(got, 1) * 1e6, rss
+        return measure(server, proc, out, n, started, "entry")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

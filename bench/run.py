@@ -274,6 +274,21 @@ def wait_stored(out, seen, want):
         time.sleep(0.02)
 
 
+def measure(server, proc, out, want, started, unit):
+    """Waits until `out` holds `want` lines, stops `proc` and returns (items/s since `started`,
+    CPU µs per item, peak MiB): what files.py and journal.py measure of a server that reads
+    what was written before it started."""
+    seen = {}
+    last = wait_stored(out, seen, want)
+    got = count_lines(out, seen)
+    cpu, rss = cpu_seconds(proc.pid), peak_rss_mib(proc.pid)
+    proc.terminate()
+    proc.wait()
+    if got < want:
+        print(f"  {server}: {got} of {want} {unit}s", file=sys.stderr)
+    return got / (last - started), cpu / max(got, 1) * 1e6, rss
+
+
 def print_medians(results, unit, heading):
     """The medians of rounds of (rate, CPU µs per item, peak MiB) per server, and the ratios of
     sluice's to each other server's: the table files.py and journal.py print."""
