@@ -11,11 +11,13 @@
 //! - [`path`]: log paths and the router that decides which destinations a message reaches,
 //!   and which version of it (rewritten on the way) each one gets.
 
+pub mod correlation;
 pub mod file_name;
 pub mod filter;
 pub mod find;
 pub mod ingest;
 pub mod journal;
+pub mod kept;
 pub mod kmsg;
 pub mod list;
 pub mod macros;

@@ -44,6 +44,9 @@ enum Op {
         value: Value,
         default: Option<Box<[u8]>>,
     },
+    /// `${name}@N`, `$(function …)@N`: the value or call on the message N before the last of a
+    /// correlation context ([`context`]); nothing outside one.
+    Earlier(usize, Box<Op>),
 }
 
 #[derive(Clone, Debug)]
@@ -91,9 +94,7 @@ impl Template {
                     flush(&mut literal, &mut ops);
                     let call = Op::Call(Box::new(functions::Call::compile(argv, names)?));
                     i += 2 + used;
-                    if message_reference(bytes, &mut i) == 0 {
-                        ops.push(call);
-                    }
+                    ops.push(referred(call, message_reference(bytes, &mut i)));
                 }
                 Some(b'{') => {
                     let end = text[i + 2..]
@@ -111,9 +112,7 @@ impl Template {
                         default,
                     };
                     i = end + 1;
-                    if message_reference(bytes, &mut i) == 0 {
-                        ops.push(value);
-                    }
+                    ops.push(referred(value, message_reference(bytes, &mut i)));
                 }
                 _ => {
                     let len = bytes[i + 1..]
@@ -212,37 +211,53 @@ impl Template {
         mut each_value: impl FnMut(&mut Vec<u8>, usize),
     ) {
         for op in &self.ops {
-            match op {
-                Op::Literal(bytes) => out.extend_from_slice(bytes),
-                Op::Call(call) => {
-                    let start = out.len();
-                    call.append(msg, seq, out);
-                    each_value(out, start);
-                }
-                Op::Value { value, default } => {
-                    let start = out.len();
-                    match value {
-                        Value::Macro(m) => m.expand(msg, &self.dates, self.escape, seq, out),
-                        Value::Sdata { id, param, name } => {
-                            let set = msg.values.get(*name).map(|v| v.of(msg.raw));
-                            if let Some(v) = set.or_else(|| msg.sdata(id, param)) {
-                                append(out, v, self.escape);
-                            }
+            self.append_op(op, msg, seq, out, &mut each_value);
+        }
+    }
+
+    fn append_op(
+        &self,
+        op: &Op,
+        msg: &LogMessage,
+        seq: u32,
+        out: &mut Vec<u8>,
+        each_value: &mut impl FnMut(&mut Vec<u8>, usize),
+    ) {
+        match op {
+            Op::Literal(bytes) => out.extend_from_slice(bytes),
+            Op::Call(call) => {
+                let start = out.len();
+                call.append(msg, seq, out);
+                each_value(out, start);
+            }
+            Op::Value { value, default } => {
+                let start = out.len();
+                match value {
+                    Value::Macro(m) => m.expand(msg, &self.dates, self.escape, seq, out),
+                    Value::Sdata { id, param, name } => {
+                        let set = msg.values.get(*name).map(|v| v.of(msg.raw));
+                        if let Some(v) = set.or_else(|| msg.sdata(id, param)) {
+                            append(out, v, self.escape);
                         }
-                        Value::Pair(name) => {
-                            if let Some(v) = msg.values.get(*name) {
-                                append(out, v.of(msg.raw), self.escape);
-                            }
-                        }
-                        Value::Element => functions::append_element(out),
                     }
-                    if out.len() == start {
-                        if let Some(d) = default {
-                            out.extend_from_slice(d);
+                    Value::Pair(name) => {
+                        if let Some(v) = msg.values.get(*name) {
+                            append(out, v.of(msg.raw), self.escape);
                         }
                     }
-                    each_value(out, start);
+                    Value::Element => functions::append_element(out),
                 }
+                if out.len() == start {
+                    if let Some(d) = default {
+                        out.extend_from_slice(d);
+                    }
+                }
+                each_value(out, start);
+            }
+            Op::Earlier(n, op) => {
+                context::earlier(*n, |earlier| {
+                    self.append_op(op, earlier, seq, out, each_value)
+                });
             }
         }
     }
@@ -287,9 +302,7 @@ impl Template {
 
 /// After `${name}` or `$(function …)` at `*i`: `@N`, the message it refers to in a correlation
 /// context (`@0` the last one, `@1` the one before, …), as syslog-ng reads it; `@@` is a
-/// literal `@` (the first is taken here); `@` and anything else is a literal `@`. A template
-/// sees one message here, so a reference to an earlier one (N ≥ 1) expands to nothing: the
-/// caller leaves the reference out.
+/// literal `@` (the first is taken here); `@` and anything else is a literal `@`.
 fn message_reference(bytes: &[u8], i: &mut usize) -> usize {
     if bytes.get(*i) != Some(&b'@') {
         return 0;
@@ -310,6 +323,14 @@ fn message_reference(bytes: &[u8], i: &mut usize) -> usize {
         .unwrap_or(usize::MAX);
     *i += 1 + digits;
     n
+}
+
+/// `op` on the message `n` before the last of a correlation context (`@N`); `@0` is the last.
+fn referred(op: Op, n: usize) -> Op {
+    match n {
+        0 => op,
+        n => Op::Earlier(n, Box::new(op)),
+    }
 }
 
 fn flush(literal: &mut Vec<u8>, ops: &mut Vec<Op>) {
@@ -369,6 +390,7 @@ impl ValueRef {
     }
 }
 
+pub mod context;
 pub mod functions;
 mod json;
 #[cfg(test)]

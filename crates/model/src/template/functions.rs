@@ -5,7 +5,7 @@
 //! next byte as it is, and parentheses nest, so `$(if ("$HOST" eq "gw") "a" "b")` has the
 //! filter expression `("$HOST" eq "gw")` as its first argument.
 
-use super::{Names, Template};
+use super::{context, Names, Template};
 use crate::filter::{self, Filter};
 use crate::message::LogMessage;
 use crate::values::ValueType;
@@ -38,10 +38,18 @@ enum Func {
     Arithmetic(u8),
     /// `$(format-json)`, `$(format-flat-json)`, `$(format-welf)`, `$(names)`, `$(values)`.
     ValuePairs(Box<super::value_pairs::ValuePairs>),
-    /// `$(grep [--max-count N] (filter) template…)`: the templates, joined by commas, when the
-    /// message matches (syslog-ng looks at each message of a correlation context; here there
-    /// is the one being formatted).
-    Grep(Box<Filter>),
+    /// `$(grep [--max-count N] (filter) template…)`: the templates for each message of the
+    /// correlation context (or the one formatted) that the filter matches, joined by commas;
+    /// `$(context-lookup …)` the same as a list. At most N matching messages (0: all).
+    Grep {
+        condition: Box<Filter>,
+        max_count: usize,
+        list: bool,
+    },
+    /// `$(context-values template…)`: the templates for each message of the context, as a list.
+    ContextValues,
+    /// `$(context-length)`: the number of messages in the context.
+    ContextLength,
     /// `$(map template list)`: the template for each item (`$_`), as a list.
     Map,
     /// `$(filter (filter) list)`: the items (`$_`) the filter matches.
@@ -87,10 +95,10 @@ enum Func {
     Implode,
     /// `$(uuid)`: a random (version 4) UUID.
     Uuid,
-    /// `$(sum …)`, `$(min …)`, `$(max …)`, `$(average …)`: over the messages of a correlation
-    /// context in syslog-ng; a file or network destination formats one message at a time, so
-    /// each gives the integer its argument makes for that message (nothing when it makes none).
-    Aggregate,
+    /// `$(sum …)`, `$(min …)`, `$(max …)`, `$(average …)`: of the integers the argument makes
+    /// for the messages of a correlation context (or the one formatted); those it makes none
+    /// for are left out, and nothing when none makes one. The average is an integer division.
+    Aggregate(Aggregate),
     /// `$(format-date [--time-zone TZ] format [timestamp])` (syslog-ng 4.x): `strftime` of the
     /// message's time, or of a timestamp written `secs[.fraction][offset]`, in its own
     /// offset, the machine's when it has none, or the `--time-zone` given.
@@ -100,6 +108,21 @@ enum Func {
     },
     /// `$(template t_name)`: a named template, bound when the configuration is read.
     Named(Box<Template>),
+}
+
+/// What `$(sum)`, `$(min)`, `$(max)` and `$(average)` make of their numbers.
+#[derive(Clone, Copy, Debug)]
+pub enum Aggregate {
+    Sum,
+    Min,
+    Max,
+    Average,
+}
+
+/// The number of a function's `--max-count`.
+fn count_option(function: &str, text: &str) -> Result<usize, String> {
+    text.parse()
+        .map_err(|_| format!("$({function}) --max-count needs a number, not {text:?}"))
 }
 
 /// Compiles the filter statement `name` for a template's condition; `building` holds the
@@ -193,15 +216,15 @@ const FUNCTIONS: &[&str] = &[
     "iterate",
     "list-search",
     "format-date",
+    "context-length",
+    "context-lookup",
+    "context-values",
 ];
 const NOT_YET: &[&str] = &[
     "format-cim",
     "format-gelf",
     "echo-json",
     "binary",
-    "context-length",
-    "context-lookup",
-    "context-values",
     "dns-resolve-ip",
     "geoip",
     "geoip2",
@@ -326,21 +349,31 @@ impl Call {
                 argv.clear();
                 Func::ValuePairs(Box::new(f))
             }
-            "grep" => {
-                // `--max-count` limits the matching messages of a correlation context; with the
-                // one message being formatted it changes nothing.
-                if argv.first().is_some_and(|a| a.starts_with("--max-count=")) {
+            "grep" | "context-lookup" => {
+                let mut max_count = 0;
+                if let Some(n) = argv.first().and_then(|a| a.strip_prefix("--max-count=")) {
+                    max_count = count_option(&name, n)?;
                     argv.remove(0);
                 } else if argv.len() > 2 && matches!(argv[0].as_str(), "--max-count" | "-m") {
+                    max_count = count_option(&name, &argv[1])?;
                     argv.drain(..2);
                 }
                 if argv.len() < 2 {
-                    return Err(
-                        "$(grep) needs a filter and a template: $(grep (filter) $MSG)".into(),
-                    );
+                    return Err(format!(
+                        "$({name}) needs a filter and a template: $({name} (filter) $MSG)"
+                    ));
                 }
                 let condition = argv.remove(0);
-                Func::Grep(Box::new(compile_condition("grep", &condition, names)?))
+                Func::Grep {
+                    condition: Box::new(compile_condition(&name, &condition, names)?),
+                    max_count,
+                    list: name == "context-lookup",
+                }
+            }
+            "context-values" => Func::ContextValues,
+            "context-length" => {
+                argv.truncate(0);
+                Func::ContextLength
             }
             "map" | "filter" => {
                 if argv.len() != 2 {
@@ -455,7 +488,10 @@ impl Call {
             "explode" => Func::Explode,
             "implode" => Func::Implode,
             "uuid" => Func::Uuid,
-            "sum" | "min" | "max" | "average" => Func::Aggregate,
+            "sum" => Func::Aggregate(Aggregate::Sum),
+            "min" => Func::Aggregate(Aggregate::Min),
+            "max" => Func::Aggregate(Aggregate::Max),
+            "average" => Func::Aggregate(Aggregate::Average),
             "template" => {
                 let Some(target) = argv.first().cloned() else {
                     return Err("$(template) needs the name of a template statement".into());
@@ -572,8 +608,9 @@ impl Call {
         match &self.func {
             Func::Arithmetic(_) | Func::Round | Func::Ceil | Func::Floor => number(),
             Func::Length | Func::ListCount | Func::ListSearch { .. } => ValueType::Int,
-            Func::Aggregate if result.is_empty() => ValueType::Null,
-            Func::Aggregate => ValueType::Int,
+            Func::Aggregate(_) if result.is_empty() => ValueType::Null,
+            Func::Aggregate(_) | Func::ContextLength => ValueType::Int,
+            Func::ContextValues | Func::Grep { list: true, .. } => ValueType::List,
             Func::ListConcat | Func::ListAppend | Func::ListSlice | Func::Explode | Func::Map => {
                 ValueType::List
             }
@@ -666,10 +703,49 @@ impl Call {
             }
             Func::Arithmetic(op) => arithmetic(*op, &args(), out),
             Func::ValuePairs(f) => f.append(msg, seq, out),
-            Func::Grep(condition) => {
-                if condition.matches(msg, &mut Vec::new()) {
-                    join(out, &args(), b",", |v, out| out.extend_from_slice(v));
-                }
+            Func::Grep {
+                condition,
+                max_count,
+                list,
+            } => {
+                let (start, mut count, mut scratch, mut value) =
+                    (out.len(), 0, Vec::new(), Vec::new());
+                context::each(msg, |m| {
+                    if (*max_count > 0 && count >= *max_count)
+                        || !condition.matches(m, &mut scratch)
+                    {
+                        return;
+                    }
+                    count += 1;
+                    for t in &self.args {
+                        match list {
+                            true => {
+                                value.clear();
+                                t.append(m, seq, &mut value);
+                                crate::list::push(out, start, &value);
+                            }
+                            false => {
+                                if out.len() > start {
+                                    out.push(b',');
+                                }
+                                t.append(m, seq, out);
+                            }
+                        }
+                    }
+                });
+            }
+            Func::ContextValues => {
+                let (start, mut value) = (out.len(), Vec::new());
+                context::each(msg, |m| {
+                    for t in &self.args {
+                        value.clear();
+                        t.append(m, seq, &mut value);
+                        crate::list::push(out, start, &value);
+                    }
+                });
+            }
+            Func::ContextLength => {
+                out.extend_from_slice(itoa::Buffer::new().format(context::len()).as_bytes())
             }
             Func::Map => {
                 let [template, list] = self.args.as_slice() else {
@@ -794,12 +870,34 @@ impl Call {
                     out.extend_from_slice(text.as_bytes());
                 }
             }
-            Func::Aggregate => {
-                let v = self.args.first().map(eval).unwrap_or_default();
-                if let Some(n) = std::str::from_utf8(&v)
-                    .ok()
-                    .and_then(|s| s.trim_start().parse::<i64>().ok())
-                {
+            Func::Aggregate(how) => {
+                let Some(arg) = self.args.first() else {
+                    return;
+                };
+                let (mut found, mut count, mut v): (Option<i64>, i64, Vec<u8>) =
+                    (None, 0, Vec::new());
+                context::each(msg, |m| {
+                    v.clear();
+                    arg.append(m, seq, &mut v);
+                    let Some(n) = std::str::from_utf8(&v)
+                        .ok()
+                        .and_then(|s| s.trim_start().parse::<i64>().ok())
+                    else {
+                        return;
+                    };
+                    count += 1;
+                    found = Some(match (found, how) {
+                        (None, _) => n,
+                        (Some(a), Aggregate::Sum | Aggregate::Average) => a.wrapping_add(n),
+                        (Some(a), Aggregate::Min) => a.min(n),
+                        (Some(a), Aggregate::Max) => a.max(n),
+                    });
+                });
+                if let Some(n) = found {
+                    let n = match how {
+                        Aggregate::Average => n / count,
+                        _ => n,
+                    };
                     out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
                 }
             }

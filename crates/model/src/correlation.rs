@@ -1,0 +1,509 @@
+//! Correlation state: the open contexts of a pattern database's rules or of a
+//! `grouping-by()`, each a list of messages under a key, ended by a timer.
+//!
+//! Semantics are syslog-ng 3.38's:
+//! - A context's key is its id (a template's value) within a scope: the same process
+//!   (`$HOST`, `$PROGRAM`, `$PID`), program, host, or everything (`global`).
+//! - Time follows the messages: each message moves the clock to its own time, never past the
+//!   time it was received and never back, so logs replayed from a file correlate in the time
+//!   they were written. While no message comes, the clock follows the wall clock ([`State::tick`]).
+//! - A context ends `timeout` seconds (of that clock) after its last message.
+//!
+//! For every core: contexts are sharded by key, each shard under its own lock, so readers on
+//! different cores rarely wait on each other, and the messages of one context still join it
+//! in the order they arrive. The number of open contexts is bounded: past the bound, the
+//! context nearest its end is ended early ([`State::evicted`] counts them), its timeout
+//! actions fired like any other's, so a flood of unique keys cannot exhaust memory.
+
+use crate::kept::Kept;
+use crate::message::LogMessage;
+use hashbrown::HashMap;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Which messages share a context id: syslog-ng's `context-scope()`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    Process,
+    Program,
+    Host,
+    Global,
+}
+
+impl Scope {
+    pub fn parse(name: &str) -> Option<Scope> {
+        Some(match name.to_ascii_lowercase().as_str() {
+            "process" => Scope::Process,
+            "program" => Scope::Program,
+            "host" => Scope::Host,
+            "global" => Scope::Global,
+            _ => return None,
+        })
+    }
+
+    /// How many of host, program and pid the key holds.
+    fn parts(self) -> usize {
+        match self {
+            Scope::Process => 3,
+            Scope::Program => 2,
+            Scope::Host => 1,
+            Scope::Global => 0,
+        }
+    }
+}
+
+/// A context's key: its scope, the parts of the message the scope names, and its id, in one
+/// allocation.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Key(Box<[u8]>);
+
+impl Key {
+    /// The key of `msg`'s context `id` in `scope`.
+    pub fn of(scope: Scope, msg: &LogMessage, id: &[u8]) -> Key {
+        let parts: [&[u8]; 3] = [msg.host(), msg.program(), msg.pid()];
+        let parts = &parts[..scope.parts()];
+        let mut key =
+            Vec::with_capacity(1 + 4 * 4 + id.len() + parts.iter().map(|p| p.len()).sum::<usize>());
+        key.push(scope as u8);
+        for part in parts.iter().chain([&id]) {
+            key.extend_from_slice(&(part.len() as u32).to_le_bytes());
+            key.extend_from_slice(part);
+        }
+        Key(key.into_boxed_slice())
+    }
+
+    fn scope(&self) -> Scope {
+        [Scope::Process, Scope::Program, Scope::Host, Scope::Global][self.0[0] as usize]
+    }
+
+    /// The host, program and pid the scope takes, then the id.
+    fn parts(&self) -> impl Iterator<Item = &[u8]> {
+        let mut rest = &self.0[1..];
+        std::iter::from_fn(move || {
+            let (len, tail) = rest.split_first_chunk::<4>()?;
+            let (part, tail) = tail.split_at(u32::from_le_bytes(*len) as usize);
+            rest = tail;
+            Some(part)
+        })
+    }
+
+    /// The context's id (the value of its template).
+    pub fn id(&self) -> &[u8] {
+        self.parts().last().unwrap_or_default()
+    }
+
+    /// The host, program and pid of the key's scope, as a message of the context had them:
+    /// a message the context makes carries them (syslog-ng sets them so).
+    pub fn scoped(&self) -> Scoped<'_> {
+        let mut parts = self.parts().take(self.scope().parts());
+        Scoped {
+            host: parts.next(),
+            program: parts.next(),
+            pid: parts.next(),
+        }
+    }
+}
+
+/// What a key's scope took from its messages ([`Key::scoped`]).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Scoped<'k> {
+    pub host: Option<&'k [u8]>,
+    pub program: Option<&'k [u8]>,
+    pub pid: Option<&'k [u8]>,
+}
+
+/// An open context: its messages, oldest first, and what its owner keeps with it (the rule
+/// that last matched, for a pattern database).
+#[derive(Debug)]
+pub struct Context<T> {
+    pub key: Key,
+    pub messages: Vec<Kept>,
+    pub owner: T,
+    /// When it ends, in the clock's seconds, and its place among the shard's deadlines.
+    deadline: (u64, u64),
+}
+
+struct Shard<T> {
+    contexts: HashMap<Key, Context<T>, foldhash::fast::RandomState>,
+    /// Each context's deadline, in order: what ends first is found first.
+    deadlines: BTreeMap<(u64, u64), Key>,
+    /// Numbers deadlines of the same second apart.
+    next: u64,
+}
+
+impl<T> Shard<T> {
+    fn remove(&mut self, key: &Key) -> Option<Context<T>> {
+        let context = self.contexts.remove(key)?;
+        self.deadlines.remove(&context.deadline);
+        Some(context)
+    }
+
+    fn schedule(&mut self, key: &Key, at: u64) {
+        let Some(context) = self.contexts.get_mut(key) else {
+            return;
+        };
+        let old = std::mem::replace(&mut context.deadline, (at, self.next));
+        self.next += 1;
+        let key = self.deadlines.remove(&old).unwrap_or_else(|| key.clone());
+        self.deadlines.insert(context.deadline, key);
+    }
+
+    /// The context that ends first, when it ends at `clock` or before (any, when `clock` is
+    /// `u64::MAX`).
+    fn pop_due(&mut self, clock: u64) -> Option<Context<T>> {
+        let (&(at, _), _) = self.deadlines.first_key_value()?;
+        if at > clock {
+            return None;
+        }
+        let (_, key) = self.deadlines.pop_first()?;
+        self.contexts.remove(&key)
+    }
+}
+
+const SHARDS: usize = 64;
+
+/// What a message did to its context ([`State::join`]).
+pub enum Joined<T> {
+    /// It is open, with the message's `timeout` from now.
+    Open,
+    /// The caller ended it (`grouping-by()`'s `trigger()`): here it is.
+    Closed(Context<T>),
+}
+
+/// The open contexts of one parser.
+pub struct State<T> {
+    shards: Box<[Mutex<Shard<T>>]>,
+    /// Seconds since the epoch, as the messages tell them.
+    clock: AtomicU64,
+    /// When (µs of the wall clock) a message last moved or kept the clock, or a tick moved it.
+    last_tick: AtomicI64,
+    /// Contexts found ended while a message looked for them, or ended early, to be handed to
+    /// [`State::tick`]'s caller.
+    due: Mutex<Vec<Context<T>>>,
+    limit_per_shard: usize,
+    open: AtomicU64,
+    ended: AtomicU64,
+    evicted: AtomicU64,
+}
+
+impl<T> State<T> {
+    /// State for at most `max_contexts` open contexts.
+    pub fn new(max_contexts: usize) -> State<T> {
+        State {
+            shards: (0..SHARDS)
+                .map(|_| {
+                    Mutex::new(Shard {
+                        contexts: HashMap::default(),
+                        deadlines: BTreeMap::new(),
+                        next: 0,
+                    })
+                })
+                .collect(),
+            clock: AtomicU64::new(0),
+            last_tick: AtomicI64::new(0),
+            due: Mutex::new(Vec::new()),
+            limit_per_shard: max_contexts.div_ceil(SHARDS).max(1),
+            open: AtomicU64::new(0),
+            ended: AtomicU64::new(0),
+            evicted: AtomicU64::new(0),
+        }
+    }
+
+    fn shard(&self, key: &Key) -> std::sync::MutexGuard<'_, Shard<T>> {
+        use std::hash::BuildHasher;
+        static HASHER: std::sync::OnceLock<foldhash::fast::FixedState> = std::sync::OnceLock::new();
+        let hash = HASHER
+            .get_or_init(foldhash::fast::FixedState::default)
+            .hash_one(key);
+        self.shards[(hash >> 58) as usize % SHARDS]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The clock, in seconds since the epoch.
+    pub fn now(&self) -> u64 {
+        self.clock.load(Ordering::Relaxed)
+    }
+
+    /// Moves the clock to `msg`'s time (its stamp, never later than when it was received,
+    /// never back).
+    pub fn advance(&self, msg: &LogMessage) {
+        let received = msg.recvd.secs.max(0) as u64;
+        let to = (msg.stamp.secs.max(0) as u64).min(received);
+        if to > self.clock.load(Ordering::Relaxed) {
+            self.clock.fetch_max(to, Ordering::Relaxed);
+        }
+        // The wall clock moves the correlation clock only while no message comes: kept
+        // fresh to a quarter second, so busy readers rarely write to it.
+        let at = msg.recvd.secs * 1_000_000 + i64::from(msg.recvd.micros);
+        if at > self.last_tick.load(Ordering::Relaxed) + 250_000 {
+            self.last_tick.fetch_max(at, Ordering::Relaxed);
+        }
+    }
+
+    /// Finds or opens (`open` makes its owner) the context `key`, lets `f` add to it, and
+    /// schedules its end `timeout` seconds from now, unless `f` closed it. A context that has
+    /// ended by the clock is not joined: it goes to the ended ones and a new one opens.
+    pub fn join(
+        &self,
+        key: Key,
+        timeout: u64,
+        open: impl FnOnce() -> T,
+        f: impl FnOnce(&mut Context<T>) -> bool,
+    ) -> Joined<T> {
+        let clock = self.now();
+        let mut shard = self.shard(&key);
+        let mut ended = Vec::new();
+        if shard
+            .contexts
+            .get(&key)
+            .is_some_and(|c| c.deadline.0 <= clock)
+        {
+            ended.extend(shard.remove(&key));
+        }
+        if !shard.contexts.contains_key(&key) {
+            while shard.contexts.len() >= self.limit_per_shard {
+                match shard.pop_due(u64::MAX) {
+                    Some(oldest) => {
+                        self.evicted.fetch_add(1, Ordering::Relaxed);
+                        ended.push(oldest);
+                    }
+                    None => break,
+                }
+            }
+            let context = Context {
+                key: key.clone(),
+                messages: Vec::new(),
+                owner: open(),
+                deadline: (0, 0),
+            };
+            shard.contexts.insert(key.clone(), context);
+            self.open.fetch_add(1, Ordering::Relaxed);
+        }
+        let context = shard.contexts.get_mut(&key).expect("opened above");
+        let keep = f(context);
+        let joined = if keep {
+            shard.schedule(&key, clock.saturating_add(timeout));
+            Joined::Open
+        } else {
+            let closed = shard.remove(&key).expect("open above");
+            self.open.fetch_sub(1, Ordering::Relaxed);
+            Joined::Closed(closed)
+        };
+        drop(shard);
+        if !ended.is_empty() {
+            self.open.fetch_sub(ended.len() as u64, Ordering::Relaxed);
+            self.due
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(ended);
+        }
+        joined
+    }
+
+    /// Moves the clock by the wall clock (`now_micros`) when no message has for over a second,
+    /// and returns the contexts that ended, in the order they ended.
+    pub fn tick(&self, now_micros: i64) -> Vec<Context<T>> {
+        let last = self.last_tick.load(Ordering::Relaxed);
+        let idle = now_micros - last;
+        if last == 0 {
+            self.last_tick.store(now_micros, Ordering::Relaxed);
+        } else if idle >= 1_250_000 {
+            let secs = idle / 1_000_000;
+            if self
+                .last_tick
+                .compare_exchange(
+                    last,
+                    last + secs * 1_000_000,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+            {
+                self.clock.fetch_add(secs as u64, Ordering::Relaxed);
+            }
+        } else if idle < -1_000_000 {
+            // The wall clock went back: wait from here.
+            self.last_tick.store(now_micros, Ordering::Relaxed);
+        }
+        self.expire(self.now())
+    }
+
+    /// Ends every context, as if its time had come (a stop, a reload that drops the parser).
+    pub fn end_all(&self) -> Vec<Context<T>> {
+        self.expire(u64::MAX)
+    }
+
+    fn expire(&self, clock: u64) -> Vec<Context<T>> {
+        let mut ended = std::mem::take(&mut *self.due.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut count = 0;
+        for shard in self.shards.iter() {
+            let mut shard = shard.lock().unwrap_or_else(|e| e.into_inner());
+            while let Some(context) = shard.pop_due(clock) {
+                ended.push(context);
+                count += 1;
+            }
+        }
+        self.open.fetch_sub(count, Ordering::Relaxed);
+        ended.sort_by_key(|c| c.deadline);
+        self.ended.fetch_add(ended.len() as u64, Ordering::Relaxed);
+        ended
+    }
+
+    /// Contexts open now.
+    pub fn open(&self) -> u64 {
+        self.open.load(Ordering::Relaxed)
+    }
+
+    /// Contexts ended so far, by their time or early.
+    pub fn ended(&self) -> u64 {
+        self.ended.load(Ordering::Relaxed)
+    }
+
+    /// Contexts ended early because too many were open.
+    pub fn evicted(&self) -> u64 {
+        self.evicted.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::message;
+    use crate::UnixTime;
+
+    fn at(frame: &str, secs: i64) -> LogMessage<'static> {
+        let mut msg = message(frame);
+        msg.stamp = UnixTime {
+            secs,
+            micros: 0,
+            offset: 0,
+        };
+        msg.recvd = UnixTime {
+            secs: 2_000_000_000,
+            micros: 0,
+            offset: 0,
+        };
+        msg
+    }
+
+    fn add(state: &State<()>, msg: &LogMessage, scope: Scope, id: &str, timeout: u64) -> usize {
+        state.advance(msg);
+        let mut n = 0;
+        state.join(
+            Key::of(scope, msg, id.as_bytes()),
+            timeout,
+            || (),
+            |c| {
+                c.messages.push(Kept::of(msg));
+                n = c.messages.len();
+                true
+            },
+        );
+        n
+    }
+
+    #[test]
+    fn scopes_decide_which_messages_share_a_context() {
+        let a = at("<13>Jan  1 00:00:00 h1 sshd[1]: x", 100);
+        let b = at("<13>Jan  1 00:00:00 h1 sshd[2]: x", 100);
+        let c = at("<13>Jan  1 00:00:00 h2 sshd[1]: x", 100);
+        let cases = [
+            (Scope::Process, [1, 1, 1]),
+            (Scope::Program, [1, 2, 1]),
+            (Scope::Host, [1, 2, 1]),
+            (Scope::Global, [1, 2, 3]),
+        ];
+        for (scope, want) in cases {
+            let state = State::new(100);
+            let got = [&a, &b, &c].map(|m| add(&state, m, scope, "id", 10));
+            assert_eq!(got, want, "{scope:?}");
+        }
+        let key = Key::of(Scope::Program, &a, b"the id");
+        assert_eq!(key.id(), b"the id");
+        let scoped = Scoped {
+            host: Some(b"h1"),
+            program: Some(b"sshd"),
+            pid: None,
+        };
+        assert_eq!(key.scoped(), scoped);
+    }
+
+    #[test]
+    fn contexts_end_by_the_messages_clock_and_by_the_wall_clock_when_idle() {
+        let state = State::new(100);
+        add(
+            &state,
+            &at("<13>Jan  1 00:00:00 h p: x", 100),
+            Scope::Global,
+            "a",
+            10,
+        );
+        add(
+            &state,
+            &at("<13>Jan  1 00:00:00 h p: x", 105),
+            Scope::Global,
+            "b",
+            10,
+        );
+        // A message from the past moves nothing.
+        add(
+            &state,
+            &at("<13>Jan  1 00:00:00 h p: x", 50),
+            Scope::Global,
+            "c",
+            30,
+        );
+        assert_eq!(state.now(), 105);
+        assert!(state.tick(2_000_000_000_000_000).is_empty());
+        // `a` ended at 110: a message of 112 opens a new one (`c` ends at 105 + 30).
+        assert_eq!(
+            add(
+                &state,
+                &at("<13>Jan  1 00:00:00 h p: x", 112),
+                Scope::Global,
+                "a",
+                10
+            ),
+            1
+        );
+        let ids = |ended: Vec<Context<()>>| {
+            ended
+                .iter()
+                .map(|c| c.key.id().to_vec())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ids(state.tick(2_000_000_000_000_000)), [b"a".to_vec()]);
+        // Idle: the wall clock takes over after a second.
+        let ended = state.tick(2_000_000_000_000_000 + 5_000_000);
+        assert_eq!(state.now(), 117);
+        assert_eq!(ids(ended), [b"b".to_vec()]);
+        assert_eq!((state.open(), state.ended(), state.evicted()), (2, 2, 0));
+        assert_eq!(ids(state.end_all()), [b"a".to_vec(), b"c".to_vec()]);
+    }
+
+    #[test]
+    fn too_many_contexts_end_the_nearest_first() {
+        let state = State::new(SHARDS);
+        let mut ids = Vec::new();
+        for i in 0..1000 {
+            let id = format!("k{i}");
+            add(
+                &state,
+                &at("<13>Jan  1 00:00:00 h p: x", 100 + i),
+                Scope::Global,
+                &id,
+                10,
+            );
+            ids.push(id);
+        }
+        assert!(state.open() <= SHARDS as u64);
+        assert_eq!(state.open() + state.evicted(), 1000);
+        let ended = state.tick(0);
+        // The ones still open are the newest.
+        assert!(ended.iter().all(|c| c.key.id() != b"k999"));
+        assert!(state.end_all().iter().any(|c| c.key.id() == b"k999"));
+        assert_eq!(state.open(), 0);
+    }
+}
