@@ -144,7 +144,8 @@ fn message<'r>(program: &str, message: &'r [u8], origin: &'r Origin) -> LogMessa
         stamp: now,
         recvd: now,
         origin,
-        host_is_sender: true,
+        // pdbtool's message has no host.
+        host_is_sender: false,
         tags: Default::default(),
         chained_hostname: false,
         keep_raw: false,
@@ -162,15 +163,19 @@ fn matched(msg: &LogMessage) -> bool {
 /// `name=value` of every pair, then the tags, as pdbtool prints a message.
 fn print_pairs(msg: &LogMessage) {
     let mut out = String::new();
-    out.push_str(&format!(
-        "MESSAGE={}\n",
-        String::from_utf8_lossy(msg.message())
-    ));
-    if !msg.program().is_empty() {
-        out.push_str(&format!(
-            "PROGRAM={}\n",
-            String::from_utf8_lossy(msg.program())
-        ));
+    // The header fields that are set, in syslog-ng's order of their handles; the text always.
+    let fields: [(&str, &[u8]); 6] = [
+        ("HOST", msg.host()),
+        ("MESSAGE", msg.message()),
+        ("PROGRAM", msg.program()),
+        ("PID", msg.pid()),
+        ("MSGID", msg.msgid()),
+        ("LEGACY_MSGHDR", msg.legacy_msghdr()),
+    ];
+    for (name, value) in fields {
+        if !value.is_empty() || name == "MESSAGE" {
+            out.push_str(&format!("{name}={}\n", String::from_utf8_lossy(value)));
+        }
     }
     // In the order names were first seen (syslog-ng's order of handles), a name once.
     let mut pairs: Vec<_> = msg.values.iter().collect();
@@ -200,23 +205,36 @@ fn matching(args: &MatchArgs) -> Result<i32, String> {
         .transpose()
         .map_err(|e| format!("-T: {e}"))?;
     let origin = origin();
-    let show = |msg: &mut LogMessage| -> i32 {
-        parsers.apply(msg);
-        match &template {
-            Some(t) => {
-                let mut out = Vec::new();
-                t.append(msg, 0, &mut out);
-                print!("{}", String::from_utf8_lossy(&out));
-            }
-            None => print_pairs(msg),
+    let print = |msg: &LogMessage| match &template {
+        Some(t) => {
+            let mut out = Vec::new();
+            t.append(msg, 0, &mut out);
+            print!("{}", String::from_utf8_lossy(&out));
         }
+        None => print_pairs(msg),
+    };
+    let ended = |now: Option<i64>| {
+        parsers.tick(now, &mut |_, made| made.iter().for_each(print));
+    };
+    // As syslog-ng's pdbtool prints them: what contexts that ended by the message's time
+    // made, the message, what its rule's actions made; at the end, what every context
+    // still open makes when it ends.
+    let show = |msg: &mut LogMessage| -> i32 {
+        let mut made = Vec::new();
+        parsers.apply_from(0, msg, &mut made);
+        let now = UnixTime::now(Zone::local());
+        ended(Some(now.secs * 1_000_000 + i64::from(now.micros)));
+        print(msg);
+        made.iter().for_each(|(_, m)| print(m));
         i32::from(!matched(msg))
     };
-    match (&args.message, &args.file) {
+    let status = match (&args.message, &args.file) {
         (Some(text), None) => Ok(show(&mut message(&args.program, text.as_bytes(), &origin))),
         (None, Some(file)) => {
             let text = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
-            let ingest = Ingest::new(Zone::local().clone());
+            let mut ingest = Ingest::new(Zone::local().clone());
+            // The header's host is the message's, as pdbtool parses it.
+            ingest.keep_hostname = true;
             let mut last = 1;
             for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
                 let recvd = UnixTime::now(&ingest.local_zone);
@@ -229,7 +247,9 @@ fn matching(args: &MatchArgs) -> Result<i32, String> {
         _ => Err(
             "give the message with -M (and its program with -P), or a file of them with -f".into(),
         ),
-    }
+    };
+    ended(None);
+    status
 }
 
 fn test(args: &TestArgs) -> i32 {
@@ -279,7 +299,7 @@ fn test(args: &TestArgs) -> i32 {
                 }
             }
             let mut msg = message(program, example.message.as_bytes(), &origin);
-            parsers.apply(&mut msg);
+            parsers.apply_from(0, &mut msg, &mut Vec::new());
             let expected = std::iter::once((".classifier.rule_id", example.rule_id.as_str()))
                 .chain(example.values.iter().map(|(n, v)| (n.as_str(), v.as_str())));
             for (name, want) in expected {

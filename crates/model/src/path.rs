@@ -269,10 +269,13 @@ impl LogPath {
                 }
                 ("parser", None) => {
                     let v = node.value()?;
-                    path.elements.push(Element::Parser(
-                        ctx.parser(&v.text, v.pos)?,
-                        ctx.tally("parser", &v.text),
-                    ));
+                    // A parser that keeps state has a state of its own in each place.
+                    let mut parsers = ctx.parser(&v.text, v.pos)?;
+                    if parsers.is_stateful() {
+                        parsers = Arc::new(parsers.instance());
+                    }
+                    path.elements
+                        .push(Element::Parser(parsers, ctx.tally("parser", &v.text)));
                 }
                 ("parser", Some(body)) => path.elements.push(Element::Parser(
                     Arc::new(Parsers::compile(body, node.pos, &ctx.names())?),
@@ -383,10 +386,12 @@ impl LogPath {
                         at = msgs.len() - 1;
                         private = true;
                     }
-                    let parsed = p.apply(&mut msgs[at]);
+                    let mut made = Vec::new();
+                    let parsed = p.apply_from(0, &mut msgs[at], &mut made);
                     if let Some(t) = tally {
                         t.count(parsed);
                     }
+                    self.run_made(i, p, made, msgs, scratch, out);
                     if !parsed {
                         return None;
                     }
@@ -455,6 +460,91 @@ impl LogPath {
             }
         }
         Some(at)
+    }
+}
+
+impl LogPath {
+    /// Runs the messages the parsers of element `i` made (in `made`, each with the index
+    /// of the parser that made it) through the rest of the path, as syslog-ng forwards a
+    /// message a parser emits to what follows the parser: before the message that made them
+    /// goes on.
+    fn run_made<'r>(
+        &self,
+        i: usize,
+        parsers: &Parsers,
+        made: crate::parsers::Made<'r>,
+        msgs: &mut Vec<LogMessage<'r>>,
+        scratch: &mut Vec<u8>,
+        out: &mut dyn FnMut(DestId, u32, bool),
+    ) {
+        for (by, msg) in made {
+            msgs.push(msg);
+            let at = msgs.len() - 1;
+            self.resume(i, parsers, by + 1, msgs, at, scratch, out);
+        }
+    }
+
+    /// Runs `msgs[at]` from parser `from` of element `i` (which holds `parsers`) on.
+    #[allow(clippy::too_many_arguments)]
+    fn resume<'r>(
+        &self,
+        i: usize,
+        parsers: &Parsers,
+        from: usize,
+        msgs: &mut Vec<LogMessage<'r>>,
+        at: usize,
+        scratch: &mut Vec<u8>,
+        out: &mut dyn FnMut(DestId, u32, bool),
+    ) {
+        let mut made = Vec::new();
+        let parsed = parsers.apply_from(from, &mut msgs[at], &mut made);
+        self.run_made(i, parsers, made, msgs, scratch, out);
+        if parsed {
+            self.run(i + 1, msgs, at, true, scratch, out);
+        }
+    }
+
+    /// Every parser that keeps state in this path and the paths in it, with the path from it on.
+    fn find_stateful(&self, found: &mut Vec<Stateful>) {
+        for (i, element) in self.elements.iter().enumerate() {
+            match element {
+                Element::Parser(p, _) if p.is_stateful() => found.push(Stateful {
+                    parsers: p.clone(),
+                    path: LogPath {
+                        sources: Vec::new(),
+                        flags: PathFlags::default(),
+                        elements: self.elements[i..].to_vec(),
+                    },
+                }),
+                Element::Nested(paths) | Element::Junction(paths) => {
+                    paths.iter().for_each(|p| p.find_stateful(found))
+                }
+                Element::If(arms) => arms.iter().for_each(|a| a.body.find_stateful(found)),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// A parser that keeps state (a correlating `db-parser()`), in its place: what its contexts
+/// make when they end goes on from there ([`Router::resume`]).
+#[derive(Clone, Debug)]
+pub struct Stateful {
+    parsers: Arc<Parsers>,
+    /// The path from the parser's element on (the parser first).
+    path: LogPath,
+}
+
+impl Stateful {
+    /// Moves the parsers' clocks by the wall clock (µs; `None`: ends every context); `f` gets
+    /// what the contexts that ended made, with the index of the parser that made them (for
+    /// [`Router::resume`]).
+    pub fn tick(
+        &self,
+        now_micros: Option<i64>,
+        f: &mut dyn FnMut(usize, &mut Vec<LogMessage<'_>>),
+    ) {
+        self.parsers.tick(now_micros, f)
     }
 }
 
@@ -575,6 +665,8 @@ pub struct Router {
     last_paths: Vec<Option<usize>>,
     /// [`fixed_route`] for every source id the paths name.
     fixed_routes: Vec<Option<Vec<(DestId, bool)>>>,
+    /// The parsers that keep state, in their places.
+    stateful: Vec<Stateful>,
 }
 
 impl Router {
@@ -586,11 +678,35 @@ impl Router {
         let fixed_routes = named.map_or(Vec::new(), |max| {
             (0..=max).map(|s| fixed_route(&paths, s)).collect()
         });
+        let mut stateful = Vec::new();
+        paths.iter().for_each(|p| p.find_stateful(&mut stateful));
         Router {
             paths,
             last_paths,
             fixed_routes,
+            stateful,
         }
+    }
+
+    /// The parsers that keep state, each in its place; the engine ticks their clocks.
+    pub fn stateful(&self) -> &[Stateful] {
+        &self.stateful
+    }
+
+    /// Calls `out` with each destination `msgs[at]`, made by parser `by` of `stateful` when
+    /// a context ended, reaches from there on (as [`Router::route`]).
+    pub fn resume(
+        &self,
+        stateful: &Stateful,
+        by: usize,
+        msgs: &mut Vec<LogMessage>,
+        at: usize,
+        scratch: &mut Vec<u8>,
+        out: &mut dyn FnMut(DestId, u32, bool),
+    ) {
+        stateful
+            .path
+            .resume(0, &stateful.parsers, by + 1, msgs, at, scratch, out);
     }
 
     /// The destinations, with their flow-control flags, that every message from `source`

@@ -168,6 +168,14 @@ impl Field {
         }
     }
 
+    /// [`Field::set`], a pair with its type.
+    pub fn set_typed(&self, msg: &mut LogMessage, kind: crate::values::ValueType, value: Text) {
+        match self {
+            Field::Pair(n) => msg.values.set_typed(*n, kind, value),
+            _ => self.set(msg, value),
+        }
+    }
+
     fn unset(&self, msg: &mut LogMessage) {
         match self {
             Field::Pair(n) => {

@@ -11,8 +11,13 @@
 //!
 //! The program is `$PROGRAM` (or `program-template()`), the text `$MSG` (or `template()`).
 //! Values the fields took from the received text are spans of it, not copies.
+//!
+//! A database whose rules correlate ([`crate::patterndb::correlate`]) gives each place the
+//! parser stands in the configuration a state of its own: messages its match actions make
+//! are handed back to the log path, which runs them through what follows the parser.
 
 use crate::message::{tag_id, LogMessage, TagId};
+use crate::patterndb::correlate::Correlation;
 use crate::patterndb::radix::Capture;
 use crate::patterndb::{Classified, PatternDb, Taken};
 use crate::template::Template;
@@ -29,6 +34,53 @@ pub struct DbParser {
     pub program_template: Option<Template>,
     /// `message-template()`, syslog-ng 3.38's name of `template()`.
     pub message_template: Option<Template>,
+    /// `inject-mode(aggregate-only)`: the messages it sees leave the path; only those its
+    /// actions make go on.
+    pub aggregate_only: bool,
+    /// `max-contexts()`: the bound of open contexts (see [`crate::correlation`]).
+    pub max_contexts: usize,
+    /// The open contexts, when a rule correlates; each place the parser stands has its own
+    /// ([`DbParser::instance`]).
+    pub correlation: Option<Arc<Correlation>>,
+}
+
+impl DbParser {
+    /// The parser for another place in the configuration: the same database, a state of
+    /// its own.
+    pub fn instance(&self) -> DbParser {
+        DbParser {
+            db: self.db.clone(),
+            drop_unmatched: self.drop_unmatched,
+            program_template: self.program_template.clone(),
+            message_template: self.message_template.clone(),
+            aggregate_only: self.aggregate_only,
+            max_contexts: self.max_contexts,
+            correlation: self
+                .correlation
+                .as_ref()
+                .map(|_| Arc::new(Correlation::new(self.max_contexts))),
+        }
+    }
+
+    /// Moves the correlation clock by the wall clock (µs; `None`: ends every context) and
+    /// hands what the timeout actions of the contexts that ended make to `f`, all at once.
+    pub fn tick(&self, now_micros: Option<i64>, f: &mut dyn FnMut(&mut Vec<LogMessage<'_>>)) {
+        let Some(correlation) = &self.correlation else {
+            return;
+        };
+        let ended = match now_micros {
+            Some(now) => correlation.state.tick(now),
+            None => correlation.state.end_all(),
+        };
+        if ended.is_empty() {
+            return;
+        }
+        let mut made = Vec::new();
+        correlation.ended(&self.db, &ended, &mut made);
+        if !made.is_empty() {
+            f(&mut made);
+        }
+    }
 }
 
 /// The names and tags every classification sets.
@@ -65,8 +117,24 @@ thread_local! {
 
 impl DbParser {
     /// Classifies `msg` (its text, or `template` rendered); `false` when it should leave its
-    /// path (unmatched with `drop-unmatched(yes)`).
-    pub fn apply(&self, template: Option<&Template>, msg: &mut LogMessage) -> bool {
+    /// path (unmatched with `drop-unmatched(yes)`, or `inject-mode(aggregate-only)`).
+    /// Messages the rule's match actions make are pushed to `made`.
+    pub fn apply<'r>(
+        &self,
+        template: Option<&Template>,
+        msg: &mut LogMessage<'r>,
+        made: &mut Vec<LogMessage<'r>>,
+    ) -> bool {
+        let passed = self.classify(template, msg, made);
+        passed && !self.aggregate_only
+    }
+
+    fn classify<'r>(
+        &self,
+        template: Option<&Template>,
+        msg: &mut LogMessage<'r>,
+        made: &mut Vec<LogMessage<'r>>,
+    ) -> bool {
         let template = template.or(self.message_template.as_ref());
         SCRATCH.with_borrow_mut(|scratch| {
             let Scratch {
@@ -100,6 +168,9 @@ impl DbParser {
                 }
             };
             let m = marks();
+            if let Some(c) = &self.correlation {
+                c.advance(msg);
+            }
             match self.db.classify(program, input, taken) {
                 Classified::Empty => !self.drop_unmatched,
                 Classified::Unknown => {
@@ -132,10 +203,15 @@ impl DbParser {
                     for tag in &rule.tags {
                         msg.tags.insert(*tag);
                     }
-                    for (name, template) in &rule.values {
-                        value.clear();
-                        let kind = template.append_typed(msg, 0, value);
-                        msg.values.set_typed(*name, kind, Text::owned(value));
+                    match &self.correlation {
+                        Some(c) => c.matched(&self.db, rule.index, msg, made),
+                        None => {
+                            for (name, template) in &rule.values {
+                                value.clear();
+                                let kind = template.append_typed(msg, 0, value);
+                                name.set_typed(msg, kind, Text::owned(value));
+                            }
+                        }
                     }
                     true
                 }

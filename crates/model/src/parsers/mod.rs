@@ -29,8 +29,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// The parsers of one `parser` statement (or inline `parser { … }`), applied in order.
 #[derive(Debug)]
 pub struct Parsers {
-    pub parsers: Vec<Parser>,
+    pub parsers: Vec<std::sync::Arc<Parser>>,
 }
+
+/// Messages parsers made (correlation actions), each with the index of the parser that made
+/// it in its [`Parsers`]: it goes on from the parser after that one.
+pub type Made<'r> = Vec<(usize, LogMessage<'r>)>;
 
 #[derive(Debug)]
 pub struct Parser {
@@ -194,6 +198,7 @@ static DRIVERS: &[ParserDriver] = &[
             read("program_template", "program-template(\"$HOST\")"),
             read("message_template", "message-template(\"$MSG\")"),
             read("inject_mode", "inject-mode(pass-through)"),
+            read("max_contexts", "max-contexts(1000)"),
         ],
         // The table test writes this file first.
         sample: "db-parser(file(\"/tmp/sluice-table-test-patterndb.xml\"))",
@@ -261,14 +266,69 @@ impl Parsers {
         }
         let parsers = nodes
             .iter()
-            .map(|n| Parser::compile(n, names))
+            .map(|n| Parser::compile(n, names).map(std::sync::Arc::new))
             .collect::<Result<_, _>>()?;
         Ok(Parsers { parsers })
     }
 
-    /// Runs every parser in order; `false` as soon as one fails.
-    pub fn apply(&self, msg: &mut LogMessage) -> bool {
-        self.parsers.iter().all(|p| p.apply(msg))
+    /// Runs the parsers from the `from`th on, in order; `false` as soon as one fails.
+    /// Messages they make are pushed to `made`.
+    pub fn apply_from<'r>(
+        &self,
+        from: usize,
+        msg: &mut LogMessage<'r>,
+        made: &mut Made<'r>,
+    ) -> bool {
+        let mut new = Vec::new();
+        for (i, p) in self.parsers.iter().enumerate().skip(from) {
+            let parsed = p.apply(msg, &mut new);
+            made.extend(new.drain(..).map(|m| (i, m)));
+            if !parsed {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Whether a parser keeps state from message to message (a correlating `db-parser()`):
+    /// each place in the configuration that names it then needs an [`Parsers::instance`].
+    pub fn is_stateful(&self) -> bool {
+        self.parsers
+            .iter()
+            .any(|p| p.db().is_some_and(|d| d.correlation.is_some()))
+    }
+
+    /// The same parsers, with a state of their own for those that keep one.
+    pub fn instance(&self) -> Parsers {
+        let parsers = self
+            .parsers
+            .iter()
+            .map(|p| match p.db().filter(|d| d.correlation.is_some()) {
+                Some(db) => std::sync::Arc::new(Parser {
+                    kind: Kind::Db(db.instance()),
+                    template: p.template.clone(),
+                    prefix: p.prefix.clone(),
+                    failed: AtomicU64::new(0),
+                }),
+                None => p.clone(),
+            })
+            .collect();
+        Parsers { parsers }
+    }
+
+    /// Moves the clocks of the parsers that keep state by the wall clock (µs; `None`: ends
+    /// every context); `f` gets what the contexts that ended made, with the index of the
+    /// parser that made them.
+    pub fn tick(
+        &self,
+        now_micros: Option<i64>,
+        f: &mut dyn FnMut(usize, &mut Vec<LogMessage<'_>>),
+    ) {
+        for (i, p) in self.parsers.iter().enumerate() {
+            if let Some(db) = p.db() {
+                db.tick(now_micros, &mut |made| f(i, made));
+            }
+        }
     }
 }
 
@@ -308,10 +368,18 @@ impl Parser {
         })
     }
 
+    fn db(&self) -> Option<&db::DbParser> {
+        match &self.kind {
+            Kind::Db(db) => Some(db),
+            _ => None,
+        }
+    }
+
     /// Parses `msg`'s input into pairs on `msg`; `false` (and counted) when the parser fails.
-    pub fn apply(&self, msg: &mut LogMessage) -> bool {
+    /// Messages it makes are pushed to `made`.
+    pub fn apply<'r>(&self, msg: &mut LogMessage<'r>, made: &mut Vec<LogMessage<'r>>) -> bool {
         if let Kind::Db(db) = &self.kind {
-            return db.apply(self.template.as_ref(), msg);
+            return db.apply(self.template.as_ref(), msg, made);
         }
         SCRATCH.with_borrow_mut(|(rendered, name)| {
             // Where the input is: the received text itself (values can be spans of it), or a
@@ -619,6 +687,51 @@ fn text(o: &mut Options, name: &str) -> Result<Option<String>, ConfigError> {
 /// `db-parser(file("/etc/syslog-ng/patterndb.xml"))`: a database read now; a file that
 /// cannot be read or is not a pattern database refuses the configuration (a reload keeps the
 /// running one).
+/// `inject-mode()`: where the messages a correlating parser makes go. `pass-through` (the
+/// default): on in the path, after the parser; `aggregate-only`: the same, and the messages
+/// the parser sees go no further (`true`). `internal` is not supported yet.
+fn inject_mode(o: &mut Options) -> Result<bool, ConfigError> {
+    let Some(opt) = o.last("inject_mode") else {
+        return Ok(false);
+    };
+    let v = opt.value()?;
+    match v.text.replace('_', "-").to_ascii_lowercase().as_str() {
+        "pass-through" => Ok(false),
+        "aggregate-only" => Ok(true),
+        "internal" => Err(ConfigError::not_supported(v.pos, "inject-mode(internal)")),
+        _ => Err(ConfigError::unknown(
+            v.pos,
+            "inject mode",
+            &v.text,
+            "",
+            &["pass-through", "aggregate-only", "internal"],
+        )),
+    }
+}
+
+/// `max-contexts()` (sluice's): how many correlation contexts may be open at once.
+fn max_contexts(o: &mut Options) -> Result<usize, ConfigError> {
+    match o.last("max_contexts") {
+        None => Ok(DEFAULT_MAX_CONTEXTS),
+        Some(opt) => {
+            let v = opt.value()?;
+            match v.text.parse::<usize>() {
+                Ok(n) if n > 0 => Ok(n),
+                _ => Err(ConfigError::new(
+                    v.pos,
+                    format!(
+                        "max-contexts() takes a number of contexts above 0, not {}",
+                        v.text
+                    ),
+                )),
+            }
+        }
+    }
+}
+
+/// The bound of open correlation contexts when `max-contexts()` does not say.
+pub const DEFAULT_MAX_CONTEXTS: usize = 1_000_000;
+
 fn db_parser(_: &Node, o: &mut Options, names: &Names) -> Result<Built, ConfigError> {
     let prefix = o
         .last("prefix")
@@ -657,25 +770,21 @@ fn db_parser(_: &Node, o: &mut Options, names: &Names) -> Result<Built, ConfigEr
     let program_template = compile(o.last("program_template"))?;
     // syslog-ng 3.38's name of template().
     let message_template = compile(o.last("message_template"))?;
-    if let Some(opt) = o.last("inject_mode") {
-        let v = opt.value()?;
-        if !v
-            .text
-            .replace('_', "-")
-            .eq_ignore_ascii_case("pass-through")
-        {
-            return Err(ConfigError::not_supported(
-                v.pos,
-                &format!("inject-mode({})", v.text),
-            ));
-        }
-    }
+    let aggregate_only = inject_mode(o)?;
+    let max_contexts = max_contexts(o)?;
+    let correlation = loaded
+        .db
+        .correlates()
+        .then(|| std::sync::Arc::new(crate::patterndb::correlate::Correlation::new(max_contexts)));
     Ok(Built {
         kind: Kind::Db(db::DbParser {
             db: std::sync::Arc::new(loaded.db),
             drop_unmatched,
             program_template,
             message_template,
+            aggregate_only,
+            max_contexts,
+            correlation,
         }),
         prefix,
     })
@@ -1078,7 +1187,7 @@ mod tests {
         let p =
             parsers(r#"csv-parser(columns("a" "b") delimiters(",") dialect(escape-backslash));"#);
         let mut msg = message(r#"<13>Jan  5 13:56:09 h app: "x\"y",z"#);
-        assert!(p.apply(&mut msg));
+        assert!(p.apply_from(0, &mut msg, &mut Vec::new()));
         assert_eq!(
             (pair(&msg, "a"), pair(&msg, "b")),
             (r#"x"y"#.to_string(), "z".to_string())
@@ -1089,10 +1198,13 @@ mod tests {
     fn a_failing_parser_is_counted() {
         let p = parsers(r#"json-parser(); csv-parser(columns("a") drop-invalid(yes));"#);
         let mut msg = message("<13>Jan  5 13:56:09 h app: not json");
-        assert!(!p.apply(&mut msg));
+        assert!(!p.apply_from(0, &mut msg, &mut Vec::new()));
         assert_eq!(p.parsers[0].failed.load(Ordering::Relaxed), 1);
         let mut msg = message(r#"<13>Jan  5 13:56:09 h app: {"a": 1}"#);
-        assert!(!p.apply(&mut msg), "one column, and input left over");
+        assert!(
+            !p.apply_from(0, &mut msg, &mut Vec::new()),
+            "one column, and input left over"
+        );
         assert_eq!(p.parsers[1].failed.load(Ordering::Relaxed), 1);
     }
 }

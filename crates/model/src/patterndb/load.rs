@@ -6,8 +6,10 @@
 //! `pdbtool merge` would join them: rulesets of the same program share one tree.
 
 use super::radix::{Radix, Refused};
-use super::{PatternDb, Rule};
+use super::{Action, ActionContent, ContextSpec, Inherit, PatternDb, Rule, Synthetic, Trigger};
+use crate::correlation::Scope;
 use crate::message::tag_id;
+use crate::rewrite::Field;
 use crate::template::{Names, Template};
 use crate::values::name_id;
 use roxmltree::{Document, Node};
@@ -85,6 +87,7 @@ pub fn load(path: &Path, names: &Names, prefix: &str) -> Result<Loaded, String> 
     // message's pairs in: the classifier's when the module loads, the fields' as patterns go
     // into the tree, the names of rules' values when a message first sets them (here: once
     // every file is read).
+    name_id(".classifier.context_id");
     name_id(".classifier.class");
     name_id(".classifier.rule_id");
     let mut loader = Loader {
@@ -102,7 +105,7 @@ pub fn load(path: &Path, names: &Names, prefix: &str) -> Result<Loaded, String> 
         loader.file(file, &text)?;
     }
     for (rule, value, name) in loader.value_names {
-        loader.loaded.db.rules[rule].values[value].0 = name_id(&name);
+        loader.loaded.db.rules[rule].values[value].0 = Field::named(&name);
     }
     Ok(loader.loaded)
 }
@@ -346,12 +349,15 @@ impl Loader<'_> {
         };
         let class = node.attribute("class").map(str::to_string);
         let mut rule = Rule {
+            index: self.loaded.db.rules.len(),
             id: id.to_string(),
             class: class.clone(),
             id_value: id.as_bytes().into(),
             class_value: class.as_deref().unwrap_or("system").as_bytes().into(),
             tags: Vec::new(),
             values: Vec::new(),
+            context: self.context(file, node, id, "")?,
+            actions: Vec::new(),
             location: file.at(node),
         };
         if let Some(class) = &class {
@@ -394,17 +400,22 @@ impl Loader<'_> {
                     for v in file.children(*child, &["value"])? {
                         let (name, template) = self.value(file, v, id)?;
                         self.value_names.push((index, rule.values.len(), name));
-                        rule.values.push((0, template));
+                        rule.values.push((Field::Message, template));
                     }
                 }
                 "value" => {
                     let (name, template) = self.value(file, *child, id)?;
                     self.value_names.push((index, rule.values.len(), name));
-                    rule.values.push((0, template));
+                    rule.values.push((Field::Message, template));
                 }
                 "examples" => {
                     for e in file.children(*child, &["example"])? {
                         self.example(file, e, id)?;
+                    }
+                }
+                "actions" => {
+                    for a in file.children(*child, &["action"])? {
+                        rule.actions.push(self.action(file, a, id)?);
                     }
                 }
                 "urls" => {
@@ -434,6 +445,145 @@ impl Loader<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The context `node`'s `context-id`, `context-scope` and `context-timeout` attributes
+    /// describe (`None` without an id); `what` names `node` in errors.
+    fn context(
+        &self,
+        file: &File,
+        node: Node,
+        rule: &str,
+        what: &str,
+    ) -> Result<Option<ContextSpec>, String> {
+        let Some(id) = node.attribute("context-id") else {
+            return Ok(None);
+        };
+        let id = Template::compile_in(id, self.names).map_err(|e| {
+            file.error(
+                node,
+                format!(
+                    "error compiling {what}context-id, rule={rule}, context-id={id}, error={e}"
+                ),
+            )
+        })?;
+        let scope = match node.attribute("context-scope") {
+            None => Scope::Process,
+            Some(s) => Scope::parse(s).ok_or_else(|| {
+                file.error(
+                    node,
+                    format!(
+                        "unknown context scope: {s}; the scopes are process, program, host, global"
+                    ),
+                )
+            })?,
+        };
+        let timeout = match node.attribute("context-timeout") {
+            None => 0,
+            Some(t) => t.trim().parse().map_err(|_| {
+                file.error(
+                    node,
+                    format!("context-timeout is a number of seconds, not {t:?}"),
+                )
+            })?,
+        };
+        Ok(Some(ContextSpec { id, scope, timeout }))
+    }
+
+    /// An `<action>` of rule `rule`.
+    fn action(&self, file: &File, node: Node, rule: &str) -> Result<Action, String> {
+        let trigger = match node.attribute("trigger").unwrap_or("match") {
+            "match" => Trigger::Match,
+            "timeout" => Trigger::Timeout,
+            other => {
+                return Err(file.error(
+                    node,
+                    format!("unknown trigger type: {other}; the triggers are match and timeout"),
+                ))
+            }
+        };
+        let condition = match node.attribute("condition") {
+            Some(text) => Some(
+                crate::template::functions::compile_condition(
+                    &format!("rule {rule}: <action>"),
+                    text,
+                    self.names,
+                )
+                .map_err(|e| file.error(node, e))?,
+            ),
+            None => None,
+        };
+        let rate = node.attribute("rate").map(|text| {
+            // As syslog-ng reads it: `N` or `N/M`, numbers as atoi reads them.
+            let number = |t: &str| -> u32 {
+                let digits: String = t
+                    .trim_start()
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                digits.parse().unwrap_or(0)
+            };
+            let (n, m) = text.split_once('/').unwrap_or((text, "1"));
+            (number(n), number(m).max(1))
+        });
+        let mut content = ActionContent::Nothing;
+        for child in file.children(node, &["message", "create-context"])? {
+            content = match child.tag_name().name() {
+                "message" => ActionContent::Message(self.synthetic(file, child, rule)?),
+                _ => {
+                    let Some(spec) = self.context(file, child, rule, "create-context ")? else {
+                        return Err(file.error(
+                            child,
+                            format!("context-id attribute is missing from <create-context>, rule={rule}"),
+                        ));
+                    };
+                    let mut message = Synthetic::default();
+                    for m in file.children(child, &["message"])? {
+                        message = self.synthetic(file, m, rule)?;
+                    }
+                    ActionContent::CreateContext(spec, message)
+                }
+            };
+        }
+        Ok(Action {
+            trigger,
+            condition,
+            rate: rate.filter(|(n, _)| *n > 0),
+            content,
+        })
+    }
+
+    /// A `<message>`: its inheritance, tags and values.
+    fn synthetic(&self, file: &File, node: Node, rule: &str) -> Result<Synthetic, String> {
+        let mut message = Synthetic::default();
+        if let Some(p) = node.attribute("inherit-properties") {
+            message.inherit = Inherit::of_properties(p)
+                .ok_or_else(|| file.error(node, format!("unknown inherit-properties: {p}")))?;
+        }
+        if let Some(m) = node.attribute("inherit-mode") {
+            message.inherit = Inherit::parse(m).ok_or_else(|| {
+                file.error(
+                    node,
+                    format!("unknown inherit mode {m}; the modes are none, last-message, context"),
+                )
+            })?;
+        }
+        for child in file.children(node, &["values", "value", "tags", "tag"])? {
+            let (values, tags) = match child.tag_name().name() {
+                "values" => (file.children(child, &["value"])?, Vec::new()),
+                "value" => (vec![child], Vec::new()),
+                "tags" => (Vec::new(), file.children(child, &["tag"])?),
+                _ => (Vec::new(), vec![child]),
+            };
+            for v in values {
+                let (name, template) = self.value(file, v, rule)?;
+                message.values.push((Field::named(&name), template));
+            }
+            for t in tags {
+                message.tags.push(tag_id(&text_of(file, t)?));
+            }
+        }
+        Ok(message)
     }
 
     fn value(&self, file: &File, node: Node, rule: &str) -> Result<(String, Template), String> {

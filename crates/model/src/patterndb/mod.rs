@@ -8,6 +8,7 @@
 //! the pattern's fields took. It is stateless: one compiled database is shared read-only by
 //! every reader.
 
+pub mod correlate;
 mod fields;
 mod load;
 pub mod patternize;
@@ -15,9 +16,11 @@ pub mod radix;
 
 pub use load::{load, merge, Example, Loaded};
 
+use crate::correlation::Scope;
+use crate::filter::Filter;
 use crate::message::TagId;
+use crate::rewrite::Field;
 use crate::template::Template;
-use crate::values::NameId;
 use radix::{Capture, Radix};
 
 /// A loaded pattern database.
@@ -38,6 +41,8 @@ pub struct PatternDb {
 /// A rule: its id, class, and what it sets on the messages it matches.
 #[derive(Debug)]
 pub struct Rule {
+    /// Its place in [`PatternDb::rules`].
+    pub index: usize,
     pub id: String,
     pub class: Option<String>,
     /// `.classifier.rule_id` and `.classifier.class` (`system` without a class), shared by
@@ -46,10 +51,100 @@ pub struct Rule {
     pub class_value: std::sync::Arc<[u8]>,
     /// `<tags>`, and `.classifier.CLASS`.
     pub tags: Vec<TagId>,
-    /// `<values>`: templates over the message, evaluated after the fields are set.
-    pub values: Vec<(NameId, Template)>,
+    /// `<values>`: templates over the message (and its context), evaluated after the fields
+    /// are set; a value named as a header field (`MESSAGE`, `PROGRAM`…) sets that field.
+    pub values: Vec<(Field, Template)>,
+    /// `context-id`, `context-scope`, `context-timeout`: the messages it matches are
+    /// correlated.
+    pub context: Option<ContextSpec>,
+    pub actions: Vec<Action>,
     /// Where its first pattern is written (`file:line:column`).
     pub location: String,
+}
+
+/// The context a rule's messages join, or an action opens.
+#[derive(Debug)]
+pub struct ContextSpec {
+    /// Its id, formatted from the message (`context-id`).
+    pub id: Template,
+    /// `context-scope`: `process` unless said.
+    pub scope: Scope,
+    /// `context-timeout`, in seconds.
+    pub timeout: u64,
+}
+
+/// What a rule does when it matches (`trigger="match"`) or when its context ends
+/// (`trigger="timeout"`).
+#[derive(Debug)]
+pub struct Action {
+    pub trigger: Trigger,
+    /// `condition`: a filter over the context's messages (the last one, for what looks at one
+    /// message).
+    pub condition: Option<Filter>,
+    /// `rate="N/M"`: at most N messages in M seconds, per rule, action and key of the
+    /// rule's scope, as a token bucket.
+    pub rate: Option<(u32, u32)>,
+    pub content: ActionContent,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trigger {
+    Match,
+    Timeout,
+}
+
+#[derive(Debug)]
+pub enum ActionContent {
+    /// An action with nothing in it.
+    Nothing,
+    /// `<message>`: a new message.
+    Message(Synthetic),
+    /// `<create-context>`: a new context, with a new message as its first.
+    CreateContext(ContextSpec, Synthetic),
+}
+
+/// A message an action makes: what it starts from and what it sets.
+#[derive(Debug, Default)]
+pub struct Synthetic {
+    pub inherit: Inherit,
+    pub tags: Vec<TagId>,
+    /// Templates over the context, the new message last (`@0`).
+    pub values: Vec<(Field, Template)>,
+}
+
+/// What a new message starts from: `inherit-mode` (or `inherit-properties`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Inherit {
+    /// An empty local message with the time of the message that triggered it.
+    #[default]
+    None,
+    /// A copy of the last message of the context.
+    LastMessage,
+    /// A copy of the last message with the values of every message of the context it lacks.
+    Context,
+}
+
+impl Inherit {
+    pub fn parse(mode: &str) -> Option<Inherit> {
+        Some(match mode.to_ascii_lowercase().as_str() {
+            "none" => Inherit::None,
+            "last-message" => Inherit::LastMessage,
+            "context" => Inherit::Context,
+            _ => return None,
+        })
+    }
+
+    /// `inherit-properties`: `context`, or a boolean (syslog-ng looks at the first letter).
+    pub fn of_properties(text: &str) -> Option<Inherit> {
+        if text.eq_ignore_ascii_case("context") {
+            return Some(Inherit::Context);
+        }
+        match text.bytes().next()? {
+            b'T' | b't' | b'1' => Some(Inherit::LastMessage),
+            b'F' | b'f' | b'0' => Some(Inherit::None),
+            _ => None,
+        }
+    }
 }
 
 /// What classifying a message found.
@@ -73,6 +168,13 @@ pub struct Taken {
 }
 
 impl PatternDb {
+    /// Whether some rule correlates or acts: a parser then keeps state.
+    pub fn correlates(&self) -> bool {
+        self.rules
+            .iter()
+            .any(|r| r.context.is_some() || !r.actions.is_empty())
+    }
+
     /// The rule of a message from `program` with text `message`; what the fields took in
     /// `taken`.
     pub fn classify(&self, program: &[u8], message: &[u8], taken: &mut Taken) -> Classified<'_> {

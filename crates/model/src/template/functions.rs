@@ -365,7 +365,11 @@ impl Call {
                 }
                 let condition = argv.remove(0);
                 Func::Grep {
-                    condition: Box::new(compile_condition(&name, &condition, names)?),
+                    condition: Box::new(compile_condition(
+                        &format!("$({name})"),
+                        &condition,
+                        names,
+                    )?),
                     max_count,
                     list: name == "context-lookup",
                 }
@@ -390,7 +394,7 @@ impl Call {
                     Func::Map
                 } else {
                     let condition = argv.remove(0);
-                    Func::FilterList(Box::new(compile_condition("filter", &condition, names)?))
+                    Func::FilterList(Box::new(compile_condition("$(filter)", &condition, names)?))
                 }
             }
             "format-date" => {
@@ -565,7 +569,7 @@ impl Call {
                     );
                 }
                 let condition = argv.remove(0);
-                Func::If(Box::new(compile_condition("if", &condition, names)?))
+                Func::If(Box::new(compile_condition("$(if)", &condition, names)?))
             }
             n if NOT_YET.contains(&n) => {
                 return Err(format!("the template function $({n}) is not supported yet"))
@@ -1226,21 +1230,26 @@ pub fn append_element(out: &mut Vec<u8>) {
 
 /// The condition of `$(if)`, `$(grep)` or `$(filter)`, written in parentheses: a filter
 /// expression.
-fn compile_condition(function: &str, text: &str, names: &Names) -> Result<Filter, String> {
+pub(crate) fn compile_condition(
+    // What the condition belongs to, for errors: `$(grep)`, `<action condition=…>`.
+    function: &str,
+    text: &str,
+    names: &Names,
+) -> Result<Filter, String> {
     let config = sluice_config::load_str(
         "template function",
         &format!("filter condition {{ {text}; }};"),
     )
-    .map_err(|e| format!("$({function}) condition {text}: {}", e.render()))?;
+    .map_err(|e| format!("{function} condition {text}: {}", e.render()))?;
     let sluice_config::Body::Filter(expr) = &config.statements[0].body else {
         return Err(format!(
-            "$({function}) condition {text} is not a filter expression"
+            "{function} condition {text} is not a filter expression"
         ));
     };
     filter::compile(expr, names, &mut |name, pos| {
         named_filter(name, pos, names, &mut Vec::new())
     })
-    .map_err(|e| format!("$({function}) condition {text}: {}", e.render(&config.map)))
+    .map_err(|e| format!("{function} condition {text}: {}", e.render(&config.map)))
 }
 
 /// syslog-ng's DATETIME text, `secs[.fraction][Z|±hh:mm|±hhmm]`: the seconds, and the offset
