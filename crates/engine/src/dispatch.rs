@@ -9,7 +9,7 @@
 
 use crate::destinations::{Destination, Outbox};
 use crate::window::Ack;
-use sluice_model::path::SourceId;
+use sluice_model::path::{SourceId, Stateful};
 use sluice_model::{LogMessage, Router};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -120,19 +120,40 @@ impl Dispatcher {
     /// to be queued waits in `outbox` until the caller commits it. Rewrite rules on the way
     /// append their versions of messages to `msgs`.
     pub fn prepare(&self, msgs: &mut Vec<LogMessage>, ack: &Ack, outbox: &mut Outbox) {
+        self.counted
+            .received
+            .fetch_add(msgs.len() as u64, Ordering::Relaxed);
+        self.counted
+            .registry
+            .count_messages(self.counted.level, msgs);
+        self.route_and_deliver(msgs, None, ack, outbox);
+    }
+
+    /// Routes `msgs`, made by parser `by` of `stateful` when its contexts ended, from that
+    /// parser on, and queues them with their destinations at once.
+    pub fn resume(&self, stateful: &Stateful, by: usize, msgs: &mut Vec<LogMessage>, ack: &Ack) {
+        let mut outbox = Outbox::default();
+        self.route_and_deliver(msgs, Some((stateful, by)), ack, &mut outbox);
+        outbox.commit();
+    }
+
+    /// Routes each message, from the top of the log paths or from a parser (`from`), and
+    /// hands each destination its share.
+    fn route_and_deliver(
+        &self,
+        msgs: &mut Vec<LogMessage>,
+        from: Option<(&Stateful, usize)>,
+        ack: &Ack,
+        outbox: &mut Outbox,
+    ) {
         SCRATCH.with_borrow_mut(|scratch| {
             let n = self.destinations.len();
-            self.counted
-                .received
-                .fetch_add(msgs.len() as u64, Ordering::Relaxed);
-            self.counted
-                .registry
-                .count_messages(self.counted.level, msgs);
             scratch.routed.resize_with(n, Vec::new);
             scratch.flow_control.resize(n, false);
             let source = msgs.first().map(|m| m.origin.source_id);
             let fixed = source
                 .and_then(|s| self.router.fixed_route(s))
+                .filter(|_| from.is_none())
                 .filter(|_| msgs.iter().all(|m| Some(m.origin.source_id) == source));
             if let Some(route) = fixed {
                 // Every message goes the same way: no need to ask per message.
@@ -143,15 +164,17 @@ impl Dispatcher {
             } else {
                 for i in 0..msgs.len() {
                     let (routed, flow) = (&mut scratch.routed, &mut scratch.flow_control);
-                    self.router.route(
-                        msgs,
-                        i,
-                        &mut scratch.filter,
-                        &mut |dest, version, flow_control| {
-                            routed[dest as usize].push(version);
-                            flow[dest as usize] |= flow_control;
-                        },
-                    );
+                    let out = &mut |dest: u32, version, flow_control| {
+                        routed[dest as usize].push(version);
+                        flow[dest as usize] |= flow_control;
+                    };
+                    match from {
+                        None => self.router.route(msgs, i, &mut scratch.filter, out),
+                        Some((stateful, by)) => {
+                            self.router
+                                .resume(stateful, by, msgs, i, &mut scratch.filter, out)
+                        }
+                    }
                 }
             }
             for (d, dest) in self.destinations.iter().enumerate() {

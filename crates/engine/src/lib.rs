@@ -48,6 +48,7 @@
 
 pub mod build;
 pub mod control;
+pub mod correlation;
 pub mod destinations;
 pub mod dispatch;
 pub mod dns;
@@ -512,6 +513,7 @@ async fn serve(
     if let Some(listener) = prometheus {
         services.spawn(control::serve_prometheus(listener, stats.clone()));
     }
+    services.spawn(correlation::run(ctx.clone()));
     stats.set_max_dynamics(globals.stats_max_dynamics);
     if globals.stats_freq > 0 {
         let stats = stats.clone();
