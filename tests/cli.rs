@@ -95,8 +95,8 @@ fn later_features_are_refused_by_name() {
             "the 'template_function' statement is not supported yet",
         ),
         (
-            "parser p { grouping-by(key(\"$HOST\")); };",
-            "the grouping-by() parser is not supported yet",
+            "parser p { group-lines(key(\"$HOST\")); };",
+            "the group-lines() parser is not supported yet",
         ),
         (
             "parser p { add-contextual-data(selector(\"$HOST\")); };",

@@ -205,3 +205,74 @@ fn a_flood_of_keys_ends_the_oldest_contexts_early_and_loses_nothing() {
     assert_eq!(seen.len(), n, "a context ended twice");
     assert!(n <= keys && n >= keys - 64, "{n}");
 }
+
+/// Messages for `grouping-by()`: programs on two hosts, one group ended by its trigger, one
+/// too small for `having()`, one from a program `where()` leaves out.
+const GROUPED: &str = "\
+<38>Jan  1 10:00:00 h1 app[1]: b second
+<38>Jan  1 10:00:00 h1 app[1]: a first
+<38>Jan  1 10:00:01 h2 app[2]: c other host
+<38>Jan  1 10:00:01 h2 app[2]: d other host again
+<38>Jan  1 10:00:02 h1 db[3]: lonely
+<38>Jan  1 10:00:02 h1 job[4]: step 1
+<38>Jan  1 10:00:03 h1 job[4]: end
+<38>Jan  1 10:00:03 h1 job[4]: step 2 after the end
+<38>Jan  1 10:00:04 h1 cron[5]: not grouped
+";
+
+#[test]
+fn grouping_by_aggregates_as_syslog_ngs() {
+    if common::syslog_ng().is_none() {
+        return;
+    }
+    let run = |kind: Server| {
+        let port = common::free_port();
+        let config = format!(
+            r#"@version: 3.38
+            source s {{ network(ip(127.0.0.1) port({port}) transport(tcp) keep-hostname(yes)); }};
+            parser p {{
+                grouping-by(
+                    key("${{PROGRAM}}") scope(host) timeout(2)
+                    where(not program("cron"))
+                    trigger(message("^end"))
+                    having("$(context-length)" >= "2")
+                    sort-key("$MSG")
+                    aggregate(
+                        value("MESSAGE" "$(context-length) of $PROGRAM: $(context-values $MSG)")
+                        value("first" "${{MSG}}@2")
+                        tags("grouped")
+                    )
+                );
+            }};
+            destination d {{ file("@OUT@/all.log" template("${{HOST}}|${{PROGRAM}}|${{PID}}|${{MESSAGE}}|${{first}}|${{.classifier.context_id}}|$TAGS\n")); }};
+            log {{ source(s); parser(p); destination(d); }};"#
+        );
+        let mut r = Running::start(kind, &config);
+        r.wait_tcp(port);
+        common::send_tcp(port, GROUPED.as_bytes(), Framing::Newline);
+        // Nine messages; aggregates of h1's app, h2's app, job (by its trigger) and job again
+        // (the message after the end, alone: having() leaves it out), db's too small.
+        common::wait_lines(&r.out, 12, Duration::from_secs(30));
+        common::wait_stable(&r.out, Duration::from_millis(1500), Duration::from_secs(10));
+        let mut got: Vec<String> = std::fs::read_to_string(r.out.join("all.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(String::from)
+            .collect();
+        got.sort();
+        got
+    };
+    let (syslog_ng, sluice) = std::thread::scope(|s| {
+        let syslog_ng = s.spawn(|| run(Server::SyslogNg));
+        let sluice = s.spawn(|| run(Server::Sluice));
+        (syslog_ng.join().unwrap(), sluice.join().unwrap())
+    });
+    assert_eq!(sluice, syslog_ng);
+    assert_eq!(syslog_ng.len(), 12, "{syslog_ng:#?}");
+    // Sorted by sort-key(); the aggregate is formatted with itself as the last message.
+    let aggregate = "h1|app|1|3 of app: \"a first\",\"b second\",\"b second\"|a first|app|grouped,";
+    assert!(
+        sluice.iter().any(|l| l.starts_with(aggregate)),
+        "{sluice:#?}"
+    );
+}

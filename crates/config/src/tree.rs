@@ -987,10 +987,12 @@ impl Parser<'_> {
                 Tok::Word(_) if *self.peek_at(1) == Tok::LParen => {
                     let (name, pos) = self.word("")?;
                     self.next();
-                    // A rewrite rule's `condition()` holds a filter expression.
-                    if crate::normalize(&name) == "condition" {
+                    // A rewrite rule's `condition()` and `grouping-by()`'s `where()`,
+                    // `having()` and `trigger()` hold a filter expression.
+                    let key = crate::normalize(&name);
+                    if matches!(key.as_str(), "condition" | "where" | "having" | "trigger") {
                         let expr = self.or_expr()?;
-                        self.expect(Tok::RParen, "to close condition(…)")?;
+                        self.expect(Tok::RParen, &format!("to close {name}(…)"))?;
                         args.push(Arg::Option(Node {
                             name,
                             pos,

@@ -171,6 +171,12 @@ pub enum Joined<T> {
     Closed(Context<T>),
 }
 
+impl<T> std::fmt::Debug for State<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("State").field("open", &self.open()).finish()
+    }
+}
+
 /// The open contexts of one parser.
 pub struct State<T> {
     shards: Box<[Mutex<Shard<T>>]>,
@@ -300,6 +306,14 @@ impl<T> State<T> {
                 .extend(ended);
         }
         joined
+    }
+
+    /// Ends `context` now (its owner closed it): [`State::tick`] hands it over next.
+    pub fn end(&self, context: Context<T>) {
+        self.due
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(context);
     }
 
     /// Moves the clock by the wall clock (`now_micros`) when no message has for over a second,

@@ -14,6 +14,7 @@
 
 pub mod csv;
 pub mod db;
+pub mod grouping;
 pub mod json;
 pub mod kv;
 
@@ -84,6 +85,8 @@ enum Kind {
     },
     /// `db-parser(file(…))`: classification by a pattern database.
     Db(db::DbParser),
+    /// `grouping-by(key(…) timeout(…) aggregate(…))`.
+    Grouping(Box<grouping::GroupingBy>),
 }
 
 /// A compiled pattern with the pair each named group sets.
@@ -205,6 +208,24 @@ static DRIVERS: &[ParserDriver] = &[
         build: db_parser,
     },
     ParserDriver {
+        name: "grouping_by",
+        options: &[
+            TEMPLATE,
+            read("key", "key(\"$HOST\")"),
+            read("sort_key", "sort-key(\"$SEQNUM\")"),
+            read("scope", "scope(host)"),
+            read("timeout", "timeout(10)"),
+            read("trigger", "trigger(message(\"end\"))"),
+            read("where", "where(program(\"sshd\"))"),
+            read("having", "having(\"$(context-length)\" > \"1\")"),
+            read("aggregate", "aggregate(value(\"MESSAGE\" \"$(context-length)\") tags(\"t\") inherit-mode(last-message))"),
+            read("inject_mode", "inject-mode(aggregate-only)"),
+            read("max_contexts", "max-contexts(1000)"),
+        ],
+        sample: "grouping-by(key(\"$PID\") timeout(5) aggregate(value(\"MESSAGE\" \"x\")))",
+        build: grouping_by,
+    },
+    ParserDriver {
         name: "syslog_parser",
         options: &[
             TEMPLATE,
@@ -225,7 +246,6 @@ const NOT_YET: &[&str] = &[
     "python",
     "group_lines",
     "map_value_pairs",
-    "grouping_by",
     "add_contextual_data",
     "geoip2",
     "geoip",
@@ -290,12 +310,11 @@ impl Parsers {
         true
     }
 
-    /// Whether a parser keeps state from message to message (a correlating `db-parser()`):
+    /// Whether a parser keeps state from message to message (a correlating `db-parser()`,
+    /// `grouping-by()`):
     /// each place in the configuration that names it then needs an [`Parsers::instance`].
     pub fn is_stateful(&self) -> bool {
-        self.parsers
-            .iter()
-            .any(|p| p.db().is_some_and(|d| d.correlation.is_some()))
+        self.parsers.iter().any(|p| p.is_stateful())
     }
 
     /// The same parsers, with a state of their own for those that keep one.
@@ -303,14 +322,18 @@ impl Parsers {
         let parsers = self
             .parsers
             .iter()
-            .map(|p| match p.db().filter(|d| d.correlation.is_some()) {
-                Some(db) => std::sync::Arc::new(Parser {
-                    kind: Kind::Db(db.instance()),
+            .map(|p| {
+                let kind = match &p.kind {
+                    Kind::Db(db) if db.correlation.is_some() => Kind::Db(db.instance()),
+                    Kind::Grouping(g) => Kind::Grouping(Box::new(g.instance())),
+                    _ => return p.clone(),
+                };
+                std::sync::Arc::new(Parser {
+                    kind,
                     template: p.template.clone(),
                     prefix: p.prefix.clone(),
                     failed: AtomicU64::new(0),
-                }),
-                None => p.clone(),
+                })
             })
             .collect();
         Parsers { parsers }
@@ -325,8 +348,10 @@ impl Parsers {
         f: &mut dyn FnMut(usize, &mut Vec<LogMessage<'_>>),
     ) {
         for (i, p) in self.parsers.iter().enumerate() {
-            if let Some(db) = p.db() {
-                db.tick(now_micros, &mut |made| f(i, made));
+            match &p.kind {
+                Kind::Db(db) => db.tick(now_micros, &mut |made| f(i, made)),
+                Kind::Grouping(g) => g.tick(now_micros, &mut |made| f(i, made)),
+                _ => {}
             }
         }
     }
@@ -368,18 +393,22 @@ impl Parser {
         })
     }
 
-    fn db(&self) -> Option<&db::DbParser> {
+    /// Whether the parser keeps state from message to message.
+    fn is_stateful(&self) -> bool {
         match &self.kind {
-            Kind::Db(db) => Some(db),
-            _ => None,
+            Kind::Db(db) => db.correlation.is_some(),
+            Kind::Grouping(_) => true,
+            _ => false,
         }
     }
 
     /// Parses `msg`'s input into pairs on `msg`; `false` (and counted) when the parser fails.
     /// Messages it makes are pushed to `made`.
     pub fn apply<'r>(&self, msg: &mut LogMessage<'r>, made: &mut Vec<LogMessage<'r>>) -> bool {
-        if let Kind::Db(db) = &self.kind {
-            return db.apply(self.template.as_ref(), msg, made);
+        match &self.kind {
+            Kind::Db(db) => return db.apply(self.template.as_ref(), msg, made),
+            Kind::Grouping(g) => return g.apply(msg),
+            _ => {}
         }
         SCRATCH.with_borrow_mut(|(rendered, name)| {
             // Where the input is: the received text itself (values can be spans of it), or a
@@ -474,7 +503,11 @@ impl Parser {
                             values.set_typed(id, kind, value);
                         })
                 }
-                Kind::Date { .. } | Kind::Tags | Kind::Syslog { .. } | Kind::Db(_) => true,
+                Kind::Date { .. }
+                | Kind::Tags
+                | Kind::Syslog { .. }
+                | Kind::Db(_)
+                | Kind::Grouping(_) => true,
                 Kind::Csv {
                     options,
                     names,
@@ -687,6 +720,142 @@ fn text(o: &mut Options, name: &str) -> Result<Option<String>, ConfigError> {
 /// `db-parser(file("/etc/syslog-ng/patterndb.xml"))`: a database read now; a file that
 /// cannot be read or is not a pattern database refuses the configuration (a reload keeps the
 /// running one).
+/// `grouping-by()`: `key()`, `timeout()` and `aggregate()` are required, as in syslog-ng.
+fn grouping_by(node: &Node, o: &mut Options, names: &Names) -> Result<Built, ConfigError> {
+    let template = |name: &str, o: &mut Options| -> Result<Option<Template>, ConfigError> {
+        let Some(opt) = o.last(name) else {
+            return Ok(None);
+        };
+        let v = opt.value()?;
+        Template::compile_in(&v.text, names)
+            .map(Some)
+            .map_err(|e| ConfigError::new(v.pos, e))
+    };
+    let filter =
+        |name: &str, o: &mut Options| -> Result<Option<crate::filter::Filter>, ConfigError> {
+            let Some(opt) = o.last(name) else {
+                return Ok(None);
+            };
+            let Some(Body::Filter(expr)) = opt.block.as_deref() else {
+                return Err(ConfigError::new(
+                    opt.pos,
+                    format!("{}() takes a filter expression", opt.name),
+                ));
+            };
+            let compiled = crate::filter::compile(expr, names, &mut |name, pos| {
+                crate::template::functions::named_filter(name, pos, names, &mut Vec::new())
+            })?;
+            Ok(Some(compiled))
+        };
+    let required = |what: &str| {
+        ConfigError::new(
+            node.pos,
+            format!("grouping-by() needs {what}, as in syslog-ng"),
+        )
+    };
+    let key = template("key", o)?.ok_or_else(|| required("key()"))?;
+    let sort_key = template("sort_key", o)?;
+    let scope = match o.last("scope") {
+        None => crate::correlation::Scope::Global,
+        Some(opt) => {
+            let v = opt.value()?;
+            crate::correlation::Scope::parse(&v.text).ok_or_else(|| {
+                ConfigError::unknown(
+                    v.pos,
+                    "scope",
+                    &v.text,
+                    "",
+                    &["process", "program", "host", "global"],
+                )
+            })?
+        }
+    };
+    let timeout = match o.last("timeout") {
+        None => return Err(required("timeout() of at least 1 second")),
+        Some(opt) => match opt.u64()? {
+            0 => {
+                return Err(ConfigError::new(
+                    opt.pos,
+                    "timeout() needs to be at least 1 second",
+                ))
+            }
+            t => t,
+        },
+    };
+    let trigger = filter("trigger", o)?;
+    let where_ = filter("where", o)?;
+    let having = filter("having", o)?;
+    let aggregate = match o.last("aggregate") {
+        None => return Err(required("aggregate()")),
+        Some(opt) => aggregate(opt, names)?,
+    };
+    let aggregate_only = inject_mode(o)?;
+    let max_contexts = max_contexts(o)?;
+    Ok(Built {
+        kind: Kind::Grouping(Box::new(grouping::GroupingBy {
+            key,
+            sort_key,
+            scope,
+            timeout,
+            trigger,
+            where_,
+            having,
+            aggregate: std::sync::Arc::new(aggregate),
+            aggregate_only,
+            max_contexts,
+            state: std::sync::Arc::new(crate::correlation::State::new(max_contexts)),
+        })),
+        prefix: String::new(),
+    })
+}
+
+/// `aggregate(value("NAME" "template") tags("tag") inherit-mode(mode))`: the message a
+/// context makes; it inherits the context unless said.
+fn aggregate(opt: &Node, names: &Names) -> Result<crate::patterndb::Synthetic, ConfigError> {
+    use crate::patterndb::{Inherit, Synthetic};
+    let mut message = Synthetic {
+        inherit: Inherit::Context,
+        ..Synthetic::default()
+    };
+    for inner in opt.options() {
+        match inner.key().as_str() {
+            "value" => {
+                let values: Vec<&sluice_config::Value> = inner.values().collect();
+                let [name, template] = values.as_slice() else {
+                    return Err(ConfigError::new(
+                        inner.pos,
+                        "value() takes a name and a template: value(\"MESSAGE\" \"$(context-length) messages\")",
+                    ));
+                };
+                let template = Template::compile_in(&template.text, names)
+                    .map_err(|e| ConfigError::new(template.pos, e))?;
+                message
+                    .values
+                    .push((crate::rewrite::Field::named(&name.text), template));
+            }
+            "tags" => {
+                for tag in inner.values() {
+                    message.tags.push(crate::message::tag_id(&tag.text));
+                }
+            }
+            "inherit_mode" => {
+                let v = inner.value()?;
+                message.inherit = Inherit::parse(&v.text).ok_or_else(|| {
+                    ConfigError::unknown(
+                        v.pos,
+                        "inherit-mode",
+                        &v.text,
+                        "",
+                        &["none", "last-message", "context"],
+                    )
+                })?;
+            }
+            _ => return Err(inner.unknown_in(opt, &["value", "tags", "inherit-mode"])),
+        }
+    }
+    Ok(message)
+}
+
 /// `inject-mode()`: where the messages a correlating parser makes go. `pass-through` (the
 /// default): on in the path, after the parser; `aggregate-only`: the same, and the messages
 /// the parser sees go no further (`true`). `internal` is not supported yet.

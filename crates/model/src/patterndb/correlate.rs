@@ -296,7 +296,7 @@ fn set_values(
 
 /// The message `synthetic` makes from a context (`view`, oldest first; its last is `last`,
 /// which triggered it) of `key` (none for a rule without a context).
-fn make<'a>(
+pub(crate) fn make<'a>(
     synthetic: &Synthetic,
     key: Option<&Key>,
     view: &[&LogMessage<'_>],

@@ -127,7 +127,7 @@ fn count_option(function: &str, text: &str) -> Result<usize, String> {
 
 /// Compiles the filter statement `name` for a template's condition; `building` holds the
 /// names being compiled, to refuse a filter that refers to itself.
-fn named_filter(
+pub(crate) fn named_filter(
     name: &str,
     pos: sluice_config::Pos,
     names: &Names,
