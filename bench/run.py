@@ -23,7 +23,9 @@ message with ten `if`/`elif` rules. `--format-json` writes
 each message as `$(format-json --scope rfc5424 --scope nv-pairs)` (sluice and syslog-ng only).
 
 `--patterndb FILE` puts `db-parser(file(FILE))` in the path (sluice and syslog-ng only;
-`bench/patterndb.py` writes one from a corpus with the share of lines that should match).
+`bench/patterndb.py` writes one from a corpus with the share of lines that should match;
+`bench/contexts.py` one that opens a correlation context per message, for which
+`--max-contexts N` raises sluice's bound of open contexts).
 `--against-no-parser` also runs each server without it just before, and prints the ratio per
 round.
 
@@ -162,11 +164,12 @@ def certificate(work):
     return cert, key
 
 
-def syslog_ng_config(args, port, out, work):
+def syslog_ng_config(args, port, out, work, server="sluice"):
     driver = "network" if args.proto == "3164" else "syslog"
     rewrite, element, template = REWRITES.get(args.rewrite, ("", "", ""))
     if args.patterndb:
-        rewrite += f'\nparser pdb {{ db-parser(file("{args.patterndb}")); }};'
+        bound = f" max-contexts({args.max_contexts})" if args.max_contexts and server == "sluice" else ""
+        rewrite += f'\nparser pdb {{ db-parser(file("{args.patterndb}"){bound}); }};'
         element += " parser(pdb);"
     if args.format_json:
         template = ' template("$(format-json --scope rfc5424 --scope nv-pairs)\\n")'
@@ -222,7 +225,7 @@ def start(server, args, work, port, out, sink_port=None):
     err = open(os.path.join(work, "stderr"), "w")
     if server in ("sluice", "syslog-ng"):
         conf = os.path.join(work, "server.conf")
-        text = relay_config(args, port, sink_port, work) if args.forward else syslog_ng_config(args, port, out, work)
+        text = relay_config(args, port, sink_port, work) if args.forward else syslog_ng_config(args, port, out, work, server)
         open(conf, "w").write(text)
         binary = SLUICE if server == "sluice" else "syslog-ng"
         extra = ["--no-caps"] if server == "syslog-ng" else []
@@ -385,6 +388,7 @@ def main():
     ap.add_argument("--rewrite", choices=["subst", "set", "classify"],
                     help="a rewrite rule (or, classify: ten if/elif rules) in the path")
     ap.add_argument("--patterndb", help="db-parser() with this pattern database in the path")
+    ap.add_argument("--max-contexts", type=int, help="sluice's db-parser(max-contexts()) (bench/contexts.py)")
     ap.add_argument("--format-json", action="store_true", help="write messages with $(format-json)")
     ap.add_argument("--corpus", help="send the lines of this file instead of synthetic messages")
     ap.add_argument("--forward", choices=["none", "normal", "reliable", "relp"],

@@ -17,7 +17,7 @@
 
 use crate::kept::Kept;
 use crate::message::LogMessage;
-use hashbrown::HashMap;
+use hashbrown::HashTable;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -124,40 +124,64 @@ pub struct Context<T> {
     deadline: (u64, u64),
 }
 
+/// The contexts whose keys hash to one shard. Each key is stored once, in its context; the
+/// deadlines find their context by its hash.
 struct Shard<T> {
-    contexts: HashMap<Key, Context<T>, foldhash::fast::RandomState>,
-    /// Each context's deadline, in order: what ends first is found first.
-    deadlines: BTreeMap<(u64, u64), Key>,
+    contexts: HashTable<Context<T>>,
+    /// Each context's deadline with its key's hash, in order: what ends first is found first.
+    deadlines: BTreeMap<(u64, u64), u64>,
     /// Numbers deadlines of the same second apart.
     next: u64,
 }
 
+/// The hash of a key, for its shard and its place in the shard's table.
+fn hash_of(key: &Key) -> u64 {
+    use std::hash::BuildHasher;
+    static HASHER: std::sync::OnceLock<foldhash::fast::FixedState> = std::sync::OnceLock::new();
+    HASHER
+        .get_or_init(foldhash::fast::FixedState::default)
+        .hash_one(key)
+}
+
 impl<T> Shard<T> {
-    fn remove(&mut self, key: &Key) -> Option<Context<T>> {
-        let context = self.contexts.remove(key)?;
+    fn get_mut(&mut self, hash: u64, key: &Key) -> Option<&mut Context<T>> {
+        self.contexts.find_mut(hash, |c| c.key == *key)
+    }
+
+    fn remove(&mut self, hash: u64, key: &Key) -> Option<Context<T>> {
+        let (context, _) = self
+            .contexts
+            .find_entry(hash, |c| c.key == *key)
+            .ok()?
+            .remove();
         self.deadlines.remove(&context.deadline);
         Some(context)
     }
 
-    fn schedule(&mut self, key: &Key, at: u64) {
-        let Some(context) = self.contexts.get_mut(key) else {
+    fn schedule(&mut self, hash: u64, key: &Key, at: u64) {
+        let next = self.next;
+        let Some(context) = self.contexts.find_mut(hash, |c| c.key == *key) else {
             return;
         };
-        let old = std::mem::replace(&mut context.deadline, (at, self.next));
+        let old = std::mem::replace(&mut context.deadline, (at, next));
         self.next += 1;
-        let key = self.deadlines.remove(&old).unwrap_or_else(|| key.clone());
-        self.deadlines.insert(context.deadline, key);
+        self.deadlines.remove(&old);
+        self.deadlines.insert((at, next), hash);
     }
 
     /// The context that ends first, when it ends at `clock` or before (any, when `clock` is
     /// `u64::MAX`).
     fn pop_due(&mut self, clock: u64) -> Option<Context<T>> {
-        let (&(at, _), _) = self.deadlines.first_key_value()?;
-        if at > clock {
+        let (&deadline, _) = self.deadlines.first_key_value()?;
+        if deadline.0 > clock {
             return None;
         }
-        let (_, key) = self.deadlines.pop_first()?;
-        self.contexts.remove(&key)
+        let (_, hash) = self.deadlines.pop_first()?;
+        let entry = self
+            .contexts
+            .find_entry(hash, |c| c.deadline == deadline)
+            .ok()?;
+        Some(entry.remove().0)
     }
 }
 
@@ -200,9 +224,9 @@ impl<T> State<T> {
             shards: (0..SHARDS)
                 .map(|_| {
                     Mutex::new(Shard {
-                        contexts: HashMap::default(),
+                        contexts: HashTable::new(),
                         deadlines: BTreeMap::new(),
-                        next: 0,
+                        next: 1,
                     })
                 })
                 .collect(),
@@ -216,12 +240,7 @@ impl<T> State<T> {
         }
     }
 
-    fn shard(&self, key: &Key) -> std::sync::MutexGuard<'_, Shard<T>> {
-        use std::hash::BuildHasher;
-        static HASHER: std::sync::OnceLock<foldhash::fast::FixedState> = std::sync::OnceLock::new();
-        let hash = HASHER
-            .get_or_init(foldhash::fast::FixedState::default)
-            .hash_one(key);
+    fn shard(&self, hash: u64) -> std::sync::MutexGuard<'_, Shard<T>> {
         self.shards[(hash >> 58) as usize % SHARDS]
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -259,16 +278,16 @@ impl<T> State<T> {
         f: impl FnOnce(&mut Context<T>) -> bool,
     ) -> Joined<T> {
         let clock = self.now();
-        let mut shard = self.shard(&key);
+        let hash = hash_of(&key);
+        let mut shard = self.shard(hash);
         let mut ended = Vec::new();
         if shard
-            .contexts
-            .get(&key)
+            .get_mut(hash, &key)
             .is_some_and(|c| c.deadline.0 <= clock)
         {
-            ended.extend(shard.remove(&key));
+            ended.extend(shard.remove(hash, &key));
         }
-        if !shard.contexts.contains_key(&key) {
+        if shard.get_mut(hash, &key).is_none() {
             while shard.contexts.len() >= self.limit_per_shard {
                 match shard.pop_due(u64::MAX) {
                     Some(oldest) => {
@@ -284,16 +303,18 @@ impl<T> State<T> {
                 owner: open(),
                 deadline: (0, 0),
             };
-            shard.contexts.insert(key.clone(), context);
+            shard
+                .contexts
+                .insert_unique(hash, context, |c| hash_of(&c.key));
             self.open.fetch_add(1, Ordering::Relaxed);
         }
-        let context = shard.contexts.get_mut(&key).expect("opened above");
+        let context = shard.get_mut(hash, &key).expect("opened above");
         let keep = f(context);
         let joined = if keep {
-            shard.schedule(&key, clock.saturating_add(timeout));
+            shard.schedule(hash, &key, clock.saturating_add(timeout));
             Joined::Open
         } else {
-            let closed = shard.remove(&key).expect("open above");
+            let closed = shard.remove(hash, &key).expect("open above");
             self.open.fetch_sub(1, Ordering::Relaxed);
             Joined::Closed(closed)
         };

@@ -4,14 +4,30 @@
 //! A [`LogMessage`] borrows its frame and [`Origin`] from its read; a [`Kept`] message owns a
 //! copy of both and lends out a `LogMessage` that borrows them, so every template, filter and
 //! destination reads it as it reads any other message. Keeping copies the frame once; the
-//! fields stay spans of the copy.
+//! fields stay spans of the copy. Kept messages of one origin share one copy of it.
 
 use crate::message::{LogMessage, Origin};
+use std::cell::RefCell;
+use std::sync::Arc;
 
 /// What a kept message borrows from.
 struct Owned {
     raw: Box<[u8]>,
-    origin: Origin,
+    origin: Arc<Origin>,
+}
+
+thread_local! {
+    /// The origin this thread kept a message of last: the next message it keeps is most
+    /// likely of the same connection.
+    static LAST_ORIGIN: RefCell<Option<Arc<Origin>>> = const { RefCell::new(None) };
+}
+
+/// A shared copy of `origin`.
+fn shared(origin: &Origin) -> Arc<Origin> {
+    LAST_ORIGIN.with_borrow_mut(|last| match last {
+        Some(o) if **o == *origin => o.clone(),
+        _ => last.insert(Arc::new(origin.clone())).clone(),
+    })
 }
 
 self_cell::self_cell!(
@@ -30,7 +46,7 @@ impl Kept {
     pub fn of(msg: &LogMessage) -> Kept {
         let owned = Owned {
             raw: msg.raw.into(),
-            origin: msg.origin.clone(),
+            origin: shared(msg.origin),
         };
         Kept(Cell::new(owned, |o| LogMessage {
             raw: &o.raw,
@@ -50,7 +66,7 @@ impl Kept {
     pub fn made(origin: Origin, make: impl for<'a> FnOnce(&'a Origin) -> LogMessage<'a>) -> Kept {
         let owned = Owned {
             raw: Box::default(),
-            origin,
+            origin: Arc::new(origin),
         };
         Kept(Cell::new(owned, |o| make(&o.origin)))
     }

@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock, RwLock};
 
 /// Where a message came from: shared by every message of a connection or datagram socket.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Origin {
     /// The `source` statement's name: `$SOURCE`.
     pub source_name: Arc<str>,
