@@ -204,6 +204,19 @@ fn a_flood_of_keys_ends_the_oldest_contexts_early_and_loses_nothing() {
     seen.dedup();
     assert_eq!(seen.len(), n, "a context ended twice");
     assert!(n <= keys && n >= keys - 64, "{n}");
+    // Counted: `parser;db-parser#0;;a;contexts_evicted;N`.
+    let (ok, stats) = common::ctl(&r, &["stats"]);
+    assert!(ok, "{stats}");
+    let counted = |kind: &str| -> usize {
+        let line = format!("parser;db-parser#0;;a;{kind};");
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix(&line))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {kind} in {stats}"))
+    };
+    assert_eq!(counted("contexts_evicted"), n, "{stats}");
+    assert_eq!(counted("contexts") + n, keys, "{stats}");
 }
 
 /// Messages for `grouping-by()`: programs on two hosts, one group ended by its trigger, one

@@ -226,6 +226,18 @@ pub fn build_with(
         paths.push(LogPath::build(nodes, true, &mut b)?);
     }
     let router = Router::new(paths);
+    // Correlation contexts (open, ended, ended early) of each stateful parser, numbered in
+    // the order the log paths name them: `parser;db-parser#0;;contexts`.
+    let mut numbered = 0;
+    for stateful in router.stateful() {
+        for (parser, counters) in stateful.counters() {
+            for (kind, value) in counters {
+                b.stats
+                    .register("parser", &format!("{parser}#{numbered}"), "", kind, value);
+            }
+            numbered += 1;
+        }
+    }
     if b.globals.stats_level >= 3 {
         // Level 3 shows every facility and severity, counted or not, as syslog-ng does.
         let facilities = (0..24).map(|f| f.to_string()).chain(["other".to_string()]);

@@ -46,7 +46,10 @@ impl Counter {
 
     /// Gauges show a state (how much is queued now); counters only grow until reset.
     fn is_gauge(&self) -> bool {
-        matches!(self.kind, "queued" | "memory_usage" | "connections")
+        matches!(
+            self.kind,
+            "queued" | "memory_usage" | "connections" | "contexts"
+        )
     }
 }
 
@@ -148,6 +151,28 @@ impl Registry {
             .lock()
             .expect("stats lock")
             .get(component, id, instance, kind, false)
+    }
+
+    /// Lists `value`, counted by someone else (a parser's correlation state), under this
+    /// name, in place of what was listed under it before (a reload's predecessor).
+    pub fn register(
+        &self,
+        component: &str,
+        id: &str,
+        instance: &str,
+        kind: &'static str,
+        value: Arc<AtomicU64>,
+    ) {
+        let mut counters = self.counters.lock().expect("stats lock");
+        counters.get(component, id, instance, kind, false);
+        let key = (
+            component.to_string(),
+            id.to_string(),
+            instance.to_string(),
+            kind,
+        );
+        let at = counters.index[&key];
+        counters.list[at].value = value;
     }
 
     /// syslog-ng's counters by what messages carry: `src.host` and `src.sender` (`$HOST`,

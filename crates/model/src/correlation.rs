@@ -20,7 +20,7 @@ use crate::message::LogMessage;
 use hashbrown::HashTable;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Which messages share a context id: syslog-ng's `context-scope()`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -187,6 +187,9 @@ impl<T> Shard<T> {
 
 const SHARDS: usize = 64;
 
+/// A state's counters, each with its name in the statistics ([`State::counters`]).
+pub type Counters = [(&'static str, Arc<AtomicU64>); 3];
+
 /// What a message did to its context ([`State::join`]).
 pub enum Joined<T> {
     /// It is open, with the message's `timeout` from now.
@@ -212,9 +215,9 @@ pub struct State<T> {
     /// [`State::tick`]'s caller.
     due: Mutex<Vec<Context<T>>>,
     limit_per_shard: usize,
-    open: AtomicU64,
-    ended: AtomicU64,
-    evicted: AtomicU64,
+    open: Arc<AtomicU64>,
+    ended: Arc<AtomicU64>,
+    evicted: Arc<AtomicU64>,
 }
 
 impl<T> State<T> {
@@ -234,9 +237,9 @@ impl<T> State<T> {
             last_tick: AtomicI64::new(0),
             due: Mutex::new(Vec::new()),
             limit_per_shard: max_contexts.div_ceil(SHARDS).max(1),
-            open: AtomicU64::new(0),
-            ended: AtomicU64::new(0),
-            evicted: AtomicU64::new(0),
+            open: Arc::default(),
+            ended: Arc::default(),
+            evicted: Arc::default(),
         }
     }
 
@@ -384,6 +387,16 @@ impl<T> State<T> {
         ended.sort_by_key(|c| c.deadline);
         self.ended.fetch_add(ended.len() as u64, Ordering::Relaxed);
         ended
+    }
+
+    /// The counters for the statistics: contexts open now (`contexts`), ended
+    /// (`contexts_ended`) and ended early (`contexts_evicted`).
+    pub fn counters(&self) -> Counters {
+        [
+            ("contexts", self.open.clone()),
+            ("contexts_ended", self.ended.clone()),
+            ("contexts_evicted", self.evicted.clone()),
+        ]
     }
 
     /// Contexts open now.

@@ -536,6 +536,11 @@ pub struct Stateful {
 }
 
 impl Stateful {
+    /// The correlation counters of its parsers, each with the parser's name.
+    pub fn counters(&self) -> Vec<(&'static str, crate::correlation::Counters)> {
+        self.parsers.counters()
+    }
+
     /// Moves the parsers' clocks by the wall clock (µs; `None`: ends every context); `f` gets
     /// what the contexts that ended made, with the index of the parser that made them (for
     /// [`Router::resume`]).

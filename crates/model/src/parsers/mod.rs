@@ -339,6 +339,22 @@ impl Parsers {
         Parsers { parsers }
     }
 
+    /// The correlation counters of the parsers that keep state, each with the parser's name
+    /// (`db-parser`, `grouping-by`).
+    pub fn counters(&self) -> Vec<(&'static str, crate::correlation::Counters)> {
+        self.parsers
+            .iter()
+            .filter_map(|p| match &p.kind {
+                Kind::Db(db) => db
+                    .correlation
+                    .as_ref()
+                    .map(|c| ("db-parser", c.state.counters())),
+                Kind::Grouping(g) => Some(("grouping-by", g.state.counters())),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Moves the clocks of the parsers that keep state by the wall clock (µs; `None`: ends
     /// every context); `f` gets what the contexts that ended made, with the index of the
     /// parser that made them.
