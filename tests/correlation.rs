@@ -289,3 +289,60 @@ fn grouping_by_aggregates_as_syslog_ngs() {
         "{sluice:#?}"
     );
 }
+
+/// A reload hands the open contexts to the new configuration's parser of the same database:
+/// a context begun before it ends after it with every message.
+#[test]
+fn a_reload_keeps_the_open_contexts() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("patterndb.xml");
+    // Five seconds: time enough for the reload between the messages.
+    std::fs::write(
+        &db,
+        DATABASE.replace("context-timeout='3'", "context-timeout='5'"),
+    )
+    .unwrap();
+    let port = common::free_port();
+    let config = |extra: &str| {
+        format!(
+            r#"@version: 3.38
+            source s {{ network(ip(127.0.0.1) port({port}) transport(tcp) keep-hostname(yes)); }};
+            parser p {{ db-parser(file("{}")); }};
+            destination d {{ file("@OUT@/all.log" template("$MSG\n")); }};
+            log {{ source(s); parser(p); destination(d); }};
+            {extra}"#,
+            db.display()
+        )
+    };
+    let mut r = Running::start(Server::Sluice, &config(""));
+    r.wait_tcp(port);
+    let send = |user: &str| {
+        let line =
+            format!("<38>Jan  1 10:00:00 h1 app[1]: failed login for {user} from 10.9.9.9\n");
+        common::send_tcp(port, line.as_bytes(), Framing::Newline);
+    };
+    send("before1");
+    send("before2");
+    common::wait_lines(&r.out, 3, Duration::from_secs(10));
+    // A changed configuration: the same parser, one more statement.
+    std::fs::write(
+        r.dir.path().join("server.conf"),
+        config("destination unused { file(\"/dev/null\"); };")
+            .replace("@OUT@", &r.out.to_string_lossy()),
+    )
+    .unwrap();
+    let (ok, said) = common::ctl(&r, &["reload"]);
+    assert!(ok, "{said}");
+    send("after");
+    let file = r.out.join("all.log");
+    common::wait_until(Duration::from_secs(20), || {
+        std::fs::read_to_string(&file).is_ok_and(|t| t.contains("4 failures from"))
+    });
+    let text = std::fs::read_to_string(&file).unwrap();
+    // The summary counts itself (`$(context-length)` with the new message last).
+    assert!(
+        text.contains("4 failures from 10.9.9.9: before1,before2,after,after sum=9 first=before1"),
+        "{text}\n{}",
+        r.stderr()
+    );
+}

@@ -33,8 +33,9 @@
 //!    what it holds.
 //! 6. The new dispatcher replaces the old; readers take it at their next read, with their
 //!    listener's new parsing options. The new sources run.
-//! 7. Once no read prepared with the old dispatcher is in flight, destinations no one kept
-//!    finish what they hold and stop.
+//! 7. Once no read prepared with the old dispatcher is in flight, its parsers' open
+//!    correlation contexts go to the new parsers of the same identity, and destinations no one
+//!    kept finish what they hold and stop.
 //!
 //! # Shutdown
 //!
@@ -345,6 +346,9 @@ impl Running {
         while Arc::strong_count(&old) > 1 && std::time::Instant::now() < deadline {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
+        // No read uses the old routing now: its parsers' open correlation contexts go to
+        // their successors (merged with any the new ones opened meanwhile).
+        new.dispatcher.router.adopt_state(&old.router);
         let retired: Vec<_> = old
             .destinations
             .iter()

@@ -368,6 +368,52 @@ impl<T> State<T> {
         self.expire(self.now())
     }
 
+    /// Takes over the contexts of `old` (the same parser in the configuration a reload
+    /// replaced), with its clock: a context both have keeps `old`'s messages first and the
+    /// later end.
+    pub fn adopt(&self, old: &State<T>) {
+        self.clock.fetch_max(old.now(), Ordering::Relaxed);
+        self.last_tick
+            .fetch_max(old.last_tick.load(Ordering::Relaxed), Ordering::Relaxed);
+        let mut moved = 0;
+        for shard in old.shards.iter() {
+            let contexts = {
+                let mut shard = shard.lock().unwrap_or_else(|e| e.into_inner());
+                shard.deadlines.clear();
+                std::mem::take(&mut shard.contexts)
+            };
+            for mut context in contexts {
+                moved += 1;
+                let hash = hash_of(&context.key);
+                let key = context.key.clone();
+                let mut shard = self.shard(hash);
+                let at = match shard.get_mut(hash, &key) {
+                    Some(newer) => {
+                        context.messages.append(&mut newer.messages);
+                        newer.messages = std::mem::take(&mut context.messages);
+                        newer.deadline.0.max(context.deadline.0)
+                    }
+                    None => {
+                        // Scheduled anew in this state's order of deadlines.
+                        let at = std::mem::take(&mut context.deadline).0;
+                        shard
+                            .contexts
+                            .insert_unique(hash, context, |c| hash_of(&c.key));
+                        self.open.fetch_add(1, Ordering::Relaxed);
+                        at
+                    }
+                };
+                shard.schedule(hash, &key, at);
+            }
+        }
+        old.open.fetch_sub(moved, Ordering::Relaxed);
+        let due = std::mem::take(&mut *old.due.lock().unwrap_or_else(|e| e.into_inner()));
+        self.due
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(due);
+    }
+
     /// Ends every context, as if its time had come (a stop, a reload that drops the parser).
     pub fn end_all(&self) -> Vec<Context<T>> {
         self.expire(u64::MAX)
@@ -529,6 +575,41 @@ mod tests {
         assert_eq!(ids(ended), [b"b".to_vec()]);
         assert_eq!((state.open(), state.ended(), state.evicted()), (2, 2, 0));
         assert_eq!(ids(state.end_all()), [b"a".to_vec(), b"c".to_vec()]);
+    }
+
+    #[test]
+    fn a_reload_takes_the_contexts_over() {
+        let old = State::new(100);
+        add(
+            &old,
+            &at("<13>Jan  1 00:00:00 h p: x", 100),
+            Scope::Global,
+            "a",
+            10,
+        );
+        add(
+            &old,
+            &at("<13>Jan  1 00:00:00 h p: x", 101),
+            Scope::Global,
+            "b",
+            10,
+        );
+        let new = State::new(100);
+        // A message that reached the new parser before the old one was let go.
+        add(
+            &new,
+            &at("<13>Jan  1 00:00:00 h p: y", 102),
+            Scope::Global,
+            "b",
+            20,
+        );
+        new.adopt(&old);
+        assert_eq!((old.open(), new.open(), new.now()), (0, 2, 102));
+        let ended = new.end_all();
+        let b = ended.iter().find(|c| c.key.id() == b"b").unwrap();
+        let texts: Vec<&[u8]> = b.messages.iter().map(|m| m.get().message()).collect();
+        assert_eq!(texts, [&b"x"[..], b"y"]);
+        assert_eq!(ended.len(), 2);
     }
 
     #[test]

@@ -693,6 +693,18 @@ impl Router {
         }
     }
 
+    /// Takes over the open correlation contexts of `old`'s stateful parsers (the
+    /// configuration a reload replaces): each of these takes those of the first one of the same
+    /// identity (`db-parser(FILE)`, `grouping-by(KEY,SCOPE)`) not taken yet, in the order the
+    /// log paths name them.
+    pub fn adopt_state(&self, old: &Router) {
+        let olds: Vec<&Parsers> = old.stateful.iter().map(|s| &*s.parsers).collect();
+        let mut taken = Vec::new();
+        for s in &self.stateful {
+            s.parsers.adopt(&olds, &mut taken);
+        }
+    }
+
     /// The parsers that keep state, each in its place; the engine ticks their clocks.
     pub fn stateful(&self) -> &[Stateful] {
         &self.stateful

@@ -42,6 +42,9 @@ pub struct DbParser {
     /// The open contexts, when a rule correlates; each place the parser stands has its own
     /// ([`DbParser::instance`]).
     pub correlation: Option<Arc<Correlation>>,
+    /// What a reload's parser must be to take the open contexts over: `db-parser(FILE)`, as
+    /// syslog-ng names its state.
+    pub identity: String,
 }
 
 impl DbParser {
@@ -59,6 +62,7 @@ impl DbParser {
                 .correlation
                 .as_ref()
                 .map(|_| Arc::new(Correlation::new(self.max_contexts))),
+            identity: self.identity.clone(),
         }
     }
 
@@ -76,7 +80,7 @@ impl DbParser {
             return;
         }
         let mut made = Vec::new();
-        correlation.ended(&self.db, &ended, &mut made);
+        correlation.ended(&ended, &mut made);
         if !made.is_empty() {
             f(&mut made);
         }

@@ -37,6 +37,8 @@ pub struct GroupingBy {
     pub aggregate_only: bool,
     pub max_contexts: usize,
     pub state: Arc<State<()>>,
+    /// What a reload's parser must be to take the open contexts over: its key and scope.
+    pub identity: String,
 }
 
 fn context_id_name() -> NameId {
@@ -59,6 +61,7 @@ impl GroupingBy {
             aggregate_only: self.aggregate_only,
             max_contexts: self.max_contexts,
             state: Arc::new(State::new(self.max_contexts)),
+            identity: self.identity.clone(),
         }
     }
 

@@ -355,6 +355,36 @@ impl Parsers {
             .collect()
     }
 
+    /// Takes over the open contexts of `old`'s parsers (a reload's predecessor) that are
+    /// the same as these (`identity`), each predecessor once: `taken` marks them.
+    pub fn adopt(&self, old: &[&Parsers], taken: &mut Vec<bool>) {
+        let olds: Vec<&Parser> = old
+            .iter()
+            .flat_map(|p| p.parsers.iter().map(|p| &**p))
+            .filter(|p| p.is_stateful())
+            .collect();
+        taken.resize(olds.len(), false);
+        for new in self.parsers.iter().filter(|p| p.is_stateful()) {
+            let found = olds
+                .iter()
+                .zip(taken.iter_mut())
+                .find(|(o, t)| !**t && o.identity() == new.identity());
+            let Some((old, taken)) = found else {
+                continue;
+            };
+            match (&new.kind, &old.kind) {
+                (Kind::Db(n), Kind::Db(o)) => {
+                    if let (Some(n), Some(o)) = (&n.correlation, &o.correlation) {
+                        n.state.adopt(&o.state);
+                    }
+                }
+                (Kind::Grouping(n), Kind::Grouping(o)) => n.state.adopt(&o.state),
+                _ => continue,
+            }
+            *taken = true;
+        }
+    }
+
     /// Moves the clocks of the parsers that keep state by the wall clock (µs; `None`: ends
     /// every context); `f` gets what the contexts that ended made, with the index of the
     /// parser that made them.
@@ -407,6 +437,15 @@ impl Parser {
             prefix,
             failed: AtomicU64::new(0),
         })
+    }
+
+    /// What a reload's parser must be to take this one's state over.
+    fn identity(&self) -> Option<&str> {
+        match &self.kind {
+            Kind::Db(db) => Some(&db.identity),
+            Kind::Grouping(g) => Some(&g.identity),
+            _ => None,
+        }
     }
 
     /// Whether the parser keeps state from message to message.
@@ -769,6 +808,10 @@ fn grouping_by(node: &Node, o: &mut Options, names: &Names) -> Result<Built, Con
             format!("grouping-by() needs {what}, as in syslog-ng"),
         )
     };
+    let key_text = match o.last("key") {
+        Some(opt) => opt.value()?.text.clone(),
+        None => String::new(),
+    };
     let key = template("key", o)?.ok_or_else(|| required("key()"))?;
     let sort_key = template("sort_key", o)?;
     let scope = match o.last("scope") {
@@ -820,6 +863,7 @@ fn grouping_by(node: &Node, o: &mut Options, names: &Names) -> Result<Built, Con
             aggregate_only,
             max_contexts,
             state: std::sync::Arc::new(crate::correlation::State::new(max_contexts)),
+            identity: format!("grouping-by({key_text},{scope:?})"),
         })),
         prefix: String::new(),
     })
@@ -970,6 +1014,7 @@ fn db_parser(_: &Node, o: &mut Options, names: &Names) -> Result<Built, ConfigEr
             aggregate_only,
             max_contexts,
             correlation,
+            identity: format!("db-parser({path})"),
         }),
         prefix,
     })

@@ -20,13 +20,31 @@ use crate::time::UnixTime;
 use crate::values::{name_id, NameId};
 use hashbrown::HashMap;
 use sluice_protocol::{SyslogFields, Text};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// The correlation state of one `db-parser()` in one place of the configuration: its open
 /// contexts (each owned by the index of the rule that last matched), and its actions' rates.
 pub struct Correlation {
-    pub state: State<usize>,
+    pub state: State<RuleRef>,
     rates: Mutex<HashMap<Key, Bucket, foldhash::fast::RandomState>>,
+}
+
+/// The rule that last matched a context, in the database it belongs to: a context a reload
+/// handed over keeps the rule of the database that made it.
+#[derive(Clone, Debug)]
+pub struct RuleRef {
+    pub db: Arc<PatternDb>,
+    pub index: usize,
+}
+
+impl RuleRef {
+    fn rule(&self) -> Option<&Rule> {
+        self.db.rules.get(self.index)
+    }
+
+    fn is(&self, db: &Arc<PatternDb>, index: usize) -> bool {
+        self.index == index && Arc::ptr_eq(&self.db, db)
+    }
 }
 
 /// An action's token bucket for one key.
@@ -80,17 +98,21 @@ impl Correlation {
     /// to `made`, in order.
     pub fn matched<'r>(
         &self,
-        db: &PatternDb,
+        db: &Arc<PatternDb>,
         r: usize,
         msg: &mut LogMessage<'r>,
         made: &mut Vec<LogMessage<'r>>,
     ) {
         let rule = &db.rules[r];
+        let owner = || RuleRef {
+            db: db.clone(),
+            index: r,
+        };
         let mut opened = Vec::new();
         let Some(spec) = &rule.context else {
             set_values(&rule.values, &[], msg);
             for action in rule.actions.iter().filter(|a| a.trigger == Trigger::Match) {
-                self.act(rule, r, action, None, &[], msg, made, &mut opened);
+                self.act(rule, &owner, action, None, &[], msg, made, &mut opened);
             }
             self.open(opened);
             return;
@@ -99,31 +121,28 @@ impl Correlation {
         spec.id.append(msg, 0, &mut id);
         msg.values.set(context_id_name(), Text::owned(&id));
         let key = Key::of(spec.scope, msg, &id);
-        self.state.join(
-            key,
-            spec.timeout,
-            || r,
-            |c| {
-                c.owner = r;
-                set_values(&rule.values, &views(&c.messages), msg);
-                let earlier = views(&c.messages);
-                for action in rule.actions.iter().filter(|a| a.trigger == Trigger::Match) {
-                    self.act(
-                        rule,
-                        r,
-                        action,
-                        Some(&c.key),
-                        &earlier,
-                        msg,
-                        made,
-                        &mut opened,
-                    );
-                }
-                drop(earlier);
-                c.messages.push(Kept::of(msg));
-                true
-            },
-        );
+        self.state.join(key, spec.timeout, owner, |c| {
+            if !c.owner.is(db, r) {
+                c.owner = owner();
+            }
+            set_values(&rule.values, &views(&c.messages), msg);
+            let earlier = views(&c.messages);
+            for action in rule.actions.iter().filter(|a| a.trigger == Trigger::Match) {
+                self.act(
+                    rule,
+                    &owner,
+                    action,
+                    Some(&c.key),
+                    &earlier,
+                    msg,
+                    made,
+                    &mut opened,
+                );
+            }
+            drop(earlier);
+            c.messages.push(Kept::of(msg));
+            true
+        });
         self.open(opened);
     }
 
@@ -133,16 +152,12 @@ impl Correlation {
     }
 
     /// The messages the timeout actions of `ended` contexts make, pushed to `made`.
-    pub fn ended<'c>(
-        &self,
-        db: &PatternDb,
-        ended: &'c [Context<usize>],
-        made: &mut Vec<LogMessage<'c>>,
-    ) {
+    pub fn ended<'c>(&self, ended: &'c [Context<RuleRef>], made: &mut Vec<LogMessage<'c>>) {
         for c in ended {
-            let Some(rule) = db.rules.get(c.owner) else {
+            let Some(rule) = c.owner.rule() else {
                 continue;
             };
+            let owner = || c.owner.clone();
             let view = views(&c.messages);
             let Some((last, earlier)) = view.split_last() else {
                 continue;
@@ -155,7 +170,7 @@ impl Correlation {
             {
                 self.act(
                     rule,
-                    c.owner,
+                    &owner,
                     action,
                     Some(&c.key),
                     earlier,
@@ -175,13 +190,13 @@ impl Correlation {
     fn act<'a>(
         &self,
         rule: &Rule,
-        r: usize,
+        owner: &dyn Fn() -> RuleRef,
         action: &Action,
         key: Option<&Key>,
         earlier: &[&LogMessage<'_>],
         last: &LogMessage<'a>,
         made: &mut Vec<LogMessage<'a>>,
-        opened: &mut Vec<(Key, u64, usize, Kept)>,
+        opened: &mut Vec<(Key, u64, RuleRef, Kept)>,
     ) {
         let view: Vec<&LogMessage> = earlier.iter().copied().chain([last]).collect();
         if let Some(condition) = &action.condition {
@@ -216,7 +231,7 @@ impl Correlation {
                 opened.push((
                     Key::of(spec.scope, &first, &id),
                     timeout,
-                    r,
+                    owner(),
                     Kept::of(&first),
                 ));
             }
@@ -225,15 +240,15 @@ impl Correlation {
 
     /// Opens the contexts `<create-context>` actions made (once the context that made them
     /// is let go: they may share its shard), each with its first message.
-    fn open(&self, opened: Vec<(Key, u64, usize, Kept)>) {
-        for (key, timeout, r, first) in opened {
+    fn open(&self, opened: Vec<(Key, u64, RuleRef, Kept)>) {
+        for (key, timeout, owner, first) in opened {
             let mut first = Some(first);
             let joined = self.state.join(
                 key,
                 timeout,
-                || r,
+                || owner.clone(),
                 |c| {
-                    c.owner = r;
+                    c.owner = owner.clone();
                     c.messages.extend(first.take());
                     true
                 },
