@@ -1,4 +1,4 @@
-//! `sluice pdbtool match|test|merge`: syslog-ng's `pdbtool` on sluice's PatternDB, with its
+//! `sluice pdbtool match|test|merge|dump|dictionary|patternize`: syslog-ng's `pdbtool` on sluice's PatternDB, with its
 //! options and output, so that a site's scripts and CI checks of its pattern files run
 //! unchanged.
 //!
@@ -10,6 +10,10 @@
 //!   fails, 3 when `-r` names no rule with an example.
 //! - `merge -D DIR -p OUT [-r]`: the `<ruleset>`s of every pattern file in DIR (`*.xml`,
 //!   `*.pdb`; with `-r` its subdirectories too) in one database.
+//! - `dump -p FILE -P PROGRAM` (or `-T`): the radix tree of the program's ruleset (or of the
+//!   program patterns), a node a line.
+//! - `dictionary -p FILE [-P PROGRAM] [-T]`: the names the fields and values set (or the
+//!   rules' tags).
 
 use clap::{Args, Subcommand};
 use sluice_model::message::for_each_tag_name;
@@ -29,6 +33,10 @@ pub enum PdbtoolCommand {
     Test(TestArgs),
     /// Merge the pattern databases of a directory into one file.
     Merge(MergeArgs),
+    /// Print the tree of patterns of a program's ruleset (or of the programs).
+    Dump(DumpArgs),
+    /// Print the names the patterns' fields and the rules' values set (or the rules' tags).
+    Dictionary(DictionaryArgs),
     /// Propose a pattern database for a log file (written to standard output).
     Patternize(PatternizeArgs),
 }
@@ -82,6 +90,32 @@ pub struct TestArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct DumpArgs {
+    /// The pattern database.
+    #[arg(short = 'p', long = "pdb")]
+    pdb: PathBuf,
+    /// The program ($PROGRAM) whose ruleset to print.
+    #[arg(short = 'P', long = "program")]
+    program: Option<String>,
+    /// Print the tree of program patterns.
+    #[arg(short = 'T', long = "program-tree")]
+    program_tree: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct DictionaryArgs {
+    /// The pattern database.
+    #[arg(short = 'p', long = "pdb")]
+    pdb: PathBuf,
+    /// Only the ruleset of this program ($PROGRAM).
+    #[arg(short = 'P', long = "program")]
+    program: Option<String>,
+    /// Print the rules' tags instead of the names of values.
+    #[arg(short = 'T', long = "dump-tags")]
+    dump_tags: bool,
+}
+
+#[derive(Args, Debug)]
 pub struct MergeArgs {
     /// The directory of pattern files.
     #[arg(short = 'D', long = "directory")]
@@ -99,12 +133,37 @@ pub fn run(cmd: &PdbtoolCommand) -> i32 {
         PdbtoolCommand::Match(args) => matching(args),
         PdbtoolCommand::Test(args) => Ok(test(args)),
         PdbtoolCommand::Merge(args) => merge(args).map(|()| 0),
+        PdbtoolCommand::Dump(args) => dump(args).map(|()| 0),
+        PdbtoolCommand::Dictionary(args) => dictionary(args).map(|()| 0),
         PdbtoolCommand::Patternize(args) => patternize(args).map(|()| 0),
     };
     result.unwrap_or_else(|e| {
         eprintln!("sluice pdbtool: {e}");
         1
     })
+}
+
+/// `dump`: the tree of a program's ruleset (`-P`) or of the program patterns (`-T`).
+fn dump(args: &DumpArgs) -> Result<(), String> {
+    let loaded = sluice_model::patterndb::load(&args.pdb, &Names::default(), "")?;
+    if args.program_tree {
+        print!("{}", loaded.db.dump_programs());
+    } else if let Some(program) = &args.program {
+        if let Some(tree) = loaded.db.dump_ruleset(program.as_bytes()) {
+            print!("{tree}");
+        }
+    } else {
+        eprintln!("Neither --program-tree nor --program was specified, doing nothing");
+    }
+    Ok(())
+}
+
+/// `dictionary`: the names fields and values set (or the rules' tags, `-T`).
+fn dictionary(args: &DictionaryArgs) -> Result<(), String> {
+    let loaded = sluice_model::patterndb::load(&args.pdb, &Names::default(), "")?;
+    let program = args.program.as_deref().map(str::as_bytes);
+    print!("{}", loaded.db.dictionary(program, args.dump_tags));
+    Ok(())
 }
 
 /// A `db-parser()` of `pdb`, as a configuration would have it.

@@ -346,3 +346,44 @@ fn a_reload_keeps_the_open_contexts() {
         r.stderr()
     );
 }
+
+/// `pdbtool match -f` on the same messages: what every context makes, in syslog-ng's order
+/// (the contexts a message's time ends, the message, what its rule's actions make; at the
+/// end, every context still open).
+#[test]
+fn pdbtool_match_prints_what_contexts_make_as_syslog_ngs() {
+    if common::syslog_ng().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("patterndb.xml");
+    std::fs::write(&db, DATABASE).unwrap();
+    let messages = dir.path().join("messages.log");
+    std::fs::write(&messages, MESSAGES).unwrap();
+    let run = |tool: &[&str]| {
+        let out = std::process::Command::new(tool[0])
+            .args(&tool[1..])
+            .args([
+                "match",
+                "-p",
+                db.to_str().unwrap(),
+                "-f",
+                messages.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let sluice = common::sluice_bin();
+    let ours = run(&[sluice.to_str().unwrap(), "pdbtool"]);
+    assert_eq!(ours, run(&["pdbtool"]));
+    assert!(
+        ours.1
+            .contains("MESSAGE=watch over: 3 hello from 10.0.0.1\n"),
+        "{}",
+        ours.1
+    );
+}

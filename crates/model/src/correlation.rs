@@ -7,7 +7,8 @@
 //! - Time follows the messages: each message moves the clock to its own time, never past the
 //!   time it was received and never back, so logs replayed from a file correlate in the time
 //!   they were written. While no message comes, the clock follows the wall clock ([`State::tick`]).
-//! - A context ends `timeout` seconds (of that clock) after its last message.
+//! - A context ends once the clock is past `timeout` seconds after its last message (at the
+//!   next second, as syslog-ng's timer wheel ends it).
 //!
 //! For every core: contexts are sharded by key, each shard under its own lock, so readers on
 //! different cores rarely wait on each other, and the messages of one context still join it
@@ -130,8 +131,6 @@ struct Shard<T> {
     contexts: HashTable<Context<T>>,
     /// Each context's deadline with its key's hash, in order: what ends first is found first.
     deadlines: BTreeMap<(u64, u64), u64>,
-    /// Numbers deadlines of the same second apart.
-    next: u64,
 }
 
 /// The hash of a key, for its shard and its place in the shard's table.
@@ -158,22 +157,22 @@ impl<T> Shard<T> {
         Some(context)
     }
 
-    fn schedule(&mut self, hash: u64, key: &Key, at: u64) {
-        let next = self.next;
+    /// Schedules the end of context `key` at `at`; `next` sets contexts that end in the
+    /// same second apart, in the order they were last joined (as syslog-ng ends them).
+    fn schedule(&mut self, hash: u64, key: &Key, (at, next): (u64, u64)) {
         let Some(context) = self.contexts.find_mut(hash, |c| c.key == *key) else {
             return;
         };
         let old = std::mem::replace(&mut context.deadline, (at, next));
-        self.next += 1;
         self.deadlines.remove(&old);
         self.deadlines.insert((at, next), hash);
     }
 
-    /// The context that ends first, when it ends at `clock` or before (any, when `clock` is
+    /// The context that ends first, when `clock` is past its end (any, when `clock` is
     /// `u64::MAX`).
     fn pop_due(&mut self, clock: u64) -> Option<Context<T>> {
         let (&deadline, _) = self.deadlines.first_key_value()?;
-        if deadline.0 > clock {
+        if deadline.0 >= clock && clock != u64::MAX {
             return None;
         }
         let (_, hash) = self.deadlines.pop_first()?;
@@ -215,6 +214,8 @@ pub struct State<T> {
     /// [`State::tick`]'s caller.
     due: Mutex<Vec<Context<T>>>,
     limit_per_shard: usize,
+    /// Contexts joined so far: their order, for contexts that end in the same second.
+    joined: AtomicU64,
     open: Arc<AtomicU64>,
     ended: Arc<AtomicU64>,
     evicted: Arc<AtomicU64>,
@@ -229,7 +230,6 @@ impl<T> State<T> {
                     Mutex::new(Shard {
                         contexts: HashTable::new(),
                         deadlines: BTreeMap::new(),
-                        next: 1,
                     })
                 })
                 .collect(),
@@ -237,6 +237,7 @@ impl<T> State<T> {
             last_tick: AtomicI64::new(0),
             due: Mutex::new(Vec::new()),
             limit_per_shard: max_contexts.div_ceil(SHARDS).max(1),
+            joined: AtomicU64::new(0),
             open: Arc::default(),
             ended: Arc::default(),
             evicted: Arc::default(),
@@ -247,6 +248,12 @@ impl<T> State<T> {
         self.shards[(hash >> 58) as usize % SHARDS]
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The next number of the order contexts are joined in (from 1: a context not scheduled
+    /// yet has 0).
+    fn order(&self) -> u64 {
+        self.joined.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     /// The clock, in seconds since the epoch.
@@ -286,7 +293,7 @@ impl<T> State<T> {
         let mut ended = Vec::new();
         if shard
             .get_mut(hash, &key)
-            .is_some_and(|c| c.deadline.0 <= clock)
+            .is_some_and(|c| c.deadline.0 < clock)
         {
             ended.extend(shard.remove(hash, &key));
         }
@@ -314,7 +321,7 @@ impl<T> State<T> {
         let context = shard.get_mut(hash, &key).expect("opened above");
         let keep = f(context);
         let joined = if keep {
-            shard.schedule(hash, &key, clock.saturating_add(timeout));
+            shard.schedule(hash, &key, (clock.saturating_add(timeout), self.order()));
             Joined::Open
         } else {
             let closed = shard.remove(hash, &key).expect("open above");
@@ -403,7 +410,7 @@ impl<T> State<T> {
                         at
                     }
                 };
-                shard.schedule(hash, &key, at);
+                shard.schedule(hash, &key, (at, self.order()));
             }
         }
         old.open.fetch_sub(moved, Ordering::Relaxed);

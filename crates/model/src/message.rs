@@ -123,6 +123,15 @@ pub fn tag_id(name: &str) -> TagId {
     (reg.names.len() - 1) as TagId
 }
 
+/// The name of tag `id` (empty for an id never given).
+pub fn tag_name(id: TagId) -> Arc<str> {
+    let reg = registry().read().expect("tag registry lock");
+    reg.names
+        .get(id as usize)
+        .cloned()
+        .unwrap_or_else(|| "".into())
+}
+
 /// Calls `f` with the name of every tag of `tags`, in id order, under one read of the
 /// registry (not one lock and name copy per tag).
 pub fn for_each_tag_name(tags: &Tags, mut f: impl FnMut(&str)) {

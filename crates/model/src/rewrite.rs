@@ -127,6 +127,18 @@ impl Field {
         }
     }
 
+    /// The name it is written as (`MESSAGE` for `$MSG` too).
+    pub fn name(&self) -> String {
+        match self {
+            Field::Message => "MESSAGE".into(),
+            Field::Host => "HOST".into(),
+            Field::Program => "PROGRAM".into(),
+            Field::Pid => "PID".into(),
+            Field::Msgid => "MSGID".into(),
+            Field::Pair(n) => crate::values::name_of(*n).to_string(),
+        }
+    }
+
     /// The field's bytes in `msg`.
     pub fn get<'a>(&self, msg: &'a LogMessage) -> &'a [u8] {
         match self {

@@ -40,6 +40,31 @@ pub enum Kind {
     OptionalSet,
 }
 
+impl Kind {
+    /// The name `pdbtool dump` gives the parser (syslog-ng's `r_parser_type_name`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::String => "STRING",
+            Kind::QString => "QSTRING",
+            Kind::EString => "ESTRING",
+            Kind::Ipv4 => "IPv4",
+            Kind::Number => "NUMBER",
+            Kind::AnyString => "ANYSTRING",
+            Kind::Ipv6 => "IPv6",
+            Kind::IpvAny => "IP",
+            Kind::Float => "FLOAT",
+            Kind::Set => "SET",
+            Kind::MacAddr => "MACADDR",
+            Kind::Pcre => "PCRE",
+            Kind::Email => "EMAIL",
+            Kind::Hostname => "HOSTNAME",
+            Kind::LlAddr => "LLADDR",
+            Kind::NlString => "NLSTRING",
+            Kind::OptionalSet => "UNKNOWN",
+        }
+    }
+}
+
 /// What a field took: `len` bytes of the input, the value being `start..end` of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Taken {

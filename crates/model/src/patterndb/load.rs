@@ -96,6 +96,7 @@ pub fn load(path: &Path, names: &Names, prefix: &str) -> Result<Loaded, String> 
         names,
         prefix,
         value_names: Vec::new(),
+        ruleset_at: HashMap::new(),
     };
     loader.loaded.db.empty = true;
     loader.loaded.db.rulesets.push(Radix::default());
@@ -155,6 +156,8 @@ struct Loader<'n> {
     prefix: &'n str,
     /// The name of each rule's value (rule, value, name), given its id once all is read.
     value_names: Vec<(usize, usize, String)>,
+    /// Where syslog-ng says each ruleset's program is (`pdbtool dump -T`).
+    ruleset_at: HashMap<usize, String>,
 }
 
 /// Where a node is, and an error there.
@@ -171,6 +174,18 @@ impl File<'_> {
         let row = self.lines.partition_point(|&start| start <= offset);
         let start = self.lines[row - 1];
         let col = self.text[start..offset].chars().count() + 1;
+        format!("{}:{row}:{col}", self.name)
+    }
+
+    /// Where syslog-ng's loader (GMarkup) says it is when it reads the text of `node`: the
+    /// `<` of its closing tag, counted as GMarkup counts (columns from 1 on the first line,
+    /// from 2 on the others).
+    fn syslog_ng_at(&self, node: Node) -> String {
+        let closing = format!("</{}>", node.tag_name().name());
+        let offset = node.range().end.saturating_sub(closing.len());
+        let row = self.lines.partition_point(|&start| start <= offset);
+        let start = self.lines[row - 1];
+        let col = self.text[start..offset].chars().count() + 1 + usize::from(row > 1);
         format!("{}:{row}:{col}", self.name)
     }
 
@@ -330,11 +345,17 @@ impl Loader<'_> {
     /// The program pattern `program` (written at `node`) leads to ruleset `r`.
     fn program(&mut self, file: &File, node: Node, program: String, r: usize) {
         let at = file.at(node);
-        let inserted = self
-            .loaded
-            .db
-            .programs
-            .insert(program.as_bytes(), r, &at, self.prefix);
+        // Where syslog-ng says the program is: the pattern that made its ruleset.
+        let written_at = self
+            .ruleset_at
+            .entry(r)
+            .or_insert_with(|| file.syslog_ng_at(node))
+            .clone();
+        let inserted =
+            self.loaded
+                .db
+                .programs
+                .insert(program.as_bytes(), r, (&at, &written_at), self.prefix);
         if let Err(Refused::Malformed(why)) = inserted {
             self.loaded
                 .warnings
@@ -428,10 +449,11 @@ impl Loader<'_> {
         for p in patterns {
             let pattern = text_of(file, p)?;
             let at = format!("{} (rule {id})", file.at(p));
+            let written_at = file.syslog_ng_at(p);
             match self.loaded.db.rulesets[ruleset].insert(
                 pattern.as_bytes(),
                 index,
-                &at,
+                (&at, &written_at),
                 self.prefix,
             ) {
                 Ok(()) => {}

@@ -192,6 +192,67 @@ impl PatternDb {
         }
     }
 
+    /// The tree of program patterns as `pdbtool dump -T` prints it.
+    pub fn dump_programs(&self) -> String {
+        let mut out = String::new();
+        self.programs.dump(&|_| "RULES".into(), &mut out);
+        out
+    }
+
+    /// The tree of the ruleset `program` leads to, as `pdbtool dump -P` prints it; `None`
+    /// when no ruleset serves the program.
+    pub fn dump_ruleset(&self, program: &[u8]) -> Option<String> {
+        let &r = self.programs.find(program, &mut Vec::new())?;
+        let mut out = String::new();
+        self.rulesets[r].dump(
+            &|&rule| format!("rule_id='{}'", self.rules[rule].id),
+            &mut out,
+        );
+        Some(out)
+    }
+
+    /// What `pdbtool dictionary` prints: the names fields set and the names of rules' values
+    /// (with `tags`, the rules' tags instead), one a line, in the order of a walk of the
+    /// program tree (or of `program`'s ruleset alone) — a name once for every place it is set.
+    pub fn dictionary(&self, program: Option<&[u8]>, tags: bool) -> String {
+        let mut out = Vec::new();
+        let ruleset = |r: usize, out: &mut Vec<String>| {
+            self.rulesets[r].walk(&mut |field, rule| {
+                if let (Some(name), false) = (field, tags) {
+                    out.push(crate::values::name_of(name).to_string());
+                }
+                let Some(&rule) = rule else {
+                    return;
+                };
+                let rule = &self.rules[rule];
+                match tags {
+                    false => out.extend(rule.values.iter().map(|(f, _)| f.name())),
+                    true => out.extend(
+                        rule.tags
+                            .iter()
+                            .map(|&t| crate::message::tag_name(t).to_string()),
+                    ),
+                }
+            });
+        };
+        match program {
+            Some(program) => {
+                if let Some(&r) = self.programs.find(program, &mut Vec::new()) {
+                    ruleset(r, &mut out);
+                }
+            }
+            None => self.programs.walk(&mut |field, r| {
+                if let (Some(name), false) = (field, tags) {
+                    out.push(crate::values::name_of(name).to_string());
+                }
+                if let Some(&r) = r {
+                    ruleset(r, &mut out);
+                }
+            }),
+        }
+        out.iter().map(|l| format!("{l}\n")).collect()
+    }
+
     /// Every rule of the message's ruleset whose pattern matches all of it: more than one
     /// are rules that shadow each other (`pdbtool test` says so).
     pub fn applicable(&self, program: &[u8], message: &[u8]) -> Vec<&Rule> {

@@ -125,7 +125,7 @@ impl Patternizer {
             let patterns: Vec<_> = clusters.iter().map(|c| pattern_of(c)).collect();
             let mut tree = Radix::default();
             for (k, (pattern, _)) in patterns.iter().enumerate() {
-                let _ = tree.insert(pattern.as_bytes(), k, "", "");
+                let _ = tree.insert(pattern.as_bytes(), k, ("", ""), "");
             }
             let name = String::from_utf8_lossy(program);
             let mut ruleset = String::new();

@@ -21,8 +21,9 @@ pub struct Radix<T> {
 struct Node<T> {
     /// Literal text; `None` on a field's node.
     key: Option<Vec<u8>>,
-    /// The field this node parses, and the name its value goes to.
-    field: Option<(Field, Option<NameId>, Vec<u8>)>,
+    /// The field this node parses, the name its value goes to, the name as written, and
+    /// where the pattern that made it is written (syslog-ng's position: `pdbtool dump`).
+    field: Option<(Field, Option<NameId>, Vec<u8>, String)>,
     /// The pattern that ends here, and where it was written.
     value: Option<(T, String)>,
     /// Literal children, sorted by their first byte (no two share one).
@@ -55,6 +56,8 @@ pub enum Refused<T> {
 /// Where a pattern is written, and the prefix of its fields' names.
 struct Place<'a> {
     location: &'a str,
+    /// Where syslog-ng's loader says the pattern is (after its text), for `pdbtool dump`.
+    written_at: &'a str,
     prefix: &'a str,
 }
 
@@ -119,16 +122,34 @@ impl<T> Default for Radix<T> {
 }
 
 impl<T> Radix<T> {
-    /// Adds `pattern`, leading to `value`; `location` names it in messages about it. The
-    /// values of its fields are named `prefix` and the field's name.
+    /// Adds `pattern`, leading to `value`; `location` names it in messages about it,
+    /// `written_at` is where syslog-ng's loader says it is (`file:line:column` after its text).
+    /// The values of its fields are named `prefix` and the field's name.
     pub fn insert(
         &mut self,
         pattern: &[u8],
         value: T,
-        location: &str,
+        (location, written_at): (&str, &str),
         prefix: &str,
     ) -> Result<(), Refused<T>> {
-        insert(&mut self.root, pattern, value, &Place { location, prefix })
+        let place = Place {
+            location,
+            written_at,
+            prefix,
+        };
+        insert(&mut self.root, pattern, value, &place)
+    }
+
+    /// The tree as `pdbtool dump` prints it: a line per node, `[depth]`, indented, a field's
+    /// `@TYPE:name@ [where]`, the literal text, and `label` of a node's value.
+    pub fn dump(&self, label: &dyn Fn(&T) -> String, out: &mut String) {
+        dump(&self.root, 0, label, out);
+    }
+
+    /// Calls `f` with every node in `pdbtool`'s order of a walk (the node, its literal
+    /// children, its fields): the name its field sets, if any, and its value.
+    pub fn walk(&self, f: &mut dyn FnMut(Option<NameId>, Option<&T>)) {
+        walk(&self.root, f);
     }
 
     /// The value of the root (the pattern that is empty).
@@ -186,12 +207,40 @@ fn collect<'t, T>(node: &'t Node<T>, input: &[u8], pos: usize, found: &mut Vec<&
         collect(&node.children[c], input, literal, found);
     }
     for child in &node.fields {
-        let (field, _, _) = child.field.as_ref().expect("a field's node");
+        let (field, _, _, _) = child.field.as_ref().expect("a field's node");
         if field.may_start_with(at(input, rest)) {
             if let Some(taken) = field.parse(input, rest) {
                 collect(child, input, rest + taken.len, found);
             }
         }
+    }
+}
+
+fn dump<T>(node: &Node<T>, depth: usize, label: &dyn Fn(&T) -> String, out: &mut String) {
+    use std::fmt::Write as _;
+    let _ = write!(out, "[{depth}]\t{}", "  ".repeat(depth));
+    if let Some((field, name, _, at)) = &node.field {
+        let name = name.map_or_else(|| "None".into(), crate::values::name_of);
+        let _ = write!(out, "@{}:{name}@ [{at}]", field.kind.name());
+    }
+    let key = node.key.as_deref().unwrap_or_default();
+    let _ = write!(out, "'{}' ", String::from_utf8_lossy(key));
+    if let Some((value, _)) = &node.value {
+        out.push_str(&label(value));
+    }
+    out.push('\n');
+    for child in node.children.iter().chain(&node.fields) {
+        dump(child, depth + 1, label, out);
+    }
+}
+
+fn walk<T>(node: &Node<T>, f: &mut dyn FnMut(Option<NameId>, Option<&T>)) {
+    f(
+        node.field.as_ref().and_then(|(_, name, _, _)| *name),
+        node.value.as_ref().map(|(v, _)| v),
+    );
+    for child in node.children.iter().chain(&node.fields) {
+        walk(child, f);
     }
 }
 
@@ -223,7 +272,7 @@ fn insert<T>(node: &mut Node<T>, key: &[u8], value: T, place: &Place) -> Result<
         let field = Field::new(&kind, param).map_err(Refused::Malformed)?;
         let param = param.unwrap_or_default();
         let same = |n: &Node<T>| {
-            n.field.as_ref().is_some_and(|(f, _, written)| {
+            n.field.as_ref().is_some_and(|(f, _, written, _)| {
                 f.kind == field.kind && f.param == param && *written == name
             })
         };
@@ -239,7 +288,7 @@ fn insert<T>(node: &mut Node<T>, key: &[u8], value: T, place: &Place) -> Result<
                 });
                 node.fields.push(Node {
                     key: None,
-                    field: Some((field, id, name)),
+                    field: Some((field, id, name, place.written_at.to_string())),
                     value: None,
                     children: Vec::new(),
                     firsts: Vec::new(),
@@ -359,7 +408,7 @@ impl Walk<'_, '_> {
         let slot = self.captures.len();
         let next = at(self.input, pos);
         for child in &node.fields {
-            let (field, name, _) = child.field.as_ref().expect("a field's node");
+            let (field, name, _, _) = child.field.as_ref().expect("a field's node");
             if !field.may_start_with(next) {
                 continue;
             }
@@ -420,7 +469,7 @@ mod tests {
     fn tree(patterns: &[&str]) -> Radix<usize> {
         let mut r = Radix::default();
         for (i, p) in patterns.iter().enumerate() {
-            r.insert(p.as_bytes(), i, &format!("pattern {i}"), "")
+            r.insert(p.as_bytes(), i, (&format!("pattern {i}"), ""), "")
                 .unwrap();
         }
         r
@@ -495,14 +544,14 @@ mod tests {
         assert_eq!(find(&r, "mail @ example").unwrap().1[0].1, "example");
         assert_eq!(find(&r, "crlf\r\nend").unwrap().0, 1);
         assert!(
-            matches!(r.insert(b"mail @@ @STRING:host@", 9, "again", ""), Err(Refused::Duplicate(9, w)) if w == "pattern 0")
+            matches!(r.insert(b"mail @@ @STRING:host@", 9, ("again", ""), ""), Err(Refused::Duplicate(9, w)) if w == "pattern 0")
         );
         assert!(matches!(
-            r.insert(b"user@host", 9, "x", ""),
+            r.insert(b"user@host", 9, ("x", ""), ""),
             Err(Refused::Malformed(_))
         ));
         assert!(matches!(
-            r.insert(b"@NOPE:x@", 9, "x", ""),
+            r.insert(b"@NOPE:x@", 9, ("x", ""), ""),
             Err(Refused::Malformed(_))
         ));
     }
