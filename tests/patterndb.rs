@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{Running, Server};
+use common::{Framing, Running, Server};
 use std::time::Duration;
 
 const DATABASE: &str = r#"<?xml version='1.0' encoding='UTF-8'?>
@@ -576,4 +576,53 @@ fn patternize_proposes_rules_that_classify_their_lines() {
             assert!(known * 2 > all, "{known} of {all}");
         }
     }
+}
+
+/// A pattern database that changes on disk is read again within seconds, as syslog-ng's
+/// db-parser() reads it again (the running configuration is built again from the same text);
+/// one that no longer reads is said, and the database that ran goes on.
+#[test]
+fn a_changed_database_is_read_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("patterndb.xml");
+    let rules = |pattern: &str| {
+        format!(
+            "<patterndb version='4'><ruleset name='a' id='a'><patterns><pattern>app</pattern></patterns><rules>\
+             <rule id='r' class='c'><patterns><pattern>{pattern}</pattern></patterns></rule></rules></ruleset></patterndb>"
+        )
+    };
+    std::fs::write(&db, rules("first @STRING:x@")).unwrap();
+    let port = common::free_port();
+    let config = format!(
+        r#"@version: 3.38
+        source s {{ network(ip(127.0.0.1) port({port}) transport(tcp)); }};
+        parser p {{ db-parser(file("{}")); }};
+        destination d {{ file("@OUT@/all.log" template("$MSG ${{.classifier.class}}\n")); }};
+        log {{ source(s); parser(p); destination(d); }};"#,
+        db.display()
+    );
+    let mut r = Running::start(Server::Sluice, &config);
+    r.wait_tcp(port);
+    let file = r.out.join("all.log");
+    let classified = |text: &str, class: &str| {
+        let line = format!("<13>Jan  1 00:00:00 h app: {text}\n");
+        let want = format!("{text} {class}");
+        // Sent again until classified so: the change is read within five seconds.
+        common::wait_until(Duration::from_secs(20), || {
+            common::send_tcp(port, line.as_bytes(), Framing::Newline);
+            std::thread::sleep(Duration::from_millis(500));
+            std::fs::read_to_string(&file).is_ok_and(|t| t.contains(&want))
+        })
+    };
+    assert!(classified("second one", "unknown"));
+    std::fs::write(&db, rules("second @STRING:x@")).unwrap();
+    assert!(classified("second one", "c"), "{}", r.stderr());
+    // A broken database: said, and the running one stays.
+    std::fs::write(&db, "<patterndb version='4'><ruleset>").unwrap();
+    common::wait_until(Duration::from_secs(20), || {
+        r.stderr()
+            .contains("a pattern database changed: reloading the configuration failed")
+    });
+    assert!(r.stderr().contains("patterndb.xml"), "{}", r.stderr());
+    assert!(classified("second two", "c"));
 }

@@ -15,7 +15,7 @@ use crate::lexer::{tokenize, Tok, Token};
 use crate::source::SourceMap;
 use std::collections::HashMap;
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Config {
     pub version: Option<String>,
     pub statements: Vec<Statement>,

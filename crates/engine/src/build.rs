@@ -38,6 +38,63 @@ pub struct Pipeline {
     pub fingerprints: Fingerprints,
     /// Warnings about the configuration (unused objects, skipped includes).
     pub notes: Vec<String>,
+    /// What it was built from, and the files it read besides (pattern databases): when one
+    /// changes, the running configuration is built again from the same text.
+    pub read: ReadFiles,
+}
+
+/// The files a configuration read besides its text, as they were when it did.
+#[derive(Clone, Debug)]
+pub struct ReadFiles {
+    pub config: Arc<Config>,
+    pub paths: Vec<std::path::PathBuf>,
+    pub state: Vec<FileState>,
+}
+
+/// What tells a changed file: its inode, size and time of change (a directory: of every
+/// pattern file in it).
+pub type FileState = (std::path::PathBuf, u64, u64, Option<std::time::SystemTime>);
+
+impl ReadFiles {
+    /// The state of `paths` now.
+    pub fn state_of(paths: &[std::path::PathBuf]) -> Vec<FileState> {
+        use std::os::unix::fs::MetadataExt;
+        let mut state = Vec::new();
+        let mut add = |path: &std::path::Path| {
+            if let Ok(m) = std::fs::metadata(path) {
+                state.push((path.to_path_buf(), m.ino(), m.size(), m.modified().ok()));
+            }
+        };
+        for path in paths {
+            add(path);
+            if path.is_dir() {
+                let mut files = Vec::new();
+                files_under(path, &mut files);
+                files.sort();
+                files.iter().for_each(|f| add(f));
+            }
+        }
+        state
+    }
+
+    /// Whether a file changed since the configuration read it; `self` then knows it as it is.
+    pub fn changed(&mut self) -> bool {
+        let now = ReadFiles::state_of(&self.paths);
+        let changed = now != self.state;
+        self.state = now;
+        changed
+    }
+}
+
+fn files_under(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files_under(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
 }
 
 /// What a reload compares (see [`Pipeline::fingerprints`]).
@@ -249,6 +306,7 @@ pub fn build_with(
                 .counter("src.severity", "", &s.to_string(), "processed");
         }
     }
+    let read = std::mem::take(&mut *b.names.read.lock().expect("read lock"));
     let mut notes: Vec<String> = version_note(config).into_iter().collect();
     notes.append(&mut b.names.notes.lock().expect("notes lock"));
     let mut sources = Vec::new();
@@ -333,6 +391,11 @@ pub fn build_with(
         stats: b.stats,
         config_text: Arc::from(config.map.text.as_str()),
         notes,
+        read: ReadFiles {
+            config: Arc::new(config.clone()),
+            state: ReadFiles::state_of(&read),
+            paths: read,
+        },
     })
 }
 

@@ -63,7 +63,7 @@ pub mod stopping;
 pub mod tls;
 pub mod window;
 
-pub use build::{build, build_with, Fingerprints, Pipeline};
+pub use build::{build, build_with, Fingerprints, Pipeline, ReadFiles};
 
 use anyhow::Context as _;
 use dispatch::Current;
@@ -409,6 +409,7 @@ async fn serve(
         config_text,
         fingerprints,
         notes: _,
+        mut read,
     } = p;
     // Open disk buffers (replaying what they hold) and bind before reporting the start, so
     // that an unusable buffer or a port in use fails the start.
@@ -547,8 +548,12 @@ async fn serve(
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
     let mut usr1 = signal(SignalKind::user_defined1()).context("installing the SIGUSR1 handler")?;
+    // Files the configuration read besides its text (pattern databases) are looked at every
+    // five seconds, as syslog-ng's db-parser() looks at its file.
+    let mut files_tick = tokio::time::interval(std::time::Duration::from_secs(5));
+    files_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let answer: Option<tokio::sync::oneshot::Sender<Result<(), String>>> = tokio::select! {
+        let (answer, changed_files) = tokio::select! {
             _ = term.recv() => break,
             _ = int.recv() => break,
             Some(()) = finished.recv() => break,
@@ -560,36 +565,55 @@ async fn serve(
                 }
                 continue;
             }
-            _ = hup.recv() => None,
-            Some(answer) = reload_requests.recv() => Some(answer),
-        };
-        // A reload: SIGHUP or `sluice ctl reload`.
-        notify::reloading();
-        let result = match &reloader {
-            None => Err("this server cannot reload (no configuration file)".to_string()),
-            Some(build) => match build(stats.clone(), running.generation + 1) {
-                Err(e) => Err(e),
-                Ok(new) => {
-                    let text = new.config_text.clone();
-                    match running.reload(new).await {
-                        Ok(()) => {
-                            if let Some(c) = &control {
-                                *c.config_text.lock().expect("config lock") = text;
-                            }
-                            Ok(())
-                        }
-                        Err(e) => Err(format!("{e:#}")),
-                    }
+            _ = hup.recv() => (None, false),
+            Some(answer) = reload_requests.recv() => (Some(answer), false),
+            _ = files_tick.tick() => {
+                if read.paths.is_empty() || !read.changed() {
+                    continue;
                 }
-            },
+                (None, true)
+            }
+        };
+        // A reload: SIGHUP or `sluice ctl reload` read the configuration file again; a
+        // changed pattern database builds the running configuration again.
+        notify::reloading();
+        let built = match (&reloader, changed_files) {
+            (_, true) => {
+                let config = read.config.clone();
+                build_with(&config, stats.clone(), running.generation + 1)
+                    .map_err(|e| e.render(&config.map))
+            }
+            (None, false) => Err("this server cannot reload (no configuration file)".to_string()),
+            (Some(build), false) => build(stats.clone(), running.generation + 1),
+        };
+        let result = match built {
+            Err(e) => Err(e),
+            Ok(new) => {
+                let text = new.config_text.clone();
+                let files = new.read.clone();
+                match running.reload(new).await {
+                    Ok(()) => {
+                        if let Some(c) = &control {
+                            *c.config_text.lock().expect("config lock") = text;
+                        }
+                        read = files;
+                        Ok(())
+                    }
+                    Err(e) => Err(format!("{e:#}")),
+                }
+            }
+        };
+        let what = match changed_files {
+            true => "a pattern database changed: ",
+            false => "",
         };
         match &result {
             Ok(()) => own_log::notice(format!(
-                "configuration reloaded; generation={}",
+                "{what}configuration reloaded; generation={}",
                 running.generation
             )),
             Err(e) => own_log::error(format!(
-                "reloading the configuration failed; the running configuration stays:\n{e}"
+                "{what}reloading the configuration failed; the running configuration stays:\n{e}"
             )),
         }
         // Running again: the new configuration, or the one that stayed.

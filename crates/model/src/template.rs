@@ -19,9 +19,20 @@ pub struct Names {
     /// What compiling found worth saying without refusing the configuration (a pattern
     /// database's duplicate patterns); the engine says it once the configuration is built.
     pub notes: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// Files the configuration read besides its text (pattern databases): when one changes,
+    /// the engine builds the configuration again.
+    pub read: std::sync::Arc<std::sync::Mutex<Vec<std::path::PathBuf>>>,
 }
 
 impl Names {
+    /// Notes that the configuration read `path` (a file or a directory of them).
+    pub fn read(&self, path: &std::path::Path) {
+        self.read
+            .lock()
+            .expect("read lock")
+            .push(path.to_path_buf());
+    }
+
     /// Keeps `note` to be said with the configuration's other notes.
     pub fn note(&self, note: String) {
         self.notes.lock().expect("notes lock").push(note);

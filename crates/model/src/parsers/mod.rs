@@ -974,6 +974,7 @@ fn db_parser(_: &Node, o: &mut Options, names: &Names) -> Result<Built, ConfigEr
         }
         None => (DEFAULT_PATTERNDB.to_string(), Pos::default()),
     };
+    names.read(std::path::Path::new(&path));
     let loaded = crate::patterndb::load(std::path::Path::new(&path), names, &prefix)
         .map_err(|e| ConfigError::new(pos, format!("db-parser(): {e}")))?;
     for warning in &loaded.warnings {
