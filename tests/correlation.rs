@@ -387,3 +387,64 @@ fn pdbtool_match_prints_what_contexts_make_as_syslog_ngs() {
         ours.1
     );
 }
+
+/// `inject-mode(internal)`: what the actions make goes to the `internal()` source, not on in
+/// the path, as in syslog-ng.
+#[test]
+fn internal_inject_mode_hands_what_actions_make_to_internal() {
+    if common::syslog_ng().is_none() {
+        return;
+    }
+    let run = |kind: Server| {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("patterndb.xml");
+        std::fs::write(&db, DATABASE).unwrap();
+        let port = common::free_port();
+        let config = format!(
+            r#"@version: 3.38
+            source s {{ network(ip(127.0.0.1) port({port}) transport(tcp) keep-hostname(yes)); }};
+            source own {{ internal(); }};
+            parser p {{ db-parser(file("{}") inject-mode(internal)); }};
+            destination d {{ file("@OUT@/path.log" template("$MSG\n")); }};
+            destination i {{ file("@OUT@/internal.log" template("${{HOST}}|${{PROGRAM}}|${{PID}}|$MSG|${{n}}|${{.classifier.rule_id}}|$TAGS\n")); }};
+            log {{ source(s); parser(p); destination(d); }};
+            log {{ source(own); filter {{ message("failure|was in|watch over"); }}; destination(i); }};"#,
+            db.display()
+        );
+        let mut r = Running::start(kind, &config);
+        r.wait_tcp(port);
+        common::send_tcp(port, MESSAGES.as_bytes(), Framing::Newline);
+        common::wait_lines(&r.out, 10 + 8, Duration::from_secs(30));
+        common::wait_stable(&r.out, Duration::from_millis(1500), Duration::from_secs(10));
+        // Tags compared as sets: syslog-ng numbers `.source.own` after the database's tags
+        // (it registers tags as it starts each log path), sluice before (each source's first).
+        let lines = |f: &str| -> Vec<String> {
+            let mut l: Vec<String> = std::fs::read_to_string(r.out.join(f))
+                .unwrap_or_default()
+                .lines()
+                .map(|l| match l.rsplit_once('|') {
+                    Some((head, tags)) => {
+                        let mut tags: Vec<&str> = tags.split(',').collect();
+                        tags.sort_unstable();
+                        format!("{head}|{}", tags.join(","))
+                    }
+                    None => l.to_string(),
+                })
+                .collect();
+            l.sort();
+            l
+        };
+        (lines("path.log"), lines("internal.log"))
+    };
+    let (syslog_ng, sluice) = std::thread::scope(|s| {
+        let syslog_ng = s.spawn(|| run(Server::SyslogNg));
+        let sluice = s.spawn(|| run(Server::Sluice));
+        (syslog_ng.join().unwrap(), sluice.join().unwrap())
+    });
+    assert_eq!(sluice, syslog_ng);
+    assert_eq!(
+        (syslog_ng.0.len(), syslog_ng.1.len()),
+        (10, 8),
+        "{syslog_ng:#?}"
+    );
+}

@@ -519,6 +519,7 @@ async fn serve(
         services.spawn(control::serve_prometheus(listener, stats.clone()));
     }
     services.spawn(correlation::run(ctx.clone()));
+    sluice_model::correlation::set_internal(Box::new(own_log::post_made));
     stats.set_max_dynamics(globals.stats_max_dynamics);
     if globals.stats_freq > 0 {
         let stats = stats.clone();

@@ -21,10 +21,12 @@ pub const INFO: u8 = 6;
 pub const DEBUG: u8 = 7;
 
 /// One internal message: severity and text.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Event {
     pub severity: u8,
     pub text: String,
+    /// A message a correlating parser made with `inject-mode(internal)`: it goes as it is.
+    pub made: Option<sluice_model::kept::Kept>,
 }
 
 static TO_STDERR: AtomicBool = AtomicBool::new(true);
@@ -181,7 +183,31 @@ pub fn emit(severity: u8, text: impl Into<String>) {
     }
     let guard = channel().lock().expect("internal channel lock");
     if let Some(tx) = guard.as_ref() {
-        if tx.try_send(Event { severity, text }).is_err() {
+        if tx
+            .try_send(Event {
+                severity,
+                text,
+                made: None,
+            })
+            .is_err()
+        {
+            DROPPED.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Hands a message a correlating parser made with `inject-mode(internal)` to the
+/// `internal()` source, as syslog-ng posts it; dropped (counted) when no source reads them.
+pub fn post_made(made: sluice_model::kept::Kept) {
+    let guard = channel().lock().expect("internal channel lock");
+    let event = Event {
+        severity: made.get().severity(),
+        text: String::new(),
+        made: Some(made),
+    };
+    match guard.as_ref() {
+        Some(tx) if tx.try_send(event).is_ok() => {}
+        _ => {
             DROPPED.fetch_add(1, Ordering::Relaxed);
         }
     }

@@ -23,6 +23,34 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+/// Where messages made with `inject-mode(internal)` go: the engine's `internal()` source
+/// ([`set_internal`]); dropped until one is set.
+type InternalSink = Box<dyn Fn(Kept) + Send + Sync>;
+
+fn internal_sink() -> &'static std::sync::RwLock<Option<InternalSink>> {
+    static SINK: std::sync::OnceLock<std::sync::RwLock<Option<InternalSink>>> =
+        std::sync::OnceLock::new();
+    SINK.get_or_init(|| std::sync::RwLock::new(None))
+}
+
+/// Sends messages made with `inject-mode(internal)` to `sink` (the `internal()` source).
+pub fn set_internal(sink: InternalSink) {
+    *internal_sink().write().unwrap_or_else(|e| e.into_inner()) = Some(sink);
+}
+
+/// Hands `made` to the `internal()` source, as syslog-ng posts a message made with
+/// `inject-mode(internal)`.
+pub fn post_internal(made: &[LogMessage]) {
+    if made.is_empty() {
+        return;
+    }
+    if let Some(sink) = &*internal_sink().read().unwrap_or_else(|e| e.into_inner()) {
+        for msg in made {
+            sink(Kept::of(msg));
+        }
+    }
+}
+
 /// Which messages share a context id: syslog-ng's `context-scope()`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {

@@ -111,6 +111,9 @@ impl InternalSource {
             let mut msgs: Vec<LogMessage> = batch
                 .iter()
                 .map(|e| {
+                    if let Some(made) = &e.made {
+                        return as_internal(made.get(), origin, &self.ingest);
+                    }
                     let fields = SyslogFields {
                         pri: 5 * 8 + u16::from(e.severity),
                         program: Some(Text::Static(b"sluice")),
@@ -146,5 +149,40 @@ impl InternalSource {
                 break;
             }
         }
+    }
+}
+
+/// A message a correlating parser made with `inject-mode(internal)`, as syslog-ng's
+/// `internal()` posts it: its fields and pairs as made, its source `internal()` (and its
+/// tags); `$HOST` the name of its sender (this machine's when it has none) unless the source
+/// keeps host names.
+fn as_internal<'a>(
+    made: &'a LogMessage<'_>,
+    origin: &'a Origin,
+    ingest: &Ingest,
+) -> LogMessage<'a> {
+    let mut fields = made.fields.clone();
+    let sender = &made.origin.host_from;
+    let host: &[u8] = match ingest.keep_hostname {
+        true => made.host(),
+        false if !sender.is_empty() => sender,
+        false => &origin.host_from,
+    };
+    fields.host = Some(Text::owned(host));
+    let mut tags = made.tags.clone();
+    for tag in ingest.tags.iter() {
+        tags.insert(tag);
+    }
+    LogMessage {
+        raw: made.raw,
+        fields,
+        stamp: made.stamp,
+        recvd: made.recvd,
+        origin,
+        host_is_sender: false,
+        tags,
+        chained_hostname: made.chained_hostname,
+        keep_raw: made.keep_raw,
+        values: made.values.clone(),
     }
 }

@@ -34,9 +34,9 @@ pub struct DbParser {
     pub program_template: Option<Template>,
     /// `message-template()`, syslog-ng 3.38's name of `template()`.
     pub message_template: Option<Template>,
-    /// `inject-mode(aggregate-only)`: the messages it sees leave the path; only those its
-    /// actions make go on.
-    pub aggregate_only: bool,
+    /// `inject-mode()`: where what its actions make goes, and whether the messages it sees
+    /// go on (not with `aggregate-only`).
+    pub inject: super::Inject,
     /// `max-contexts()`: the bound of open contexts (see [`crate::correlation`]).
     pub max_contexts: usize,
     /// The open contexts, when a rule correlates; each place the parser stands has its own
@@ -56,7 +56,7 @@ impl DbParser {
             drop_unmatched: self.drop_unmatched,
             program_template: self.program_template.clone(),
             message_template: self.message_template.clone(),
-            aggregate_only: self.aggregate_only,
+            inject: self.inject,
             max_contexts: self.max_contexts,
             correlation: self
                 .correlation
@@ -81,6 +81,7 @@ impl DbParser {
         }
         let mut made = Vec::new();
         correlation.ended(&ended, &mut made);
+        self.inject.send(&mut made);
         if !made.is_empty() {
             f(&mut made);
         }
@@ -129,8 +130,13 @@ impl DbParser {
         msg: &mut LogMessage<'r>,
         made: &mut Vec<LogMessage<'r>>,
     ) -> bool {
+        let before = made.len();
         let passed = self.classify(template, msg, made);
-        passed && !self.aggregate_only
+        if self.inject == super::Inject::Internal && made.len() > before {
+            let mut new = made.split_off(before);
+            self.inject.send(&mut new);
+        }
+        passed && self.inject != super::Inject::AggregateOnly
     }
 
     fn classify<'r>(

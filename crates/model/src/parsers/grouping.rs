@@ -34,7 +34,8 @@ pub struct GroupingBy {
     pub where_: Option<Filter>,
     pub having: Option<Filter>,
     pub aggregate: Arc<Synthetic>,
-    pub aggregate_only: bool,
+    /// `inject-mode()`: where aggregates go, and whether grouped messages go on.
+    pub inject: super::Inject,
     pub max_contexts: usize,
     pub state: Arc<State<()>>,
     /// What a reload's parser must be to take the open contexts over: its key and scope.
@@ -58,7 +59,7 @@ impl GroupingBy {
             where_: self.where_.clone(),
             having: self.having.clone(),
             aggregate: self.aggregate.clone(),
-            aggregate_only: self.aggregate_only,
+            inject: self.inject,
             max_contexts: self.max_contexts,
             state: Arc::new(State::new(self.max_contexts)),
             identity: self.identity.clone(),
@@ -97,7 +98,7 @@ impl GroupingBy {
                 self.state.end(context);
             }
         }
-        !self.aggregate_only
+        self.inject != super::Inject::AggregateOnly
     }
 
     /// The aggregates of `ended` contexts (those whose `having()` holds), pushed to `made`.
@@ -143,6 +144,7 @@ impl GroupingBy {
         }
         let mut made = Vec::new();
         self.aggregates(&mut ended, &mut made);
+        self.inject.send(&mut made);
         if !made.is_empty() {
             f(&mut made);
         }

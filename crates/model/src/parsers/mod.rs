@@ -848,7 +848,7 @@ fn grouping_by(node: &Node, o: &mut Options, names: &Names) -> Result<Built, Con
         None => return Err(required("aggregate()")),
         Some(opt) => aggregate(opt, names)?,
     };
-    let aggregate_only = inject_mode(o)?;
+    let inject = inject_mode(o)?;
     let max_contexts = max_contexts(o)?;
     Ok(Built {
         kind: Kind::Grouping(Box::new(grouping::GroupingBy {
@@ -860,7 +860,7 @@ fn grouping_by(node: &Node, o: &mut Options, names: &Names) -> Result<Built, Con
             where_,
             having,
             aggregate: std::sync::Arc::new(aggregate),
-            aggregate_only,
+            inject,
             max_contexts,
             state: std::sync::Arc::new(crate::correlation::State::new(max_contexts)),
             identity: format!("grouping-by({key_text},{scope:?})"),
@@ -916,18 +916,37 @@ fn aggregate(opt: &Node, names: &Names) -> Result<crate::patterndb::Synthetic, C
     Ok(message)
 }
 
-/// `inject-mode()`: where the messages a correlating parser makes go. `pass-through` (the
-/// default): on in the path, after the parser; `aggregate-only`: the same, and the messages
-/// the parser sees go no further (`true`). `internal` is not supported yet.
-fn inject_mode(o: &mut Options) -> Result<bool, ConfigError> {
+/// Where the messages a correlating parser makes go: `inject-mode()`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Inject {
+    /// On in the path, after the parser (the default).
+    #[default]
+    PassThrough,
+    /// The same, and the messages the parser sees go no further.
+    AggregateOnly,
+    /// To the `internal()` source, as sluice's own messages.
+    Internal,
+}
+
+impl Inject {
+    /// Sends `made` where it goes: to `internal()` (then `made` is left empty), or on.
+    pub fn send<'r>(self, made: &mut Vec<LogMessage<'r>>) {
+        if self == Inject::Internal {
+            crate::correlation::post_internal(made);
+            made.clear();
+        }
+    }
+}
+
+fn inject_mode(o: &mut Options) -> Result<Inject, ConfigError> {
     let Some(opt) = o.last("inject_mode") else {
-        return Ok(false);
+        return Ok(Inject::PassThrough);
     };
     let v = opt.value()?;
     match v.text.replace('_', "-").to_ascii_lowercase().as_str() {
-        "pass-through" => Ok(false),
-        "aggregate-only" => Ok(true),
-        "internal" => Err(ConfigError::not_supported(v.pos, "inject-mode(internal)")),
+        "pass-through" => Ok(Inject::PassThrough),
+        "aggregate-only" => Ok(Inject::AggregateOnly),
+        "internal" => Ok(Inject::Internal),
         _ => Err(ConfigError::unknown(
             v.pos,
             "inject mode",
@@ -1000,7 +1019,7 @@ fn db_parser(_: &Node, o: &mut Options, names: &Names) -> Result<Built, ConfigEr
     let program_template = compile(o.last("program_template"))?;
     // syslog-ng 3.38's name of template().
     let message_template = compile(o.last("message_template"))?;
-    let aggregate_only = inject_mode(o)?;
+    let inject = inject_mode(o)?;
     let max_contexts = max_contexts(o)?;
     let correlation = loaded
         .db
@@ -1012,7 +1031,7 @@ fn db_parser(_: &Node, o: &mut Options, names: &Names) -> Result<Built, ConfigEr
             drop_unmatched,
             program_template,
             message_template,
-            aggregate_only,
+            inject,
             max_contexts,
             correlation,
             identity: format!("db-parser({path})"),
