@@ -85,6 +85,26 @@ const MESSAGES: &str = "\
 
 const TEMPLATE: &str = "${ISODATE}|${HOST}|${PROGRAM}|${PID}|${MESSAGE}|${.classifier.rule_id}|${.classifier.context_id}|${n}|${users}|${seen}|${ip}|$TAGS\\n";
 
+/// `run` for syslog-ng and sluice at once (they take seconds of waiting each).
+fn side_by_side<T: Send>(run: impl Fn(Server) -> T + Sync) -> (T, T) {
+    std::thread::scope(|s| {
+        let syslog_ng = s.spawn(|| run(Server::SyslogNg));
+        let sluice = s.spawn(|| run(Server::Sluice));
+        (syslog_ng.join().unwrap(), sluice.join().unwrap())
+    })
+}
+
+/// The lines of `file`, sorted.
+fn sorted_lines(file: &std::path::Path) -> Vec<String> {
+    let mut got: Vec<String> = std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .map(String::from)
+        .collect();
+    got.sort();
+    got
+}
+
 /// What `kind` writes for [`MESSAGES`] through `parser`, once `lines` lines are there and
 /// nothing more comes for a while; sorted.
 fn correlated(kind: Server, parser: &str, lines: usize) -> Vec<String> {
@@ -105,13 +125,7 @@ fn correlated(kind: Server, parser: &str, lines: usize) -> Vec<String> {
     common::send_tcp(port, MESSAGES.as_bytes(), Framing::Newline);
     common::wait_lines(&r.out, lines, Duration::from_secs(30));
     common::wait_stable(&r.out, Duration::from_millis(1500), Duration::from_secs(10));
-    let mut got: Vec<String> = std::fs::read_to_string(r.out.join("all.log"))
-        .unwrap_or_default()
-        .lines()
-        .map(String::from)
-        .collect();
-    got.sort();
-    got
+    sorted_lines(&r.out.join("all.log"))
 }
 
 #[test]
@@ -124,11 +138,7 @@ fn contexts_actions_and_timeouts_as_syslog_ngs_db_parser() {
     // numbers, and words are 0: every session message makes one), three timeouts of the
     // failures' contexts (h2's, h1's first, h1's second), one of the watch.
     let lines = 18;
-    let (syslog_ng, sluice) = std::thread::scope(|s| {
-        let syslog_ng = s.spawn(|| correlated(Server::SyslogNg, parser, lines));
-        let sluice = s.spawn(|| correlated(Server::Sluice, parser, lines));
-        (syslog_ng.join().unwrap(), sluice.join().unwrap())
-    });
+    let (syslog_ng, sluice) = side_by_side(|kind| correlated(kind, parser, lines));
     assert_eq!(sluice, syslog_ng);
     assert_eq!(syslog_ng.len(), lines, "{syslog_ng:#?}");
     let said = |text: &str| sluice.iter().any(|l| l.contains(text));
@@ -150,11 +160,7 @@ fn aggregate_only_passes_what_the_actions_make() {
     }
     let parser = r#"db-parser(file("DB") inject-mode(aggregate-only));"#;
     let lines = 8;
-    let (syslog_ng, sluice) = std::thread::scope(|s| {
-        let syslog_ng = s.spawn(|| correlated(Server::SyslogNg, parser, lines));
-        let sluice = s.spawn(|| correlated(Server::Sluice, parser, lines));
-        (syslog_ng.join().unwrap(), sluice.join().unwrap())
-    });
+    let (syslog_ng, sluice) = side_by_side(|kind| correlated(kind, parser, lines));
     assert_eq!(sluice, syslog_ng);
     assert_eq!(syslog_ng.len(), lines, "{syslog_ng:#?}");
 }
@@ -267,19 +273,9 @@ fn grouping_by_aggregates_as_syslog_ngs() {
         // (the message after the end, alone: having() leaves it out), db's too small.
         common::wait_lines(&r.out, 12, Duration::from_secs(30));
         common::wait_stable(&r.out, Duration::from_millis(1500), Duration::from_secs(10));
-        let mut got: Vec<String> = std::fs::read_to_string(r.out.join("all.log"))
-            .unwrap_or_default()
-            .lines()
-            .map(String::from)
-            .collect();
-        got.sort();
-        got
+        sorted_lines(&r.out.join("all.log"))
     };
-    let (syslog_ng, sluice) = std::thread::scope(|s| {
-        let syslog_ng = s.spawn(|| run(Server::SyslogNg));
-        let sluice = s.spawn(|| run(Server::Sluice));
-        (syslog_ng.join().unwrap(), sluice.join().unwrap())
-    });
+    let (syslog_ng, sluice) = side_by_side(run);
     assert_eq!(sluice, syslog_ng);
     assert_eq!(syslog_ng.len(), 12, "{syslog_ng:#?}");
     // Sorted by sort-key(); the aggregate is formatted with itself as the last message.
@@ -436,11 +432,7 @@ fn internal_inject_mode_hands_what_actions_make_to_internal() {
         };
         (lines("path.log"), lines("internal.log"))
     };
-    let (syslog_ng, sluice) = std::thread::scope(|s| {
-        let syslog_ng = s.spawn(|| run(Server::SyslogNg));
-        let sluice = s.spawn(|| run(Server::Sluice));
-        (syslog_ng.join().unwrap(), sluice.join().unwrap())
-    });
+    let (syslog_ng, sluice) = side_by_side(run);
     assert_eq!(sluice, syslog_ng);
     assert_eq!(
         (syslog_ng.0.len(), syslog_ng.1.len()),
