@@ -4,7 +4,9 @@
 //!
 //! - `match -p FILE [-P PROGRAM] -M MESSAGE` (or `-f FILE` of syslog lines): classifies and
 //!   prints every pair the message then has (`name=value`), its tags, a blank line — or the
-//!   output of `-T TEMPLATE`. Exit code 0 when the last message matched a rule, 1 when not.
+//!   output of `-T TEMPLATE` — and what correlation makes. `-D` (`--debug-pattern`) first shows
+//!   the walk through the tree of patterns (`-c` in colours, `-C` as fields). Exit code 0 when
+//!   the last message matched a rule, 1 when not.
 //! - `test [-r RULE_ID] [-v] FILE…`: classifies every rule's `<test_message>` and checks the
 //!   rule id and each `<test_value>`; exit code 1 when a file cannot be read, 2 when a test
 //!   fails, 3 when `-r` names no rule with an example.
@@ -74,6 +76,15 @@ pub struct MatchArgs {
     /// Print each message with this template instead of its pairs.
     #[arg(short = 'T', long = "template")]
     template: Option<String>,
+    /// Show how the message went through the tree of patterns: each literal and field.
+    #[arg(short = 'D', long = "debug-pattern")]
+    debug_pattern: bool,
+    /// With --debug-pattern: each step as a line of fields (PDBTOOL_DEBUG=…).
+    #[arg(short = 'C', long = "debug-csv")]
+    debug_csv: bool,
+    /// With --debug-pattern: in colours.
+    #[arg(short = 'c', long = "color-out")]
+    color_out: bool,
 }
 
 #[derive(Args, Debug)]
@@ -141,6 +152,98 @@ pub fn run(cmd: &PdbtoolCommand) -> i32 {
         eprintln!("sluice pdbtool: {e}");
         1
     })
+}
+
+/// What `pdbtool match --debug-pattern` prints of `msg`'s walk through the tree of its
+/// ruleset, before its values: each literal and field of the walk (syslog-ng's steps,
+/// byte for byte), and the parts of the message they took; with `-C`, each step's numbers.
+fn debug_pattern(
+    db: &sluice_model::patterndb::PatternDb,
+    msg: &LogMessage,
+    args: &MatchArgs,
+) -> String {
+    use std::fmt::Write as _;
+    let steps = db.trace(msg.program(), msg.message());
+    let text = msg.message();
+    let part = |from: usize, len: usize| {
+        let from = from.min(text.len());
+        String::from_utf8_lossy(&text[from..from.saturating_add(len).min(text.len())]).into_owned()
+    };
+    // Trailing junk, field, literal, partial literal; and the end of a colour.
+    let colours: [&str; 4] = match args.color_out {
+        true => ["\x1b[01;34m", "\x1b[0;33m", "\x1b[01;32m", "\x1b[01;31m"],
+        false => ["", "", "", ""],
+    };
+    let plain = "\x1b[01;0m";
+    let name = |s: &sluice_model::patterndb::radix::Step| {
+        s.field
+            .and_then(|(_, n)| n)
+            .map(name_of)
+            .map(|n| n.to_string())
+            .unwrap_or_default()
+    };
+    let mut out = String::new();
+    if args.debug_csv {
+        out.push_str(
+            "PDBTOOL_HEADER=i:len:key;keylen:match_off;match_len:parser_type:parser_name\n",
+        );
+        for (i, s) in steps.iter().enumerate() {
+            let (at, len) = match s.field {
+                Some(_) => (s.value_at, s.value_len),
+                None => (0, 0),
+            };
+            let _ = writeln!(
+                out,
+                "PDBTOOL_DEBUG={i}:{}:{}:{at}:{len}:{}:{}",
+                s.matched,
+                s.key_len(),
+                s.field.map_or("", |(kind, _)| kind),
+                name(s)
+            );
+        }
+        return out;
+    }
+    out.push_str("Pattern matching part:\n");
+    let mut pos = 0;
+    for s in &steps {
+        pos += s.matched;
+        let key = s
+            .key
+            .as_deref()
+            .map(String::from_utf8_lossy)
+            .unwrap_or_default();
+        match s.field {
+            Some((kind, _)) => {
+                let name = name(s);
+                let value = match name.is_empty() {
+                    true => String::new(),
+                    false => part(s.value_at, s.value_len),
+                };
+                let _ = write!(out, "{}@{kind}:{name}={value}@{plain}", colours[1]);
+            }
+            None if s.matched as i64 == s.key_len() => {
+                let _ = write!(out, "{}{key}{plain}", colours[2]);
+            }
+            None => {
+                let shown: String = key.chars().take(s.matched).collect();
+                let _ = write!(out, "{}{shown}{plain}", colours[3]);
+            }
+        }
+    }
+    let _ = write!(out, "{}{}{plain}", colours[0], part(pos, usize::MAX));
+    out.push_str("\nMatching part:\n");
+    let mut pos = 0;
+    for s in &steps {
+        let colour = match (s.field.is_some(), s.matched as i64 == s.key_len()) {
+            (true, _) => colours[1],
+            (false, true) => colours[2],
+            (false, false) => colours[3],
+        };
+        let _ = write!(out, "{colour}{}{plain}", part(pos, s.matched));
+        pos += s.matched;
+    }
+    out.push_str("\nValues:\n");
+    out
 }
 
 /// `dump`: the tree of a program's ruleset (`-P`) or of the program patterns (`-T`).
@@ -272,19 +375,32 @@ fn matching(args: &MatchArgs) -> Result<i32, String> {
         }
         None => print_pairs(msg),
     };
+    let debug = match args.debug_pattern {
+        true => Some(sluice_model::patterndb::load(&args.pdb, &Names::default(), "")?.db),
+        false => None,
+    };
+    // With --debug-pattern, pdbtool prints the message alone, not what correlation makes.
     let ended = |now: Option<i64>| {
-        parsers.tick(now, &mut |_, made| made.iter().for_each(print));
+        let show = debug.is_none();
+        parsers.tick(now, &mut |_, made| {
+            made.iter().filter(|_| show).for_each(print)
+        });
     };
     // As syslog-ng's pdbtool prints them: what contexts that ended by the message's time
     // made, the message, what its rule's actions made; at the end, what every context
     // still open makes when it ends.
     let show = |msg: &mut LogMessage| -> i32 {
+        if let Some(db) = &debug {
+            print!("{}", debug_pattern(db, msg, args));
+        }
         let mut made = Vec::new();
         parsers.apply_from(0, msg, &mut made);
         let now = UnixTime::now(Zone::local());
         ended(Some(now.secs * 1_000_000 + i64::from(now.micros)));
         print(msg);
-        made.iter().for_each(|(_, m)| print(m));
+        if debug.is_none() {
+            made.iter().for_each(|(_, m)| print(m));
+        }
         i32::from(!matched(msg))
     };
     let status = match (&args.message, &args.file) {

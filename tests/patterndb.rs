@@ -442,6 +442,24 @@ fn pdbtool_match_and_test_print_what_syslog_ngs_pdbtool_prints() {
         let program = head.rsplit(' ').next().unwrap().split('[').next().unwrap();
         let args = ["match", "-p", db, "-P", program, "-M", message];
         assert_eq!(run(&sluice, &args), run(&["pdbtool"], &args), "{line}");
+        // How the walk went: the steps, plain, coloured, as fields. Not where syslog-ng
+        // prints memory past the message: where an @EMAIL@ ends it (its parser reads past the
+        // end and fails the first walk; docs/compatibility.md), and where the steps of two
+        // walks (a pattern matching the start of the message) add up to more than it holds.
+        let csv: Vec<&str> = args.iter().chain(&["-D", "-C"]).copied().collect();
+        let (_, steps) = run(&sluice, &csv);
+        let walked: usize = steps
+            .lines()
+            .filter_map(|l| l.strip_prefix("PDBTOOL_DEBUG="))
+            .filter_map(|l| l.split(':').nth(1)?.parse::<usize>().ok())
+            .sum();
+        if message.ends_with('>') || walked > message.len() {
+            continue;
+        }
+        for debug in [&["-D"][..], &["-D", "-c"], &["-D", "-C"]] {
+            let args: Vec<&str> = args.iter().chain(debug).copied().collect();
+            assert_eq!(run(&sluice, &args), run(&["pdbtool"], &args), "{args:?}");
+        }
     }
     // `dump` prints where each field's pattern is written as syslog-ng's loader counts it.
     let (_, tree) = run(&sluice, &["dump", "-p", db, "-P", "sshd"]);

@@ -253,6 +253,16 @@ impl PatternDb {
         out.iter().map(|l| format!("{l}\n")).collect()
     }
 
+    /// The steps of the walk that classifies `message` of `program` in its ruleset (none
+    /// when no ruleset serves the program), for `pdbtool match --debug-pattern`.
+    pub fn trace(&self, program: &[u8], message: &[u8]) -> Vec<radix::Step> {
+        let mut trace = Vec::new();
+        if let Some(&r) = self.programs.find(program, &mut Vec::new()) {
+            self.rulesets[r].find_traced(message, &mut Vec::new(), Some(&mut trace));
+        }
+        trace
+    }
+
     /// Every rule of the message's ruleset whose pattern matches all of it: more than one
     /// are rules that shadow each other (`pdbtool test` says so).
     pub fn applicable(&self, program: &[u8], message: &[u8]) -> Vec<&Rule> {

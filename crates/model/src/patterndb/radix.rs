@@ -160,12 +160,24 @@ impl<T> Radix<T> {
     /// The value `input` leads to, with what the fields on the way took (appended to
     /// `captures`).
     pub fn find(&self, input: &[u8], captures: &mut Vec<Capture>) -> Option<&T> {
+        self.find_traced(input, captures, None)
+    }
+
+    /// [`Radix::find`], recording each step of the walk in `trace` as syslog-ng's
+    /// `r_find_node_dbg` does (`pdbtool match --debug-pattern`).
+    pub fn find_traced(
+        &self,
+        input: &[u8],
+        captures: &mut Vec<Capture>,
+        trace: Option<&mut Vec<Step>>,
+    ) -> Option<&T> {
         let base = captures.len();
         let mut walk = Walk {
             input,
             complete: true,
             partial: false,
             captures,
+            trace,
         };
         if let Some(node) = walk.node(&self.root, 0) {
             return node.value.as_ref().map(|(v, _)| v);
@@ -359,6 +371,29 @@ fn add_child_check<T>(
     }
 }
 
+/// A step of a walk, as syslog-ng's `RDebugInfo` records it: a node reached (with how much
+/// of its literal the input matched) or a field that took a value (with the node it hangs
+/// from, and the value's place in the input).
+#[derive(Clone, Debug)]
+pub struct Step {
+    /// The node's literal (the parent's, for a field); `None` for a field's node.
+    pub key: Option<Vec<u8>>,
+    /// Bytes of the input matched here: of the literal, or taken by the field.
+    pub matched: usize,
+    /// The field: its type's name and the name its value goes to.
+    pub field: Option<(&'static str, Option<NameId>)>,
+    /// Where the field's value is in the input, and its length.
+    pub value_at: usize,
+    pub value_len: usize,
+}
+
+impl Step {
+    /// The length of the node's literal: -1 for a field's node, as syslog-ng has it.
+    pub fn key_len(&self) -> i64 {
+        self.key.as_ref().map_or(-1, |k| k.len() as i64)
+    }
+}
+
 /// One walk of the tree over an input.
 struct Walk<'i, 'c> {
     input: &'i [u8],
@@ -367,6 +402,9 @@ struct Walk<'i, 'c> {
     /// A node with a value was passed with input left (worth a second walk).
     partial: bool,
     captures: &'c mut Vec<Capture>,
+    /// Steps of the walks, for `pdbtool --debug-pattern`; kept across both walks and past
+    /// literal children that led nowhere, as syslog-ng keeps them.
+    trace: Option<&'c mut Vec<Step>>,
 }
 
 impl Walk<'_, '_> {
@@ -374,6 +412,15 @@ impl Walk<'_, '_> {
     fn node<'t, T>(&mut self, node: &'t Node<T>, pos: usize) -> Option<&'t Node<T>> {
         let key = &self.input[pos..];
         let (taken, matched) = literal_prefix(node.key.as_deref().unwrap_or_default(), key);
+        if let Some(trace) = &mut self.trace {
+            trace.push(Step {
+                key: node.key.clone(),
+                matched: taken,
+                field: None,
+                value_at: 0,
+                value_len: 0,
+            });
+        }
         let is_field = node.key.is_none();
         if taken == key.len() && (matched == node.key_len() || is_field) {
             // The input ends here.
@@ -406,8 +453,12 @@ impl Walk<'_, '_> {
 
     fn field_child<'t, T>(&mut self, node: &'t Node<T>, pos: usize) -> Option<&'t Node<T>> {
         let slot = self.captures.len();
+        let steps = self.trace.as_ref().map_or(0, |t| t.len());
         let next = at(self.input, pos);
         for child in &node.fields {
+            if let Some(trace) = &mut self.trace {
+                trace.truncate(steps);
+            }
             let (field, name, _, _) = child.field.as_ref().expect("a field's node");
             if !field.may_start_with(next) {
                 continue;
@@ -415,6 +466,15 @@ impl Walk<'_, '_> {
             let Some(taken) = field.parse(self.input, pos) else {
                 continue;
             };
+            if let Some(trace) = &mut self.trace {
+                trace.push(Step {
+                    key: node.key.clone(),
+                    matched: taken.len,
+                    field: Some((field.kind.name(), *name)),
+                    value_at: pos + taken.start,
+                    value_len: taken.end - taken.start,
+                });
+            }
             self.captures.truncate(slot);
             self.captures.push(Capture {
                 name: name.unwrap_or(0),
