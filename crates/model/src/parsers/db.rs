@@ -10,7 +10,8 @@
 //!   message goes on unless `drop-unmatched(yes)`.
 //!
 //! The program is `$PROGRAM` (or `program-template()`), the text `$MSG` (or `template()`).
-//! Values the fields took from the received text are spans of it, not copies.
+//! Values the fields took from the received text are spans of it, not copies; the rule id
+//! and class are interned texts, with no reference count to touch.
 //!
 //! A database whose rules correlate ([`crate::patterndb::correlate`]) gives each place the
 //! parser stands in the configuration a state of its own: messages its match actions make
@@ -195,10 +196,8 @@ impl DbParser {
                     set(msg, &taken.program, |c| {
                         Text::owned(&program[c.start..c.end])
                     });
-                    msg.values
-                        .set(m.class, Text::Shared(rule.class_value.clone()));
-                    msg.values
-                        .set(m.rule_id, Text::Shared(rule.id_value.clone()));
+                    msg.values.set(m.class, Text::Static(rule.class_value));
+                    msg.values.set(m.rule_id, Text::Static(rule.id_value));
                     set(msg, &taken.message, |c| match in_frame {
                         Some(span) => Text::Span(Span::new(
                             span.start as usize + c.start,

@@ -88,9 +88,15 @@ impl<T> Node<T> {
         at(self.key.as_deref().unwrap_or_default(), 0)
     }
 
+    /// The literal child whose key starts with `c`. Most nodes have a few children: a loop
+    /// over their first bytes costs less than memchr's set-up (7.6 % of a run at 90 %
+    /// matching went to it); a busy node's many are searched with memchr.
     #[inline]
     fn child(&self, c: u8) -> Option<usize> {
-        memchr::memchr(c, &self.firsts)
+        match self.firsts.len() {
+            0..=16 => self.firsts.iter().position(|&f| f == c),
+            _ => memchr::memchr(c, &self.firsts),
+        }
     }
 
     /// Adds a literal child in its place; its index.
@@ -498,12 +504,8 @@ impl Walk<'_, '_> {
 /// of the literal (a `\r` of the input before a `\n` of the literal is skipped).
 #[inline]
 fn literal_prefix(literal: &[u8], key: &[u8]) -> (usize, usize) {
-    // The bytes both share, compared at once; byte by byte only from a `\r` on.
-    let same = literal
-        .iter()
-        .zip(key)
-        .position(|(l, k)| l != k)
-        .unwrap_or(literal.len().min(key.len()));
+    // The bytes both share, compared eight at a time; byte by byte only from a `\r` on.
+    let same = common_prefix(literal, key);
     if same == literal.len() || same == key.len() || key[same] != b'\r' {
         return (same, same);
     }
@@ -521,10 +523,47 @@ fn literal_prefix(literal: &[u8], key: &[u8]) -> (usize, usize) {
     (input, radix)
 }
 
+/// How many bytes `a` and `b` share from the start, compared a word at a time (literals of
+/// patterns are often tens of bytes; the byte loop was a tenth of a run at 90 % matching).
+#[inline]
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= n {
+        let x = u64::from_le_bytes(a[i..i + 8].try_into().expect("eight bytes"));
+        let y = u64::from_le_bytes(b[i..i + 8].try_into().expect("eight bytes"));
+        let diff = x ^ y;
+        if diff != 0 {
+            return i + (diff.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < n && a[i] == b[i] {
+        i += 1;
+    }
+    i
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::values::name_of;
+
+    #[test]
+    fn common_prefixes_are_found_a_word_at_a_time() {
+        let cases: [(&[u8], &[u8], usize); 6] = [
+            (b"", b"abc", 0),
+            (b"abcdefghij", b"abcdefghij", 10),
+            (b"abcdefghij", b"abcdefgXij", 7),
+            (b"abcdefghijklmnop", b"abcdefghijklmnoX", 15),
+            (b"abcdefghijklmnopq", b"abcdefghi", 9),
+            (b"Xbc", b"abc", 0),
+        ];
+        for (a, b, n) in cases {
+            assert_eq!(common_prefix(a, b), n, "{a:?} {b:?}");
+            assert_eq!(common_prefix(b, a), n, "{a:?} {b:?}");
+        }
+    }
 
     fn tree(patterns: &[&str]) -> Radix<usize> {
         let mut r = Radix::default();
