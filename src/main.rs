@@ -76,8 +76,12 @@ struct Cli {
     /// Run as this group (default: the user's).
     #[arg(short = 'g', long = "group", value_name = "GROUP")]
     group: Option<String>,
-    /// Accepted for syslog-ng compatibility: with -u sluice keeps no capabilities.
-    #[arg(long = "no-caps", hide = true)]
+    /// With -u: the capabilities to keep (syslog-ng's names, comma-separated; by default
+    /// cap_net_bind_service, cap_syslog, cap_dac_read_search).
+    #[arg(long = "caps", value_name = "CAPS")]
+    caps: Option<String>,
+    /// With -u: keep no capability.
+    #[arg(long = "no-caps")]
     no_caps: bool,
     #[command(subcommand)]
     command: Option<Command>,
@@ -199,13 +203,25 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let keep = match (cli.no_caps, cli.caps.as_deref()) {
+        (true, _) => Ok(0),
+        (false, Some(text)) => privileges::caps(text),
+        (false, None) => privileges::caps(privileges::DEFAULT_CAPS),
+    };
+    let keep = match keep {
+        Ok(mask) => mask,
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            return ExitCode::from(1);
+        }
+    };
     // Once every listener is bound: the pid file, then the user sluice runs as.
     let running = || {
         write_pidfile(cli.pidfile.as_deref());
         if let Some(who) = &run_as {
             // The persist file is root's: it is opened while sluice still is.
             sluice_engine::persist::open();
-            if let Err(e) = privileges::drop_to(who) {
+            if let Err(e) = privileges::drop_to(who, keep) {
                 sluice_engine::own_log::error(format!(
                     "cannot run as the given user: {e}; stopping"
                 ));

@@ -1,12 +1,19 @@
-//! `-u/--user` and `-g/--group`, as syslog-ng has them: sluice binds its listeners and opens
-//! what needs root (privileged ports, `/dev/kmsg`, its persist file) as root, then runs as
-//! the given user and group for good.
+//! `-u/--user`, `-g/--group` and `--caps`/`--no-caps`, as syslog-ng has them: sluice binds its
+//! listeners and opens what needs root (privileged ports, `/dev/kmsg`, its persist file) as
+//! root, then runs as the given user and group for good, keeping only the capabilities a log
+//! daemon needs (`--caps` names others; `--no-caps` keeps none).
 //!
-//! glibc changes the ids of every thread of the process (its `setxid` broadcast), and the
-//! kernel clears a thread's capabilities when its ids leave root: nothing privileged is kept.
-//! A reload that adds a listener on a port below 1024 then fails, said with the reason.
+//! Credentials and capabilities belong to each thread, and sluice's threads are running by
+//! then. glibc changes the ids of every thread (its `setxid` broadcast) but not their
+//! capabilities, which the kernel clears as the ids leave root. So sluice does what glibc does,
+//! with capabilities: every thread is sent a signal whose handler keeps its capabilities
+//! across the change of ids (`PR_SET_KEEPCAPS`), changes them, and sets the capabilities kept
+//! (`capset`); the caller does the same last. A thread a not-yet-changed thread starts meanwhile
+//! is found by listing the threads again until none is new.
 
 use std::ffi::CString;
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 /// Who to become.
 #[derive(Debug, Clone)]
@@ -59,29 +66,229 @@ pub fn resolve(user: Option<&str>, group: Option<&str>) -> Result<Option<Become>
     }))
 }
 
-/// Becomes `who` in every thread: supplementary groups, group, user — in that order, while
-/// there is still the right to change them.
-pub fn drop_to(who: &Become) -> Result<(), String> {
-    let fail = |what: &str| format!("{what}: {}", std::io::Error::last_os_error());
-    // SAFETY: plain system calls with valid arguments.
-    unsafe {
-        let groups = match &who.name {
-            Some(name) => libc::initgroups(name.as_ptr(), who.gid),
-            None => libc::setgroups(1, &who.gid),
+/// The capabilities kept by default: binding ports below 1024 (a reload may add one), reading
+/// the kernel's messages, reading files of other users.
+pub const DEFAULT_CAPS: &str = "cap_net_bind_service,cap_syslog,cap_dac_read_search";
+
+/// Capabilities by name, as `--caps` names them (syslog-ng's `cap_from_text` names).
+const CAPS: &[(&str, u32)] = &[
+    ("cap_chown", 0),
+    ("cap_dac_override", 1),
+    ("cap_dac_read_search", 2),
+    ("cap_fowner", 3),
+    ("cap_kill", 5),
+    ("cap_net_bind_service", 10),
+    ("cap_net_broadcast", 11),
+    ("cap_net_admin", 12),
+    ("cap_net_raw", 13),
+    ("cap_ipc_lock", 14),
+    ("cap_sys_chroot", 18),
+    ("cap_sys_admin", 21),
+    ("cap_sys_resource", 24),
+    ("cap_syslog", 34),
+];
+
+/// The capabilities `text` names: a comma-separated list of names (`cap_` optional), each
+/// perhaps with syslog-ng's `=ep`/`=p` flags (sluice keeps every one named effective).
+pub fn caps(text: &str) -> Result<u64, String> {
+    let mut mask = 0;
+    for part in text.split([',', ' ']).filter(|p| !p.is_empty()) {
+        let name = part
+            .split(['=', '+'])
+            .next()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        if name.is_empty() {
+            continue;
+        }
+        let full = match name.starts_with("cap_") {
+            true => name.clone(),
+            false => format!("cap_{name}"),
         };
-        if groups != 0 {
-            return Err(fail("setting the supplementary groups"));
+        let Some(&(_, bit)) = CAPS.iter().find(|(n, _)| *n == full) else {
+            let known: Vec<&str> = CAPS.iter().map(|(n, _)| *n).collect();
+            return Err(format!(
+                "--caps: unknown capability {name:?}; known: {}",
+                known.join(", ")
+            ));
+        };
+        mask |= 1u64 << bit;
+    }
+    Ok(mask)
+}
+
+/// What every thread becomes: its ids, groups and the capabilities it keeps.
+struct Target {
+    uid: libc::uid_t,
+    gid: libc::gid_t,
+    groups: Vec<libc::gid_t>,
+    caps: u64,
+}
+
+static TARGET: OnceLock<Target> = OnceLock::new();
+/// Threads that changed, and the first error (an errno) one of them met.
+static CHANGED: AtomicUsize = AtomicUsize::new(0);
+static ERROR: AtomicI32 = AtomicI32::new(0);
+
+/// Changes the calling thread's credentials to [`TARGET`]'s with raw system calls (glibc's
+/// wrappers would broadcast to every thread themselves). Async-signal-safe: a signal handler
+/// runs it.
+fn change_this_thread() {
+    let Some(t) = TARGET.get() else {
+        return;
+    };
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let low = t.caps as u32;
+    let high = (t.caps >> 32) as u32;
+    let header = Header {
+        version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
+        pid: 0,
+    };
+    let data = [
+        Data {
+            effective: low,
+            permitted: low,
+            inheritable: 0,
+        },
+        Data {
+            effective: high,
+            permitted: high,
+            inheritable: 0,
+        },
+    ];
+    // SAFETY: system calls on this thread's credentials with valid arguments; nothing here
+    // allocates or takes a lock.
+    let failed = unsafe {
+        libc::prctl(libc::PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0
+            || libc::syscall(libc::SYS_setgroups, t.groups.len(), t.groups.as_ptr()) != 0
+            || libc::syscall(libc::SYS_setresgid, t.gid, t.gid, t.gid) != 0
+            || libc::syscall(libc::SYS_setresuid, t.uid, t.uid, t.uid) != 0
+            || libc::syscall(libc::SYS_capset, &header, data.as_ptr()) != 0
+            || libc::prctl(libc::PR_SET_KEEPCAPS, 0, 0, 0, 0) != 0
+    };
+    if failed {
+        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(-1);
+        let _ = ERROR.compare_exchange(0, errno, Ordering::SeqCst, Ordering::SeqCst);
+    }
+    CHANGED.fetch_add(1, Ordering::SeqCst);
+}
+
+extern "C" fn on_signal(_: libc::c_int) {
+    change_this_thread();
+}
+
+/// The ids of this process's threads.
+fn threads() -> Vec<libc::pid_t> {
+    std::fs::read_dir("/proc/self/task")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Becomes `who` in every thread — supplementary groups, group, user — keeping the
+/// capabilities of `caps` (a mask of capability bits) and no other.
+pub fn drop_to(who: &Become, caps: u64) -> Result<(), String> {
+    let groups = match &who.name {
+        Some(name) => {
+            let mut n: libc::c_int = 64;
+            let mut list = vec![0 as libc::gid_t; n as usize];
+            // SAFETY: a NUL-terminated name and a buffer of `n` entries, grown when too small.
+            while unsafe { libc::getgrouplist(name.as_ptr(), who.gid, list.as_mut_ptr(), &mut n) }
+                < 0
+            {
+                list.resize(n as usize, 0);
+            }
+            list.truncate(n as usize);
+            list
         }
-        if libc::setresgid(who.gid, who.gid, who.gid) != 0 {
-            return Err(fail("setresgid"));
-        }
-        if libc::setresuid(who.uid, who.uid, who.uid) != 0 {
-            return Err(fail("setresuid"));
-        }
-        // Root cannot be taken back.
-        if who.uid != 0 && libc::setuid(0) == 0 {
-            return Err("the user could become root again".into());
+        None => vec![who.gid],
+    };
+    let target = Target {
+        uid: who.uid,
+        gid: who.gid,
+        groups,
+        caps,
+    };
+    if TARGET.set(target).is_err() {
+        return Err("the user was already changed".into());
+    }
+    // SAFETY: gettid, getpid and sigaction with a handler that only makes system calls.
+    let (me, pid, signal) = unsafe { (libc::gettid(), libc::getpid(), libc::SIGRTMIN() + 4) };
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        if libc::sigaction(signal, &action, std::ptr::null_mut()) != 0 {
+            return Err(format!("sigaction: {}", std::io::Error::last_os_error()));
         }
     }
+    let mut signalled = std::collections::HashSet::new();
+    loop {
+        let new: Vec<libc::pid_t> = threads()
+            .into_iter()
+            .filter(|t| *t != me && !signalled.contains(t))
+            .collect();
+        if new.is_empty() {
+            break;
+        }
+        for tid in new {
+            // SAFETY: a signal to a thread of this process.
+            if unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, signal) } == 0 {
+                signalled.insert(tid);
+            }
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while CHANGED.load(Ordering::SeqCst) < signalled.len() {
+            if std::time::Instant::now() > deadline {
+                return Err("a thread did not change its user in 5 s".into());
+            }
+            std::thread::yield_now();
+        }
+    }
+    change_this_thread();
+    match ERROR.load(Ordering::SeqCst) {
+        0 => {}
+        errno => {
+            return Err(format!(
+                "changing a thread's user and capabilities: {}",
+                std::io::Error::from_raw_os_error(errno)
+            ))
+        }
+    }
+    // Root cannot be taken back.
+    // SAFETY: setuid(2); it must fail.
+    if who.uid != 0 && unsafe { libc::setuid(0) } == 0 {
+        return Err("the user could become root again".into());
+    }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capabilities_are_named_as_syslog_ng_names_them() {
+        assert_eq!(caps(DEFAULT_CAPS), Ok((1 << 10) | (1 << 34) | (1 << 2)));
+        assert_eq!(
+            caps("net_bind_service=ep,cap_syslog+p"),
+            Ok((1 << 10) | (1 << 34))
+        );
+        assert_eq!(caps(""), Ok(0));
+        assert!(caps("cap_fly").unwrap_err().contains("unknown capability"));
+    }
 }

@@ -147,24 +147,17 @@ fn status(pid: u32, key: &str) -> String {
         .join(" ")
 }
 
-/// Started as root with `-u nobody -g nogroup`: listening on a privileged port, then running as
-/// nobody with no capabilities, still receiving there and writing its files, and a reload
-/// that keeps the port works.
-#[test]
-fn with_user_it_binds_as_root_then_runs_as_that_user() {
-    use std::io::Write;
+/// Started as root with `-u nobody -g nogroup` (and `extra` flags): listening on a privileged
+/// port, then running as nobody; the server, its port and output file, and what it writes.
+fn as_nobody(extra: &[&str]) -> (tempfile::TempDir, InDir, u16, std::path::PathBuf) {
     use std::os::unix::fs::PermissionsExt;
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: needs root to start as root and become nobody");
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     let port = privileged_port();
     let mut cmd = Command::new(sluice_bin());
-    cmd.args(["-u", "nobody", "-g", "nogroup", "-e"]);
-    let mut s = InDir::start(
+    cmd.args(["-u", "nobody", "-g", "nogroup", "-e"])
+        .args(extra);
+    let s = InDir::start(
         cmd,
         dir.path(),
         &format!(
@@ -173,12 +166,6 @@ fn with_user_it_binds_as_root_then_runs_as_that_user() {
             log {{ source(s); destination(d); }};"#
         ),
     );
-    let out = dir.path().join("out.log");
-    let send = |text: &str| {
-        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-        c.write_all(format!("<13>Nov 25 10:00:00 h app: {text}\n").as_bytes())
-            .unwrap();
-    };
     common::wait_until(Duration::from_secs(10), || {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
     });
@@ -193,9 +180,67 @@ fn with_user_it_binds_as_root_then_runs_as_that_user() {
         s.stderr()
     );
     assert_eq!(status(pid, "Gid:"), "65534 65534 65534 65534");
-    assert_eq!(status(pid, "CapEff:"), "0000000000000000");
-    assert_eq!(status(pid, "CapPrm:"), "0000000000000000");
-    send("as nobody");
+    let out = dir.path().join("out.log");
+    (dir, s, port, out)
+}
+
+fn send_to(port: u16, text: &str) {
+    use std::io::Write;
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.write_all(format!("<13>Nov 25 10:00:00 h app: {text}\n").as_bytes())
+        .unwrap();
+}
+
+/// Adds a listener on a second privileged port to the running configuration and reloads;
+/// the port.
+fn reload_with_another_privileged_port(dir: &std::path::Path, pid: u32, port: u16) -> u16 {
+    let conf = dir.join("server.conf");
+    let text = std::fs::read_to_string(&conf).unwrap();
+    let other = (port + 1..1000)
+        .find(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
+        .unwrap();
+    std::fs::write(
+        &conf,
+        text.replace(
+            &format!("port({port}));"),
+            &format!("port({port})); tcp(ip(127.0.0.1) port({other}));"),
+        ),
+    )
+    .unwrap();
+    // SAFETY: kill(2) on a child we spawned and have not reaped.
+    unsafe { libc::kill(pid as i32, libc::SIGHUP) };
+    other
+}
+
+/// Started as root with `-u nobody -g nogroup`: listening on a privileged port, then running as
+/// nobody keeping only a log daemon's capabilities (binding ports below 1024, reading the
+/// kernel's messages and other users' files), still receiving there and writing its files;
+/// a reload that keeps the port works, and so does one that adds a privileged port.
+#[test]
+fn with_user_it_binds_as_root_then_runs_as_that_user() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: needs root to start as root and become nobody");
+        return;
+    }
+    let (dir, mut s, port, out) = as_nobody(&[]);
+    let pid = s.child.id();
+    // cap_dac_read_search (2), cap_net_bind_service (10), cap_syslog (34), in every thread.
+    let kept = "0000000400000404";
+    assert_eq!(status(pid, "CapEff:"), kept);
+    assert_eq!(status(pid, "CapPrm:"), kept);
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
+        let text = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        assert!(
+            text.contains(&format!("CapEff:\t{kept}")) && text.contains("Uid:\t65534"),
+            "thread {:?}: {text}",
+            task.file_name()
+        );
+    }
+    send_to(port, "as nobody");
     common::wait_until(Duration::from_secs(10), || {
         std::fs::read_to_string(&out).is_ok_and(|t| t.contains("as nobody"))
     });
@@ -211,38 +256,44 @@ fn with_user_it_binds_as_root_then_runs_as_that_user() {
     common::wait_until(Duration::from_secs(10), || {
         s.stderr().contains("configuration reloaded")
     });
-    send("after the reload");
+    send_to(port, "after the reload");
     let reloaded = common::wait_until(Duration::from_secs(10), || {
         std::fs::read_to_string(&out).is_ok_and(|t| t.contains("after the reload"))
     });
     assert!(reloaded, "{}", s.stderr());
-    // A reload that needs root again (a second privileged port) says why it cannot be done.
-    let conf = dir.path().join("server.conf");
-    let text = std::fs::read_to_string(&conf).unwrap();
-    let other = (port + 1..1000)
-        .find(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
-        .unwrap();
-    std::fs::write(
-        &conf,
-        text.replace(
-            &format!("port({port}));"),
-            &format!("port({port})); tcp(ip(127.0.0.1) port({other}));"),
-        ),
-    )
-    .unwrap();
-    // SAFETY: as above.
-    unsafe { libc::kill(pid as i32, libc::SIGHUP) };
+    // One that adds a privileged port: cap_net_bind_service binds it.
+    let other = reload_with_another_privileged_port(dir.path(), pid, port);
+    common::wait_until(Duration::from_secs(10), || {
+        std::net::TcpStream::connect(("127.0.0.1", other)).is_ok()
+    });
+    send_to(other, "on the new port");
+    let received = common::wait_until(Duration::from_secs(10), || {
+        std::fs::read_to_string(&out).is_ok_and(|t| t.contains("on the new port"))
+    });
+    assert!(received, "{}", s.stderr());
+    s.stop();
+}
+
+/// With `--no-caps`, nothing privileged is kept: a reload that needs root again (a second
+/// privileged port) says why it cannot be done, and the running configuration goes on.
+#[test]
+fn with_no_caps_a_reload_that_needs_root_says_so() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: needs root to start as root and become nobody");
+        return;
+    }
+    let (dir, mut s, port, _out) = as_nobody(&["--no-caps"]);
+    let pid = s.child.id();
+    assert_eq!(status(pid, "CapEff:"), "0000000000000000");
+    assert_eq!(status(pid, "CapPrm:"), "0000000000000000");
+    reload_with_another_privileged_port(dir.path(), pid, port);
     common::wait_until(Duration::from_secs(10), || {
         s.stderr().contains("gave up root")
     });
     assert!(
         s.stderr().contains("Permission denied")
             && s.stderr().contains("a restart adds this listener"),
-        "{}",
-        s.stderr()
-    );
-    assert!(
-        s.stderr().contains("configuration reloaded"),
         "{}",
         s.stderr()
     );

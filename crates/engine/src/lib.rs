@@ -148,12 +148,13 @@ fn prepare(sources: Vec<Arc<dyn Source>>, retiring: &Retiring<'_>) -> anyhow::Re
                 })
             });
             let ready = s.clone().prepare(held).map_err(|e| {
-                // A server that gave up root (`-u`) cannot bind what needs it again.
+                // A server that gave up root (`-u`) binds only what the capabilities it kept
+                // allow.
                 // SAFETY: geteuid has no preconditions.
                 let hint = match e.kind() == std::io::ErrorKind::PermissionDenied
                     && unsafe { libc::geteuid() } != 0
                 {
-                    true => " (sluice gave up root at start, -u: a restart adds this listener)",
+                    true => " (sluice gave up root at start, -u, keeping only the capabilities --caps names: a restart adds this listener)",
                     false => "",
                 };
                 anyhow::Error::new(e).context(format!(
