@@ -275,7 +275,11 @@ fn manpages(dir: &Path) -> std::io::Result<()> {
             write(sub.clone(), &name, "1")?;
         }
     }
-    write(cmd, "sluice", "8")
+    write(cmd, "sluice", "8")?;
+    std::fs::write(
+        dir.join("sluice.conf.5"),
+        reference::man_page(env!("CARGO_PKG_VERSION")),
+    )
 }
 
 /// A configuration as read, or the error that stopped reading it.

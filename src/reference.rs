@@ -72,3 +72,57 @@ fn section(out: &mut String, entry: &Entry) {
         };
     }
 }
+
+/// The reference as the manual page `sluice.conf(5)`: the same text as [`markdown`], its
+/// headings as sections, each option table as a list of options with their example.
+pub fn man_page(version: &str) -> String {
+    let mut out = format!(
+        ".TH SLUICE.CONF 5 \"\" \"sluice {version}\" \"File Formats\"\n\
+         .SH NAME\nsluice.conf \\- sluice's configuration: syslog-ng's language, its drivers and options\n\
+         .SH DESCRIPTION\n\
+         sluice reads syslog-ng's configuration files (\\fBsyslog-ng.conf\\fR(5)): the same statements, \
+         sources, destinations, filters, parsers, rewrite rules, templates and log paths. \
+         This page lists every driver sluice has and every option it reads.\n"
+    );
+    for line in markdown().lines().skip(1) {
+        if let Some(title) = line.strip_prefix("### ") {
+            let _ = writeln!(out, ".SS {}", roff(&title.replace('`', "")));
+        } else if let Some(title) = line.strip_prefix("## ") {
+            let _ = writeln!(out, ".SH {}", roff(&title.to_uppercase()));
+        } else if line.starts_with("| option") || line.starts_with("|---") {
+            continue;
+        } else if let Some(row) = line.strip_prefix("| ") {
+            let cells: Vec<&str> = row.trim_end_matches(" |").split(" | ").collect();
+            if let [option, example] = cells.as_slice() {
+                let _ = writeln!(
+                    out,
+                    ".TP\n\\fB{}\\fR\n{}",
+                    roff(&option.replace('`', "")),
+                    roff(
+                        &example
+                            .replace('`', "")
+                            .replace("\\|", "|")
+                            .replace('*', "")
+                    )
+                );
+            }
+        } else if let Some(item) = line.strip_prefix("- ") {
+            let _ = writeln!(out, ".IP \\(bu 2\n{}", roff(&item.replace('`', "")));
+        } else if line.is_empty() {
+            out.push_str(".PP\n");
+        } else {
+            let _ = writeln!(out, "{}", roff(&line.replace('`', "")));
+        }
+    }
+    out.push_str(".SH SEE ALSO\n\\fBsluice\\fR(8), \\fBsyslog-ng.conf\\fR(5)\n");
+    out
+}
+
+/// `text` safe in roff: backslashes doubled, a leading `.` or `'` escaped.
+fn roff(text: &str) -> String {
+    let text = text.replace('\\', "\\\\").replace('-', "\\-");
+    match text.starts_with(['.', '\'']) {
+        true => format!("\\&{text}"),
+        false => text,
+    }
+}

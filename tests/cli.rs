@@ -588,8 +588,8 @@ impl<F: FnMut()> Drop for Defer<F> {
     }
 }
 
-/// The manual pages are written from the command-line definitions and render (`man -l`);
-/// each shell's completions are there.
+/// The manual pages are written from the command-line definitions (and `sluice.conf(5)` from
+/// the drivers' tables) and render (`man -l`); each shell's completions are there.
 #[test]
 fn manual_pages_render_and_completions_are_written() {
     let dir = tempfile::tempdir().unwrap();
@@ -606,6 +606,7 @@ fn manual_pages_render_and_completions_are_written() {
     pages.sort();
     for page in [
         "sluice.8",
+        "sluice.conf.5",
         "sluice-ctl.1",
         "sluice-loggen.1",
         "sluice-diskq.1",
@@ -615,6 +616,16 @@ fn manual_pages_render_and_completions_are_written() {
             pages.iter().any(|p| p == page),
             "{page} missing from {pages:?}"
         );
+    }
+    // sluice.conf(5) is the configuration reference: every driver is in it.
+    let conf = std::fs::read_to_string(dir.path().join("sluice.conf.5")).unwrap();
+    for driver in [
+        "network(), syslog()",
+        "db\\-parser()",
+        "grouping\\-by()",
+        "file()",
+    ] {
+        assert!(conf.contains(driver), "{driver} not in sluice.conf(5)");
     }
     if std::process::Command::new("man")
         .arg("--version")

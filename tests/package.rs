@@ -92,6 +92,7 @@ fn the_package_builds_passes_lintian_installs_and_removes() {
         "/etc/logrotate.d/sluice",
         "/lib/systemd/system/sluice.service",
         "/usr/share/man/man8/sluice.8.gz",
+        "/usr/share/man/man5/sluice.conf.5.gz",
         "/usr/share/man/man1/sluice-ctl.1.gz",
         "/usr/share/bash-completion/completions/sluice",
         "/var/lib/sluice",
