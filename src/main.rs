@@ -83,6 +83,10 @@ struct Cli {
     /// With -u: keep no capability.
     #[arg(long = "no-caps")]
     no_caps: bool,
+    /// Change root to this directory before reading the configuration (which, and every
+    /// file sluice opens, is then inside it); -u and -g are looked up before.
+    #[arg(short = 'C', long = "chroot", value_name = "DIR")]
+    chroot: Option<PathBuf>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -155,6 +159,22 @@ fn main() -> ExitCode {
         }
         None => {}
     }
+    // The user is looked up while /etc/passwd is at hand, then the root changes (as
+    // syslog-ng does it: the configuration is read inside the new root, so a reload reads it
+    // there too).
+    let run_as = match privileges::resolve(cli.user.as_deref(), cli.group.as_deref()) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if let Some(dir) = &cli.chroot {
+        if let Err(e) = privileges::chroot(dir) {
+            eprintln!("sluice: -C {}: {e}", dir.display());
+            return ExitCode::from(1);
+        }
+    }
     let loaded = load(cli.cfgfile.as_deref(), &defaults);
     if cli.syntax_only {
         return check(&loaded);
@@ -196,13 +216,6 @@ fn main() -> ExitCode {
             sluice_engine::build_with(&config, stats, generation).map_err(|e| e.render(&config.map))
         }) as sluice_engine::Reloader
     });
-    let run_as = match privileges::resolve(cli.user.as_deref(), cli.group.as_deref()) {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("sluice: {e}");
-            return ExitCode::from(1);
-        }
-    };
     let keep = match (cli.no_caps, cli.caps.as_deref()) {
         (true, _) => Ok(0),
         (false, Some(text)) => privileges::caps(text),

@@ -1,4 +1,4 @@
-//! `-u/--user`, `-g/--group` and `--caps`/`--no-caps`, as syslog-ng has them: sluice binds its
+//! `-C/--chroot`, `-u/--user`, `-g/--group` and `--caps`/`--no-caps`, as syslog-ng has them: sluice binds its
 //! listeners and opens what needs root (privileged ports, `/dev/kmsg`, its persist file) as
 //! root, then runs as the given user and group for good, keeping only the capabilities a log
 //! daemon needs (`--caps` names others; `--no-caps` keeps none).
@@ -64,6 +64,25 @@ pub fn resolve(user: Option<&str>, group: Option<&str>) -> Result<Option<Become>
         gid,
         name: user_name,
     }))
+}
+
+/// `-C DIR`: makes `dir` the root directory of the process (and its working directory).
+pub fn chroot(dir: &std::path::Path) -> Result<(), String> {
+    use std::os::unix::ffi::OsStrExt;
+    let path =
+        CString::new(dir.as_os_str().as_bytes()).map_err(|_| "a path with NUL".to_string())?;
+    // The threads are found in /proc, which the new root does not have.
+    tasks().ok_or("cannot read /proc/self/task")?;
+    // SAFETY: a NUL-terminated path; chdir to "/" of the new root.
+    unsafe {
+        if libc::chroot(path.as_ptr()) != 0 {
+            return Err(std::io::Error::last_os_error().to_string());
+        }
+        if libc::chdir(c"/".as_ptr()) != 0 {
+            return Err(std::io::Error::last_os_error().to_string());
+        }
+    }
+    Ok(())
 }
 
 /// The capabilities kept by default: binding ports below 1024 (a reload may add one), reading
@@ -187,15 +206,47 @@ extern "C" fn on_signal(_: libc::c_int) {
     change_this_thread();
 }
 
-/// The ids of this process's threads.
-fn threads() -> Vec<libc::pid_t> {
-    std::fs::read_dir("/proc/self/task")
-        .map(|d| {
-            d.flatten()
-                .filter_map(|e| e.file_name().to_str()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default()
+/// `/proc/self/task`, opened before a `chroot` (the new root has no `/proc`).
+static TASKS: OnceLock<std::fs::File> = OnceLock::new();
+
+fn tasks() -> Option<&'static std::fs::File> {
+    if TASKS.get().is_none() {
+        let _ = TASKS.set(std::fs::File::open("/proc/self/task").ok()?);
+    }
+    TASKS.get()
+}
+
+/// The ids of this process's threads: the entries of `/proc/self/task`.
+fn threads() -> Result<Vec<libc::pid_t>, String> {
+    use std::os::fd::AsRawFd;
+    let dir = tasks().ok_or("cannot read /proc/self/task to find the threads")?;
+    let mut found = Vec::new();
+    // SAFETY: a duplicate of an open directory's descriptor, read to its end and closed; the
+    // entries' names are NUL-terminated.
+    unsafe {
+        let fd = libc::dup(dir.as_raw_fd());
+        let stream = libc::fdopendir(fd);
+        if stream.is_null() {
+            libc::close(fd);
+            return Err(format!(
+                "/proc/self/task: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        libc::rewinddir(stream);
+        loop {
+            let entry = libc::readdir(stream);
+            if entry.is_null() {
+                break;
+            }
+            let name = std::ffi::CStr::from_ptr((*entry).d_name.as_ptr());
+            if let Some(tid) = name.to_str().ok().and_then(|n| n.parse().ok()) {
+                found.push(tid);
+            }
+        }
+        libc::closedir(stream);
+    }
+    Ok(found)
 }
 
 /// Becomes `who` in every thread — supplementary groups, group, user — keeping the
@@ -238,7 +289,7 @@ pub fn drop_to(who: &Become, caps: u64) -> Result<(), String> {
     }
     let mut signalled = std::collections::HashSet::new();
     loop {
-        let new: Vec<libc::pid_t> = threads()
+        let new: Vec<libc::pid_t> = threads()?
             .into_iter()
             .filter(|t| *t != me && !signalled.contains(t))
             .collect();

@@ -299,3 +299,66 @@ fn with_no_caps_a_reload_that_needs_root_says_so() {
     );
     s.stop();
 }
+
+/// `-C DIR -u nobody`: the configuration is read inside the new root, what sluice writes goes
+/// there, the user is looked up before, and every thread runs as nobody in it.
+#[test]
+fn with_chroot_the_configuration_and_files_are_inside_it() {
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: needs root to change root");
+        return;
+    }
+    let jail = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(jail.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = jail.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let port = common::free_port();
+    std::fs::write(
+        jail.path().join("sluice.conf"),
+        format!(
+            r#"@version: 3.38
+            source s {{ tcp(ip(127.0.0.1) port({port})); }};
+            destination d {{ file("/out/jailed.log" template("$MSG\n")); }};
+            log {{ source(s); destination(d); }};"#
+        ),
+    )
+    .unwrap();
+    let child = Command::new(sluice_bin())
+        .arg("-F")
+        .arg("-C")
+        .arg(jail.path())
+        .args([
+            "-f",
+            "/sluice.conf",
+            "-R",
+            "/out/persist",
+            "-c",
+            "/out/ctl",
+            "-p",
+            "/out/pid",
+        ])
+        .args(["-u", "nobody", "-g", "nogroup"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let up = common::wait_until(Duration::from_secs(10), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let pid = child.id();
+    let root = std::fs::read_link(format!("/proc/{pid}/root")).ok();
+    send_to(port, "in the jail");
+    let written = common::wait_until(Duration::from_secs(10), || {
+        std::fs::read_to_string(out.join("jailed.log")).is_ok_and(|t| t.contains("in the jail"))
+    });
+    let uid = status(pid, "Uid:");
+    // SAFETY: kill(2) on a child we spawned and have not reaped.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let status = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&status.stderr);
+    assert!(up && written, "{stderr}");
+    assert_eq!(root.as_deref(), Some(jail.path()), "{stderr}");
+    assert_eq!(uid, "65534 65534 65534 65534");
+}
