@@ -10,6 +10,7 @@ mod daemon;
 mod default_config;
 mod diskq;
 mod loggen;
+mod option_help;
 mod pdbtool;
 mod privileges;
 mod reference;

@@ -63,12 +63,21 @@ fn section(out: &mut String, entry: &Entry) {
     if options.is_empty() {
         return;
     }
-    out.push_str("\n| option | for example |\n|---|---|\n");
+    out.push_str("\n| option | what it does | default | for example |\n|---|---|---|---|\n");
     for d in options {
         let name = d.name.replace('_', "-");
         let _ = match d.support {
-            Support::Read => writeln!(out, "| `{name}()` | `{}` |", d.example.replace('|', "\\|")),
-            Support::NotYet => writeln!(out, "| `{name}()` | *not yet* |"),
+            Support::Read => {
+                let (what, default) = crate::option_help::of(&name).unwrap_or(("", ""));
+                writeln!(
+                    out,
+                    "| `{name}()` | {} | {} | `{}` |",
+                    what.replace('|', "\\|"),
+                    default.replace('|', "\\|"),
+                    d.example.replace('|', "\\|")
+                )
+            }
+            Support::NotYet => writeln!(out, "| `{name}()` | *not yet* | | |"),
         };
     }
 }
