@@ -30,6 +30,10 @@ pub fn markdown() -> String {
             section(&mut out, &entry);
         }
     }
+    out.push_str("\n## Template functions\n\n| function | what it gives |\n|---|---|\n");
+    for (name, what) in crate::option_help::FUNCTIONS {
+        let _ = writeln!(out, "| `$({name})` | {} |", what.replace('|', "\\|"));
+    }
     out.push_str("\n## Global options\n\n`options {}` reads:\n\n");
     for name in sluice_engine::options::Globals::NAMES {
         let _ = writeln!(out, "- `{}()`", name.replace('_', "-"));
@@ -98,7 +102,10 @@ pub fn man_page(version: &str) -> String {
             let _ = writeln!(out, ".SS {}", roff(&title.replace('`', "")));
         } else if let Some(title) = line.strip_prefix("## ") {
             let _ = writeln!(out, ".SH {}", roff(&title.to_uppercase()));
-        } else if line.starts_with("| option") || line.starts_with("|---") {
+        } else if line.starts_with("| option")
+            || line.starts_with("| function")
+            || line.starts_with("|---")
+        {
             continue;
         } else if let Some(row) = line.strip_prefix("| ") {
             let cells: Vec<&str> = row.trim_end_matches(" |").split(" | ").collect();

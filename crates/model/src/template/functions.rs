@@ -157,6 +157,11 @@ enum Digest {
 }
 
 /// The functions of this version; others syslog-ng has are refused as not yet supported.
+/// The names of the template functions there are (`$(name …)`).
+pub fn names() -> &'static [&'static str] {
+    FUNCTIONS
+}
+
 const FUNCTIONS: &[&str] = &[
     "echo",
     "length",
