@@ -144,6 +144,70 @@ pub const OPTIONS: &[(&str, &str, &str)] = &[
     ("workers", "senders a destination runs in parallel", "1"),
 ];
 
+/// (section of the reference, the driver's first name, what it does).
+pub const DRIVERS: &[(&str, &str, &str)] = &[
+    ("Sources", "network", "Syslog messages over TCP, UDP or TLS: RFC3164 and RFC5424 (`syslog()`: RFC6587 framing, port 601), RELP (`relp()`)."),
+    ("Sources", "unix_stream", "Messages on a unix socket (`/dev/log`): a stream or datagrams, with the sender's credentials."),
+    ("Sources", "udp_balancer", "UDP on one port spread over several sockets (SO_REUSEPORT), every core reading."),
+    ("Sources", "system", "This machine's messages: the journal under systemd, else `/dev/log` and `/dev/kmsg`."),
+    ("Sources", "systemd_journal", "The systemd journal, its position kept across restarts."),
+    ("Sources", "file", "A file followed as it grows (and after rotation), its position kept; `/dev/kmsg` as the kernel's log."),
+    ("Sources", "wildcard_file", "Every file of a directory whose name matches, followed as `file()`."),
+    ("Sources", "program", "The output of a program sluice runs (and runs again when it exits)."),
+    ("Sources", "pipe", "A named pipe."),
+    ("Sources", "stdin", "sluice's standard input; sluice stops at its end."),
+    ("Sources", "internal", "sluice's own messages."),
+    ("Destinations", "file", "A file (its name a template: a file per host, per day…), created as asked, written in batches."),
+    ("Destinations", "stdout", "sluice's standard output."),
+    ("Destinations", "network", "A syslog server over TCP, UDP or TLS (`syslog()`: RFC5424 with octet counting), with failover and a disk buffer."),
+    ("Destinations", "tcp", "A syslog server over TCP, UDP or TLS (syslog-ng's older drivers), or RELP (`relp()`)."),
+    ("Destinations", "unix_stream", "A unix socket: a stream or datagrams."),
+    ("Destinations", "usertty", "The terminals of a logged-in user (`*`: everyone's), or a named pipe (`pipe()`): written at once or dropped."),
+    ("Destinations", "program", "The standard input of a program sluice runs."),
+    ("Destinations", "http", "HTTP(S) requests of one or more messages each, with retries by status code."),
+    ("Parsers", "kv_parser", "`key=value` pairs of a message into name-value pairs."),
+    ("Parsers", "json_parser", "A JSON object into name-value pairs."),
+    ("Parsers", "csv_parser", "Columns (separated and quoted) into name-value pairs."),
+    ("Parsers", "regexp_parser", "Named groups of the first regular expression that matches into name-value pairs."),
+    ("Parsers", "date_parser", "A time written in the message into its timestamp."),
+    ("Parsers", "tags_parser", "A list of tags into the message's tags."),
+    ("Parsers", "db_parser", "Classifies messages with a pattern database (PatternDB) and correlates them."),
+    ("Parsers", "grouping_by", "Groups messages by a key into contexts and makes one message of each."),
+    ("Parsers", "syslog_parser", "A syslog message written in a message (or a template) into its fields."),
+    ("Rewrite rules", "set", "Sets a field or name-value pair to a template."),
+    ("Rewrite rules", "unset", "Unsets fields or name-value pairs."),
+    ("Rewrite rules", "rename", "Renames a name-value pair."),
+    ("Rewrite rules", "subst", "Replaces what a regular expression (or a string, a glob) matches."),
+    ("Rewrite rules", "set_tag", "Adds a tag."),
+    ("Rewrite rules", "clear_tag", "Removes a tag."),
+    ("Rewrite rules", "set_facility", "Sets the facility."),
+    ("Rewrite rules", "set_severity", "Sets the severity."),
+    ("Rewrite rules", "set_pri", "Sets the priority (facility and severity) from a number."),
+    ("Rewrite rules", "set_matches", "Sets `$1`… from a list."),
+    ("Rewrite rules", "unset_matches", "Unsets `$0`…"),
+    ("Rewrite rules", "groupset", "Sets every name-value pair a glob selects to a template (`$_` the value)."),
+    ("Rewrite rules", "groupunset", "Unsets every name-value pair a glob selects."),
+    ("Filter functions", "facility", "Messages of these facilities."),
+    ("Filter functions", "level", "Messages of these severities (a list or a range)."),
+    ("Filter functions", "program", "Messages whose program (host, text) a regular expression (or string, glob) matches."),
+    ("Filter functions", "match", "Messages in which a regular expression matches a template (`value()`) or the whole line."),
+    ("Filter functions", "tags", "Messages with one of these tags."),
+    ("Filter functions", "source", "Messages from this source statement."),
+    ("Filter functions", "netmask", "Messages from senders in this IPv4 network."),
+    ("Filter functions", "netmask6", "Messages from senders in this IPv6 network."),
+    ("Filter functions", "in_list", "Messages whose field is a line of a file."),
+    ("Filter functions", "rate_limit", "At most so many messages a second, per key."),
+    ("Filter functions", "filter", "What the named filter statement matches."),
+];
+
+/// What the driver `name` of `section` does.
+pub fn driver(section: &str, name: &str) -> Option<&'static str> {
+    DRIVERS
+        .iter()
+        .find(|(s, n, _)| *s == section && *n == name)
+        .map(|(_, _, what)| *what)
+}
+
 /// (template function, what it gives) — `$(name args…)`.
 pub const FUNCTIONS: &[(&str, &str)] = &[
     ("echo", "its arguments, joined by spaces"),
@@ -246,6 +310,45 @@ mod tests {
         assert!(
             missing.is_empty(),
             "options without a line in OPTIONS: {missing:?}"
+        );
+    }
+
+    #[test]
+    fn every_driver_says_what_it_does() {
+        let sections = [
+            ("Sources", sluice_engine::sources::drivers::reference()),
+            (
+                "Destinations",
+                sluice_engine::destinations::drivers::reference(),
+            ),
+            ("Parsers", sluice_model::parsers::reference()),
+            ("Rewrite rules", sluice_model::rewrite::reference()),
+            ("Filter functions", sluice_model::filter::reference()),
+        ];
+        let mut missing = Vec::new();
+        for (section, entries) in sections {
+            for entry in entries {
+                if super::driver(section, entry.names[0]).is_none() {
+                    missing.push(format!("{section}: {}", entry.names[0]));
+                }
+            }
+        }
+        assert!(
+            missing.is_empty(),
+            "drivers without a line in DRIVERS: {missing:?}"
+        );
+    }
+
+    #[test]
+    fn every_template_function_says_what_it_gives() {
+        let missing: Vec<&str> = sluice_model::template::functions::names()
+            .iter()
+            .copied()
+            .filter(|f| !super::FUNCTIONS.iter().any(|(name, _)| name == f))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "functions without a line in FUNCTIONS: {missing:?}"
         );
     }
 }

@@ -27,7 +27,7 @@ pub fn markdown() -> String {
     for (title, entries) in sections {
         let _ = write!(out, "\n## {title}\n");
         for entry in entries {
-            section(&mut out, &entry);
+            section(&mut out, title, &entry);
         }
     }
     out.push_str("\n## Template functions\n\n| function | what it gives |\n|---|---|\n");
@@ -41,15 +41,16 @@ pub fn markdown() -> String {
     out
 }
 
-fn section(out: &mut String, entry: &Entry) {
+fn section(out: &mut String, title: &str, entry: &Entry) {
     let names: Vec<String> = entry
         .names
         .iter()
         .map(|n| format!("`{}()`", n.replace('_', "-")))
         .collect();
+    let what = crate::option_help::driver(title, entry.names[0]).unwrap_or_default();
     let _ = write!(
         out,
-        "\n### {}\n\nFor example `{}`.\n",
+        "\n### {}\n\n{what} For example `{}`.\n",
         names.join(", "),
         entry.sample
     );
