@@ -41,13 +41,27 @@ pub fn markdown() -> String {
     out
 }
 
+/// Whether `docs/compatibility.md` says how `name()` differs from syslog-ng's.
+fn differs(name: &str) -> bool {
+    const COMPATIBILITY: &str = include_str!("../docs/compatibility.md");
+    COMPATIBILITY.contains(&format!("`{name}(")) || COMPATIBILITY.contains(&format!("{name}()"))
+}
+
+/// The note a driver or option whose difference from syslog-ng is written down gets.
+const DIFFERS: &str = " *(differs from syslog-ng: docs/compatibility.md)*";
+
 fn section(out: &mut String, title: &str, entry: &Entry) {
     let names: Vec<String> = entry
         .names
         .iter()
         .map(|n| format!("`{}()`", n.replace('_', "-")))
         .collect();
-    let what = crate::option_help::driver(title, entry.names[0]).unwrap_or_default();
+    let mut what = crate::option_help::driver(title, entry.names[0])
+        .unwrap_or_default()
+        .to_string();
+    if entry.names.iter().any(|n| differs(&n.replace('_', "-"))) {
+        what.push_str(DIFFERS);
+    }
     let _ = write!(
         out,
         "\n### {}\n\n{what} For example `{}`.\n",
@@ -74,6 +88,10 @@ fn section(out: &mut String, title: &str, entry: &Entry) {
         let _ = match d.support {
             Support::Read => {
                 let (what, default) = crate::option_help::of(&name).unwrap_or(("", ""));
+                let what = match differs(&name) {
+                    true => format!("{what}{DIFFERS}"),
+                    false => what.to_string(),
+                };
                 writeln!(
                     out,
                     "| `{name}()` | {} | {} | `{}` |",
@@ -128,7 +146,7 @@ pub fn man_page(version: &str) -> String {
         } else if line.is_empty() {
             out.push_str(".PP\n");
         } else {
-            let _ = writeln!(out, "{}", roff(&line.replace('`', "")));
+            let _ = writeln!(out, "{}", roff(&line.replace(['`', '*'], "")));
         }
     }
     out.push_str(".SH SEE ALSO\n\\fBsluice\\fR(8), \\fBsyslog-ng.conf\\fR(5)\n");
