@@ -289,15 +289,9 @@ mod tests {
     /// without saying what it does.
     #[test]
     fn every_option_read_says_what_it_does() {
-        let entries = [
-            sluice_engine::sources::drivers::reference(),
-            sluice_engine::destinations::drivers::reference(),
-            sluice_model::parsers::reference(),
-            sluice_model::rewrite::reference(),
-            sluice_model::filter::reference(),
-        ];
         let mut missing = Vec::new();
-        for entry in entries.iter().flatten() {
+        let sections = crate::reference::sections();
+        for entry in sections.iter().flat_map(|(_, entries)| entries) {
             for option in entry.options.iter().flat_map(|part| part.iter()) {
                 let name = option.name.replace('_', "-");
                 if option.support == Support::Read && super::of(&name).is_none() {
@@ -315,18 +309,8 @@ mod tests {
 
     #[test]
     fn every_driver_says_what_it_does() {
-        let sections = [
-            ("Sources", sluice_engine::sources::drivers::reference()),
-            (
-                "Destinations",
-                sluice_engine::destinations::drivers::reference(),
-            ),
-            ("Parsers", sluice_model::parsers::reference()),
-            ("Rewrite rules", sluice_model::rewrite::reference()),
-            ("Filter functions", sluice_model::filter::reference()),
-        ];
         let mut missing = Vec::new();
-        for (section, entries) in sections {
+        for (section, entries) in crate::reference::sections() {
             for entry in entries {
                 if super::driver(section, entry.names[0]).is_none() {
                     missing.push(format!("{section}: {}", entry.names[0]));

@@ -6,15 +6,9 @@
 use sluice_config::declared::{Entry, Support};
 use std::fmt::Write;
 
-pub fn markdown() -> String {
-    let mut out = String::from(
-        "# Configuration reference\n\n\
-         Every driver sluice has and every option it reads, written by `sluice reference` from the\n\
-         drivers' own option tables (a test fails when this file and the tables differ). An option\n\
-         marked *not yet* is syslog-ng's and is refused as not supported yet. How sluice differs\n\
-         from syslog-ng is in `docs/compatibility.md`.\n",
-    );
-    let sections = [
+/// Every kind of driver, with its drivers: the reference's sections.
+pub fn sections() -> [(&'static str, Vec<Entry>); 5] {
+    [
         ("Sources", sluice_engine::sources::drivers::reference()),
         (
             "Destinations",
@@ -23,8 +17,18 @@ pub fn markdown() -> String {
         ("Parsers", sluice_model::parsers::reference()),
         ("Rewrite rules", sluice_model::rewrite::reference()),
         ("Filter functions", sluice_model::filter::reference()),
-    ];
-    for (title, entries) in sections {
+    ]
+}
+
+pub fn markdown() -> String {
+    let mut out = String::from(
+        "# Configuration reference\n\n\
+         Every driver sluice has and every option it reads, written by `sluice reference` from the\n\
+         drivers' own option tables (a test fails when this file and the tables differ). An option\n\
+         marked *not yet* is syslog-ng's and is refused as not supported yet. How sluice differs\n\
+         from syslog-ng is in `docs/compatibility.md`.\n",
+    );
+    for (title, entries) in sections() {
         let _ = write!(out, "\n## {title}\n");
         for entry in entries {
             section(&mut out, title, &entry);
