@@ -156,6 +156,13 @@ fn change_this_thread() {
     let Some(t) = TARGET.get() else {
         return;
     };
+    // A thread that a changed thread started has its creator's credentials already (and
+    // could not change them again).
+    // SAFETY: getuid(2) has no preconditions.
+    if t.uid != 0 && unsafe { libc::syscall(libc::SYS_getuid) } == i64::from(t.uid) {
+        CHANGED.fetch_add(1, Ordering::SeqCst);
+        return;
+    }
     #[repr(C)]
     struct Header {
         version: u32,

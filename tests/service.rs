@@ -126,9 +126,10 @@ fn the_unit_file_verifies() {
     );
 }
 
-/// A port below 1024 nothing listens on (this process is root).
-fn privileged_port() -> u16 {
-    (700..1000)
+/// A port below 1024 nothing listens on, from `from` on (this process is root; tests that
+/// run at once look in ranges of their own).
+fn privileged_port(from: u16) -> u16 {
+    (from..from + 100)
         .find(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
         .expect("a free port below 1024")
 }
@@ -149,11 +150,11 @@ fn status(pid: u32, key: &str) -> String {
 
 /// Started as root with `-u nobody -g nogroup` (and `extra` flags): listening on a privileged
 /// port, then running as nobody; the server, its port and output file, and what it writes.
-fn as_nobody(extra: &[&str]) -> (tempfile::TempDir, InDir, u16, std::path::PathBuf) {
+fn as_nobody(extra: &[&str], from: u16) -> (tempfile::TempDir, InDir, u16, std::path::PathBuf) {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-    let port = privileged_port();
+    let port = privileged_port(from);
     let mut cmd = Command::new(sluice_bin());
     cmd.args(["-u", "nobody", "-g", "nogroup", "-e"])
         .args(extra);
@@ -196,9 +197,7 @@ fn send_to(port: u16, text: &str) {
 fn reload_with_another_privileged_port(dir: &std::path::Path, pid: u32, port: u16) -> u16 {
     let conf = dir.join("server.conf");
     let text = std::fs::read_to_string(&conf).unwrap();
-    let other = (port + 1..1000)
-        .find(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
-        .unwrap();
+    let other = privileged_port(port + 1);
     std::fs::write(
         &conf,
         text.replace(
@@ -223,7 +222,7 @@ fn with_user_it_binds_as_root_then_runs_as_that_user() {
         eprintln!("SKIPPED: needs root to start as root and become nobody");
         return;
     }
-    let (dir, mut s, port, out) = as_nobody(&[]);
+    let (dir, mut s, port, out) = as_nobody(&[], 700);
     let pid = s.child.id();
     // cap_dac_read_search (2), cap_net_bind_service (10), cap_syslog (34), in every thread.
     let kept = "0000000400000404";
@@ -283,7 +282,7 @@ fn with_no_caps_a_reload_that_needs_root_says_so() {
         eprintln!("SKIPPED: needs root to start as root and become nobody");
         return;
     }
-    let (dir, mut s, port, _out) = as_nobody(&["--no-caps"]);
+    let (dir, mut s, port, _out) = as_nobody(&["--no-caps"], 850);
     let pid = s.child.id();
     assert_eq!(status(pid, "CapEff:"), "0000000000000000");
     assert_eq!(status(pid, "CapPrm:"), "0000000000000000");
