@@ -125,8 +125,8 @@ impl Correlation {
             if !c.owner.is(db, r) {
                 c.owner = owner();
             }
-            set_values(&rule.values, &views(&c.messages), msg);
             let earlier = views(&c.messages);
+            set_values(&rule.values, &earlier, msg);
             for action in rule.actions.iter().filter(|a| a.trigger == Trigger::Match) {
                 self.act(
                     rule,
