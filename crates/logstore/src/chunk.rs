@@ -1,0 +1,494 @@
+//! What a chunk holds: records, and an index that tells a search whether the chunk can hold
+//! what it looks for — the range of arrival times and stamps, the hosts and programs (each
+//! record names its host and program by their place in these tables), and which trigrams the
+//! message texts hold.
+//!
+//! Records, in the data part (compressed together), as two streams — the fields of every
+//! record, then their bytes — which compress better apart than interleaved:
+//! ```text
+//! data = fields length | fields | bytes
+//! fields, a record: zigzag(recvd - previous recvd) | zigzag(stamp's second - previous
+//!   stamp's second) | stamp's microseconds | zigzag(offset - previous offset) | pri u8
+//!   | host index | program index | line length | text: 0, start (the rest of the line, but
+//!   its last newline) | 1, start, length (inside the line) | 2, length (its own bytes)
+//! bytes, a record: the line, then the text when it is not inside the line
+//! ```
+//! (Times in microseconds since the epoch; the first "previous recvd" is the index's, the
+//! first previous stamp is recvd.)
+//! Index: record count, recvd min/max, stamp min/max (i64), hosts, programs (a count, then
+//! each as length and bytes), the trigram bitmap ([`GRAMS`] bits).
+//!
+//! Trigrams are of the text folded to 37 classes (letters without case, digits, the rest as
+//! one): a substring of the text has all its trigrams in the bitmap, so a chunk whose bitmap
+//! lacks one of a literal's trigrams cannot hold the literal (in any case).
+
+use crate::entry::{Entry, Text};
+use crate::wire::{put_bytes, put_varint, unzigzag, zigzag, Cursor, Malformed};
+
+/// 37 classes to the power of three.
+pub const GRAMS: usize = 37 * 37 * 37;
+const GRAM_WORDS: usize = GRAMS.div_ceil(64);
+
+/// The class of each byte: 1-26 letters (either case), 27-36 digits, 0 the rest.
+static CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 26 {
+        t[b'a' as usize + i] = 1 + i as u8;
+        t[b'A' as usize + i] = 1 + i as u8;
+        i += 1;
+    }
+    let mut d = 0;
+    while d < 10 {
+        t[b'0' as usize + d] = 27 + d as u8;
+        d += 1;
+    }
+    t
+};
+
+/// The trigrams of `text`, each as its bit number.
+fn grams(text: &[u8], mut each: impl FnMut(usize)) {
+    if text.len() < 3 {
+        return;
+    }
+    let mut a = CLASS[text[0] as usize] as usize;
+    let mut b = CLASS[text[1] as usize] as usize;
+    for &byte in &text[2..] {
+        let c = CLASS[byte as usize] as usize;
+        each(a * 1369 + b * 37 + c);
+        a = b;
+        b = c;
+    }
+}
+
+/// The length of `line` from `start` to its end, its last newline left out.
+fn rest_of(line: &[u8], start: u32) -> Option<u32> {
+    let end = line.len() - usize::from(line.last() == Some(&b'\n'));
+    (end as u32).checked_sub(start)
+}
+
+/// A table of distinct strings, each known by its place.
+#[derive(Default)]
+struct Table {
+    places: hashbrown::HashMap<Vec<u8>, u32, foldhash::fast::RandomState>,
+    order: Vec<Vec<u8>>,
+    last: Option<u32>,
+}
+
+impl Table {
+    fn place(&mut self, s: &[u8]) -> u32 {
+        if let Some(last) = self.last {
+            if self.order[last as usize] == s {
+                return last;
+            }
+        }
+        let at = match self.places.get(s) {
+            Some(&at) => at,
+            None => {
+                let at = self.order.len() as u32;
+                self.places.insert(s.to_vec(), at);
+                self.order.push(s.to_vec());
+                at
+            }
+        };
+        self.last = Some(at);
+        at
+    }
+
+    fn write(&self, out: &mut Vec<u8>) {
+        put_varint(out, self.order.len() as u64);
+        for s in &self.order {
+            put_bytes(out, s);
+        }
+    }
+
+    fn clear(&mut self) {
+        self.places.clear();
+        self.order.clear();
+        self.last = None;
+    }
+}
+
+/// Buffers of a chunk up to this size are always kept for the next one.
+const KEPT: usize = 64 << 10;
+
+/// A chunk being filled.
+pub struct ChunkBuilder {
+    fields: Vec<u8>,
+    bytes: Vec<u8>,
+    count: u32,
+    prev_recvd: i64,
+    prev_stamp: i64,
+    prev_offset: i32,
+    /// The first record's arrival (records keep theirs as a difference to it).
+    first: i64,
+    recvd: (i64, i64),
+    stamp: (i64, i64),
+    hosts: Table,
+    programs: Table,
+    grams: Box<[u64; GRAM_WORDS]>,
+}
+
+impl Default for ChunkBuilder {
+    fn default() -> Self {
+        ChunkBuilder {
+            fields: Vec::new(),
+            bytes: Vec::new(),
+            count: 0,
+            prev_recvd: 0,
+            prev_stamp: 0,
+            prev_offset: 0,
+            first: 0,
+            recvd: (i64::MAX, i64::MIN),
+            stamp: (i64::MAX, i64::MIN),
+            hosts: Table::default(),
+            programs: Table::default(),
+            grams: Box::new([0; GRAM_WORDS]),
+        }
+    }
+}
+
+impl ChunkBuilder {
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The bytes of records so far.
+    pub fn len(&self) -> usize {
+        self.fields.len() + self.bytes.len()
+    }
+
+    pub fn records(&self) -> u32 {
+        self.count
+    }
+
+    pub fn add(&mut self, e: &Entry) {
+        if self.count == 0 {
+            self.first = e.recvd;
+            self.prev_recvd = e.recvd;
+            self.prev_stamp = e.recvd.div_euclid(1_000_000);
+            self.prev_offset = 0;
+        }
+        const S: i64 = 1_000_000;
+        let out = &mut self.fields;
+        put_varint(out, zigzag(e.recvd.wrapping_sub(self.prev_recvd)));
+        let stamp_secs = e.stamp.div_euclid(S);
+        put_varint(out, zigzag(stamp_secs.wrapping_sub(self.prev_stamp)));
+        put_varint(out, e.stamp.rem_euclid(S) as u64);
+        put_varint(
+            out,
+            zigzag(i64::from(e.offset) - i64::from(self.prev_offset)),
+        );
+        out.push(e.pri);
+        put_varint(out, u64::from(self.hosts.place(e.host)));
+        put_varint(out, u64::from(self.programs.place(e.program)));
+        put_varint(out, e.line.len() as u64);
+        self.bytes.extend_from_slice(e.line);
+        match e.text {
+            Text::InLine { start, len } if rest_of(e.line, start) == Some(len) => {
+                out.push(0);
+                put_varint(out, u64::from(start));
+            }
+            Text::InLine { start, len } => {
+                out.push(1);
+                put_varint(out, u64::from(start));
+                put_varint(out, u64::from(len));
+            }
+            Text::Own(t) => {
+                out.push(2);
+                put_varint(out, t.len() as u64);
+                self.bytes.extend_from_slice(t);
+            }
+        }
+        self.prev_recvd = e.recvd;
+        self.prev_stamp = stamp_secs;
+        self.prev_offset = e.offset;
+        let words = &mut *self.grams;
+        grams(e.text(), |g| words[g / 64] |= 1 << (g % 64));
+        self.count += 1;
+        self.recvd = (self.recvd.0.min(e.recvd), self.recvd.1.max(e.recvd));
+        self.stamp = (self.stamp.0.min(e.stamp), self.stamp.1.max(e.stamp));
+    }
+
+    /// The index and the records of the chunk, which starts empty again.
+    pub fn take(&mut self, index: &mut Vec<u8>, records: &mut Vec<u8>) {
+        index.extend_from_slice(&self.count.to_le_bytes());
+        for v in [
+            self.recvd.0,
+            self.recvd.1,
+            self.stamp.0,
+            self.stamp.1,
+            self.first,
+        ] {
+            index.extend_from_slice(&v.to_le_bytes());
+        }
+        self.hosts.write(index);
+        self.programs.write(index);
+        for w in self.grams.iter() {
+            index.extend_from_slice(&w.to_le_bytes());
+        }
+        put_varint(records, self.fields.len() as u64);
+        records.extend_from_slice(&self.fields);
+        records.extend_from_slice(&self.bytes);
+        // The buffers are kept for the next chunk, unless they are much larger than this one
+        // needed: an archive that went quiet (thousands of them, with a file per host) lets
+        // go of what its busy chunks grew.
+        for buf in [&mut self.fields, &mut self.bytes] {
+            if buf.capacity() > KEPT.max(4 * buf.len()) {
+                *buf = Vec::new();
+            } else {
+                buf.clear();
+            }
+        }
+        self.count = 0;
+        self.recvd = (i64::MAX, i64::MIN);
+        self.stamp = (i64::MAX, i64::MIN);
+        self.hosts.clear();
+        self.programs.clear();
+        self.grams.fill(0);
+    }
+}
+
+/// A chunk's index, read back.
+#[derive(Debug, Clone)]
+pub struct Index {
+    pub records: u32,
+    pub recvd: (i64, i64),
+    pub stamp: (i64, i64),
+    first_recvd: i64,
+    pub hosts: Vec<Vec<u8>>,
+    pub programs: Vec<Vec<u8>>,
+    grams: Vec<u64>,
+}
+
+impl Index {
+    pub fn read(bytes: &[u8]) -> Result<Index, Malformed> {
+        let mut c = Cursor::new(bytes);
+        let records = c.u32("index")?;
+        let recvd = (c.i64("index")?, c.i64("index")?);
+        let stamp = (c.i64("index")?, c.i64("index")?);
+        let first_recvd = c.i64("index")?;
+        let table = |c: &mut Cursor| -> Result<Vec<Vec<u8>>, Malformed> {
+            let n = c.len("index table")?;
+            (0..n)
+                .map(|_| Ok(c.bytes("index table")?.to_vec()))
+                .collect()
+        };
+        let hosts = table(&mut c)?;
+        let programs = table(&mut c)?;
+        let grams = c
+            .take(GRAM_WORDS * 8, "index trigrams")?
+            .chunks_exact(8)
+            .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")))
+            .collect();
+        Ok(Index {
+            records,
+            recvd,
+            stamp,
+            first_recvd,
+            hosts,
+            programs,
+            grams,
+        })
+    }
+
+    /// Whether some text of the chunk may hold `literal` (in any case).
+    pub fn may_hold(&self, literal: &[u8]) -> bool {
+        let mut all = true;
+        grams(literal, |g| {
+            all &= self.grams[g / 64] & (1 << (g % 64)) != 0
+        });
+        all
+    }
+
+    /// The records of `data`, the chunk's decompressed data part.
+    pub fn records<'a>(&'a self, data: &'a [u8]) -> Records<'a> {
+        let mut c = Cursor::new(data);
+        let (fields, bytes, left) = match c.bytes("record fields") {
+            Ok(fields) => (fields, c.rest(), self.records),
+            Err(_) => (&[][..], &[][..], 1), // one error, then nothing
+        };
+        Records {
+            index: self,
+            c: Cursor::new(fields),
+            b: Cursor::new(bytes),
+            prev_recvd: self.first_recvd,
+            prev_stamp: self.first_recvd.div_euclid(1_000_000),
+            prev_offset: 0,
+            left,
+        }
+    }
+}
+
+/// A record read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record<'a> {
+    pub recvd: i64,
+    pub stamp: i64,
+    pub offset: i32,
+    pub pri: u8,
+    pub host: &'a [u8],
+    pub program: &'a [u8],
+    pub line: &'a [u8],
+    pub text: &'a [u8],
+}
+
+pub struct Records<'a> {
+    index: &'a Index,
+    c: Cursor<'a>,
+    b: Cursor<'a>,
+    prev_recvd: i64,
+    prev_stamp: i64,
+    prev_offset: i32,
+    left: u32,
+}
+
+impl<'a> Records<'a> {
+    fn read(&mut self) -> Result<Record<'a>, Malformed> {
+        const S: i64 = 1_000_000;
+        let c = &mut self.c;
+        let recvd = self.prev_recvd.wrapping_add(unzigzag(c.varint("record")?));
+        let secs = self.prev_stamp.wrapping_add(unzigzag(c.varint("record")?));
+        let micros = c.varint("record")?;
+        if micros >= S as u64 {
+            return Err(Malformed {
+                what: "record stamp",
+                at: c.at(),
+            });
+        }
+        let stamp = secs.wrapping_mul(S).wrapping_add(micros as i64);
+        let offset = (i64::from(self.prev_offset) + unzigzag(c.varint("record")?)) as i32;
+        let pri = c.u8("record")?;
+        let at = c.at();
+        let bad = || Malformed {
+            what: "record table place",
+            at,
+        };
+        let host = self
+            .index
+            .hosts
+            .get(c.varint("record")? as usize)
+            .ok_or_else(bad)?;
+        let program = self
+            .index
+            .programs
+            .get(c.varint("record")? as usize)
+            .ok_or_else(bad)?;
+        let line_len = c.len_of(self.b.rest().len(), "record line")?;
+        let line = self.b.take(line_len, "record line")?;
+        let text = match c.u8("record text")? {
+            0 => {
+                let start = c.varint("record text")?;
+                let len = u32::try_from(start)
+                    .ok()
+                    .and_then(|s| rest_of(line, s))
+                    .ok_or(Malformed {
+                        what: "record text",
+                        at: c.at(),
+                    })?;
+                &line[start as usize..start as usize + len as usize]
+            }
+            1 => {
+                let start = c.varint("record text")? as usize;
+                let len = c.varint("record text")? as usize;
+                line.get(start..start.saturating_add(len))
+                    .ok_or(Malformed {
+                        what: "record text",
+                        at: c.at(),
+                    })?
+            }
+            2 => {
+                let len = c.len_of(self.b.rest().len(), "record text")?;
+                self.b.take(len, "record text")?
+            }
+            _ => {
+                return Err(Malformed {
+                    what: "record text",
+                    at: c.at(),
+                })
+            }
+        };
+        self.prev_recvd = recvd;
+        self.prev_stamp = secs;
+        self.prev_offset = offset;
+        Ok(Record {
+            recvd,
+            stamp,
+            offset,
+            pri,
+            host,
+            program,
+            line,
+            text,
+        })
+    }
+}
+
+impl<'a> Iterator for Records<'a> {
+    type Item = Result<Record<'a>, Malformed>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        let r = self.read();
+        self.left = if r.is_err() { 0 } else { self.left - 1 };
+        Some(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry<'a>(recvd: i64, host: &'a [u8], line: &'a [u8], text: Text<'a>) -> Entry<'a> {
+        Entry {
+            recvd,
+            stamp: recvd - 5,
+            offset: -3600,
+            pri: 13,
+            host,
+            program: b"sshd",
+            line,
+            text,
+        }
+    }
+
+    #[test]
+    fn records_and_index_read_back_and_trigrams_answer_for_substrings() {
+        let mut b = ChunkBuilder::default();
+        b.add(&entry(
+            100,
+            b"a",
+            b"x: Failed password\n",
+            Text::InLine { start: 3, len: 15 },
+        ));
+        b.add(&entry(90, b"b", b"{}", Text::Own(b"Accepted key")));
+        b.add(&entry(120, b"a", b"z\n", Text::InLine { start: 0, len: 1 }));
+        let (mut index, mut data) = (Vec::new(), Vec::new());
+        b.take(&mut index, &mut data);
+        assert!(b.is_empty());
+        let index = Index::read(&index).unwrap();
+        assert_eq!(index.records, 3);
+        assert_eq!(index.recvd, (90, 120));
+        assert_eq!(index.stamp, (85, 115));
+        assert_eq!(index.hosts, [b"a".to_vec(), b"b".to_vec()]);
+        let got: Vec<Record> = index.records(&data).map(Result::unwrap).collect();
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[0].text, b"Failed password");
+        assert_eq!(
+            (got[1].host, got[1].text),
+            (&b"b"[..], &b"Accepted key"[..])
+        );
+        assert_eq!(
+            (got[2].recvd, got[2].stamp, got[2].offset),
+            (120, 115, -3600)
+        );
+        for yes in ["failed", "PASSWORD", "d pa", "key", "ab"] {
+            assert!(index.may_hold(yes.as_bytes()), "{yes}");
+        }
+        for no in ["denied", "passwords", "keys"] {
+            assert!(!index.may_hold(no.as_bytes()), "{no}");
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! The two parts of a chunk, index and data, on their way to disk and back: compressed with
+//! zstd (one compressor per thread, reused), then encrypted with AES-256-GCM under the
+//! segment's data key. The nonce is the frame's `seq` and the part's number, unique under a
+//! key; the segment id is the associated data, so a part moved to another segment fails.
+
+use crate::keys::Secret;
+use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
+use std::cell::RefCell;
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
+
+pub const PART_INDEX: u32 = 0;
+pub const PART_DATA: u32 = 1;
+
+pub fn data_key(key: &Secret) -> LessSafeKey {
+    LessSafeKey::new(UnboundKey::new(&AES_256_GCM, key).expect("a 32-byte AES key"))
+}
+
+fn nonce(seq: u64, part: u32) -> Nonce {
+    let mut n = [0; 12];
+    n[..8].copy_from_slice(&seq.to_le_bytes());
+    n[8..].copy_from_slice(&part.to_le_bytes());
+    Nonce::assume_unique_for_key(n)
+}
+
+/// Encrypts `buf` in place, its tag appended.
+pub fn seal(key: &LessSafeKey, segment: &[u8; 16], seq: u64, part: u32, buf: &mut Vec<u8>) {
+    key.seal_in_place_append_tag(nonce(seq, part), Aad::from(segment), buf)
+        .expect("AES-GCM of less than 64 GiB");
+}
+
+/// Decrypts a part; `None` when it was altered or the key is not its key.
+pub fn open<'b>(
+    key: &LessSafeKey,
+    segment: &[u8; 16],
+    seq: u64,
+    part: u32,
+    buf: &'b mut [u8],
+) -> Option<&'b mut [u8]> {
+    key.open_in_place(nonce(seq, part), Aad::from(segment), buf)
+        .ok()
+}
+
+thread_local! {
+    static COMPRESSOR: RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> =
+        const { RefCell::new(None) };
+}
+
+/// `data` compressed at zstd `level`, in place of what `out` held.
+pub fn compress(level: i32, data: &[u8], out: &mut Vec<u8>) {
+    COMPRESSOR.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.as_ref().is_none_or(|(l, _)| *l != level) {
+            let made = zstd::bulk::Compressor::new(level).expect("a zstd compressor");
+            *c = Some((level, made));
+        }
+        let (_, comp) = c.as_mut().expect("made above");
+        out.clear();
+        out.reserve(zstd::zstd_safe::compress_bound(data.len()));
+        comp.compress_to_buffer(data, out)
+            .expect("zstd compresses into its bound");
+    })
+}
+
+/// `data` decompressed, refusing more than `limit` bytes.
+pub fn decompress(data: &[u8], limit: usize) -> Result<Vec<u8>, String> {
+    zstd::bulk::decompress(data, limit).map_err(|e| format!("does not decompress: {e}"))
+}
+
+/// Work for the sealers.
+pub type Job = Box<dyn FnOnce() + Send>;
+
+/// The sealer threads, one per core, shared by every archive: they compress and encrypt
+/// chunks while the writers take entries.
+pub struct Sealers {
+    queue: Mutex<mpsc::Sender<Job>>,
+}
+
+impl Sealers {
+    pub fn run(&self, job: Job) {
+        self.queue
+            .lock()
+            .expect("sealers lock")
+            .send(job)
+            .expect("the sealers run as long as the process");
+    }
+}
+
+/// The sealers, started when the first chunk is sealed.
+pub fn sealers() -> &'static Sealers {
+    static SEALERS: OnceLock<Sealers> = OnceLock::new();
+    SEALERS.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<Job>();
+        let rx = Arc::new(Mutex::new(rx));
+        let n = std::thread::available_parallelism().map_or(2, |n| n.get());
+        for i in 0..n {
+            let rx = rx.clone();
+            std::thread::Builder::new()
+                .name(format!("logstore-sealer-{i}"))
+                .spawn(move || loop {
+                    let job = rx.lock().expect("sealers lock").recv();
+                    match job {
+                        Ok(job) => job(),
+                        Err(_) => return,
+                    }
+                })
+                .expect("start a sealer thread");
+        }
+        Sealers {
+            queue: Mutex::new(tx),
+        }
+    })
+}
