@@ -2,6 +2,7 @@
 # Installs what the test suite runs against, from Debian's packages:
 #   syslog-ng-core  the reference implementation for the differential tests, and `loggen`
 #   syslog-ng-mod-http  its http() destination, for the http() differential test
+#   syslog-ng-mod-slog  its secure logging ($(slog), slogkey), which bench/logstore.py compares
 #   bsdutils        `logger` (util-linux) for the real-client tests
 #   python3         the SysLogHandler client test
 #   openssl         the CLI that makes the TLS tests' certificates
@@ -14,6 +15,7 @@ set -euo pipefail
 need=()
 command -v syslog-ng >/dev/null || need+=(syslog-ng-core)
 [ -e /usr/lib/syslog-ng/3.38/libhttp.so ] || need+=(syslog-ng-mod-http)
+[ -e /usr/lib/syslog-ng/3.38/libsecure-logging.so ] || need+=(syslog-ng-mod-slog)
 command -v logger >/dev/null || need+=(bsdutils)
 command -v python3 >/dev/null || need+=(python3)
 command -v openssl >/dev/null || need+=(openssl)

@@ -10,6 +10,7 @@ mod daemon;
 mod default_config;
 mod diskq;
 mod loggen;
+mod logstore;
 mod option_help;
 mod pdbtool;
 mod privileges;
@@ -109,6 +110,9 @@ enum Command {
     /// Match messages against pattern databases, test and merge them (syslog-ng's pdbtool).
     #[command(subcommand)]
     Pdbtool(pdbtool::PdbtoolCommand),
+    /// Read logstore() archives: cat, verify, info; make sealing keys.
+    #[command(subcommand)]
+    Logstore(logstore::LogstoreCommand),
     /// Print the completions of a shell (bash, zsh, fish) for sluice's commands and options.
     Completions { shell: clap_complete::Shell },
     /// Write sluice's manual pages (sluice.8, sluice-ctl.1, …) into a directory.
@@ -140,6 +144,7 @@ fn main() -> ExitCode {
         Some(Command::Diskq(cmd)) => return ExitCode::from(diskq::run(cmd) as u8),
         Some(Command::Ctl(args)) => return ExitCode::from(ctl::run(args) as u8),
         Some(Command::Pdbtool(cmd)) => return ExitCode::from(pdbtool::run(cmd) as u8),
+        Some(Command::Logstore(cmd)) => return ExitCode::from(logstore::run(cmd) as u8),
         Some(Command::Reference) => {
             print!("{}", reference::markdown());
             return ExitCode::SUCCESS;

@@ -5,7 +5,10 @@
 
 mod common;
 
-use common::{free_port, free_udp_port, read_tree, send_raw_tcp, wait_lines, Running, Server};
+use common::{
+    free_port, free_space_of, free_udp_port, read_tree, send_raw_tcp, wait_lines, Running, Server,
+    SmallDisk,
+};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -251,35 +254,6 @@ fn a_full_disk_on_one_destination_does_not_stop_the_others() {
     assert!(stderr.contains("they are lost"), "{stderr}");
 }
 
-/// A tmpfs of `size` mounted at `at` for the test, unmounted when dropped; `None` (with a
-/// word on standard error) where this process may not mount.
-struct SmallDisk(std::path::PathBuf);
-
-impl SmallDisk {
-    fn mount(at: &Path, size: &str) -> Option<SmallDisk> {
-        std::fs::create_dir_all(at).unwrap();
-        let ok = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(at)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            eprintln!("skipping: cannot mount a tmpfs here (needs root)");
-            return None;
-        }
-        Some(SmallDisk(at.to_path_buf()))
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(&self.0)
-            .status();
-    }
-}
-
 #[test]
 fn a_full_disk_tears_no_line_and_writes_none_twice() {
     let port = free_port();
@@ -343,17 +317,6 @@ fn a_full_disk_tears_no_line_and_writes_none_twice() {
         );
     }
     s.terminate();
-}
-
-/// Block size and free blocks of the file system holding `path`.
-fn free_space_of(path: &Path) -> (u64, u64) {
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: statvfs(3) with a valid C string and a zeroed struct it fills.
-    unsafe {
-        let mut st: libc::statvfs = std::mem::zeroed();
-        assert_eq!(libc::statvfs(c.as_ptr(), &mut st), 0);
-        (st.f_bsize, st.f_bavail)
-    }
 }
 
 #[test]

@@ -4,6 +4,7 @@
 
 pub mod http;
 pub mod pki;
+pub mod tsa;
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -830,4 +831,44 @@ pub fn wait_until(limit: Duration, done: impl Fn() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(50));
     }
     true
+}
+
+/// A tmpfs of `size` mounted at `at` for the test, unmounted when dropped; `None` (with a
+/// word on standard error) where this process may not mount.
+pub struct SmallDisk(PathBuf);
+
+impl SmallDisk {
+    pub fn mount(at: &Path, size: &str) -> Option<SmallDisk> {
+        std::fs::create_dir_all(at).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(at)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!("skipping: cannot mount a tmpfs here (needs root)");
+            return None;
+        }
+        Some(SmallDisk(at.to_path_buf()))
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// Block size and free blocks of the file system holding `path`.
+pub fn free_space_of(path: &Path) -> (u64, u64) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: statvfs(3) with a valid C string and a zeroed struct it fills.
+    unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        assert_eq!(libc::statvfs(c.as_ptr(), &mut st), 0);
+        (st.f_bsize, st.f_bavail)
+    }
 }

@@ -121,6 +121,19 @@ impl Pki {
         self.identity(name)
     }
 
+    /// A timestamping authority's certificate the CA signed (`extendedKeyUsage` critical,
+    /// `timeStamping` only, as RFC 3161 wants): `tsa.pem`, `tsa.key`.
+    pub fn timestamping(&self) -> Identity {
+        leaf(
+            self.dir.path(),
+            "tsa",
+            "ca",
+            "/CN=sluice test TSA/O=Sluice Tests",
+            "critical,timeStamping",
+        );
+        self.identity("tsa")
+    }
+
     /// A `tls()` block with this CA, and `name`'s certificate and key.
     pub fn tls(&self, name: &str, extra: &str) -> String {
         let id = self.identity(name);
@@ -183,10 +196,16 @@ fn leaf(dir: &Path, name: &str, ca: &str, subject: &str, usage: &str) {
         &["ec", "-pkeyopt", "ec_paramgen_curve:P-256"],
     );
     let ext = dir.join(format!("{name}.ext"));
+    // A timestamping authority's key signs and does nothing else (openssl ts checks it).
+    let key_usage = if usage.contains("timeStamping") {
+        "digitalSignature"
+    } else {
+        "digitalSignature,keyEncipherment"
+    };
     std::fs::write(
         &ext,
         format!(
-            "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage={usage}\nsubjectAltName=DNS:localhost,IP:127.0.0.1\n"
+            "basicConstraints=CA:FALSE\nkeyUsage={key_usage}\nextendedKeyUsage={usage}\nsubjectAltName=DNS:localhost,IP:127.0.0.1\n"
         ),
     )
     .expect("write the extensions");

@@ -92,6 +92,7 @@ impl Globals {
                 time_reap: Duration::from_secs(60),
                 log_fifo_size: 10_000,
                 time_reopen: Duration::from_secs(60),
+                readable: false,
             },
             local_zone: Zone::local().clone(),
             stats_level: 0,

@@ -32,6 +32,7 @@ use std::time::Duration;
 
 #[cfg(feature = "http")]
 mod http;
+mod logstore;
 
 /// A destination driver: the names it answers to, its options, and how it is made from them.
 pub struct DestinationDriver {
@@ -82,6 +83,21 @@ pub static DRIVERS: &[DestinationDriver] = &[
         options: &[FORMAT, QUEUE, DISK_BUFFER, FILE, LATER, BATCH_LATER],
         sample: "file(\"/nonexistent/sluice-table-test\")",
         build: file,
+    },
+    DestinationDriver {
+        names: &["logstore"],
+        options: &[
+            FORMAT,
+            QUEUE,
+            DISK_BUFFER,
+            FILE,
+            logstore::OPTIONS,
+            logstore::LATER,
+            LATER,
+            BATCH_LATER,
+        ],
+        sample: "logstore(\"/nonexistent/sluice-table-test.lgs\")",
+        build: logstore::build,
     },
     DestinationDriver {
         names: &["stdout"],
@@ -168,7 +184,6 @@ pub const NOT_YET: &[&str] = &[
     "opensearch",
     #[cfg(not(feature = "http"))]
     "http",
-    "logstore",
     "riemann",
     "smtp",
     "snmp",
@@ -518,21 +533,51 @@ impl Threaded {
 }
 
 /// `file("/var/log/$HOST/messages")`.
-fn file(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Built, ConfigError> {
-    let format = FormatOptions::read(o, cx)?;
-    let queue = Queue::read(o, cx.globals)?;
+/// The options of files and directories ([`FILE`]) over the global ones.
+fn file_options(
+    o: &mut Options,
+    cx: &DestinationContext,
+    queue: &Queue,
+) -> Result<FileOptions, ConfigError> {
     let mut file: FileOptions = cx.globals.file.clone();
     o.apply(FILE, |opt| options::apply_file_option(&mut file, opt))?;
     file.log_fifo_size = queue.log_fifo_size;
     file.time_reopen = queue.time_reopen;
+    Ok(file)
+}
+
+fn file(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Built, ConfigError> {
+    let format = FormatOptions::read(o, cx)?;
+    let queue = Queue::read(o, cx.globals)?;
+    let file = file_options(o, cx, &queue)?;
     let path = node.first_value().ok_or_else(|| {
         ConfigError::new(
             node.pos,
             "file() needs a file name: file(\"/var/log/messages\")",
         )
     })?;
+    files(node, path, o, cx, format, &queue, file, None)
+}
+
+/// The destination of `file()`, and of `logstore()` with `store`: the file name's template,
+/// the counters, the writers and the disk buffer (named after the destination and its file
+/// name, hashed: a template can be long).
+#[allow(clippy::too_many_arguments)]
+fn files(
+    node: &Node,
+    path: &sluice_config::Value,
+    o: &mut Options,
+    cx: &DestinationContext,
+    format: FormatOptions,
+    queue: &Queue,
+    file: FileOptions,
+    store: Option<sluice_logstore::StoreOptions>,
+) -> Result<Built, ConfigError> {
     let dates = format.dates.clone();
-    let formatter = format.formatter(Format::File(dates.clone()));
+    let mut formatter = format.formatter(Format::File(dates.clone()));
+    if store.is_some() {
+        formatter = formatter.into_entries();
+    }
     let mut path_template =
         Template::compile_in(&path.text, cx.names).map_err(|e| ConfigError::new(path.pos, e))?;
     path_template.dates = DateOptions {
@@ -550,11 +595,17 @@ fn file(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Built, 
         cx.stats
             .counter(&component, &id, &path.text, "names_refused"),
     );
-    let dest = FileDestination::file(label, path_template, formatter, file, counters, reports);
-    // Named after the destination and its file name (hashed: a template can be long).
+    let mut dest = FileDestination::file(label, path_template, formatter, file, counters, reports);
+    let kind = match store {
+        Some(store) => {
+            dest = dest.into_store(store);
+            "logstore"
+        }
+        None => "file",
+    };
     let buffer = queue.disk_buffer(o, || {
         format!(
-            "{}-file-{:08x}",
+            "{}-{kind}-{:08x}",
             cx.name,
             crc32fast::hash(path.text.as_bytes())
         )
@@ -1033,7 +1084,11 @@ mod tests {
                 driver.sample,
                 driver.options,
                 |text| {
-                    sluice_config::declared::build_one("destination", text, |node| {
+                    let mut text = text.to_string();
+                    for (example, here) in logstore::EXAMPLE_FILES {
+                        text = text.replace(example, here);
+                    }
+                    sluice_config::declared::build_one("destination", &text, |node| {
                         let cx = DestinationContext {
                             globals: &Globals::new(),
                             names: &Names::default(),

@@ -34,6 +34,7 @@ use super::{Destination, Outbox};
 use crate::own_log;
 use crate::stats::DestCounters;
 use crate::window::Ack;
+use sluice_logstore::{Store, StoreOptions};
 use sluice_model::file_name::FileName;
 use sluice_model::{LogMessage, Template};
 use std::fs::File;
@@ -76,11 +77,19 @@ const COPY_BELOW: usize = 2 << 10;
 /// The most buffers one `writev` takes (Linux's `IOV_MAX`).
 const IOV_MAX: usize = 1024;
 
-/// Where a destination writes: files named by the template, or standard output.
-#[derive(Clone, Copy)]
+/// Where a destination writes: files named by the template, archives (`logstore()`), or
+/// standard output.
+#[derive(Clone)]
 enum Target {
     Files,
+    Stores(Arc<StoreOptions>),
     Stdout,
+}
+
+/// A file a writer has open: plain, or an archive that takes entries into chunks.
+enum Output {
+    Plain(File),
+    Store(Box<Store>),
 }
 
 /// The hash that places a file name with a writer and finds it in tables. Fixed, so that a
@@ -237,7 +246,9 @@ struct Run {
 /// next write), or the order to finish what is queued before it and exit.
 enum Msg {
     Job(Job),
-    Reopen,
+    /// Close every file (logrotate); archives opened after are written with the options
+    /// given (a reload changed them).
+    Reopen(Option<Arc<StoreOptions>>),
     Stop,
 }
 
@@ -350,6 +361,8 @@ pub struct FileDestination {
     reports: Arc<NameReports>,
     formatter: Formatter,
     opts: Arc<FileOptions>,
+    /// `logstore()`: files are archives.
+    store: Option<Arc<StoreOptions>>,
     counters: DestCounters,
     /// Started on first delivery, so that building a configuration starts no threads.
     writers: OnceLock<Vec<mpsc::Sender<Msg>>>,
@@ -527,6 +540,7 @@ impl FileDestination {
             formatter,
             counters,
             opts: Arc::new(opts),
+            store: None,
             writers: OnceLock::new(),
             threads: Mutex::new(Vec::new()),
             opening: Arc::default(),
@@ -540,6 +554,12 @@ impl FileDestination {
             writers_taken: AtomicBool::new(false),
             buffer_taken: AtomicBool::new(false),
         }
+    }
+
+    /// Makes the files archives (`logstore()`): the formatter writes entries.
+    pub fn into_store(mut self, opts: StoreOptions) -> FileDestination {
+        self.store = Some(Arc::new(opts));
+        self
     }
 
     /// Puts a `disk-buffer()` in front of the writers; `name` names its directory.
@@ -585,17 +605,17 @@ impl FileDestination {
             } else {
                 std::thread::available_parallelism().map_or(2, |n| n.get())
             };
-            let target = if self.path.is_some() {
-                Target::Files
-            } else {
-                Target::Stdout
+            let target = match (&self.path, &self.store) {
+                (Some(_), Some(store)) => Target::Stores(store.clone()),
+                (Some(_), None) => Target::Files,
+                (None, _) => Target::Stdout,
             };
             let mut threads = self.threads.lock().expect("threads lock");
             (0..n)
                 .map(|i| {
                     let (tx, rx) = mpsc::channel();
                     let writer = Writer::new(
-                        target,
+                        target.clone(),
                         self.root(),
                         self.opts.clone(),
                         self.opening.clone(),
@@ -808,6 +828,15 @@ impl Destination for FileDestination {
                     let _ = self.writers.set(writers.clone());
                     let threads = std::mem::take(&mut *old.threads.lock().expect("threads lock"));
                     *self.threads.lock().expect("threads lock") = threads;
+                    // Archives with other keys or chunks: the open ones end (what was queued
+                    // before is written first), and the next segment takes the new options.
+                    if let (Some(was), Some(now)) = (&old.store, &self.store) {
+                        if !was.same_as(now) {
+                            for w in writers {
+                                let _ = w.send(Msg::Reopen(Some(now.clone())));
+                            }
+                        }
+                    }
                 }
             }
         }
@@ -886,7 +915,7 @@ impl Destination for FileDestination {
 
     fn reopen(&self) {
         for w in self.writers.get().into_iter().flatten() {
-            let _ = w.send(Msg::Reopen);
+            let _ = w.send(Msg::Reopen(None));
         }
     }
 
@@ -910,7 +939,7 @@ struct Slot {
     free: bool,
     name: Vec<u8>,
     hash: u64,
-    file: Option<File>,
+    file: Option<Output>,
     last_write: Instant,
     pending: Vec<Piece>,
     copied: Vec<u8>,
@@ -932,6 +961,35 @@ struct Failure {
 enum Trouble {
     Open(OpenError),
     Write(std::io::Error),
+}
+
+/// Takes `slices` (whole entries) into `store`'s open chunk, seals it when someone waits to
+/// see them written (a RELP acknowledgement, a disk buffer's feeder), and writes what was
+/// sealed. A store whose earlier frames could not be written takes nothing more, so that the
+/// file's messages wait in the writer as a plain file's do.
+fn store_write(
+    store: &mut Store,
+    slices: &[std::io::IoSlice],
+    awaited: bool,
+) -> (usize, Result<(), Trouble>) {
+    if let Err(e) = store.write_ready() {
+        return (0, Err(Trouble::Write(e)));
+    }
+    let mut taken = 0;
+    for slice in slices {
+        if let Err(e) = store.absorb(slice) {
+            let e = std::io::Error::new(std::io::ErrorKind::InvalidData, e);
+            return (taken, Err(Trouble::Write(e)));
+        }
+        taken += slice.len();
+    }
+    let written = if awaited {
+        store.seal_chunk();
+        store.flush()
+    } else {
+        store.write_ready()
+    };
+    (taken, written.map_err(Trouble::Write))
 }
 
 /// Errors of opening that pass (no descriptor, no space, no memory, a directory not made yet
@@ -1033,6 +1091,10 @@ struct Writer {
     failing_messages: usize,
     /// The drop at `log-fifo-size()` was said (again once the failing files empty).
     said_full: bool,
+    /// When the archives are next looked at (`logstore()`, [`Writer::seal_due`]): the first
+    /// open chunk due to be sealed, chunks with the sealers or timestamps to write, a failed
+    /// archive's next try.
+    store_due: Option<Instant>,
 }
 
 impl Writer {
@@ -1066,6 +1128,7 @@ impl Writer {
             held_since: None,
             failing_messages: 0,
             said_full: false,
+            store_due: None,
         }
     }
 
@@ -1086,8 +1149,9 @@ impl Writer {
             }
             let mut next = match receive(&rx, self.wait(tick), small) {
                 Ok(Msg::Job(job)) => Some(job),
-                Ok(Msg::Reopen) => {
+                Ok(Msg::Reopen(store)) => {
                     self.reopen();
+                    self.restore(store);
                     continue;
                 }
                 Ok(Msg::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => {
@@ -1096,12 +1160,16 @@ impl Writer {
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     self.write_all();
+                    if let Target::Stores(_) = self.target {
+                        self.store_due = self.seal_due();
+                    }
                     continue;
                 }
             };
             let mut bytes = 0;
             let mut stop = false;
             let mut reopen = false;
+            let mut new_store = None;
             while let Some(job) = next.take() {
                 bytes += job.data.len();
                 self.hold(job);
@@ -1109,7 +1177,10 @@ impl Writer {
                     match rx.try_recv() {
                         Ok(Msg::Job(job)) => next = Some(job),
                         // Files are closed once what was gathered before is written.
-                        Ok(Msg::Reopen) => reopen = true,
+                        Ok(Msg::Reopen(store)) => {
+                            reopen = true;
+                            new_store = store.or(new_store);
+                        }
                         Ok(Msg::Stop) => stop = true,
                         Err(_) => {}
                     }
@@ -1122,6 +1193,7 @@ impl Writer {
             }
             if reopen {
                 self.reopen();
+                self.restore(new_store);
                 continue;
             }
             let small = self
@@ -1135,13 +1207,21 @@ impl Writer {
             } else {
                 self.write_where(|s| s.pending_bytes >= FILE_CHUNK);
             }
+            // The archives are looked at when one is due, not after every batch: with a
+            // file per host there are thousands.
+            if self.store_due.is_some_and(|due| due <= Instant::now()) {
+                self.store_due = self.seal_due();
+            }
         }
     }
 
     /// How long to wait for work: until small shares are due, or a failing file's next try.
     fn wait(&self, tick: Duration) -> Duration {
-        let mut wait = tick;
         let now = Instant::now();
+        let mut wait = match self.store_due {
+            Some(due) => tick.min(due.saturating_duration_since(now)),
+            None => tick,
+        };
         for &at in &self.dirty {
             match &self.slots[at].failure {
                 None => return LINGER,
@@ -1153,6 +1233,13 @@ impl Writer {
 
     /// `ctl reopen`, SIGUSR1: writes what is held, closes every file, and tries failing files
     /// again at once (logrotate moved them; someone made room).
+    /// Archives opened from now on are written with `store`, when given.
+    fn restore(&mut self, store: Option<Arc<StoreOptions>>) {
+        if let (Some(store), Target::Stores(_)) = (store, &self.target) {
+            self.target = Target::Stores(store);
+        }
+    }
+
     fn reopen(&mut self) {
         let now = Instant::now();
         for slot in &mut self.slots {
@@ -1217,6 +1304,8 @@ impl Writer {
             let bytes = slot.pending_bytes;
             self.consume(at, bytes, true);
         }
+        // Archives end with their open chunk sealed and a close frame.
+        self.close_all();
     }
 
     /// Takes `job`'s runs into their files' pending pieces: runs under `COPY_BELOW` are copied
@@ -1378,7 +1467,13 @@ impl Writer {
             Ok(()) => return self.recovered(at),
             Err(trouble) => trouble,
         };
-        self.close(at);
+        // A plain file is opened again for the next try. An archive stays open: its sealed
+        // frames that the write did not take wait in it and go on from the byte where the
+        // write stopped, so its chain is not torn and nothing it took is lost.
+        let store = matches!(self.slots[at].file, Some(Output::Store(_)));
+        if !(store && matches!(trouble, Trouble::Write(_))) {
+            self.close(at);
+        }
         let name = String::from_utf8_lossy(&self.slots[at].name).into_owned();
         match trouble {
             Trouble::Open(e) if !passing(&e.error) => {
@@ -1420,6 +1515,9 @@ impl Writer {
             own_log::error(said.clone());
         }
         let retry_at = if dropping { now } else { now + backoff };
+        if let Target::Stores(_) = self.target {
+            self.store_due = self.store_due.into_iter().chain([retry_at]).min();
+        }
         slot.failure = Some(Failure {
             said,
             retry_at,
@@ -1583,23 +1681,27 @@ impl Writer {
             if self.open >= MAX_OPEN_PER_WRITER {
                 self.close_least_recent();
             }
-            // Every name starts with the root: the template's text before its first macro.
-            let name = &self.slots[at].name;
-            let rest = name.strip_prefix(&*self.root.dir).unwrap_or(name);
-            let opened = {
-                let _turn = self.opening.lock().expect("opening lock");
-                open_beneath(&self.root.dir, rest, &self.opts, self.root.templated)
-            };
-            match opened {
-                Ok(file) => self.slots[at].file = Some(file),
+            match self.open_file(at) {
+                Ok(output) => self.slots[at].file = Some(output),
                 Err(e) => return (0, Err(Trouble::Open(e))),
             }
             self.open += 1;
         }
+        let awaited = self.held_awaited > 0;
         let s = &mut self.slots[at];
         s.last_write = Instant::now();
-        let mut slices = pieces(&s.pending, &s.copied, &self.held);
-        let f = s.file.as_mut().expect("opened above");
+        let slices = pieces(&s.pending, &s.copied, &self.held);
+        let f = match s.file.as_mut().expect("opened above") {
+            Output::Plain(f) => f,
+            Output::Store(store) => {
+                let written = store_write(store, &slices, awaited);
+                // The next look at the archives is no later than this one's due.
+                let due = store.due().into_iter().chain(store.writes_due()).min();
+                self.store_due = self.store_due.into_iter().chain(due).min();
+                return written;
+            }
+        };
+        let mut slices = slices;
         let mut slices = &mut slices[..];
         let mut written = 0;
         while !slices.is_empty() {
@@ -1627,10 +1729,110 @@ impl Writer {
         (written, Ok(()))
     }
 
-    fn close(&mut self, slot: usize) {
-        if self.slots[slot].file.take().is_some() {
-            self.open -= 1;
+    /// Opens file `at` beneath the root: as an archive when the destination is a
+    /// `logstore()` (its chain continued; a torn tail found is said).
+    fn open_file(&mut self, at: usize) -> Result<Output, OpenError> {
+        // Every name starts with the root: the template's text before its first macro.
+        let name = &self.slots[at].name;
+        let rest = name.strip_prefix(&*self.root.dir).unwrap_or(name);
+        let file = {
+            let _turn = self.opening.lock().expect("opening lock");
+            open_beneath(&self.root.dir, rest, &self.opts, self.root.templated)?
+        };
+        let Target::Stores(opts) = &self.target else {
+            return Ok(Output::Plain(file));
+        };
+        let (store, opened) = Store::open(file, opts.clone()).map_err(|e| OpenError {
+            error: std::io::Error::other(e),
+            refused: false,
+        })?;
+        if let Some((offset, len)) = opened.torn {
+            own_log::warning(format!(
+                "{}: {} ends in {len} bytes at offset {offset} that a crash cut short; they stay there and readers skip them",
+                self.label,
+                String::from_utf8_lossy(name),
+            ));
         }
+        if opened.damaged {
+            own_log::error(format!(
+                "{}: {} holds bytes that are no archive frame before its end; a new chain starts after them (sluice logstore verify says where)",
+                self.label,
+                String::from_utf8_lossy(name),
+            ));
+        }
+        Ok(Output::Store(Box::new(store)))
+    }
+
+    /// Seals the open chunks that are due (`chunk-time()`) and writes them, and tries again
+    /// archives whose sealed chunks a write did not take; says when the next is due.
+    fn seal_due(&mut self) -> Option<Instant> {
+        let now = Instant::now();
+        let mut next: Option<Instant> = None;
+        let mut soonest = |t: Instant| next = Some(next.map_or(t, |n: Instant| n.min(t)));
+        for at in 0..self.slots.len() {
+            let retry_at = self.slots[at].failure.as_ref().map(|f| f.retry_at);
+            let Some(Output::Store(store)) = &mut self.slots[at].file else {
+                continue;
+            };
+            if let Some(t) = retry_at.filter(|&t| t > now) {
+                soonest(t);
+                continue;
+            }
+            let chunk_due = store.due();
+            let writes_due = store.writes_due();
+            if chunk_due.is_some_and(|due| due <= now) {
+                store.seal_chunk();
+            } else if store.unwritten() == 0
+                && store.sealing() == 0
+                && writes_due.is_none_or(|due| due > now)
+            {
+                // Nothing to write yet: come back when the chunk, a chunk with the sealers or
+                // a timestamp is due.
+                chunk_due
+                    .into_iter()
+                    .chain(writes_due)
+                    .for_each(&mut soonest);
+                continue;
+            }
+            let flushed = store.write_ready();
+            store
+                .due()
+                .into_iter()
+                .chain(store.writes_due())
+                .for_each(&mut soonest);
+            match flushed {
+                Ok(()) => self.recovered(at),
+                Err(e) => {
+                    let said = format!(
+                        "{}: error writing {}: {e}; its sealed chunks are kept and it is tried again",
+                        self.label,
+                        String::from_utf8_lossy(&self.slots[at].name)
+                    );
+                    self.failed(at, said, false);
+                    if let Some(f) = &self.slots[at].failure {
+                        soonest(f.retry_at);
+                    }
+                }
+            }
+        }
+        next
+    }
+
+    fn close(&mut self, slot: usize) {
+        match self.slots[slot].file.take() {
+            None => return,
+            Some(Output::Plain(_)) => {}
+            Some(Output::Store(mut store)) => {
+                if let Err(e) = store.close() {
+                    own_log::error(format!(
+                        "{}: closing {}: {e}; its last chunk is lost",
+                        self.label,
+                        String::from_utf8_lossy(&self.slots[slot].name)
+                    ));
+                }
+            }
+        }
+        self.open -= 1;
     }
 
     /// Forgets files not written for `time-reap()` (closing them).

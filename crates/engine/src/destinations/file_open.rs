@@ -39,6 +39,8 @@ pub struct FileOptions {
     pub log_fifo_size: usize,
     /// The longest wait between two tries of a failing file.
     pub time_reopen: Duration,
+    /// Files are opened to read as well (an archive reads its end before it appends).
+    pub readable: bool,
 }
 
 /// Names said in internal messages at most; past that they are only counted.
@@ -232,7 +234,12 @@ fn open_file(
     rules: &FileOptions,
     regular_only: bool,
 ) -> Result<File, OpenError> {
-    let append = OFlags::WRONLY | OFlags::APPEND | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let access = if rules.readable {
+        OFlags::RDWR
+    } else {
+        OFlags::WRONLY
+    };
+    let append = access | OFlags::APPEND | OFlags::NOCTTY | OFlags::CLOEXEC;
     let mode = Mode::from_raw_mode(rules.perm.unwrap_or(0o600));
     for _ in 0..2 {
         let create = append | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW;

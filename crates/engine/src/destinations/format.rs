@@ -2,8 +2,9 @@
 //! or syslog-ng's built-in formats when none is given; and [`Formatter`], which numbers local
 //! messages and sizes output buffers for a destination.
 
+use sluice_logstore::EntryWriter;
 use sluice_model::macros::{format_sdata, msghdr, write_msg_stamp, DateOptions};
-use sluice_model::time::{self, TsFormat};
+use sluice_model::time::{self, TsFormat, UnixTime};
 use sluice_model::{LineAsWritten, LogMessage, Template};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -136,6 +137,9 @@ pub struct Formatter {
     /// Bytes a formatted message took lately, with some room: an output buffer is sized from
     /// it, so that it is not grown (and copied) while formatting.
     bytes_per_message: AtomicU32,
+    /// `logstore()`: each formatted line goes in an archive entry with the fields a search
+    /// asks about ([`sluice_logstore::entry`]).
+    entries: bool,
 }
 
 impl Formatter {
@@ -146,7 +150,14 @@ impl Formatter {
             no_multi_line,
             next_seq: AtomicU32::new(1),
             bytes_per_message: AtomicU32::new(256),
+            entries: false,
         }
+    }
+
+    /// Formats archive entries (`logstore()`) instead of bare lines.
+    pub fn into_entries(mut self) -> Formatter {
+        self.entries = true;
+        self
     }
 
     /// The format shows local messages' sequence numbers.
@@ -156,8 +167,24 @@ impl Formatter {
 
     /// Appends `msg` formatted.
     pub fn append(&self, msg: &LogMessage, out: &mut Vec<u8>) {
+        if !self.entries {
+            return self
+                .format
+                .append(msg, self.seq(msg), self.no_multi_line, out);
+        }
+        let micros = |t: &UnixTime| t.secs * 1_000_000 + i64::from(t.micros);
+        let entry = EntryWriter::begin(
+            out,
+            micros(&msg.recvd),
+            micros(&msg.stamp),
+            msg.stamp.offset,
+            msg.fields.pri.min(255) as u8,
+            msg.host(),
+            msg.program(),
+        );
         self.format
             .append(msg, self.seq(msg), self.no_multi_line, out);
+        entry.finish(out, msg.message());
     }
 
     /// Local messages are numbered per destination; others carry their `meta.sequenceId`.
