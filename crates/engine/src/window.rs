@@ -5,7 +5,10 @@
 //! and waits when there are none, so it stops reading its socket (backpressure) instead of
 //! growing memory. Credits come back through [`Ack`]: one per dispatched batch, cloned into
 //! every destination queue that got part of the batch; when the last clone is dropped —
-//! after the last write — the batch's credits return to the window.
+//! after the last write — the batch's credits return to the window. A batch whose sender
+//! waits to be told of its delivery ([`Window::take_acknowledged`]) hands its credits to that
+//! sender instead, as [`Delivered`]: a reader that keeps its place (a file, the journal) gives
+//! them back once it kept the place, so it never reads more than a window past it.
 
 use std::sync::Arc;
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
@@ -41,12 +44,13 @@ impl Window {
     /// As [`Window::take`], for a source that acknowledges to its sender (RELP): `delivered`
     /// is told when the last clone of the acknowledgement is dropped, and destinations hold
     /// it until the messages are written (or in a reliable disk buffer) whatever the path's
-    /// flags say — as if the path had `flags(flow-control)`.
-    pub async fn take_acknowledged(&self, n: u32, delivered: oneshot::Sender<()>) -> Ack {
+    /// flags say — as if the path had `flags(flow-control)`. The credits come back when the
+    /// [`Delivered`] it is told with is dropped.
+    pub async fn take_acknowledged(&self, n: u32, delivered: oneshot::Sender<Delivered>) -> Ack {
         self.take_with(n, Some(delivered)).await
     }
 
-    async fn take_with(&self, n: u32, delivered: Option<oneshot::Sender<()>>) -> Ack {
+    async fn take_with(&self, n: u32, delivered: Option<oneshot::Sender<Delivered>>) -> Ack {
         let n = n.clamp(1, (self.size / 2).max(1));
         self.credits
             .acquire_many(n)
@@ -79,7 +83,7 @@ impl Window {
 struct Credits {
     window: Arc<Semaphore>,
     n: u32,
-    delivered: Option<oneshot::Sender<()>>,
+    delivered: Option<oneshot::Sender<Delivered>>,
     /// A destination gave up part of the batch undelivered ([`Ack::fail`]): its sender is
     /// not told it was delivered.
     failed: std::sync::atomic::AtomicBool,
@@ -89,12 +93,30 @@ struct Credits {
 
 impl Drop for Credits {
     fn drop(&mut self) {
-        self.window.add_permits(self.n as usize);
+        let credits = Delivered {
+            window: self.window.clone(),
+            n: self.n,
+        };
         if let Some(delivered) = self.delivered.take() {
             if !self.failed.load(std::sync::atomic::Ordering::SeqCst) {
-                let _ = delivered.send(());
+                // A sender that is gone drops them at once.
+                let _ = delivered.send(credits);
             }
         }
+    }
+}
+
+/// What a sender waiting for delivery is told: the batch's credits, back to the window when
+/// this is dropped.
+#[derive(Debug)]
+pub struct Delivered {
+    window: Arc<Semaphore>,
+    n: u32,
+}
+
+impl Drop for Delivered {
+    fn drop(&mut self) {
+        self.window.add_permits(self.n as usize);
     }
 }
 
@@ -197,6 +219,30 @@ mod tests {
         assert_eq!(w.credits.available_permits(), 0);
         drop((big, second));
         w.drained().await;
+    }
+
+    #[tokio::test]
+    async fn a_sender_told_of_delivery_holds_the_credits_until_it_lets_go() {
+        let w = Window::new(10);
+        let (delivered, told) = oneshot::channel();
+        let ack = w.take_acknowledged(4, delivered).await;
+        drop(ack);
+        assert_eq!(w.credits.available_permits(), 6, "back before it was kept");
+        let credits = told.await.expect("delivered");
+        assert_eq!(w.credits.available_permits(), 6);
+        drop(credits);
+        assert_eq!(w.credits.available_permits(), 10);
+
+        // Undelivered, or with nobody to tell: back at once.
+        let (delivered, told) = oneshot::channel();
+        let ack = w.take_acknowledged(4, delivered).await;
+        ack.fail();
+        drop(ack);
+        assert!(told.await.is_err());
+        let (delivered, told) = oneshot::channel();
+        drop(told);
+        drop(w.take_acknowledged(4, delivered).await);
+        assert_eq!(w.credits.available_permits(), 10);
     }
 
     #[tokio::test]

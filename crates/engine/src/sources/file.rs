@@ -18,7 +18,7 @@
 use super::{read_stream, Context, Local, Positions, ReaderSpec, Retire};
 use crate::own_log as log;
 use crate::persist::{self, Found, Position};
-use crate::window::Window;
+use crate::window::{Delivered, Window};
 use sluice_model::values::name_id;
 use sluice_protocol::Text;
 use std::collections::{HashMap, VecDeque};
@@ -171,32 +171,35 @@ pub(super) async fn read_file(path: &Path, local: &Local, following: Following, 
 
 /// Tells the keeper of positions where each read ends, with the acknowledgement to wait for.
 struct Tracker {
-    kept: mpsc::UnboundedSender<(u64, oneshot::Receiver<()>)>,
+    kept: mpsc::UnboundedSender<(u64, oneshot::Receiver<Delivered>)>,
 }
 
 impl Positions for Tracker {
-    fn read_ends_at(&mut self, end: u64) -> oneshot::Sender<()> {
+    fn read_ends_at(&mut self, end: u64) -> oneshot::Sender<Delivered> {
         let (delivered, done) = oneshot::channel();
         let _ = self.kept.send((end, done));
         delivered
     }
 }
 
-/// Keeps the position of each read once it is delivered, in order. A read that was not
-/// delivered (lost at a stop) ends the keeping: the next start repeats from the last one.
+/// Keeps the position of each read once it is delivered, in order, and only then gives the
+/// read's credits back: the reader is never more than a window past the position kept, so
+/// `kill -9` repeats at most a window. A read that was not delivered (lost at a stop) ends
+/// the keeping: the next start repeats from the last one.
 async fn keep_positions(
     key: String,
     segments: Arc<Mutex<Segments>>,
-    mut reads: mpsc::UnboundedReceiver<(u64, oneshot::Receiver<()>)>,
+    mut reads: mpsc::UnboundedReceiver<(u64, oneshot::Receiver<Delivered>)>,
 ) {
     while let Some((end, done)) = reads.recv().await {
-        if done.await.is_err() {
+        let Ok(credits) = done.await else {
             return;
-        }
+        };
         let at = segments.lock().expect("segments lock").position(end);
         if let Some(at) = at {
             persist::keep(&key, at);
         }
+        drop(credits);
     }
 }
 

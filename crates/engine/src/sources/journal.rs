@@ -19,7 +19,7 @@ use super::sd_journal::{self, Journal};
 use super::{Context, Local, Retire};
 use crate::own_log as log;
 use crate::persist::{self, Found};
-use crate::window::Window;
+use crate::window::{Delivered, Window};
 use sluice_model::{journal, Today, UnixTime};
 use std::future::Future;
 use std::os::fd::AsFd;
@@ -300,16 +300,19 @@ fn read_entries(
     }
 }
 
-/// Keeps each batch's cursor once it is delivered, in order. A batch that was not delivered
-/// (lost at a stop) ends the keeping: the next start repeats from the last one kept.
+/// Keeps each batch's cursor once it is delivered, in order, and only then gives the batch's
+/// credits back: the reader is never more than a window past the cursor kept. A batch that
+/// was not delivered (lost at a stop) ends the keeping: the next start repeats from the
+/// last one kept.
 async fn keep_cursors(
     key: String,
-    mut kept: mpsc::UnboundedReceiver<(String, oneshot::Receiver<()>)>,
+    mut kept: mpsc::UnboundedReceiver<(String, oneshot::Receiver<Delivered>)>,
 ) {
     while let Some((cursor, done)) = kept.recv().await {
-        if done.await.is_err() {
+        let Ok(credits) = done.await else {
             return;
-        }
+        };
         persist::keep_cursor(&key, &cursor);
+        drop(credits);
     }
 }

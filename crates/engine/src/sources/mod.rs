@@ -28,7 +28,7 @@ pub mod wildcard;
 use crate::destinations::Outbox;
 use crate::dispatch::{Current, Dispatcher};
 use crate::own_log as log;
-use crate::window::{Ack, Loan, ReadBudget, Window};
+use crate::window::{Ack, Delivered, Loan, ReadBudget, Window};
 use bytes::{BufMut, Bytes, BytesMut};
 use sluice_model::{Ingest, MessageVec, Origin, Today, UnixTime};
 use sluice_protocol::framing::{Frame, FrameDecoder, Framing};
@@ -306,7 +306,7 @@ impl Context {
         window: &Window,
         n: u32,
         peer: &str,
-        delivered: oneshot::Sender<()>,
+        delivered: oneshot::Sender<Delivered>,
     ) -> Option<Ack> {
         self.credits_from(window.take_acknowledged(n, delivered), n, peer)
             .await
@@ -574,7 +574,7 @@ impl Local {
 /// destination wrote them, as on a flow-controlled path.
 pub trait Positions: Send {
     /// A read ends `end` bytes into the input.
-    fn read_ends_at(&mut self, end: u64) -> oneshot::Sender<()>;
+    fn read_ends_at(&mut self, end: u64) -> oneshot::Sender<Delivered>;
 }
 
 /// Reads at most `max` more bytes of `input` into `buf` if they are there now, without

@@ -36,7 +36,8 @@ enum Reply {
     /// and data.
     Now(u32, Vec<u8>),
     /// `rsp 200 OK` for these transaction numbers once the batch is delivered.
-    Delivered(oneshot::Receiver<()>, Vec<u32>),
+    /// (The batch's credits come with the news, and go back at once.)
+    Delivered(oneshot::Receiver<crate::window::Delivered>, Vec<u32>),
     /// The response to `close` (or `serverclose` when `None`); the connection then ends.
     Close(Option<u32>),
 }
@@ -249,7 +250,7 @@ async fn respond<W: AsyncWrite + Unpin>(
                 Reply::Now(txnr, data) => relp::write(&mut out, txnr, "rsp", &data),
                 Reply::Delivered(mut delivered, txnrs) => {
                     let ready = match delivered.try_recv() {
-                        Ok(()) => true,
+                        Ok(_credits) => true,
                         Err(oneshot::error::TryRecvError::Empty) => false,
                         Err(oneshot::error::TryRecvError::Closed) => {
                             end = true;
