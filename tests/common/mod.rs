@@ -265,12 +265,20 @@ impl Running {
     }
 
     /// Waits until the output stops changing for a while, then stops the server with SIGTERM.
-    pub fn settle_and_stop(mut self) -> Output {
-        wait_stable(
-            &self.out,
-            Duration::from_millis(800),
-            Duration::from_secs(60),
-        );
+    pub fn settle_and_stop(self) -> Output {
+        self.settle_and_stop_after(0)
+    }
+
+    /// As [`Running::settle_and_stop`], once the output holds at least `bytes` (at most
+    /// 60 s): a server that has not read its input yet when the quiet time is up — two
+    /// loaded cores — is not taken for one that wrote nothing.
+    pub fn settle_and_stop_after(mut self, bytes: u64) -> Output {
+        let limit = Duration::from_secs(60);
+        let start = Instant::now();
+        while tree_size(&self.out) < bytes && start.elapsed() < limit {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        wait_stable(&self.out, Duration::from_millis(800), limit);
         let pid = self.child.id();
         self.terminate();
         let dir = std::mem::replace(
