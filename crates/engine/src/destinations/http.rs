@@ -16,7 +16,8 @@
 use super::delivery::Delivery;
 use super::diskq::DiskBufferOptions;
 use super::format::Formatter;
-use super::link::{dial, stalled, Connected, Dial, Failure, GiveUp, Link, Position, Wire};
+use super::link::Protocol;
+use super::link::{dial, stalled, Connected, Dial, Failure, GiveUp, Link, OnLink, Position};
 use super::link::{STOP_GRACE, TICK};
 use super::queue::Batch;
 use super::sender::{Batching, Pacing, Servers};
@@ -255,15 +256,13 @@ impl Servers for HttpOptions {
             _ => Link { sock, tls: None },
         };
         link.sock.set_read_timeout(Some(TICK))?;
-        Ok(Connected {
-            link,
-            wire: Box::new(Exchange {
-                requests: self.requests.clone(),
-                target: i,
-                input: Vec::new(),
-                server_closes: false,
-            }),
-        })
+        let exchange = Exchange {
+            requests: self.requests.clone(),
+            target: i,
+            input: Vec::new(),
+            server_closes: false,
+        };
+        Ok(OnLink::connected(link, exchange))
     }
 
     fn probe(&self, i: usize) -> bool {
@@ -289,7 +288,7 @@ struct Answer {
     text: String,
 }
 
-impl Wire for Exchange {
+impl Protocol for Exchange {
     fn send(
         &mut self,
         link: &mut Link,

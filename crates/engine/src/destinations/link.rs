@@ -8,7 +8,7 @@
 //! wire only through [`Wire`].
 
 use super::queue::Batch;
-use socket2::{Domain, Protocol, Socket, Type};
+use socket2::{Domain, Socket, Type};
 use std::io::{ErrorKind, IoSlice};
 use std::mem::MaybeUninit;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -29,12 +29,30 @@ pub(super) const TICK: Duration = Duration::from_millis(500);
 /// The most plaintext a TLS sender hands rustls before writing the records out.
 const TLS_CHUNK: usize = 256 << 10;
 
-/// What a destination speaks over its link.
+/// What a sender sends through: a connection to a server and what is spoken on it — a
+/// [`Protocol`] over a [`Link`] of sluice's own ([`OnLink`]), or a client library that keeps
+/// its own connections (Kafka's). Dropping it closes the connection.
 pub(super) trait Wire: Send {
     /// Sends `batches` from `pos`, moving `pos` past what the server answered for: taken,
     /// or refused for good (counted in [`Position::refused`]). On a broken connection the
     /// sender opens another and sends again from `pos`; on [`Failure::Later`] it waits and
     /// sends the refused messages again, at most `retries()` times.
+    fn send(
+        &mut self,
+        batches: &[Batch],
+        pos: &mut Position,
+        give_up: GiveUp,
+    ) -> Result<(), Failure>;
+    /// Whether the peer closed the connection (or it failed).
+    fn closed(&self) -> bool;
+}
+
+/// An open connection, as a sender holds it.
+pub(super) type Connected = Box<dyn Wire>;
+
+/// What a destination speaks over a link of its own (octets, datagrams, RELP, HTTP).
+pub(super) trait Protocol: Send + 'static {
+    /// As [`Wire::send`], over `link`.
     fn send(
         &mut self,
         link: &mut Link,
@@ -50,23 +68,37 @@ pub(super) trait Wire: Send {
     fn close(&mut self, _link: &mut Link) {}
 }
 
-/// An open connection and the wire spoken on it; dropping it says goodbye as the wire does,
-/// then closes the link.
-pub(super) struct Connected {
-    pub(super) link: Link,
-    pub(super) wire: Box<dyn Wire>,
+/// A protocol spoken over a link; dropping it says goodbye as the protocol does, then closes
+/// the link.
+pub(super) struct OnLink<P: Protocol> {
+    link: Link,
+    protocol: P,
 }
 
-impl Connected {
-    /// Whether the peer closed the connection (or it failed).
-    pub(super) fn closed(&self) -> bool {
-        self.wire.closed(&self.link)
+impl<P: Protocol> OnLink<P> {
+    pub(super) fn connected(link: Link, protocol: P) -> Connected {
+        Box::new(OnLink { link, protocol })
     }
 }
 
-impl Drop for Connected {
+impl<P: Protocol> Wire for OnLink<P> {
+    fn send(
+        &mut self,
+        batches: &[Batch],
+        pos: &mut Position,
+        give_up: GiveUp,
+    ) -> Result<(), Failure> {
+        self.protocol.send(&mut self.link, batches, pos, give_up)
+    }
+
+    fn closed(&self) -> bool {
+        self.protocol.closed(&self.link)
+    }
+}
+
+impl<P: Protocol> Drop for OnLink<P> {
     fn drop(&mut self) {
-        self.wire.close(&mut self.link);
+        self.protocol.close(&mut self.link);
     }
 }
 
@@ -90,7 +122,7 @@ impl From<std::io::Error> for Failure {
 /// Messages as octets on a stream (TCP, TLS, unix-stream), framed by the formatter.
 pub(super) struct Octets;
 
-impl Wire for Octets {
+impl Protocol for Octets {
     fn send(
         &mut self,
         link: &mut Link,
@@ -112,7 +144,7 @@ pub(super) struct Datagrams {
     pub(super) udp: bool,
 }
 
-impl Wire for Datagrams {
+impl Protocol for Datagrams {
     fn send(
         &mut self,
         link: &mut Link,
@@ -203,9 +235,9 @@ pub(super) fn dial(host: &str, port: u16, ty: Type, o: &Dial) -> std::io::Result
     let mut last = std::io::Error::new(ErrorKind::NotFound, "no address of that family");
     for addr in addrs {
         let protocol = if ty == Type::STREAM {
-            Protocol::TCP
+            socket2::Protocol::TCP
         } else {
-            Protocol::UDP
+            socket2::Protocol::UDP
         };
         let sock = Socket::new(Domain::for_address(addr), ty, Some(protocol))?;
         if let Some(size) = o.so_sndbuf {

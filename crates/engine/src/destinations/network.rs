@@ -19,7 +19,7 @@ use super::delivery::Delivery;
 use super::diskq::DiskBufferOptions;
 use super::format::Formatter;
 use super::link::TICK;
-use super::link::{dial, Connected, Datagrams, Dial, Link, Octets, Wire};
+use super::link::{dial, Connected, Datagrams, Dial, Link, Octets, OnLink};
 use super::queue::Batch;
 use super::sender::{Batching, Failback, Pacing, Servers};
 use super::{Destination, Outbox};
@@ -211,20 +211,16 @@ impl Servers for NetworkOptions {
     /// the wire the destination speaks on it (a RELP session opened).
     fn open(&self, i: usize) -> std::io::Result<Connected> {
         let mut link = self.open_tls(i)?;
-        let wire: Box<dyn Wire> = if self.relp {
+        Ok(if self.relp {
             link.sock.set_read_timeout(Some(TICK))?;
-            Box::new(super::relp::open(
-                &mut link,
-                super::link::HANDSHAKE_TIMEOUT,
-            )?)
+            let session = super::relp::open(&mut link, super::link::HANDSHAKE_TIMEOUT)?;
+            OnLink::connected(link, session)
         } else if self.transport.is_stream() {
-            Box::new(Octets)
+            OnLink::connected(link, Octets)
         } else {
-            Box::new(Datagrams {
-                udp: self.transport == Transport::Udp,
-            })
-        };
-        Ok(Connected { link, wire })
+            let udp = self.transport == Transport::Udp;
+            OnLink::connected(link, Datagrams { udp })
+        })
     }
 
     fn name(&self, i: usize) -> String {

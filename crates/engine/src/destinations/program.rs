@@ -8,7 +8,7 @@
 //! `time-reopen()` and the stop's grace of every forwarding destination. A program that keeps
 //! exiting at once is started again after 1 s, doubling up to 60 s, not in a busy loop.
 
-use super::link::{Connected, Failure, GiveUp, Link, Octets, Position, Wire};
+use super::link::{Connected, Failure, GiveUp, Link, Octets, OnLink, Position, Protocol};
 use super::queue::Batch;
 use super::sender::Servers;
 use socket2::{Domain, Socket, Type};
@@ -93,13 +93,11 @@ impl Servers for Program {
         }
         let child = cmd.spawn()?;
         ours.set_write_timeout(Some(super::link::TICK))?;
-        Ok(Connected {
-            link: Link {
-                sock: ours,
-                tls: None,
-            },
-            wire: Box::new(Running { child }),
-        })
+        let link = Link {
+            sock: ours,
+            tls: None,
+        };
+        Ok(OnLink::connected(link, Running { child }))
     }
 
     fn probe(&self, _: usize) -> bool {
@@ -112,7 +110,7 @@ struct Running {
     child: Child,
 }
 
-impl Wire for Running {
+impl Protocol for Running {
     fn send(
         &mut self,
         link: &mut Link,

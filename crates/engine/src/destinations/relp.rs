@@ -9,7 +9,7 @@
 //! first message without one: nothing is lost, and what the server had stored but not yet
 //! acknowledged arrives twice (RELP is at-least-once).
 
-use super::link::{stalled, Failure, GiveUp, Link, Position, Wire, STOP_GRACE};
+use super::link::{stalled, Failure, GiveUp, Link, Position, Protocol, STOP_GRACE};
 use super::queue::Batch;
 use sluice_protocol::relp::{self, Command};
 use std::collections::VecDeque;
@@ -223,7 +223,7 @@ fn send(
     }
 }
 
-impl Wire for Session {
+impl Protocol for Session {
     fn send(
         &mut self,
         link: &mut Link,

@@ -117,7 +117,7 @@ impl Sender {
                 if stopping {
                     return None;
                 }
-                if self.conn.as_ref().is_some_and(Connected::closed) {
+                if self.conn.as_ref().is_some_and(|c| c.closed()) {
                     self.conn = None;
                 }
                 continue;
@@ -189,7 +189,7 @@ impl Sender {
         // Where a server last asked for messages again, and how many times in a row.
         let mut later: Option<(usize, usize, u32)> = None;
         loop {
-            if self.conn.as_ref().is_some_and(Connected::closed) {
+            if self.conn.as_ref().is_some_and(|c| c.closed()) {
                 self.conn = None;
             }
             if self.conn.is_none() && !self.connect(stopping) {
@@ -199,9 +199,7 @@ impl Sender {
             // Asked again at every stall: a stop or a hand-over may come while a write waits.
             let (queue, retire) = (&self.queue, &self.retire);
             let giving_up = || stopping || queue.is_stopping() || retire.load(Ordering::SeqCst);
-            let result = conn
-                .wire
-                .send(&mut conn.link, batches, &mut pos, &giving_up);
+            let result = conn.send(batches, &mut pos, &giving_up);
             let giving_up =
                 stopping || self.queue.is_stopping() || self.retire.load(Ordering::SeqCst);
             match result {
