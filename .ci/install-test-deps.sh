@@ -10,12 +10,17 @@
 #   lintian         checks the Debian package (tests/package.rs)
 #   cargo-deb       builds it (a crate, with `cargo install`)
 #   rsyslog         unpacked under /opt/rsyslog with its TLS and RELP modules (see below)
+#   syslog-ng-mod-rdkafka  its kafka-c() destination, for the Kafka differential test
+#   default-jre-headless, maven  run the Kafka broker, fetched from Maven Central (see below)
 # Idempotent; needs root (or sudo) the first time.
 set -euo pipefail
 need=()
 command -v syslog-ng >/dev/null || need+=(syslog-ng-core)
 [ -e /usr/lib/syslog-ng/3.38/libhttp.so ] || need+=(syslog-ng-mod-http)
 [ -e /usr/lib/syslog-ng/3.38/libsecure-logging.so ] || need+=(syslog-ng-mod-slog)
+[ -e /usr/lib/syslog-ng/3.38/libkafka.so ] || need+=(syslog-ng-mod-rdkafka)
+command -v java >/dev/null || need+=(default-jre-headless)
+command -v mvn >/dev/null || need+=(maven)
 command -v logger >/dev/null || need+=(bsdutils)
 command -v python3 >/dev/null || need+=(python3)
 command -v openssl >/dev/null || need+=(openssl)
@@ -50,3 +55,22 @@ if [ ! -e "$RSYSLOG/usr/lib/x86_64-linux-gnu/rsyslog/omrelp.so" ] || [ ! -e "$RS
   rm -rf "$tmp"
 fi
 LD_LIBRARY_PATH=$RSYSLOG/usr/lib/x86_64-linux-gnu "$RSYSLOG/usr/sbin/rsyslogd" -v | head -1
+
+# A Kafka broker (3.9, KRaft mode: no ZooKeeper) for the kafka-c() tests: its jars from Maven
+# Central into /opt/sluice-test/kafka/lib; tests/common/kafka.rs starts one per test run.
+KAFKA=/opt/sluice-test/kafka
+if [ ! -e "$KAFKA/lib/.done" ]; then
+  echo "fetching the Kafka 3.9.1 broker's jars into $KAFKA/lib"
+  tmp=$(mktemp -d)
+  cat > "$tmp/pom.xml" <<'POM'
+<project><modelVersion>4.0.0</modelVersion><groupId>sluice</groupId><artifactId>kafka-for-tests</artifactId>
+<version>1</version><packaging>pom</packaging><dependencies>
+<dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>3.9.1</version></dependency>
+</dependencies></project>
+POM
+  mkdir -p "$KAFKA/lib"
+  (cd "$tmp" && mvn -q -B dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$KAFKA/lib")
+  rm -rf "$tmp"
+  touch "$KAFKA/lib/.done"
+fi
+ls "$KAFKA/lib" | grep -m1 '^kafka_2.13'

@@ -78,7 +78,7 @@ impl Delivery {
         }
     }
 
-    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "http", feature = "kafka")), allow(dead_code))]
     pub(super) fn workers(&self) -> usize {
         self.workers
     }

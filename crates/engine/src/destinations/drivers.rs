@@ -32,6 +32,8 @@ use std::time::Duration;
 
 #[cfg(feature = "http")]
 mod http;
+#[cfg(feature = "kafka")]
+mod kafka;
 mod logstore;
 
 /// A destination driver: the names it answers to, its options, and how it is made from them.
@@ -171,6 +173,21 @@ pub static DRIVERS: &[DestinationDriver] = &[
         sample: "http(url(\"http://127.0.0.1:9200/_bulk\"))",
         build: http::build,
     },
+    #[cfg(feature = "kafka")]
+    DestinationDriver {
+        names: &["kafka_c"],
+        options: &[
+            DATES,
+            QUEUE,
+            DISK_BUFFER,
+            THREADED,
+            kafka::OPTIONS,
+            kafka::LATER,
+            LATER,
+        ],
+        sample: "kafka-c(bootstrap-servers(\"127.0.0.1:9\") topic(\"logs\"))",
+        build: kafka::build,
+    },
 ];
 
 /// Destination drivers of syslog-ng that sluice does not have yet.
@@ -178,6 +195,7 @@ pub const NOT_YET: &[&str] = &[
     "sql",
     "mongodb",
     "kafka",
+    #[cfg(not(feature = "kafka"))]
     "kafka_c",
     "elasticsearch_http",
     "elasticsearch",
@@ -245,7 +263,7 @@ const FORMAT: &[Declared] = &[
 ];
 
 /// The dates of a destination's templates, read by [`FormatOptions::apply`].
-#[cfg_attr(not(feature = "http"), allow(dead_code))]
+#[cfg_attr(not(any(feature = "http", feature = "kafka")), allow(dead_code))]
 const DATES: &[Declared] = &[
     read("template_escape", "template-escape(yes)"),
     read("ts_format", "ts-format(iso)"),
@@ -256,7 +274,7 @@ const DATES: &[Declared] = &[
 
 /// syslog-ng's options of threaded destinations (`http()`, and those to come): lanes and
 /// batches, read by [`Threaded::read`].
-#[cfg_attr(not(feature = "http"), allow(dead_code))]
+#[cfg_attr(not(any(feature = "http", feature = "kafka")), allow(dead_code))]
 const THREADED: &[Declared] = &[
     read("workers", "workers(2)"),
     read("worker_partition_key", "worker-partition-key(\"$HOST\")"),
@@ -486,7 +504,7 @@ impl Queue {
 }
 
 /// The options of [`THREADED`].
-#[cfg_attr(not(feature = "http"), allow(dead_code))]
+#[cfg_attr(not(any(feature = "http", feature = "kafka")), allow(dead_code))]
 struct Threaded {
     workers: usize,
     partition_key: Option<Template>,
@@ -494,7 +512,7 @@ struct Threaded {
     retries: u32,
 }
 
-#[cfg_attr(not(feature = "http"), allow(dead_code))]
+#[cfg_attr(not(any(feature = "http", feature = "kafka")), allow(dead_code))]
 impl Threaded {
     fn read(o: &mut Options, cx: &DestinationContext) -> Result<Threaded, ConfigError> {
         let number = |o: &mut Options, name| o.last(name).map(Node::u64).transpose();

@@ -109,7 +109,7 @@ pub(super) enum Failure {
     Broken(std::io::Error),
     /// The server answered, and asked for the next `messages` from the position again later
     /// (HTTP 429 or 5xx): `why` says what it answered.
-    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "http", feature = "kafka")), allow(dead_code))]
     Later { why: String, messages: usize },
 }
 

@@ -10,6 +10,8 @@ pub mod file_open;
 pub mod format;
 #[cfg(feature = "http")]
 pub mod http;
+#[cfg(feature = "kafka")]
+pub mod kafka;
 mod link;
 pub mod network;
 mod program;

@@ -1,0 +1,221 @@
+//! The declaration of `kafka-c()` (its runtime is [`crate::destinations::kafka`]):
+//! syslog-ng's options, read into the producers' configuration and the record templates.
+
+use super::super::kafka::{
+    valid_topic, KafkaDestination, KafkaOptions, KafkaQueueing, KafkaTemplates,
+};
+use super::{Built, DestinationContext, FormatOptions, Queue, Threaded};
+use crate::destinations::format::{Format, Formatter};
+use crate::destinations::sender::Pacing;
+use sluice_config::declared::{not_yet, read, Declared, Options};
+use sluice_config::{ConfigError, Node};
+use sluice_model::Template;
+use std::time::Duration;
+
+/// The options of `kafka-c()` itself.
+pub(super) const OPTIONS: &[Declared] = &[
+    read(
+        "bootstrap_servers",
+        "bootstrap-servers(\"127.0.0.1:9092,127.0.0.2:9092\")",
+    ),
+    read("topic", "topic(\"logs-${HOST}\")"),
+    read("key", "key(\"$HOST\")"),
+    read("message", "message(\"$ISODATE $HOST $MSG\")"),
+    read(
+        "config",
+        "config(\"linger.ms\" => \"10\", \"compression.type\" => \"lz4\")",
+    ),
+    read("fallback_topic", "fallback-topic(\"logs\")"),
+    read("sync_send", "sync-send(yes)"),
+    read("poll_timeout", "poll-timeout(100)"),
+];
+
+/// syslog-ng's options of `kafka-c()` that sluice does not have yet.
+pub(super) const LATER: &[Declared] = &[
+    not_yet("flush_timeout_on_shutdown"),
+    not_yet("flush_timeout_on_reload"),
+];
+
+/// syslog-ng's `message()` unless it is given: as its `kafka-c()` has it.
+const DEFAULT_MESSAGE: &str = "$ISODATE $HOST $MSGHDR$MSG";
+
+/// librdkafka properties that are sluice's to set: `bootstrap-servers()` says where, and the
+/// reports are what a sender waits for.
+const OURS: &[&str] = &[
+    "bootstrap.servers",
+    "metadata.broker.list",
+    "dr_msg_cb",
+    "dr_cb",
+];
+
+/// `kafka-c(bootstrap-servers("10.0.0.1:9092") topic("logs"))`.
+pub(super) fn build(
+    node: &Node,
+    o: &mut Options,
+    cx: &DestinationContext,
+) -> Result<Built, ConfigError> {
+    let format = FormatOptions::read_part(o, cx, super::DATES)?;
+    let queue = Queue::read(o, cx.globals)?;
+    let threaded = Threaded::read(o, cx)?;
+    if let Some(v) = node.first_value() {
+        return Err(ConfigError::new(
+            v.pos,
+            "kafka-c() takes its brokers in bootstrap-servers(): kafka-c(bootstrap-servers(\"10.0.0.1:9092\") topic(\"logs\"))",
+        ));
+    }
+    let needed = |name: &str, example: &str| {
+        ConfigError::new(
+            node.pos,
+            format!("kafka-c() needs {name}: kafka-c({example})"),
+        )
+    };
+    let bootstrap_servers = o
+        .last("bootstrap_servers")
+        .map(Node::string)
+        .transpose()?
+        .filter(|s| !s.trim().is_empty())
+        .ok_or_else(|| {
+            needed(
+                "bootstrap-servers()",
+                "bootstrap-servers(\"10.0.0.1:9092\") topic(\"logs\")",
+            )
+        })?;
+    let dates = format.dates.clone();
+    let template = |o: &mut Options, name: &str| -> Result<Option<Formatter>, ConfigError> {
+        let Some(opt) = o.last(name) else {
+            return Ok(None);
+        };
+        let v = opt.value()?;
+        let mut t =
+            Template::compile_in(&v.text, cx.names).map_err(|e| ConfigError::new(v.pos, e))?;
+        t.dates = dates.clone();
+        Ok(Some(Formatter::new(Format::Template(t), false)))
+    };
+    let topic_text = match o.last("topic") {
+        Some(opt) => {
+            let v = opt.value()?;
+            if !v.text.contains('$') && !valid_topic(v.text.as_bytes()) {
+                return Err(ConfigError::new(
+                    v.pos,
+                    format!(
+                        "'{}' is not a Kafka topic name: 1 to 249 of a-z, A-Z, 0-9, '.', '_', '-'",
+                        v.text
+                    ),
+                ));
+            }
+            v.text.clone()
+        }
+        None => {
+            return Err(needed(
+                "topic()",
+                "bootstrap-servers(\"10.0.0.1:9092\") topic(\"logs\")",
+            ))
+        }
+    };
+    let topic = template(o, "topic")?.expect("topic() is there");
+    let key = template(o, "key")?;
+    let message = template(o, "message")?.unwrap_or_else(|| {
+        let mut t = Template::compile_in(DEFAULT_MESSAGE, cx.names).expect("a valid template");
+        t.dates = dates.clone();
+        Formatter::new(Format::Template(t), false)
+    });
+    let mut config = Vec::new();
+    for opt in o.all("config") {
+        config_pairs(opt, &mut config)?;
+    }
+    let fallback_topic = match o.last("fallback_topic") {
+        Some(opt) => {
+            let v = opt.value()?;
+            if !valid_topic(v.text.as_bytes()) {
+                return Err(ConfigError::new(
+                    v.pos,
+                    format!("fallback-topic(\"{}\") is not a Kafka topic name", v.text),
+                ));
+            }
+            Some(v.text.clone())
+        }
+        None => None,
+    };
+    let sync_send = o
+        .last("sync_send")
+        .map(Node::bool)
+        .transpose()?
+        .unwrap_or(false);
+    let poll_timeout = Duration::from_millis(
+        o.last("poll_timeout")
+            .map(Node::u64)
+            .transpose()?
+            .unwrap_or(1000)
+            .max(1),
+    );
+    let partition_key = threaded.partition_key.map(|mut key| {
+        key.dates = format.dates.clone();
+        Formatter::new(Format::Template(key), false)
+    });
+    let opts = KafkaOptions {
+        label: cx.label().into(),
+        bootstrap_servers: bootstrap_servers.clone(),
+        config,
+        fallback_topic,
+        sync_send,
+        poll_timeout,
+    };
+    // librdkafka checks the properties' names and values now: a wrong one is a
+    // configuration error, not a producer that fails at its first message.
+    opts.client_config()
+        .create::<rdkafka::producer::BaseProducer>()
+        .map_err(|e| ConfigError::new(node.pos, format!("kafka-c(): {e}")))?;
+    let disk_buffer = queue.disk_buffer(o, || {
+        let all = format!("{bootstrap_servers},{topic_text}");
+        format!("{}-kafka-{:08x}", cx.name, crc32fast::hash(all.as_bytes()))
+    })?;
+    let pacing = Pacing {
+        time_reopen: queue.time_reopen,
+        failback: None,
+        retries: threaded.retries.max(1),
+        batch: threaded.batch,
+        log_fifo_size: queue.log_fifo_size,
+    };
+    let (component, id) = cx.counted_as(node);
+    let counters = cx
+        .stats
+        .destination(&component, &id, &format!("kafka,{topic_text}"));
+    Ok(std::sync::Arc::new(KafkaDestination::new(
+        KafkaTemplates {
+            topic,
+            key,
+            message,
+            partition_key,
+        },
+        opts,
+        KafkaQueueing {
+            workers: threaded.workers,
+            pacing,
+            disk_buffer,
+        },
+        counters,
+    )))
+}
+
+/// `config("linger.ms" => "10", "compression.type" => "lz4")`: librdkafka properties.
+fn config_pairs(opt: &Node, into: &mut Vec<(String, String)>) -> Result<(), ConfigError> {
+    let words: Vec<&sluice_config::Value> = opt.values().collect();
+    let example = "config(\"linger.ms\" => \"10\", \"compression.type\" => \"lz4\")";
+    if words.is_empty() || words.len() % 3 != 0 {
+        return Err(ConfigError::new(opt.pos, format!("write it as {example}")));
+    }
+    for w in words.chunks(3) {
+        if w[1].text != "=>" {
+            return Err(ConfigError::new(w[1].pos, format!("write it as {example}")));
+        }
+        let name = w[0].text.trim();
+        if OURS.contains(&name) {
+            return Err(ConfigError::new(
+                w[0].pos,
+                format!("{name} is sluice's to set: give the brokers in bootstrap-servers()"),
+            ));
+        }
+        into.push((name.to_string(), w[2].text.clone()));
+    }
+    Ok(())
+}

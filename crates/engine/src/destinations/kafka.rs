@@ -1,0 +1,583 @@
+//! `kafka-c()`: messages as Kafka records, produced through librdkafka (the `rdkafka` crate)
+//! as syslog-ng's `kafka-c()` produces them — a `topic()`, a `key()` and a `message()`
+//! template per record.
+//!
+//! Readers format each message into a record ([`push_record`]: its topic, key and value, one
+//! after another in the batch) and queue it in one of `workers()` lanes; each lane's sender
+//! ([`super::sender`]) holds a [`Producing`] wire: a librdkafka producer of its own, which
+//! keeps its connections to the brokers itself. A wire produces what the sender took, then
+//! polls until every record has its delivery report: delivered, or refused for good (a topic
+//! the broker does not have goes to `fallback-topic()` once; without one, or refused again,
+//! the record is dropped and counted). Only then does the sender drop the batches' Acks, so a
+//! flow-controlled path acknowledges its source once the broker did.
+//!
+//! The producer is idempotent (`enable.idempotence`, hence `acks=all`), and records wait in
+//! librdkafka for as long as the brokers are away (`message.timeout.ms=0`): librdkafka's own
+//! retries never duplicate, and nothing times out into a drop. `config()` passes any other
+//! librdkafka property, and may override these.
+
+use super::delivery::Delivery;
+use super::diskq::DiskBufferOptions;
+use super::format::Formatter;
+use super::link::{stalled, Connected, Failure, GiveUp, Position, Wire, STOP_GRACE};
+use super::queue::Batch;
+use super::sender::{Pacing, Servers};
+use super::{Destination, Outbox};
+use crate::own_log;
+use crate::stats::DestCounters;
+use crate::window::Ack;
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::ClientContext;
+use sluice_model::LogMessage;
+use std::cell::RefCell;
+use std::path::Path;
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What sluice sets unless `config()` says otherwise.
+const DEFAULTS: &[(&str, &str)] = &[
+    ("enable.idempotence", "true"),
+    ("message.timeout.ms", "0"),
+    // Delivery reports carry no copy of the payload back.
+    ("delivery.report.only.error", "false"),
+];
+
+/// The longest topic name Kafka takes.
+const MAX_TOPIC: usize = 249;
+
+/// How often a waiting wire looks at the sender's stop.
+const POLL: Duration = Duration::from_millis(100);
+
+/// The options of a `kafka-c()` destination that its wires share.
+#[derive(Debug)]
+pub struct KafkaOptions {
+    /// How sluice's messages name the destination.
+    pub label: Arc<str>,
+    pub bootstrap_servers: String,
+    /// `config()`: librdkafka properties, over [`DEFAULTS`].
+    pub config: Vec<(String, String)>,
+    /// `fallback-topic()`: where a record goes whose topic the broker refuses.
+    pub fallback_topic: Option<String>,
+    /// `sync-send(yes)`: one record at a time, each waiting for its report.
+    pub sync_send: bool,
+    /// `poll-timeout()`: the longest one poll for delivery reports waits.
+    pub poll_timeout: Duration,
+}
+
+/// Appends one record to `batch`: its topic (a u16 length first), its key (a u32 length, or
+/// `u32::MAX` for none) and its value (the rest, up to the message's end).
+pub fn push_record(batch: &mut Batch, topic: &[u8], key: Option<&[u8]>, value: &[u8]) {
+    let topic = &topic[..topic.len().min(u16::MAX as usize)];
+    batch
+        .data
+        .extend_from_slice(&(topic.len() as u16).to_le_bytes());
+    batch.data.extend_from_slice(topic);
+    match key {
+        Some(k) => {
+            batch
+                .data
+                .extend_from_slice(&(k.len() as u32).to_le_bytes());
+            batch.data.extend_from_slice(k);
+        }
+        None => batch.data.extend_from_slice(&u32::MAX.to_le_bytes()),
+    }
+    batch.data.extend_from_slice(value);
+    batch.end_message();
+}
+
+/// A record as [`push_record`] put it in a batch.
+struct Record<'a> {
+    topic: &'a [u8],
+    key: Option<&'a [u8]>,
+    value: &'a [u8],
+}
+
+impl<'a> Record<'a> {
+    fn read(bytes: &'a [u8]) -> Option<Record<'a>> {
+        let (len, rest) = bytes.split_first_chunk::<2>()?;
+        let (topic, rest) = rest.split_at_checked(u16::from_le_bytes(*len) as usize)?;
+        let (len, rest) = rest.split_first_chunk::<4>()?;
+        let (key, value) = match u32::from_le_bytes(*len) {
+            u32::MAX => (None, rest),
+            n => {
+                let (k, v) = rest.split_at_checked(n as usize)?;
+                (Some(k), v)
+            }
+        };
+        Some(Record { topic, key, value })
+    }
+}
+
+/// Whether Kafka takes `topic` as a topic's name: 1 to 249 of `[a-zA-Z0-9._-]`, not `.` or
+/// `..`.
+pub fn valid_topic(topic: &[u8]) -> bool {
+    !topic.is_empty()
+        && topic.len() <= MAX_TOPIC
+        && topic != b"."
+        && topic != b".."
+        && topic
+            .iter()
+            .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
+}
+
+/// One producer's reports, and what it says of itself.
+struct Reports {
+    label: Arc<str>,
+    /// `(record, outcome)` as delivery reports come: `Err` with the broker's refusal.
+    done: Mutex<Vec<(usize, Result<(), KafkaError>)>>,
+    /// librdkafka said the producer cannot go on (a fatal idempotence error).
+    fatal: AtomicBool,
+    /// The last error said, and when: the same one is said again a minute later at most.
+    said: Mutex<Option<(String, Instant)>>,
+}
+
+impl Reports {
+    fn say(&self, text: String) {
+        let mut said = self.said.lock().expect("said lock");
+        if let Some((last, at)) = &*said {
+            if *last == text && at.elapsed() < Duration::from_secs(60) {
+                return;
+            }
+        }
+        own_log::error(format!("{}: {text}", self.label));
+        *said = Some((text, Instant::now()));
+    }
+}
+
+impl ClientContext for Reports {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, text: &str) {
+        use RDKafkaLogLevel::*;
+        if matches!(level, Emerg | Alert | Critical | Error | Warning) {
+            self.say(format!("librdkafka {fac}: {text}"));
+        }
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        if error.rdkafka_error_code() == Some(RDKafkaErrorCode::Fatal) {
+            self.fatal.store(true, Ordering::SeqCst);
+        }
+        self.say(format!("{error}: {reason}"));
+    }
+}
+
+impl ProducerContext for Reports {
+    type DeliveryOpaque = usize;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, record: usize) {
+        let outcome = match result {
+            Ok(_) => Ok(()),
+            Err((e, _)) => Err(e.clone()),
+        };
+        self.done
+            .lock()
+            .expect("reports lock")
+            .push((record, outcome));
+    }
+}
+
+thread_local! {
+    /// One message's topic and key, as their templates make them.
+    static TOPIC_AND_KEY: RefCell<(Vec<u8>, Vec<u8>)> = RefCell::default();
+}
+
+/// A `kafka-c()` destination: its templates, and the lanes its records go out through.
+pub struct KafkaDestination {
+    topic: Formatter,
+    key: Option<Formatter>,
+    message: Formatter,
+    /// `worker-partition-key()`: messages with the same key go to the same lane, in order.
+    partition_key: Option<Formatter>,
+    counters: DestCounters,
+    delivery: Delivery,
+    next_lane: AtomicUsize,
+}
+
+/// How a `kafka-c()` formats its records.
+pub struct KafkaTemplates {
+    pub topic: Formatter,
+    pub key: Option<Formatter>,
+    pub message: Formatter,
+    pub partition_key: Option<Formatter>,
+}
+
+/// How a `kafka-c()` queues and paces its records.
+pub(super) struct KafkaQueueing {
+    pub(super) workers: usize,
+    pub(super) pacing: Pacing,
+    pub(super) disk_buffer: Option<(DiskBufferOptions, String)>,
+}
+
+impl KafkaDestination {
+    pub(super) fn new(
+        templates: KafkaTemplates,
+        opts: KafkaOptions,
+        queueing: KafkaQueueing,
+        counters: DestCounters,
+    ) -> KafkaDestination {
+        let delivery = Delivery::new(
+            opts.label.clone(),
+            Arc::new(opts),
+            queueing.pacing,
+            counters.clone(),
+            queueing.disk_buffer,
+            queueing.workers,
+        );
+        KafkaDestination {
+            topic: templates.topic,
+            key: templates.key,
+            message: templates.message,
+            partition_key: templates.partition_key,
+            counters,
+            delivery,
+            next_lane: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl Destination for KafkaDestination {
+    fn numbers_local(&self) -> bool {
+        self.message.numbers_local()
+            || self.topic.numbers_local()
+            || self.key.as_ref().is_some_and(Formatter::numbers_local)
+    }
+
+    fn start(
+        &self,
+        state_dir: &Path,
+        previous: Option<&Arc<dyn Destination>>,
+    ) -> std::io::Result<()> {
+        let previous = previous.and_then(|p| p.as_any().downcast_ref::<KafkaDestination>());
+        self.delivery
+            .start(state_dir, previous.map(|p| &p.delivery))
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn deliver(
+        &self,
+        msgs: &[LogMessage],
+        which: &[u32],
+        ack: &Ack,
+        flow_control: bool,
+        outbox: &mut Outbox,
+    ) {
+        self.counters
+            .processed
+            .fetch_add(which.len() as u64, Ordering::Relaxed);
+        let workers = self.delivery.workers();
+        let mut lanes: Vec<Batch> = (0..workers)
+            .map(|_| Batch::new(flow_control.then(|| ack.clone())))
+            .collect();
+        let turn = match &self.partition_key {
+            None if workers > 1 => self.next_lane.fetch_add(1, Ordering::Relaxed) % workers,
+            _ => 0,
+        };
+        let mut value = Vec::new();
+        TOPIC_AND_KEY.with_borrow_mut(|(topic, key)| {
+            for &i in which {
+                let msg = &msgs[i as usize];
+                let lane = match &self.partition_key {
+                    Some(p) if workers > 1 => {
+                        key.clear();
+                        p.append(msg, key);
+                        crc32fast::hash(key) as usize % workers
+                    }
+                    _ => turn,
+                };
+                topic.clear();
+                self.topic.append(msg, topic);
+                key.clear();
+                if let Some(k) = &self.key {
+                    k.append(msg, key);
+                }
+                value.clear();
+                self.message.append(msg, &mut value);
+                let k = self.key.as_ref().map(|_| &key[..]);
+                push_record(&mut lanes[lane], topic, k, &value);
+            }
+        });
+        for (i, batch) in lanes.into_iter().enumerate() {
+            if !batch.is_empty() {
+                let queue = self.delivery.queue(i).clone();
+                outbox.push(move || queue.push(batch));
+            }
+        }
+    }
+
+    fn shutdown(&self) {
+        self.delivery.shutdown();
+    }
+}
+
+/// The one "server" of a `kafka-c()`: the cluster its bootstrap servers lead to.
+impl Servers for KafkaOptions {
+    fn count(&self) -> usize {
+        1
+    }
+
+    fn name(&self, _: usize) -> String {
+        format!("kafka:{}", self.bootstrap_servers)
+    }
+
+    /// Makes a producer; it connects in the background, and its records wait until it has.
+    fn open(&self, _: usize) -> std::io::Result<Connected> {
+        let reports = Reports {
+            label: self.label.clone(),
+            done: Mutex::default(),
+            fatal: AtomicBool::new(false),
+            said: Mutex::default(),
+        };
+        let producer: BaseProducer<Reports> = self
+            .client_config()
+            .create_with_context(reports)
+            .map_err(|e| std::io::Error::other(format!("librdkafka: {e}")))?;
+        Ok(Box::new(Producing {
+            producer,
+            fallback_topic: self.fallback_topic.clone(),
+            sync_send: self.sync_send,
+            poll_timeout: self.poll_timeout,
+        }))
+    }
+
+    fn probe(&self, _: usize) -> bool {
+        false
+    }
+}
+
+impl KafkaOptions {
+    /// librdkafka's configuration: [`DEFAULTS`], then `bootstrap-servers()`, then `config()`.
+    pub fn client_config(&self) -> ClientConfig {
+        let mut c = ClientConfig::new();
+        for (k, v) in DEFAULTS {
+            c.set(*k, *v);
+        }
+        c.set("bootstrap.servers", &self.bootstrap_servers);
+        for (k, v) in &self.config {
+            c.set(k, v);
+        }
+        c
+    }
+}
+
+/// A lane's producer: the wire of a `kafka-c()` sender.
+struct Producing {
+    producer: BaseProducer<Reports>,
+    fallback_topic: Option<String>,
+    sync_send: bool,
+    poll_timeout: Duration,
+}
+
+/// What became of one record of a send.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    /// Not produced yet (`sync-send(yes)`).
+    Unsent,
+    Waiting,
+    /// Produced to `fallback-topic()`, waiting.
+    FallingBack,
+    Delivered,
+    Refused,
+}
+
+impl Wire for Producing {
+    fn send(
+        &mut self,
+        batches: &[Batch],
+        pos: &mut Position,
+        give_up: GiveUp,
+    ) -> Result<(), Failure> {
+        pos.back_to_message_start(batches);
+        let mut records = Vec::new();
+        let mut at = *pos;
+        while at.batch < batches.len() {
+            let b = &batches[at.batch];
+            let i = at.message(batches);
+            records.push(&b.data[b.start(i)..b.ends[i] as usize]);
+            at.skip_messages(batches, 1);
+        }
+        let mut fates = vec![Fate::Unsent; records.len()];
+        let mut waiting = 0;
+        let mut stall = None;
+        for (n, bytes) in records.iter().enumerate() {
+            self.produce(n, bytes, false, &mut fates, give_up, &mut stall)?;
+            waiting += 1;
+            if self.sync_send {
+                self.wait(&records, &mut fates, give_up, &mut stall)?;
+                waiting = 0;
+            }
+        }
+        if waiting > 0 {
+            self.wait(&records, &mut fates, give_up, &mut stall)?;
+        }
+        let refused = fates.iter().filter(|f| **f == Fate::Refused).count();
+        pos.skip_messages(batches, records.len());
+        pos.refused += refused;
+        Ok(())
+    }
+
+    /// A producer goes on through broker failures by itself; only a fatal error ends it.
+    fn closed(&self) -> bool {
+        self.producer.context().fatal.load(Ordering::SeqCst)
+    }
+}
+
+impl Producing {
+    /// Produces record `n` (to `fallback-topic()` when `fallback`), waiting while
+    /// librdkafka's queue is full. A record it refuses at once is decided here.
+    fn produce(
+        &self,
+        n: usize,
+        bytes: &[u8],
+        fallback: bool,
+        fates: &mut [Fate],
+        give_up: GiveUp,
+        stall: &mut Option<Instant>,
+    ) -> Result<(), Failure> {
+        let Some(record) = Record::read(bytes) else {
+            fates[n] = Fate::Refused;
+            self.producer
+                .context()
+                .say("a record in the queue is damaged; dropped".into());
+            return Ok(());
+        };
+        let topic = match (fallback, valid_topic(record.topic)) {
+            (false, true) => std::str::from_utf8(record.topic).expect("topic names are ASCII"),
+            (false, false) if self.fallback_topic.is_some() => {
+                return self.produce(n, bytes, true, fates, give_up, stall);
+            }
+            (false, false) => {
+                fates[n] = Fate::Refused;
+                self.producer.context().say(format!(
+                    "'{}' is not a Kafka topic name and there is no fallback-topic(); dropped",
+                    String::from_utf8_lossy(&record.topic[..record.topic.len().min(100)])
+                ));
+                return Ok(());
+            }
+            (true, _) => self.fallback_topic.as_deref().expect("a fallback topic"),
+        };
+        let mut r = BaseRecord::<[u8], [u8], usize>::with_opaque_to(topic, n).payload(record.value);
+        if let Some(k) = record.key {
+            r = r.key(k);
+        }
+        loop {
+            match self.producer.send(r) {
+                Ok(()) => {
+                    fates[n] = if fallback {
+                        Fate::FallingBack
+                    } else {
+                        Fate::Waiting
+                    };
+                    return Ok(());
+                }
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    r = back;
+                    self.producer.poll(POLL);
+                    stalled(stall, give_up, STOP_GRACE)?;
+                }
+                Err((e, _)) => {
+                    fates[n] = Fate::Refused;
+                    self.producer
+                        .context()
+                        .say(format!("a record was refused ({e}); dropped"));
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Polls until every record produced has its report; a record whose topic the broker
+    /// does not have is produced again to `fallback-topic()`.
+    fn wait(
+        &self,
+        records: &[&[u8]],
+        fates: &mut [Fate],
+        give_up: GiveUp,
+        stall: &mut Option<Instant>,
+    ) -> Result<(), Failure> {
+        let reports = self.producer.context();
+        loop {
+            self.producer.poll(self.poll_timeout.min(POLL));
+            let done = std::mem::take(&mut *reports.done.lock().expect("reports lock"));
+            let progress = !done.is_empty();
+            for (n, outcome) in done {
+                let fell_back = fates[n] == Fate::FallingBack;
+                match outcome {
+                    Ok(()) => fates[n] = Fate::Delivered,
+                    Err(e) if !fell_back && self.fallback_topic.is_some() && topic_refused(&e) => {
+                        self.produce(n, records[n], true, fates, give_up, stall)?;
+                    }
+                    Err(e) => {
+                        fates[n] = Fate::Refused;
+                        reports.say(format!("a record was refused ({e}); dropped"));
+                    }
+                }
+            }
+            if !fates
+                .iter()
+                .any(|f| matches!(f, Fate::Waiting | Fate::FallingBack))
+            {
+                return Ok(());
+            }
+            if progress {
+                *stall = None;
+            } else {
+                stalled(stall, give_up, STOP_GRACE)?;
+            }
+        }
+    }
+}
+
+/// Whether the broker refused a record for its topic (`fallback-topic()` takes it then).
+fn topic_refused(e: &KafkaError) -> bool {
+    matches!(
+        e.rdkafka_error_code(),
+        Some(
+            RDKafkaErrorCode::UnknownTopicOrPartition
+                | RDKafkaErrorCode::UnknownTopic
+                | RDKafkaErrorCode::TopicAuthorizationFailed
+                | RDKafkaErrorCode::InvalidTopic
+        )
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_reads_back_as_it_was_pushed() {
+        let mut b = Batch::new(None);
+        push_record(&mut b, b"logs", Some(b"web1"), b"hello");
+        push_record(&mut b, b"t", None, b"");
+        let r = Record::read(&b.data[..b.ends[0] as usize]).unwrap();
+        assert_eq!(
+            (r.topic, r.key, r.value),
+            (&b"logs"[..], Some(&b"web1"[..]), &b"hello"[..])
+        );
+        let r = Record::read(&b.data[b.ends[0] as usize..]).unwrap();
+        assert_eq!((r.topic, r.key, r.value), (&b"t"[..], None, &b""[..]));
+        assert!(Record::read(&[5, 0, b'a']).is_none());
+    }
+
+    #[test]
+    fn topic_names_are_kafkas() {
+        assert!(valid_topic(b"logs-2026.11_a"));
+        for bad in [
+            &b""[..],
+            b".",
+            b"..",
+            b"a b",
+            b"a/b",
+            b"caf\xc3\xa9",
+            &[b'a'; 250],
+        ] {
+            assert!(!valid_topic(bad), "{bad:?}");
+        }
+    }
+}
