@@ -10,11 +10,13 @@
 //! senders go on with both.
 
 use super::diskq::{DiskBufferOptions, DiskQueue};
-use super::queue::{BatchQueue, Queue};
+use super::queue::{Batch, BatchQueue, Queue};
 use super::sender::{Connection, Pacing, Sender, Servers};
+use super::Outbox;
 use crate::stats::DestCounters;
+use crate::window::Ack;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -37,6 +39,8 @@ pub(super) struct Delivery {
     handed_over: AtomicBool,
     /// Drops said so far, by any of the senders.
     reported_drops: Arc<AtomicU64>,
+    /// The lane of the next delivery without a partition key.
+    next_lane: AtomicUsize,
 }
 
 /// What a lane hands over on a reload: its queue and its connection.
@@ -75,6 +79,43 @@ impl Delivery {
             retire: Arc::default(),
             handed_over: AtomicBool::new(false),
             reported_drops: Arc::default(),
+            next_lane: AtomicUsize::new(0),
+        }
+    }
+
+    /// A batch per lane for one delivery, and the lane of its messages when they have no
+    /// partition key (`keyed` false): one lane a delivery, the next in turn.
+    pub(super) fn batches(
+        &self,
+        ack: &Ack,
+        flow_control: bool,
+        keyed: bool,
+    ) -> (Vec<Batch>, usize) {
+        let batches = (0..self.workers)
+            .map(|_| Batch::new(flow_control.then(|| ack.clone())))
+            .collect();
+        let turn = match keyed {
+            false if self.workers > 1 => {
+                self.next_lane.fetch_add(1, Ordering::Relaxed) % self.workers
+            }
+            _ => 0,
+        };
+        (batches, turn)
+    }
+
+    /// The lane of a message whose `worker-partition-key()` is `key`: the same key, the
+    /// same lane, in order.
+    pub(super) fn lane_of(&self, key: &[u8]) -> usize {
+        crc32fast::hash(key) as usize % self.workers
+    }
+
+    /// Queues each lane's batch that has messages, when the delivery commits.
+    pub(super) fn push(&self, batches: Vec<Batch>, outbox: &mut Outbox) {
+        for (i, batch) in batches.into_iter().enumerate() {
+            if !batch.is_empty() {
+                let queue = self.queue(i).clone();
+                outbox.push(move || queue.push(batch));
+            }
         }
     }
 

@@ -30,7 +30,7 @@ use socket2::Type;
 use std::cell::RefCell;
 use std::io::ErrorKind;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -132,8 +132,6 @@ pub struct HttpDestination {
     partition_key: Option<Formatter>,
     counters: DestCounters,
     delivery: Delivery,
-    /// The lane of the next delivery without a partition key.
-    next_lane: AtomicUsize,
 }
 
 impl HttpDestination {
@@ -166,7 +164,6 @@ impl HttpDestination {
             partition_key,
             counters,
             delivery,
-            next_lane: AtomicUsize::new(0),
         }
     }
 }
@@ -201,22 +198,15 @@ impl Destination for HttpDestination {
         self.counters
             .processed
             .fetch_add(which.len() as u64, Ordering::Relaxed);
-        let workers = self.delivery.workers();
-        let mut lanes: Vec<Batch> = (0..workers)
-            .map(|_| Batch::new(flow_control.then(|| ack.clone())))
-            .collect();
-        // Without a key, a delivery goes to one lane, the next in turn.
-        let turn = match &self.partition_key {
-            None if workers > 1 => self.next_lane.fetch_add(1, Ordering::Relaxed) % workers,
-            _ => 0,
-        };
+        let keyed = self.partition_key.is_some() && self.delivery.workers() > 1;
+        let (mut lanes, turn) = self.delivery.batches(ack, flow_control, keyed);
         for &i in which {
             let msg = &msgs[i as usize];
             let lane = match &self.partition_key {
-                Some(key) if workers > 1 => KEY.with_borrow_mut(|k| {
+                Some(key) if keyed => KEY.with_borrow_mut(|k| {
                     k.clear();
                     key.append(msg, k);
-                    crc32fast::hash(k) as usize % workers
+                    self.delivery.lane_of(k)
                 }),
                 _ => turn,
             };
@@ -224,12 +214,7 @@ impl Destination for HttpDestination {
             self.body.append(msg, &mut batch.data);
             batch.end_message();
         }
-        for (i, batch) in lanes.into_iter().enumerate() {
-            if !batch.is_empty() {
-                let queue = self.delivery.queue(i).clone();
-                outbox.push(move || queue.push(batch));
-            }
-        }
+        self.delivery.push(lanes, outbox);
     }
 
     fn shutdown(&self) {

@@ -33,7 +33,6 @@ use rdkafka::ClientContext;
 use sluice_model::LogMessage;
 use std::cell::RefCell;
 use std::path::Path;
-use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -193,7 +192,6 @@ pub struct KafkaDestination {
     partition_key: Option<Formatter>,
     counters: DestCounters,
     delivery: Delivery,
-    next_lane: AtomicUsize,
 }
 
 /// How a `kafka-c()` formats its records.
@@ -233,7 +231,6 @@ impl KafkaDestination {
             partition_key: templates.partition_key,
             counters,
             delivery,
-            next_lane: AtomicUsize::new(0),
         }
     }
 }
@@ -270,23 +267,17 @@ impl Destination for KafkaDestination {
         self.counters
             .processed
             .fetch_add(which.len() as u64, Ordering::Relaxed);
-        let workers = self.delivery.workers();
-        let mut lanes: Vec<Batch> = (0..workers)
-            .map(|_| Batch::new(flow_control.then(|| ack.clone())))
-            .collect();
-        let turn = match &self.partition_key {
-            None if workers > 1 => self.next_lane.fetch_add(1, Ordering::Relaxed) % workers,
-            _ => 0,
-        };
+        let keyed = self.partition_key.is_some() && self.delivery.workers() > 1;
+        let (mut lanes, turn) = self.delivery.batches(ack, flow_control, keyed);
         let mut value = Vec::new();
         TOPIC_AND_KEY.with_borrow_mut(|(topic, key)| {
             for &i in which {
                 let msg = &msgs[i as usize];
                 let lane = match &self.partition_key {
-                    Some(p) if workers > 1 => {
+                    Some(p) if keyed => {
                         key.clear();
                         p.append(msg, key);
-                        crc32fast::hash(key) as usize % workers
+                        self.delivery.lane_of(key)
                     }
                     _ => turn,
                 };
@@ -302,12 +293,7 @@ impl Destination for KafkaDestination {
                 push_record(&mut lanes[lane], topic, k, &value);
             }
         });
-        for (i, batch) in lanes.into_iter().enumerate() {
-            if !batch.is_empty() {
-                let queue = self.delivery.queue(i).clone();
-                outbox.push(move || queue.push(batch));
-            }
-        }
+        self.delivery.push(lanes, outbox);
     }
 
     fn shutdown(&self) {
