@@ -6,12 +6,14 @@
 #   bsdutils        `logger` (util-linux) for the real-client tests
 #   python3         the SysLogHandler client test
 #   openssl         the CLI that makes the TLS tests' certificates
+#   curl            the OpenSearch tests' client
 #   systemd-journal-remote  writes the journal files the systemd-journal() tests read
 #   lintian         checks the Debian package (tests/package.rs)
 #   cargo-deb       builds it (a crate, with `cargo install`)
 #   rsyslog         unpacked under /opt/rsyslog with its TLS and RELP modules (see below)
 #   syslog-ng-mod-rdkafka  its kafka-c() destination, for the Kafka differential test
-#   default-jre-headless, maven  run the Kafka broker, fetched from Maven Central (see below)
+#   syslog-ng-scl   its elasticsearch-http() (an SCL block over http()), for the differential test
+#   default-jre-headless, maven  run the Kafka broker and OpenSearch, fetched from Maven Central
 # Idempotent; needs root (or sudo) the first time.
 set -euo pipefail
 need=()
@@ -19,11 +21,13 @@ command -v syslog-ng >/dev/null || need+=(syslog-ng-core)
 [ -e /usr/lib/syslog-ng/3.38/libhttp.so ] || need+=(syslog-ng-mod-http)
 [ -e /usr/lib/syslog-ng/3.38/libsecure-logging.so ] || need+=(syslog-ng-mod-slog)
 [ -e /usr/lib/syslog-ng/3.38/libkafka.so ] || need+=(syslog-ng-mod-rdkafka)
+[ -e /usr/share/syslog-ng/include/scl/elasticsearch/elastic-http.conf ] || need+=(syslog-ng-scl)
 command -v java >/dev/null || need+=(default-jre-headless)
 command -v mvn >/dev/null || need+=(maven)
 command -v logger >/dev/null || need+=(bsdutils)
 command -v python3 >/dev/null || need+=(python3)
 command -v openssl >/dev/null || need+=(openssl)
+command -v curl >/dev/null || need+=(curl)
 [ -x /lib/systemd/systemd-journal-remote ] || need+=(systemd-journal-remote)
 command -v lintian >/dev/null || need+=(lintian)
 if [ ${#need[@]} -gt 0 ]; then
@@ -74,3 +78,35 @@ POM
   touch "$KAFKA/lib/.done"
 fi
 ls "$KAFKA/lib" | grep -m1 '^kafka_2.13'
+
+# OpenSearch 2.19 for the elasticsearch-http() and opensearch() tests: the server's jars and its
+# netty transport module from Maven Central under /opt/sluice-test/opensearch/home;
+# tests/common/opensearch.rs starts one node per test run, as user nobody (it refuses root).
+OPENSEARCH=/opt/sluice-test/opensearch/home
+if [ ! -e "$OPENSEARCH/.done" ]; then
+  echo "fetching OpenSearch 2.19.1's jars into $OPENSEARCH"
+  tmp=$(mktemp -d)
+  dep() { echo "<dependency><groupId>$1</groupId><artifactId>$2</artifactId><version>$3</version></dependency>"; }
+  pom() { echo "<project><modelVersion>4.0.0</modelVersion><groupId>sluice</groupId><artifactId>$1</artifactId><version>1</version><packaging>pom</packaging><dependencies>$2</dependencies></project>" > "$tmp/$1/pom.xml"; }
+  mkdir -p "$tmp/core" "$tmp/netty" "$OPENSEARCH/bin" "$OPENSEARCH/lib" "$OPENSEARCH/plugins" "$OPENSEARCH/modules/transport-netty4"
+  pom core "$(dep org.opensearch opensearch 2.19.1)$(dep org.opensearch opensearch-plugin-classloader 2.19.1)$(dep org.apache.logging.log4j log4j-core 2.21.0)"
+  pom netty "$(dep org.opensearch.plugin transport-netty4-client 2.19.1)"
+  (cd "$tmp/core" && mvn -q -B dependency:copy-dependencies -DoutputDirectory="$OPENSEARCH/lib")
+  (cd "$tmp/netty" && mvn -q -B dependency:copy-dependencies -DoutputDirectory="$OPENSEARCH/modules/transport-netty4")
+  printf '%s\n' description=netty4 version=2.19.1 name=transport-netty4 \
+    classname=org.opensearch.transport.Netty4Plugin java.version=11 opensearch.version=2.19.1 \
+    > "$OPENSEARCH/modules/transport-netty4/plugin-descriptor.properties"
+  cat > "$OPENSEARCH/modules/transport-netty4/plugin-security.policy" <<'POLICY'
+grant {
+  permission java.io.FilePermission "/proc/sys/net/core/somaxconn", "read";
+  permission java.net.SocketPermission "*", "accept,connect";
+  permission java.lang.RuntimePermission "*", "setContextClassLoader";
+  permission java.lang.RuntimePermission "getClassLoader";
+  permission java.util.PropertyPermission "sun.nio.ch.bugLevel", "write";
+};
+POLICY
+  chmod -R a+rX /opt/sluice-test
+  rm -rf "$tmp"
+  touch "$OPENSEARCH/.done"
+fi
+ls "$OPENSEARCH/lib" | grep -m1 '^opensearch-2'

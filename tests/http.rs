@@ -7,7 +7,7 @@ mod common;
 
 use common::http::{HttpServer, Request};
 use common::pki::Pki;
-use common::{ctl, free_port, send_tcp, Framing, Running, Server};
+use common::{free_port, send_tcp, stat, Framing, Running, Server};
 use std::time::Duration;
 
 /// A sluice that reads RFC3164 lines on a TCP port and sends them to `destination` (an
@@ -53,15 +53,6 @@ fn sequence(requests: &[Request]) -> Vec<usize> {
 
 fn count(requests: &[Request]) -> usize {
     sequence(requests).len()
-}
-
-/// A counter of `sluice ctl stats`, by the end of its name.
-fn stat(s: &Running, name: &str) -> u64 {
-    let (_, text) = ctl(s, &["stats"]);
-    text.lines()
-        .find(|l| l.rsplit_once(';').is_some_and(|(k, _)| k.ends_with(name)))
-        .and_then(|l| l.rsplit(';').next()?.parse().ok())
-        .unwrap_or_else(|| panic!("no counter {name} in:\n{text}"))
 }
 
 #[test]

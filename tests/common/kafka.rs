@@ -1,14 +1,12 @@
 //! A Kafka broker for the tests of one test binary: Kafka 3.9 in KRaft mode (one node, no
 //! ZooKeeper), its jars fetched from Maven Central by `.ci/install-test-deps.sh`. Started at
 //! the first test that asks, shared by the binary's tests, and killed when the binary exits
-//! (the JVM is a child of a thread that lives as long as the process, with
-//! `PR_SET_PDEATHSIG`). Tests can kill it with SIGKILL and start it again on the same data.
+//! ([`Service`]). Tests can kill it with SIGKILL and start it again on the same data.
 
 use super::free_port;
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use super::service::Service;
+use std::path::Path;
+use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -18,16 +16,10 @@ const LIB: &str = "/opt/sluice-test/kafka/lib";
 pub struct Kafka {
     /// `127.0.0.1:PORT`, for bootstrap-servers().
     pub bootstrap: String,
-    commands: Mutex<mpsc::Sender<(Ask, mpsc::Sender<()>)>>,
+    broker: Service,
     /// Tests that stop the broker run alone: each Kafka test holds this.
     pub turn: Mutex<()>,
     _dir: tempfile::TempDir,
-}
-
-#[derive(Clone, Copy)]
-enum Ask {
-    Start,
-    Kill9,
 }
 
 /// The broker, started if it was not; `None` (said) where its jars are missing and the
@@ -94,43 +86,29 @@ impl Kafka {
             "formatting the broker's storage: {}",
             String::from_utf8_lossy(&formatted.stderr)
         );
-        let (tx, rx) = mpsc::channel::<(Ask, mpsc::Sender<()>)>();
-        let out = dir.path().join("kafka.out");
         let mut broker = java(dir.path());
         broker
             .args(["-Xms512m", "-Xmx512m", "-XX:+UseG1GC", "kafka.Kafka"])
             .arg(&props);
-        std::thread::Builder::new()
-            .name("kafka broker".into())
-            .spawn(move || keep_broker(broker, &out, rx))
-            .unwrap();
         let kafka = Kafka {
             bootstrap: format!("127.0.0.1:{port}"),
-            commands: Mutex::new(tx),
+            broker: Service::new("kafka broker", broker, dir.path().join("kafka.out")),
             turn: Mutex::new(()),
             _dir: dir,
         };
-        kafka.command(Ask::Start);
+        kafka.restart();
         Some(kafka)
-    }
-
-    fn command(&self, c: Ask) {
-        let (done, wait) = mpsc::channel();
-        self.commands.lock().unwrap().send((c, done)).unwrap();
-        wait.recv().unwrap();
-        if let Ask::Start = c {
-            self.wait_ready();
-        }
     }
 
     /// `kill -9` of the broker.
     pub fn kill_9(&self) {
-        self.command(Ask::Kill9);
+        self.broker.kill_9();
     }
 
-    /// Starts the broker again on its data, and waits until it answers.
+    /// Starts the broker (again, on its data), and waits until it answers.
     pub fn restart(&self) {
-        self.command(Ask::Start);
+        self.broker.start();
+        self.wait_ready();
     }
 
     /// Waits until the broker lists itself in its metadata.
@@ -220,47 +198,5 @@ impl Kafka {
             }
         }
         got
-    }
-}
-
-/// The broker's thread: starts and kills it as asked; the broker dies with this thread, at
-/// the process's exit.
-fn keep_broker(
-    mut broker: Command,
-    out: &PathBuf,
-    commands: mpsc::Receiver<(Ask, mpsc::Sender<()>)>,
-) {
-    let mut child: Option<Child> = None;
-    while let Ok((c, done)) = commands.recv() {
-        match c {
-            Ask::Start => {
-                let log = std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(out)
-                    .unwrap();
-                // SAFETY: prctl(2) in the child before exec, async-signal-safe.
-                let cmd = unsafe {
-                    broker.pre_exec(|| {
-                        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                        Ok(())
-                    })
-                };
-                child = Some(
-                    cmd.stdin(Stdio::null())
-                        .stdout(log.try_clone().unwrap())
-                        .stderr(log)
-                        .spawn()
-                        .unwrap(),
-                );
-            }
-            Ask::Kill9 => {
-                if let Some(mut c) = child.take() {
-                    let _ = c.kill();
-                    let _ = c.wait();
-                }
-            }
-        }
-        let _ = done.send(());
     }
 }

@@ -4,7 +4,9 @@
 
 pub mod http;
 pub mod kafka;
+pub mod opensearch;
 pub mod pki;
+pub mod service;
 pub mod tsa;
 
 use std::collections::BTreeMap;
@@ -720,6 +722,15 @@ pub fn ctl(server: &Running, args: &[&str]) -> (bool, String) {
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     (out.status.success(), text)
+}
+
+/// A counter of `sluice ctl stats`, by the end of its name.
+pub fn stat(s: &Running, name: &str) -> u64 {
+    let (_, text) = ctl(s, &["stats"]);
+    text.lines()
+        .find(|l| l.rsplit_once(';').is_some_and(|(k, _)| k.ends_with(name)))
+        .and_then(|l| l.rsplit(';').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no counter {name} in:\n{text}"))
 }
 
 /// The receiving end of a relay: a sluice with a syslog() source on `port` writing every

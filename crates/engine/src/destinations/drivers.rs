@@ -31,6 +31,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 #[cfg(feature = "http")]
+mod elasticsearch;
+#[cfg(feature = "http")]
 mod http;
 #[cfg(feature = "kafka")]
 mod kafka;
@@ -173,6 +175,22 @@ pub static DRIVERS: &[DestinationDriver] = &[
         sample: "http(url(\"http://127.0.0.1:9200/_bulk\"))",
         build: http::build,
     },
+    #[cfg(feature = "http")]
+    DestinationDriver {
+        names: &["elasticsearch_http", "opensearch"],
+        options: &[
+            DATES,
+            QUEUE,
+            DISK_BUFFER,
+            THREADED,
+            elasticsearch::HTTP_OPTIONS,
+            elasticsearch::OPTIONS,
+            http::LATER,
+            LATER,
+        ],
+        sample: "elasticsearch-http(url(\"http://127.0.0.1:9200/_bulk\") index(\"logs\"))",
+        build: elasticsearch::build,
+    },
     #[cfg(feature = "kafka")]
     DestinationDriver {
         names: &["kafka_c"],
@@ -197,8 +215,10 @@ pub const NOT_YET: &[&str] = &[
     "kafka",
     #[cfg(not(feature = "kafka"))]
     "kafka_c",
-    "elasticsearch_http",
     "elasticsearch",
+    #[cfg(not(feature = "http"))]
+    "elasticsearch_http",
+    #[cfg(not(feature = "http"))]
     "opensearch",
     #[cfg(not(feature = "http"))]
     "http",

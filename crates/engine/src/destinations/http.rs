@@ -13,6 +13,7 @@
 //! Responses are read with `httparse`; bodies by `Content-Length`, chunked, or to the end of
 //! the connection. A server's answer never picks anything but the fate of its request.
 
+use super::bulk;
 use super::delivery::Delivery;
 use super::diskq::DiskBufferOptions;
 use super::format::Formatter;
@@ -98,6 +99,9 @@ pub struct Requests {
     pub timeout: Option<Duration>,
     /// `response-action()`: what a status means where it differs from [`Action::of`].
     pub actions: Vec<(u16, Action)>,
+    /// The server speaks Elasticsearch's `_bulk`: a successful answer says what became of
+    /// each message ([`super::bulk`]).
+    pub bulk: bool,
 }
 
 impl Requests {
@@ -246,6 +250,7 @@ impl Servers for HttpOptions {
             target: i,
             input: Vec::new(),
             server_closes: false,
+            partial: None,
         };
         Ok(OnLink::connected(link, exchange))
     }
@@ -265,12 +270,23 @@ struct Exchange {
     input: Vec<u8>,
     /// The server said it closes the connection after its answer.
     server_closes: bool,
+    /// The `_bulk` request at the position, where the server took some of its messages.
+    partial: Option<Partial>,
 }
 
-/// A server's answer: its status, and the start of what it said.
+/// A server's answer: its status and its body.
 struct Answer {
     status: u16,
-    text: String,
+    body: Vec<u8>,
+}
+
+/// A `_bulk` request the server took in part: where it starts, and which of its messages are
+/// settled (taken, or refused for good). Sent again, it carries only the others. A wire keeps
+/// it while its connection lasts: after a reconnection the whole request goes again, and a
+/// document taken the first time is indexed twice (once, under a `custom-id()`).
+struct Partial {
+    at: (usize, usize),
+    settled: Vec<bool>,
 }
 
 impl Protocol for Exchange {
@@ -286,7 +302,12 @@ impl Protocol for Exchange {
         let mut body: Vec<u8> = Vec::new();
         pos.advance(batches, 0);
         while pos.batch < batches.len() {
-            let (after, messages) = self.body(batches, *pos, &mut body);
+            let settled = self
+                .partial
+                .take()
+                .filter(|p| p.at == (pos.batch, pos.byte))
+                .map(|p| p.settled);
+            let (after, messages) = self.body(batches, *pos, settled.as_deref(), &mut body);
             request.clear();
             request.extend_from_slice(&r.targets[self.target].head);
             request.extend_from_slice(b"Content-Length: ");
@@ -295,23 +316,45 @@ impl Protocol for Exchange {
             link.write_all(&request, give_up)?;
             link.write_all(&body, give_up)?;
             let answer = self.answer(link, give_up)?;
-            let why = || format!("HTTP {}{}", answer.status, quoted(&answer.text));
+            let why = || format!("HTTP {}{}", answer.status, quoted(&answer.body));
+            let unsettled = settled
+                .as_ref()
+                .map_or(messages, |s| s.iter().filter(|d| !**d).count());
             match r.action(answer.status) {
+                Action::Success if r.bulk => {
+                    let settled = settled.unwrap_or_else(|| vec![false; messages]);
+                    match self.documents(&answer.body, settled, pos) {
+                        // Past the request, with the refusals counted.
+                        Ok(()) => (pos.batch, pos.byte) = (after.batch, after.byte),
+                        Err((why, again)) => {
+                            return Err(Failure::Later {
+                                why,
+                                messages,
+                                again,
+                            })
+                        }
+                    }
+                }
                 Action::Success => *pos = after,
                 Action::Drop => {
                     own_log::error(format!(
-                        "{} refused {messages} messages for good: {}; dropped",
+                        "{} refused {unsettled} messages for good: {}; dropped",
                         r.targets[self.target].url,
                         why()
                     ));
                     *pos = after;
-                    pos.refused += messages;
+                    pos.refused += unsettled;
                 }
                 Action::Retry => {
+                    self.partial = settled.map(|settled| Partial {
+                        at: (pos.batch, pos.byte),
+                        settled,
+                    });
                     return Err(Failure::Later {
                         why: why(),
                         messages,
-                    })
+                        again: unsettled,
+                    });
                 }
                 Action::Disconnect => {
                     self.server_closes = true;
@@ -332,35 +375,115 @@ impl Protocol for Exchange {
 
 impl Exchange {
     /// The body of the request that starts at `pos`: the prefix, as many messages as a
-    /// request takes joined by the delimiter, the suffix. Returns where the request ends
-    /// and how many messages it carries.
-    fn body(&self, batches: &[Batch], mut pos: Position, body: &mut Vec<u8>) -> (Position, usize) {
+    /// request takes joined by the delimiter, the suffix; of a request sent before, its
+    /// messages not `settled`. Returns where the request ends and how many messages it spans.
+    fn body(
+        &self,
+        batches: &[Batch],
+        mut pos: Position,
+        settled: Option<&[bool]>,
+        body: &mut Vec<u8>,
+    ) -> (Position, usize) {
         let r = &self.requests;
         // Without batch-lines() and batch-bytes(), one message a request.
         let single = r.batch.lines == 0 && r.batch.bytes == 0;
         body.clear();
         body.extend_from_slice(&r.body_prefix);
         let mut messages = 0;
+        let mut written = false;
         while pos.batch < batches.len() {
             let b = &batches[pos.batch];
             let i = pos.message(batches);
             let message = &b.data[pos.byte..b.ends[i] as usize];
-            if messages > 0 {
-                let bytes = body.len() + r.delimiter.len() + message.len() + r.body_suffix.len();
-                if single
-                    || (r.batch.lines > 0 && messages >= r.batch.lines)
-                    || (r.batch.bytes > 0 && bytes > r.batch.bytes)
-                {
-                    break;
+            match settled {
+                Some(settled) if messages == settled.len() => break,
+                Some(settled) if settled[messages] => {
+                    messages += 1;
+                    pos.skip_messages(batches, 1);
+                    continue;
                 }
+                Some(_) => {}
+                None if messages > 0 => {
+                    let bytes =
+                        body.len() + r.delimiter.len() + message.len() + r.body_suffix.len();
+                    if single
+                        || (r.batch.lines > 0 && messages >= r.batch.lines)
+                        || (r.batch.bytes > 0 && bytes > r.batch.bytes)
+                    {
+                        break;
+                    }
+                }
+                None => {}
+            }
+            if written {
                 body.extend_from_slice(&r.delimiter);
             }
             body.extend_from_slice(message);
+            written = true;
             messages += 1;
             pos.skip_messages(batches, 1);
         }
         body.extend_from_slice(&r.body_suffix);
         (pos, messages)
+    }
+
+    /// Reads what a `_bulk` answer says of each message not `settled` before: those refused
+    /// for good are counted in `pos` and said; those asked for again are kept as a
+    /// [`Partial`] and make the error, which says why and how many they are.
+    fn documents(
+        &mut self,
+        answer: &[u8],
+        mut settled: Vec<bool>,
+        pos: &mut Position,
+    ) -> Result<(), (String, usize)> {
+        let url = &self.requests.targets[self.target].url;
+        let sent: Vec<usize> = (0..settled.len()).filter(|&i| !settled[i]).collect();
+        let outcomes = match bulk::outcomes(answer, sent.len()) {
+            Ok(outcomes) => outcomes,
+            Err(why) => {
+                self.partial = Some(Partial {
+                    at: (pos.batch, pos.byte),
+                    settled,
+                });
+                let again = sent.len();
+                return Err((format!("HTTP 200 with {why}"), again));
+            }
+        };
+        let (mut refused, mut later) = (0, 0);
+        let (mut first_refusal, mut first_later) = (None, None);
+        for (&i, outcome) in sent.iter().zip(outcomes) {
+            match outcome {
+                bulk::Outcome::Taken => settled[i] = true,
+                bulk::Outcome::Refused(status, why) => {
+                    settled[i] = true;
+                    refused += 1;
+                    first_refusal.get_or_insert((status, why));
+                }
+                bulk::Outcome::Later(status) => {
+                    later += 1;
+                    first_later.get_or_insert(status);
+                }
+            }
+        }
+        if let Some((status, why)) = first_refusal {
+            own_log::error(format!(
+                "{url} refused {refused} of {} documents for good (the first: HTTP {status}: {}); dropped",
+                sent.len(),
+                quoted_line(&why)
+            ));
+            pos.refused += refused;
+        }
+        match first_later {
+            None => Ok(()),
+            Some(status) => {
+                self.partial = Some(Partial {
+                    at: (pos.batch, pos.byte),
+                    settled,
+                });
+                let why = format!("HTTP {status} for {later} of {} documents", sent.len());
+                Err((why, later))
+            }
+        }
     }
 
     /// Reads the answer to the request just sent. A server that says nothing for
@@ -374,7 +497,7 @@ impl Exchange {
                 Parsed::Whole {
                     status,
                     used,
-                    text,
+                    body,
                     closes,
                 } => {
                     self.input.drain(..used);
@@ -383,13 +506,13 @@ impl Exchange {
                     if (100..200).contains(&status) {
                         continue;
                     }
-                    return Ok(Answer { status, text });
+                    return Ok(Answer { status, body });
                 }
                 Parsed::ToTheEnd { status, head } if self.server_closes_now(link)? => {
-                    let text = String::from_utf8_lossy(&self.input[head..]).into_owned();
+                    let body = self.input[head..].to_vec();
                     self.input.clear();
                     self.server_closes = true;
-                    return Ok(Answer { status, text });
+                    return Ok(Answer { status, body });
                 }
                 Parsed::ToTheEnd { .. } | Parsed::Partial => {}
             }
@@ -453,7 +576,7 @@ enum Parsed {
     Whole {
         status: u16,
         used: usize,
-        text: String,
+        body: Vec<u8>,
         closes: bool,
     },
     /// An answer whose body runs to the end of the connection, from `head` on.
@@ -497,7 +620,7 @@ fn parse(input: &[u8]) -> std::io::Result<Parsed> {
     let whole = |used: usize, body: &[u8]| Parsed::Whole {
         status,
         used,
-        text: String::from_utf8_lossy(&body[..body.len().min(QUOTED * 4)]).into_owned(),
+        body: body.to_vec(),
         closes,
     };
     if chunked {
@@ -523,9 +646,7 @@ fn parse(input: &[u8]) -> std::io::Result<Parsed> {
             if input.len() < start + size + 2 {
                 return Ok(Parsed::Partial);
             }
-            if body.len() < QUOTED * 4 {
-                body.extend_from_slice(&input[start..start + size]);
-            }
+            body.extend_from_slice(&input[start..start + size]);
             at = start + size + 2;
         }
     }
@@ -537,18 +658,25 @@ fn parse(input: &[u8]) -> std::io::Result<Parsed> {
 }
 
 /// `: what the server said`, shortened, on one line; nothing when it said nothing.
-fn quoted(text: &str) -> String {
-    let line: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .take(QUOTED)
-        .collect();
-    let line = line.trim();
+fn quoted(body: &[u8]) -> String {
+    let line = quoted_line(&String::from_utf8_lossy(
+        &body[..body.len().min(QUOTED * 4)],
+    ));
     if line.is_empty() {
         String::new()
     } else {
         format!(": {line}")
     }
+}
+
+/// `text` shortened, on one line.
+fn quoted_line(text: &str) -> String {
+    let line: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(QUOTED)
+        .collect();
+    line.trim().to_string()
 }
 
 #[cfg(test)]
@@ -560,9 +688,9 @@ mod tests {
             Parsed::Whole {
                 status,
                 used,
-                text,
+                body,
                 closes,
-            } => (status, used, text, closes),
+            } => (status, used, String::from_utf8(body).unwrap(), closes),
             Parsed::Partial => panic!("partial"),
             Parsed::ToTheEnd { .. } => panic!("to the end"),
         }
@@ -604,6 +732,7 @@ mod tests {
             batch: Batching::default(),
             timeout: None,
             actions: vec![(404, Action::Retry), (500, Action::Drop)],
+            bulk: false,
         };
         let seen: Vec<Action> = [200, 204, 301, 400, 404, 408, 429, 500, 503, 999]
             .iter()
@@ -637,17 +766,19 @@ mod tests {
                 },
                 timeout: None,
                 actions: Vec::new(),
+                bulk: false,
             }),
             target: 0,
             input: Vec::new(),
             server_closes: false,
+            partial: None,
         };
         let requests = |e: Exchange| {
             let mut pos = Position::default();
             let mut out = Vec::new();
             let mut body = Vec::new();
             while pos.batch < batches.len() {
-                let (after, n) = e.body(&batches, pos, &mut body);
+                let (after, n) = e.body(&batches, pos, None, &mut body);
                 out.push((String::from_utf8(body.clone()).unwrap(), n));
                 pos = after;
             }
@@ -671,5 +802,72 @@ mod tests {
             requests(exchange(0, 2)),
             [s("[aa]", 1), s("[bbb]", 1), s("[c]", 1), s("[dddd]", 1)]
         );
+    }
+
+    #[test]
+    fn a_bulk_request_taken_in_part_is_sent_again_without_what_was_settled() {
+        let mut batch = Batch::new(None);
+        for m in ["a", "b", "c", "d"] {
+            batch.data.extend_from_slice(m.as_bytes());
+            batch.end_message();
+        }
+        let batches = [batch];
+        let mut e = Exchange {
+            requests: Arc::new(Requests {
+                targets: vec![Target {
+                    url: "http://127.0.0.1:9200/_bulk".into(),
+                    host: "127.0.0.1".into(),
+                    port: 9200,
+                    tls: false,
+                    head: Vec::new(),
+                }],
+                body_prefix: Vec::new(),
+                body_suffix: b"\n".to_vec(),
+                delimiter: b"\n".to_vec(),
+                batch: Batching {
+                    lines: 100,
+                    bytes: 0,
+                    timeout: Duration::ZERO,
+                },
+                timeout: None,
+                actions: Vec::new(),
+                bulk: true,
+            }),
+            target: 0,
+            input: Vec::new(),
+            server_closes: false,
+            partial: None,
+        };
+        let mut pos = Position::default();
+        let mut body = Vec::new();
+        let (after, n) = e.body(&batches, pos, None, &mut body);
+        assert_eq!((body.as_slice(), n), (&b"a\nb\nc\nd\n"[..], 4));
+        // a taken, b refused for good, c and d asked for again.
+        let answer = br#"{"errors":true,"items":[{"index":{"status":201}},
+            {"index":{"status":400,"error":{"type":"mapper_parsing_exception"}}},
+            {"index":{"status":429}},{"index":{"status":503}}]}"#;
+        let (why, again) = e.documents(answer, vec![false; 4], &mut pos).unwrap_err();
+        assert_eq!(
+            (why.as_str(), again, pos.refused),
+            ("HTTP 429 for 2 of 4 documents", 2, 1)
+        );
+        // Sent again: c and d alone, over the same span.
+        let settled = e.partial.take().map(|p| p.settled).unwrap();
+        let (again_after, n) = e.body(&batches, pos, Some(&settled), &mut body);
+        assert_eq!((body.as_slice(), n), (&b"c\nd\n"[..], 4));
+        assert_eq!(
+            (again_after.batch, again_after.byte),
+            (after.batch, after.byte)
+        );
+        // d taken now, c again later; then c.
+        let answer =
+            br#"{"errors":true,"items":[{"index":{"status":429}},{"index":{"status":201}}]}"#;
+        assert_eq!(e.documents(answer, settled, &mut pos).unwrap_err().1, 1);
+        let settled = e.partial.take().map(|p| p.settled).unwrap();
+        e.body(&batches, pos, Some(&settled), &mut body);
+        assert_eq!(body, b"c\n");
+        let answer = br#"{"took":1,"errors":false,"items":[{"index":{"status":201}}]}"#;
+        assert!(e.documents(answer, settled, &mut pos).is_ok());
+        assert_eq!(pos.refused, 1);
     }
 }

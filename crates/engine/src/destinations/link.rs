@@ -107,10 +107,15 @@ impl<P: Protocol> Drop for OnLink<P> {
 pub(super) enum Failure {
     /// The connection broke (or the peer stalled past the grace): reconnect, send again.
     Broken(std::io::Error),
-    /// The server answered, and asked for the next `messages` from the position again later
-    /// (HTTP 429 or 5xx): `why` says what it answered.
-    #[cfg_attr(not(any(feature = "http", feature = "kafka")), allow(dead_code))]
-    Later { why: String, messages: usize },
+    /// The server answered, and asked for `again` of the next `messages` from the position
+    /// later (HTTP 429 or 5xx; a `_bulk` answer for some of its documents): `why` says what it
+    /// answered. Given up on, the `messages` are passed and the `again` counted as dropped.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    Later {
+        why: String,
+        messages: usize,
+        again: usize,
+    },
 }
 
 impl From<std::io::Error> for Failure {

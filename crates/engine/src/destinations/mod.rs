@@ -2,6 +2,8 @@
 //! caller's (the reader's) thread and leaves in an [`Outbox`] the operations that queue the
 //! bytes with a writer of its own; the writer holds the batch's [`Ack`] until they are written.
 
+#[cfg(feature = "http")]
+mod bulk;
 mod delivery;
 pub mod diskq;
 pub mod drivers;

@@ -204,7 +204,11 @@ impl Sender {
                 stopping || self.queue.is_stopping() || self.retire.load(Ordering::SeqCst);
             match result {
                 Ok(()) => return Some(pos.refused),
-                Err(Failure::Later { why, messages }) => {
+                Err(Failure::Later {
+                    why,
+                    messages,
+                    again,
+                }) => {
                     let tries = match later {
                         Some((batch, byte, n)) if (batch, byte) == (pos.batch, pos.byte) => n + 1,
                         _ => 1,
@@ -213,18 +217,18 @@ impl Sender {
                     let server = self.servers.name(self.server);
                     if tries >= self.pacing.retries {
                         own_log::error(format!(
-                            "{}: {server} answered {why} to {messages} messages {tries} times; dropping them (retries({}))",
+                            "{}: {server} answered {why} to {again} messages {tries} times; dropping them (retries({}))",
                             self.label, self.pacing.retries
                         ));
                         pos.skip_messages(batches, messages);
-                        pos.refused += messages;
+                        pos.refused += again;
                         continue;
                     }
                     // Sooner for the first tries, at most time-reopen() apart.
                     let wait = (Duration::from_millis(100) * (1 << tries.min(16)))
                         .min(self.pacing.time_reopen);
                     own_log::warning(format!(
-                        "{}: {server} answered {why}; sending {messages} messages again in {:.1}s",
+                        "{}: {server} answered {why}; sending {again} messages again in {:.1}s",
                         self.label,
                         wait.as_secs_f64()
                     ));

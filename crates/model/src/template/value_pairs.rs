@@ -7,7 +7,7 @@
 //!   `PROGRAM`, `SOURCE`, `HOST_FROM`, `LEGACY_MSGHDR`, parsed pairs…), `dot-nv-pairs`,
 //!   `all-nv-pairs`, `rfc3164` (`FACILITY PRIORITY HOST PROGRAM PID MESSAGE DATE`), `rfc5424`
 //!   (those, `MSGID` and `.SDATA.*`), `selected-macros` (the rfc3164 set, `TAGS SOURCEIP
-//!   SEQNUM`), `all-macros`, `sdata`, `everything`.
+//!   SEQNUM`), `all-macros`, `sdata`, `everything`; `none` adds nothing.
 //! - `--key GLOB` includes and `--exclude GLOB` excludes names, the last pattern that matches a
 //!   name deciding; a key also brings in macros of that name. A bare argument is a key, or a
 //!   pair when it holds `=`.
@@ -174,6 +174,7 @@ impl ValuePairs {
                             "selected-macros" => SELECTED_MACROS,
                             "sdata" => SDATA,
                             "everything" => 0x7f,
+                            "none" => 0,
                             other => return Err(format!("$({function}) unknown scope {other}")),
                         }
                     }

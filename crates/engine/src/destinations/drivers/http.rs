@@ -61,17 +61,60 @@ pub(super) fn build(
     o: &mut Options,
     cx: &DestinationContext,
 ) -> Result<Built, ConfigError> {
-    let format = FormatOptions::read_part(o, cx, super::DATES)?;
-    let queue = Queue::read(o, cx.globals)?;
-    let threaded = Threaded::read(o, cx)?;
-    if let Some(v) = node.first_value() {
-        return Err(ConfigError::new(
-            v.pos,
-            "http() takes its server in url(): http(url(\"http://10.0.0.1:8080/logs\"))",
-        ));
-    }
     let text = |o: &mut Options, name| o.last(name).map(Node::string).transpose();
-    let method = match o.last("method") {
+    let body = match o.last("body") {
+        Some(opt) => {
+            let v = opt.value()?;
+            Template::compile_in(&v.text, cx.names).map_err(|e| ConfigError::new(v.pos, e))?
+        }
+        None => Template::compile_in("$MSG", cx.names).expect("a valid template"),
+    };
+    let kind = Kind {
+        driver: "http",
+        example: "http(url(\"http://10.0.0.1:8080/logs\"))",
+        method: method(o)?,
+        headers: &[],
+        body,
+        body_prefix: text(o, "body_prefix")?.unwrap_or_default(),
+        body_suffix: text(o, "body_suffix")?.unwrap_or_default(),
+        delimiter: text(o, "delimiter")?.unwrap_or_else(|| "\n".into()),
+        bulk: false,
+        defaults: Defaults::default(),
+    };
+    requests(node, o, cx, kind)
+}
+
+/// What a driver that speaks HTTP says where `http()` lets the configuration say.
+pub(super) struct Kind {
+    /// Its name, for its errors: `http`.
+    pub driver: &'static str,
+    /// A configuration of it, for its errors.
+    pub example: &'static str,
+    pub method: &'static str,
+    /// The headers it sends unless `headers()` names them.
+    pub headers: &'static [(&'static str, &'static str)],
+    /// A message's part of a request.
+    pub body: Template,
+    pub body_prefix: String,
+    pub body_suffix: String,
+    pub delimiter: String,
+    /// Its server answers for each message, as Elasticsearch's `_bulk` does.
+    pub bulk: bool,
+    pub defaults: Defaults,
+}
+
+/// The options of a driver that are syslog-ng's defaults for it unless given.
+#[derive(Default)]
+pub(super) struct Defaults {
+    pub workers: Option<usize>,
+    pub batch_lines: Option<usize>,
+    /// `timeout()`, in seconds.
+    pub timeout: Option<u64>,
+}
+
+/// `method("PUT")`.
+fn method(o: &mut Options) -> Result<&'static str, ConfigError> {
+    Ok(match o.last("method") {
         None => "POST",
         Some(opt) => {
             let v = opt.value()?;
@@ -89,7 +132,36 @@ pub(super) fn build(
                 }
             }
         }
-    };
+    })
+}
+
+/// Builds a destination of HTTP requests: `kind` and what every such driver reads (the
+/// servers, their headers and credentials, TLS, batches and workers).
+pub(super) fn requests(
+    node: &Node,
+    o: &mut Options,
+    cx: &DestinationContext,
+    kind: Kind,
+) -> Result<Built, ConfigError> {
+    let format = FormatOptions::read_part(o, cx, super::DATES)?;
+    let queue = Queue::read(o, cx.globals)?;
+    let mut threaded = Threaded::read(o, cx)?;
+    let given = |o: &mut Options, name| o.last(name).is_some();
+    if let (Some(workers), false) = (kind.defaults.workers, given(o, "workers")) {
+        threaded.workers = workers;
+    }
+    if let (Some(lines), false) = (kind.defaults.batch_lines, given(o, "batch_lines")) {
+        threaded.batch.lines = lines;
+    }
+    let driver = kind.driver;
+    if let Some(v) = node.first_value() {
+        return Err(ConfigError::new(
+            v.pos,
+            format!("{driver}() takes its server in url(): {}", kind.example),
+        ));
+    }
+    let method = kind.method;
+    let text = |o: &mut Options, name| o.last(name).map(Node::string).transpose();
     // What every request carries, whatever its server.
     let mut common = String::new();
     let agent =
@@ -113,6 +185,7 @@ pub(super) fn build(
             ))
         }
     }
+    let mut named = Vec::new();
     for opt in o.all("headers") {
         for v in opt.values() {
             let (name, value) = v.text.split_once(':').ok_or_else(|| {
@@ -144,13 +217,19 @@ pub(super) fn build(
                 "{}: {value}\r\n",
                 v.text.split_once(':').expect("split").0.trim()
             ));
+            named.push(name);
+        }
+    }
+    for (name, value) in kind.headers {
+        if !named.iter().any(|n| n.as_str().eq_ignore_ascii_case(name)) {
+            common.push_str(&format!("{name}: {value}\r\n"));
         }
     }
     let urls: Vec<&sluice_config::Value> = o.all("url").flat_map(|n| n.values()).collect();
     if urls.is_empty() {
         return Err(ConfigError::new(
             node.pos,
-            "http() needs url(): http(url(\"http://10.0.0.1:8080/logs\"))",
+            format!("{driver}() needs url(): {}", kind.example),
         ));
     }
     let mut targets = Vec::new();
@@ -177,16 +256,9 @@ pub(super) fn build(
     for opt in o.all("response_action") {
         response_actions(opt, &mut actions)?;
     }
-    let body = match o.last("body") {
-        Some(opt) => {
-            let v = opt.value()?;
-            Template::compile_in(&v.text, cx.names).map_err(|e| ConfigError::new(v.pos, e))?
-        }
-        None => Template::compile_in("$MSG", cx.names).expect("a valid template"),
-    };
     let dates = format.dates.clone();
     let mut format = format;
-    format.template = Some(body);
+    format.template = Some(kind.body);
     let body = format.formatter(Format::Proto(dates.clone()));
     let partition_key = threaded.partition_key.map(|mut key| {
         key.dates = dates;
@@ -194,24 +266,28 @@ pub(super) fn build(
     });
     let requests = Requests {
         targets,
-        body_prefix: text(o, "body_prefix")?.unwrap_or_default().into_bytes(),
-        body_suffix: text(o, "body_suffix")?.unwrap_or_default().into_bytes(),
-        delimiter: text(o, "delimiter")?
-            .unwrap_or_else(|| "\n".into())
-            .into_bytes(),
+        body_prefix: kind.body_prefix.into_bytes(),
+        body_suffix: kind.body_suffix.into_bytes(),
+        delimiter: kind.delimiter.into_bytes(),
         batch: threaded.batch,
         timeout: o
             .last("timeout")
             .map(Node::u64)
             .transpose()?
+            .or(kind.defaults.timeout)
             .filter(|&s| s > 0)
             .map(Duration::from_secs),
         actions,
+        bulk: kind.bulk,
     };
     let first = urls[0].text.clone();
     let all: String = urls.iter().map(|v| v.text.as_str()).collect();
     let disk_buffer = queue.disk_buffer(o, || {
-        format!("{}-http-{:08x}", cx.name, crc32fast::hash(all.as_bytes()))
+        format!(
+            "{}-{driver}-{:08x}",
+            cx.name,
+            crc32fast::hash(all.as_bytes())
+        )
     })?;
     let opts = HttpOptions {
         requests: Arc::new(requests),
@@ -225,7 +301,7 @@ pub(super) fn build(
     let (component, id) = cx.counted_as(node);
     let counters = cx
         .stats
-        .destination(&component, &id, &format!("http,{first}"));
+        .destination(&component, &id, &format!("{driver},{first}"));
     Ok(Arc::new(HttpDestination::new(
         cx.label(),
         body,

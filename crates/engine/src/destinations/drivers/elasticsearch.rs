@@ -1,0 +1,107 @@
+//! The declarations of `elasticsearch-http()` and `opensearch()`: syslog-ng's blocks of the same
+//! names, which are `http()` to a cluster's `_bulk` endpoint. Each message is a document: an
+//! action line naming its `index()` (and `type()`, `custom-id()`) and the `template()`, as
+//! newline-delimited JSON; the answer says what became of each document
+//! ([`crate::destinations::bulk`]).
+
+use super::http::{requests, Defaults, Kind};
+use super::{Built, DestinationContext};
+use sluice_config::declared::{read, Declared, Options};
+use sluice_config::{ConfigError, Node};
+use sluice_model::Template;
+
+/// The options of `elasticsearch-http()` and `opensearch()` besides those of `http()`.
+pub(super) const OPTIONS: &[Declared] = &[
+    read("index", "index(\"logs-${YEAR}.${MONTH}.${DAY}\")"),
+    read("type", "type(\"\")"),
+    read("custom_id", "custom-id(\"${HOST}-${SEQNUM}\")"),
+    read("template", "template(\"$(format-json --scope rfc5424)\")"),
+];
+
+/// The options of `http()` these drivers take; the method, the body and its framing are the
+/// `_bulk` API's.
+pub(super) const HTTP_OPTIONS: &[Declared] = &[
+    read(
+        "url",
+        "url(\"http://127.0.0.1:9/_bulk\" \"https://127.0.0.1:9/_bulk\")",
+    ),
+    read("headers", "headers(\"X-A: b\")"),
+    read("user", "user(\"u\") password(\"p\")"),
+    read("password", "password(\"p\") user(\"u\")"),
+    read("user_agent", "user-agent(\"sluice\")"),
+    read("timeout", "timeout(10)"),
+    read("response_action", "response-action(404 => retry)"),
+    read("tls", "tls(peer-verify(no))"),
+];
+
+/// A document unless `template()` says otherwise: syslog-ng's.
+const DEFAULT_TEMPLATE: &str =
+    "$(format-json --scope rfc5424 --exclude DATE --key ISODATE @timestamp=${ISODATE})";
+
+/// `elasticsearch-http(url("http://10.0.0.1:9200/_bulk") index("logs-${YEAR}.${MONTH}.${DAY}"))`
+/// and `opensearch(…)`.
+pub(super) fn build(
+    node: &Node,
+    o: &mut Options,
+    cx: &DestinationContext,
+) -> Result<Built, ConfigError> {
+    let opensearch = node.key() == "opensearch";
+    let (driver, example) = if opensearch {
+        (
+            "opensearch",
+            "opensearch(url(\"http://10.0.0.1:9200/_bulk\") index(\"logs\"))",
+        )
+    } else {
+        (
+            "elasticsearch-http",
+            "elasticsearch-http(url(\"http://10.0.0.1:9200/_bulk\") index(\"logs\") type(\"\"))",
+        )
+    };
+    let text = |o: &mut Options, name| o.last(name).map(Node::string).transpose();
+    let index = text(o, "index")?.filter(|i| !i.is_empty()).ok_or_else(|| {
+        ConfigError::new(node.pos, format!("{driver}() needs index(): {example}"))
+    })?;
+    let pairs = [
+        ("index._index", index),
+        ("index._type", text(o, "type")?.unwrap_or_default()),
+        ("index._id", text(o, "custom_id")?.unwrap_or_default()),
+    ];
+    let (template, at) = match o.last("template") {
+        Some(opt) => {
+            let v = opt.value()?;
+            (v.text.clone(), v.pos)
+        }
+        None => (DEFAULT_TEMPLATE.to_string(), node.pos),
+    };
+    // The action line as syslog-ng's block writes it; empty values are left out.
+    let mut action = String::from("$(format-json --scope none --omit-empty-values");
+    for (name, value) in pairs {
+        if value.contains(['"', '\\']) {
+            return Err(ConfigError::new(
+                node.pos,
+                format!("{name} cannot hold '\"' or '\\': '{value}'"),
+            ));
+        }
+        action.push_str(&format!(" {name}=\"{value}\""));
+    }
+    action.push(')');
+    let body = Template::compile_in(&format!("{action}\n{template}"), cx.names)
+        .map_err(|e| ConfigError::new(at, e))?;
+    let kind = Kind {
+        driver,
+        example,
+        method: "POST",
+        headers: &[("Content-Type", "application/x-ndjson")],
+        body,
+        body_prefix: String::new(),
+        body_suffix: "\n".into(),
+        delimiter: "\n".into(),
+        bulk: true,
+        defaults: Defaults {
+            workers: Some(4),
+            batch_lines: Some(100),
+            timeout: Some(10),
+        },
+    };
+    requests(node, o, cx, kind)
+}
