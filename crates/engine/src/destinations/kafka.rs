@@ -28,13 +28,13 @@ use crate::stats::DestCounters;
 use crate::window::Ack;
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::ClientContext;
 use sluice_model::LogMessage;
 use std::cell::RefCell;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// What sluice sets unless `config()` says otherwise.
@@ -48,7 +48,11 @@ const DEFAULTS: &[(&str, &str)] = &[
 /// The longest topic name Kafka takes.
 const MAX_TOPIC: usize = 249;
 
-/// How often a waiting wire looks at the sender's stop.
+/// How long a wire waiting for delivery reports, or for room in librdkafka's queue, sleeps
+/// at most before it looks at the sender's stop. Reports wake it as they come: a producer's
+/// own thread (rdkafka's `ThreadedProducer`) serves them. (Polling in the wire itself was
+/// slow: rdkafka's `BaseProducer::poll` serves reports until its timeout has passed, and
+/// spins through its last millisecond.)
 const POLL: Duration = Duration::from_millis(100);
 
 /// The options of a `kafka-c()` destination that its wires share.
@@ -128,6 +132,8 @@ struct Reports {
     label: Arc<str>,
     /// `(record, outcome)` as delivery reports come: `Err` with the broker's refusal.
     done: Mutex<Vec<(usize, Result<(), KafkaError>)>>,
+    /// Told when a report comes.
+    arrived: Condvar,
     /// librdkafka said the producer cannot go on (a fatal idempotence error).
     fatal: AtomicBool,
     /// The last error said, and when: the same one is said again a minute later at most.
@@ -135,6 +141,27 @@ struct Reports {
 }
 
 impl Reports {
+    /// The reports that came, after waiting `at_most` for one when none had.
+    fn take(&self, at_most: Duration) -> Vec<(usize, Result<(), KafkaError>)> {
+        let mut done = self.done.lock().expect("reports lock");
+        if done.is_empty() {
+            done = self
+                .arrived
+                .wait_timeout(done, at_most)
+                .expect("reports lock")
+                .0;
+        }
+        std::mem::take(&mut *done)
+    }
+
+    /// Waits `at_most` for a report to come, leaving it to [`Reports::take`].
+    fn wait_for_one(&self, at_most: Duration) {
+        let done = self.done.lock().expect("reports lock");
+        if done.is_empty() {
+            let _ = self.arrived.wait_timeout(done, at_most);
+        }
+    }
+
     fn say(&self, text: String) {
         let mut said = self.said.lock().expect("said lock");
         if let Some((last, at)) = &*said {
@@ -175,6 +202,7 @@ impl ProducerContext for Reports {
             .lock()
             .expect("reports lock")
             .push((record, outcome));
+        self.arrived.notify_one();
     }
 }
 
@@ -303,6 +331,10 @@ impl Destination for KafkaDestination {
 
 /// The one "server" of a `kafka-c()`: the cluster its bootstrap servers lead to.
 impl Servers for KafkaOptions {
+    fn connect_at_start(&self) -> bool {
+        true
+    }
+
     fn count(&self) -> usize {
         1
     }
@@ -316,10 +348,11 @@ impl Servers for KafkaOptions {
         let reports = Reports {
             label: self.label.clone(),
             done: Mutex::default(),
+            arrived: Condvar::new(),
             fatal: AtomicBool::new(false),
             said: Mutex::default(),
         };
-        let producer: BaseProducer<Reports> = self
+        let producer: ThreadedProducer<Reports> = self
             .client_config()
             .create_with_context(reports)
             .map_err(|e| std::io::Error::other(format!("librdkafka: {e}")))?;
@@ -353,7 +386,7 @@ impl KafkaOptions {
 
 /// A lane's producer: the wire of a `kafka-c()` sender.
 struct Producing {
-    producer: BaseProducer<Reports>,
+    producer: ThreadedProducer<Reports>,
     fallback_topic: Option<String>,
     sync_send: bool,
     poll_timeout: Duration,
@@ -463,7 +496,10 @@ impl Producing {
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
                     r = back;
-                    self.producer.poll(POLL);
+                    // Room comes with reports.
+                    self.producer
+                        .context()
+                        .wait_for_one(POLL.min(Duration::from_millis(10)));
                     stalled(stall, give_up, STOP_GRACE)?;
                 }
                 Err((e, _)) => {
@@ -487,15 +523,26 @@ impl Producing {
         stall: &mut Option<Instant>,
     ) -> Result<(), Failure> {
         let reports = self.producer.context();
-        loop {
-            self.producer.poll(self.poll_timeout.min(POLL));
-            let done = std::mem::take(&mut *reports.done.lock().expect("reports lock"));
-            let progress = !done.is_empty();
+        let waiting = |f: &Fate| matches!(f, Fate::Waiting | Fate::FallingBack);
+        let mut outstanding = fates.iter().filter(|f| waiting(f)).count();
+        while outstanding > 0 {
+            let done = reports.take(self.poll_timeout.min(POLL));
+            if done.is_empty() {
+                stalled(stall, give_up, STOP_GRACE)?;
+                continue;
+            }
+            *stall = None;
             for (n, outcome) in done {
-                let fell_back = fates[n] == Fate::FallingBack;
+                let Some(fate) = fates.get(n).copied().filter(waiting) else {
+                    continue;
+                };
                 match outcome {
                     Ok(()) => fates[n] = Fate::Delivered,
-                    Err(e) if !fell_back && self.fallback_topic.is_some() && topic_refused(&e) => {
+                    Err(e)
+                        if fate == Fate::Waiting
+                            && self.fallback_topic.is_some()
+                            && topic_refused(&e) =>
+                    {
                         self.produce(n, records[n], true, fates, give_up, stall)?;
                     }
                     Err(e) => {
@@ -503,19 +550,12 @@ impl Producing {
                         reports.say(format!("a record was refused ({e}); dropped"));
                     }
                 }
-            }
-            if !fates
-                .iter()
-                .any(|f| matches!(f, Fate::Waiting | Fate::FallingBack))
-            {
-                return Ok(());
-            }
-            if progress {
-                *stall = None;
-            } else {
-                stalled(stall, give_up, STOP_GRACE)?;
+                if !waiting(&fates[n]) {
+                    outstanding -= 1;
+                }
             }
         }
+        Ok(())
     }
 }
 

@@ -35,6 +35,12 @@ pub(super) trait Servers: Send + Sync + 'static {
     fn open(&self, i: usize) -> std::io::Result<Connected>;
     /// Whether server `i` answers again (a failback probe).
     fn probe(&self, i: usize) -> bool;
+    /// Whether a sender opens its connection when it starts rather than with its first
+    /// messages: a client library that connects in the background (Kafka's, whose idempotent
+    /// producer takes a second to get its producer id) gets that second before the load.
+    fn connect_at_start(&self) -> bool {
+        false
+    }
 }
 
 /// How a sender paces itself: `time-reopen()`, `failback()`, `retries()`, how long it
@@ -105,6 +111,9 @@ impl Sender {
     /// connection (and the server it goes to) for that one to go on with.
     pub(super) fn run(mut self) -> Option<Connection> {
         let mut batches: Vec<Batch> = Vec::new();
+        if self.conn.is_none() && self.servers.connect_at_start() {
+            self.connect(false);
+        }
         loop {
             let stopping = self.take(&mut batches);
             if self.retire.load(Ordering::SeqCst) {

@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""kafka-c() into a Kafka broker: sluice against syslog-ng 3.38, beside `kcat -P` (librdkafka
+alone, reading a file), on one broker started here.
+
+usage: bench/kafka.py [--count N] [--rounds N] [--partitions N] [--no-build]
+
+Starts Kafka 3.9 in KRaft mode (one node, 1 GiB heap) from the jars .ci/install-test-deps.sh
+fetched, then each round runs on a fresh topic (`--partitions`, default 1), each mode first in
+turn:
+  kcat       `kcat -P -l FILE` of the same 300-byte lines, made before the clock starts (what
+             the broker takes from librdkafka when the shipper costs nothing),
+  syslog-ng  syslog-ng 3.38's kafka-c() (Debian's syslog-ng-mod-rdkafka),
+  sluice     sluice's kafka-c() with the same options,
+the servers fed 300-byte messages over 4 TCP connections by `sluice loggen -S -s 300` on a
+flow-controlled path. A run ends when the topic's end offsets (`kcat -Q`) add up to the count.
+
+Prints msg/s and the shipper's CPU µs per record (kcat's own for its row; the broker's beside
+them), the medians, sluice against kcat (the issue's 80 % bar) and against syslog-ng's CPU (its
+1/5 bar). Needs kcat (`apt-get install kcat`).
+"""
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run  # noqa: E402  (the shared helpers of bench/run.py)
+
+LIB = "/opt/sluice-test/kafka/lib"
+MODES = ["kcat", "syslog-ng", "sluice"]
+
+
+class Broker:
+    """One KRaft broker and controller in a directory of its own."""
+
+    def __init__(self, partitions):
+        self.dir = tempfile.mkdtemp(prefix="sluice-bench-kafka-")
+        port, controller = run.free_port(), run.free_port()
+        self.bootstrap = f"127.0.0.1:{port}"
+        props = os.path.join(self.dir, "server.properties")
+        open(props, "w").write(
+            f"process.roles=broker,controller\nnode.id=1\ncontroller.quorum.voters=1@127.0.0.1:{controller}\n"
+            f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}\n"
+            f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}\ncontroller.listener.names=CONTROLLER\n"
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n"
+            f"log.dirs={self.dir}/data\nnum.partitions={partitions}\nauto.create.topics.enable=true\n"
+            "offsets.topic.replication.factor=1\ntransaction.state.log.replication.factor=1\n"
+            "transaction.state.log.min.isr=1\ngroup.initial.rebalance.delay.ms=0\n")
+        log4j = os.path.join(self.dir, "log4j.properties")
+        open(log4j, "w").write(
+            "log4j.rootLogger=WARN, stderr\nlog4j.appender.stderr=org.apache.log4j.ConsoleAppender\n"
+            "log4j.appender.stderr.layout=org.apache.log4j.PatternLayout\n"
+            "log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n\n")
+        self.java = ["java", f"-Dlog4j.configuration=file:{log4j}", "-cp", f"{LIB}/*"]
+        subprocess.run([*self.java, "-Xmx256m", "kafka.tools.StorageTool", "format", "-t", "sluice-bench-kraft-01",
+                        "-c", props], check=True, capture_output=True)
+        self.proc = subprocess.Popen([*self.java, "-Xms1g", "-Xmx1g", "-XX:+UseG1GC", "kafka.Kafka", props],
+                                     stdout=open(os.path.join(self.dir, "kafka.out"), "w"), stderr=subprocess.STDOUT)
+        started = time.time()
+        while subprocess.run(["kcat", "-b", self.bootstrap, "-L", "-m", "2"], capture_output=True).returncode != 0:
+            if self.proc.poll() is not None or time.time() - started > 180:
+                raise SystemExit("Kafka did not start:\n" + open(os.path.join(self.dir, "kafka.out")).read()[-2000:])
+            time.sleep(0.5)
+
+    def create_topic(self, topic):
+        """Made by the broker (`auto.create.topics.enable`, `--partitions` of them) when kcat
+        asks for its metadata; waits until it has leaders."""
+        started = time.time()
+        while "leader 1" not in subprocess.run(["kcat", "-b", self.bootstrap, "-L", "-t", topic],
+                                               capture_output=True, text=True).stdout:
+            if time.time() - started > 60:
+                raise SystemExit(f"the broker did not make topic {topic}")
+            time.sleep(0.3)
+
+    def end_offsets(self, topic, partitions):
+        args = [a for p in range(partitions) for a in ("-t", f"{topic}:{p}:-1")]
+        out = subprocess.run(["kcat", "-b", self.bootstrap, "-Q", *args], capture_output=True, text=True).stdout
+        words = out.split()
+        return sum(int(words[i + 1]) for i, w in enumerate(words) if w == "offset")
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def wait_offsets(broker, topic, partitions, want, proc=None):
+    """Waits until the topic holds `want` records or none came for 30 s."""
+    last, grew = -1, time.time()
+    while True:
+        n = broker.end_offsets(topic, partitions)
+        if n != last:
+            last, grew = n, time.time()
+        if n >= want or time.time() - grew > 30 or (proc is not None and proc.poll() is not None):
+            return n, grew
+        time.sleep(0.1)
+
+
+def run_once(mode, broker, args, round_no):
+    topic = f"{mode.replace('-', '')}-{round_no}"
+    broker.create_topic(topic)
+    work = tempfile.mkdtemp(prefix=f"sluice-bench-{mode}-")
+    total = 4 * (args.count // 4)
+    proc = None
+    try:
+        if mode == "kcat":
+            lines = os.path.join(work, "lines")
+            pad = "PADD" * 80
+            with open(lines, "w") as f:
+                for i in range(total):
+                    f.write((f"2026-11-24T13:50:17+00:00 localhost prg00000[1234]: seq: {i:010d}, thread: 0000, "
+                             f"runid: 1700000000, stamp: 2026-11-24T13:50:17 {pad}")[:300] + "\n")
+            broker_cpu0, t0 = run.cpu_seconds(broker.proc.pid), time.time()
+            kcat = subprocess.Popen(["kcat", "-P", "-b", broker.bootstrap, "-t", topic, "-l", lines])
+            pid_cpu = 0.0
+            while kcat.poll() is None:
+                try:
+                    pid_cpu = run.cpu_seconds(kcat.pid)
+                except (FileNotFoundError, ProcessLookupError):
+                    pass
+                time.sleep(0.05)
+            got, t1 = wait_offsets(broker, topic, args.partitions, total)
+            cpu = 1e6 * pid_cpu / total
+        else:
+            port = run.free_port()
+            conf = os.path.join(work, "server.conf")
+            open(conf, "w").write(f"""@version: 3.38
+options {{ threaded(yes); log-fifo-size(1000000); use-dns(no); keep-hostname(yes); stats-freq(0); }};
+source s {{ network(ip(127.0.0.1) port({port}) transport(tcp) log-iw-size(1000000) log-fetch-limit(1000)); }};
+destination d {{ kafka-c(bootstrap-servers("{broker.bootstrap}") topic("{topic}") {args.options}); }};
+log {{ source(s); destination(d); flags(flow-control); }};
+""")
+            server = run.SLUICE if mode == "sluice" else "syslog-ng"
+            extra = ["--no-caps"] if mode == "syslog-ng" else []
+            proc = subprocess.Popen([server, "-F", *extra, "-f", conf, "-R", f"{work}/persist", "-p", f"{work}/pid",
+                                     "-c", f"{work}/ctl"], stdout=subprocess.DEVNULL,
+                                    stderr=open(os.path.join(work, "stderr"), "w"))
+            run.wait_port(port)
+            time.sleep(0.5)
+            broker_cpu0, cpu0, t0 = run.cpu_seconds(broker.proc.pid), run.cpu_seconds(proc.pid), time.time()
+            subprocess.run([run.SLUICE, "loggen", "-S", "-s", "300", "-r", "0", "-I", "3600",
+                            "-n", str(total // 4), "--active-connections", "4", "127.0.0.1", str(port)],
+                           capture_output=True, check=True)
+            got, t1 = wait_offsets(broker, topic, args.partitions, total, proc)
+            cpu = 1e6 * (run.cpu_seconds(proc.pid) - cpu0) / total
+        broker_cpu = 1e6 * (run.cpu_seconds(broker.proc.pid) - broker_cpu0) / total
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(60)
+        err = open(os.path.join(work, "stderr")).read() if os.path.exists(os.path.join(work, "stderr")) else ""
+        shutil.rmtree(work, ignore_errors=True)
+    note = "" if got == total else f"  INCOMPLETE: {got} of {total}\n{err[-500:]}"
+    rate = total / (t1 - t0) if not note else 0.0
+    print(f"{mode:10s} count={total} wall={t1 - t0:.2f}s rate={rate:,.0f} msg/s shipper-cpu={cpu:.2f} us/msg "
+          f"broker-cpu={broker_cpu:.1f} us/msg{note}", flush=True)
+    return rate, cpu, broker_cpu
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--count", type=int, default=1_000_000)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--partitions", type=int, default=1)
+    p.add_argument("--options", default="", help="more kafka-c() options, for both servers")
+    p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument("--no-build", action="store_true")
+    args = p.parse_args()
+    if not os.path.exists(os.path.join(LIB, ".done")):
+        raise SystemExit(f"{LIB} is missing: run .ci/install-test-deps.sh")
+    if shutil.which("kcat") is None:
+        raise SystemExit("kcat is missing: apt-get install kcat")
+    if not args.no_build:
+        subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=run.ROOT, check=True)
+    modes = [m for m in args.modes.split(",") if m]
+    if "syslog-ng" in modes and not os.path.exists("/usr/lib/syslog-ng/3.38/libkafka.so"):
+        modes.remove("syslog-ng")
+        print("syslog-ng's kafka-c() (syslog-ng-mod-rdkafka) is not installed: left out")
+    broker = Broker(args.partitions)
+    try:
+        results = {m: [] for m in modes}
+        for r in range(args.rounds):
+            print(f"round {r + 1}", flush=True)
+            for m in modes[r % len(modes):] + modes[:r % len(modes)]:
+                results[m].append(run_once(m, broker, args, r))
+    finally:
+        broker.stop()
+    print(f"\n{'mode':<10} {'msg/s':>10} {'shipper CPU us/msg':>19} {'broker CPU us/msg':>18}")
+    med = {}
+    for m, rows in results.items():
+        med[m] = tuple(statistics.median(x[i] for x in rows) for i in range(3))
+        print(f"{m:<10} {med[m][0]:>10,.0f} {med[m][1]:>19.2f} {med[m][2]:>18.1f}")
+    ours = med.get("sluice")
+    if ours and med.get("kcat", (0,))[0] > 0:
+        print(f"sluice / kcat: {ours[0] / med['kcat'][0]:.1%} of the rate")
+    if ours and med.get("syslog-ng", (0, 0))[1] > 0:
+        print(f"sluice / syslog-ng: {ours[0] / med['syslog-ng'][0]:.2f}x the rate, "
+              f"{ours[1] / med['syslog-ng'][1]:.2f} of the CPU per message")
+
+
+if __name__ == "__main__":
+    main()
