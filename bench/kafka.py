@@ -22,13 +22,13 @@ them), the medians, sluice against kcat (the issue's 80 % bar) and against syslo
 import argparse
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import downstream  # noqa: E402  (what bench/opensearch.py does alike)
 import run  # noqa: E402  (the shared helpers of bench/run.py)
 
 LIB = "/opt/sluice-test/kafka/lib"
@@ -130,35 +130,17 @@ def run_once(mode, broker, args, round_no):
             got, t1 = wait_offsets(broker, topic, args.partitions, total)
             cpu = 1e6 * pid_cpu / total
         else:
-            port = run.free_port()
-            conf = os.path.join(work, "server.conf")
-            open(conf, "w").write(f"""@version: 3.38
-options {{ threaded(yes); log-fifo-size(1000000); use-dns(no); keep-hostname(yes); stats-freq(0); }};
-source s {{ network(ip(127.0.0.1) port({port}) transport(tcp) log-iw-size(1000000) log-fetch-limit(1000)); }};
-destination d {{ kafka-c(bootstrap-servers("{broker.bootstrap}") topic("{topic}") {args.options}); }};
-log {{ source(s); destination(d); flags(flow-control); }};
-""")
-            server = run.SLUICE if mode == "sluice" else "syslog-ng"
-            extra = ["--no-caps"] if mode == "syslog-ng" else []
-            proc = subprocess.Popen([server, "-F", *extra, "-f", conf, "-R", f"{work}/persist", "-p", f"{work}/pid",
-                                     "-c", f"{work}/ctl"], stdout=subprocess.DEVNULL,
-                                    stderr=open(os.path.join(work, "stderr"), "w"))
-            run.wait_port(port)
-            time.sleep(0.5)
+            proc, port = downstream.start_shipper(
+                mode, work, f'kafka-c(bootstrap-servers("{broker.bootstrap}") topic("{topic}") {args.options})')
             broker_cpu0, cpu0, t0 = run.cpu_seconds(broker.proc.pid), run.cpu_seconds(proc.pid), time.time()
-            subprocess.run([run.SLUICE, "loggen", "-S", "-s", "300", "-r", "0", "-I", "3600",
-                            "-n", str(total // 4), "--active-connections", "4", "127.0.0.1", str(port)],
-                           capture_output=True, check=True)
+            downstream.send_load(port, total)
             got, t1 = wait_offsets(broker, topic, args.partitions, total, proc)
             cpu = 1e6 * (run.cpu_seconds(proc.pid) - cpu0) / total
         broker_cpu = 1e6 * (run.cpu_seconds(broker.proc.pid) - broker_cpu0) / total
     finally:
-        if proc is not None:
-            proc.terminate()
-            proc.wait(60)
-        err = open(os.path.join(work, "stderr")).read() if os.path.exists(os.path.join(work, "stderr")) else ""
+        err = downstream.stop_shipper(proc, work) if proc is not None else ""
         shutil.rmtree(work, ignore_errors=True)
-    note = "" if got == total else f"  INCOMPLETE: {got} of {total}\n{err[-500:]}"
+    note = "" if got == total else f"  INCOMPLETE: {got} of {total}\n{err}"
     rate = total / (t1 - t0) if not note else 0.0
     print(f"{mode:10s} count={total} wall={t1 - t0:.2f}s rate={rate:,.0f} msg/s shipper-cpu={cpu:.2f} us/msg "
           f"broker-cpu={broker_cpu:.1f} us/msg{note}", flush=True)
@@ -186,24 +168,10 @@ def main():
         print("syslog-ng's kafka-c() (syslog-ng-mod-rdkafka) is not installed: left out")
     broker = Broker(args.partitions)
     try:
-        results = {m: [] for m in modes}
-        for r in range(args.rounds):
-            print(f"round {r + 1}", flush=True)
-            for m in modes[r % len(modes):] + modes[:r % len(modes)]:
-                results[m].append(run_once(m, broker, args, r))
+        results = downstream.rounds(modes, args.rounds, lambda m, r: run_once(m, broker, args, r))
     finally:
         broker.stop()
-    print(f"\n{'mode':<10} {'msg/s':>10} {'shipper CPU us/msg':>19} {'broker CPU us/msg':>18}")
-    med = {}
-    for m, rows in results.items():
-        med[m] = tuple(statistics.median(x[i] for x in rows) for i in range(3))
-        print(f"{m:<10} {med[m][0]:>10,.0f} {med[m][1]:>19.2f} {med[m][2]:>18.1f}")
-    ours = med.get("sluice")
-    if ours and med.get("kcat", (0,))[0] > 0:
-        print(f"sluice / kcat: {ours[0] / med['kcat'][0]:.1%} of the rate")
-    if ours and med.get("syslog-ng", (0, 0))[1] > 0:
-        print(f"sluice / syslog-ng: {ours[0] / med['syslog-ng'][0]:.2f}x the rate, "
-              f"{ours[1] / med['syslog-ng'][1]:.2f} of the CPU per message")
+    downstream.print_medians(results, "msg", "broker", "kcat", "80 %")
 
 
 if __name__ == "__main__":

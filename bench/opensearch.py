@@ -25,7 +25,6 @@ import http.client
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import downstream  # noqa: E402  (what bench/kafka.py does alike)
 import run  # noqa: E402  (the shared helpers of bench/run.py)
 
 HOME = "/opt/sluice-test/opensearch/home"
@@ -180,38 +180,20 @@ def run_once(mode, node, args, round_no):
             got, t1 = wait_indexed(node, index, total)
             cpu = 0.0
         else:
-            port = run.free_port()
-            conf = os.path.join(work, "server.conf")
-            open(conf, "w").write(f"""@version: 3.38
-@include "scl.conf"
-options {{ threaded(yes); log-fifo-size(1000000); use-dns(no); keep-hostname(yes); stats-freq(0); }};
-source s {{ network(ip(127.0.0.1) port({port}) transport(tcp) log-iw-size(1000000) log-fetch-limit(1000)); }};
-destination d {{ elasticsearch-http(url("{node.url}/_bulk") index("{index}") type("") batch-lines(1000) workers(4)); }};
-log {{ source(s); destination(d); flags(flow-control); }};
-""")
-            server = run.SLUICE if mode == "sluice" else "syslog-ng"
-            extra = ["--no-caps"] if mode == "syslog-ng" else []
-            proc = subprocess.Popen([server, "-F", *extra, "-f", conf, "-R", f"{work}/persist", "-p", f"{work}/pid",
-                                     "-c", f"{work}/ctl"], stdout=subprocess.DEVNULL,
-                                    stderr=open(os.path.join(work, "stderr"), "w"))
-            run.wait_port(port)
-            time.sleep(0.3)
+            proc, port = downstream.start_shipper(
+                mode, work,
+                f'elasticsearch-http(url("{node.url}/_bulk") index("{index}") type("") batch-lines(1000) workers(4))')
             node_cpu0, cpu0, t0 = run.cpu_seconds(node.proc.pid), run.cpu_seconds(proc.pid), time.time()
-            subprocess.run([run.SLUICE, "loggen", "-S", "-s", "300", "-r", "0", "-I", "3600",
-                            "-n", str(total // 4), "--active-connections", "4", "127.0.0.1", str(port)],
-                           capture_output=True, check=True)
+            downstream.send_load(port, total)
             got, t1 = wait_indexed(node, index, total, proc)
             cpu = 1e6 * (run.cpu_seconds(proc.pid) - cpu0) / total
         node_cpu = 1e6 * (run.cpu_seconds(node.proc.pid) - node_cpu0) / total
         counted = node.counted(index)
     finally:
-        if proc is not None:
-            proc.terminate()
-            proc.wait(30)
-        err = open(os.path.join(work, "stderr")).read() if os.path.exists(os.path.join(work, "stderr")) else ""
+        err = downstream.stop_shipper(proc, work) if proc is not None else ""
         shutil.rmtree(work, ignore_errors=True)
         node.request("DELETE", f"/{index}")
-    note = "" if got >= total and counted == got else f"  INCOMPLETE: {got} acknowledged, {counted} counted of {total}\n{err[-500:]}"
+    note = "" if got >= total and counted == got else f"  INCOMPLETE: {got} acknowledged, {counted} counted of {total}\n{err}"
     rate = total / (t1 - t0) if not note else 0.0
     print(f"{mode:10s} count={total} wall={t1 - t0:.2f}s rate={rate:,.0f} doc/s shipper-cpu={cpu:.2f} us/doc "
           f"node-cpu={node_cpu:.1f} us/doc{note}", flush=True)
@@ -241,25 +223,10 @@ def main():
         send_bulk(node, bulk_bodies(args.warm_up, "warm"))
         wait_indexed(node, "warm", args.warm_up)
         node.request("DELETE", "/warm")
-        results = {m: [] for m in modes}
-        for r in range(args.rounds):
-            print(f"round {r + 1}", flush=True)
-            # Each mode first once: a JVM that still warms up favours whoever comes last.
-            for m in modes[r % len(modes):] + modes[:r % len(modes)]:
-                results[m].append(run_once(m, node, args, r))
+        results = downstream.rounds(modes, args.rounds, lambda m, r: run_once(m, node, args, r))
     finally:
         node.stop()
-    print(f"\n{'mode':<10} {'doc/s':>10} {'shipper CPU us/doc':>19} {'node CPU us/doc':>16}")
-    med = {}
-    for m, rows in results.items():
-        med[m] = tuple(statistics.median(x[i] for x in rows) for i in range(3))
-        print(f"{m:<10} {med[m][0]:>10,.0f} {med[m][1]:>19.2f} {med[m][2]:>16.1f}")
-    ours = med.get("sluice")
-    if ours and med.get("ceiling", (0,))[0] > 0:
-        print(f"sluice / ceiling: {ours[0] / med['ceiling'][0]:.1%} of the rate")
-    if ours and med.get("syslog-ng", (0, 0))[1] > 0:
-        print(f"sluice / syslog-ng: {ours[0] / med['syslog-ng'][0]:.2f}x the rate, "
-              f"{ours[1] / med['syslog-ng'][1]:.2f} of the CPU per document")
+    downstream.print_medians(results, "doc", "node", "ceiling", "95 %")
 
 
 if __name__ == "__main__":

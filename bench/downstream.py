@@ -1,0 +1,75 @@
+"""What the benchmarks of destinations that feed another system share (bench/kafka.py,
+bench/opensearch.py): a shipper (sluice or syslog-ng) reading 300-byte messages from 4 TCP
+connections on a flow-controlled path into one destination, rounds in which each mode comes
+first once, and the table of medians. Imported, not run."""
+
+import os
+import statistics
+import subprocess
+import time
+
+import run
+
+
+def start_shipper(mode, work, destination):
+    """Starts `mode` (sluice or syslog-ng) reading TCP into `destination`; returns it and its
+    port."""
+    port = run.free_port()
+    conf = os.path.join(work, "server.conf")
+    open(conf, "w").write(f"""@version: 3.38
+@include "scl.conf"
+options {{ threaded(yes); log-fifo-size(1000000); use-dns(no); keep-hostname(yes); stats-freq(0); }};
+source s {{ network(ip(127.0.0.1) port({port}) transport(tcp) log-iw-size(1000000) log-fetch-limit(1000)); }};
+destination d {{ {destination}; }};
+log {{ source(s); destination(d); flags(flow-control); }};
+""")
+    server = run.SLUICE if mode == "sluice" else "syslog-ng"
+    extra = ["--no-caps"] if mode == "syslog-ng" else []
+    proc = subprocess.Popen([server, "-F", *extra, "-f", conf, "-R", f"{work}/persist", "-p", f"{work}/pid",
+                             "-c", f"{work}/ctl"], stdout=subprocess.DEVNULL,
+                            stderr=open(os.path.join(work, "stderr"), "w"))
+    run.wait_port(port)
+    time.sleep(0.5)
+    return proc, port
+
+
+def stop_shipper(proc, work):
+    """Stops the shipper; the end of what it said."""
+    proc.terminate()
+    proc.wait(60)
+    path = os.path.join(work, "stderr")
+    return open(path).read()[-500:] if os.path.exists(path) else ""
+
+
+def send_load(port, total):
+    """`total` messages of 300 bytes over 4 TCP connections, as syslog-ng's `loggen -S`."""
+    subprocess.run([run.SLUICE, "loggen", "-S", "-s", "300", "-r", "0", "-I", "3600",
+                    "-n", str(total // 4), "--active-connections", "4", "127.0.0.1", str(port)],
+                   capture_output=True, check=True)
+
+
+def rounds(modes, count, run_once):
+    """`run_once(mode, round)` for each mode in `count` rounds, each mode first in one: a JVM
+    that still warms up favours whoever comes last. The results by mode."""
+    results = {m: [] for m in modes}
+    for r in range(count):
+        print(f"round {r + 1}", flush=True)
+        for m in modes[r % len(modes):] + modes[:r % len(modes)]:
+            results[m].append(run_once(m, r))
+    return results
+
+
+def print_medians(results, unit, server, ceiling, bar):
+    """The medians of (rate, shipper CPU, server CPU) by mode; sluice against `ceiling` and
+    against syslog-ng's CPU."""
+    print(f"\n{'mode':<10} {unit + '/s':>10} {'shipper CPU us/' + unit:>19} {server + ' CPU us/' + unit:>19}")
+    med = {}
+    for m, rows in results.items():
+        med[m] = tuple(statistics.median(x[i] for x in rows) for i in range(3))
+        print(f"{m:<10} {med[m][0]:>10,.0f} {med[m][1]:>19.2f} {med[m][2]:>19.1f}")
+    ours = med.get("sluice")
+    if ours and med.get(ceiling, (0,))[0] > 0:
+        print(f"sluice / {ceiling}: {ours[0] / med[ceiling][0]:.1%} of the rate (bar {bar})")
+    if ours and med.get("syslog-ng", (0, 0))[1] > 0:
+        print(f"sluice / syslog-ng: {ours[0] / med['syslog-ng'][0]:.2f}x the rate, "
+              f"{ours[1] / med['syslog-ng'][1]:.2f} of the CPU per {unit} (bar 0.2)")
