@@ -1,8 +1,8 @@
 //! The queues and senders of a destination that talks to servers: `workers()` lanes, each a
 //! queue (in memory, or its own disk buffer) and a [`Sender`] thread with its own connection.
-//! A destination formats messages in the readers' threads and pushes them into a lane
-//! ([`Delivery::queue`]); which lane is the destination's to say (one for `network()`, by
-//! `worker-partition-key()` or in turn for `http()`).
+//! A destination formats messages in the readers' threads and pushes them into a lane: by
+//! `worker-partition-key()` or in turn ([`Delivery::lanes`], `http()`, `kafka-c()`), or the
+//! one lane of `network()` ([`Delivery::queue`]).
 //!
 //! On a reload, a destination of the same name and kind takes over the lanes when they are
 //! kept in the same places (the same number, in memory or in the same disk buffers): each
@@ -10,11 +10,13 @@
 //! senders go on with both.
 
 use super::diskq::{DiskBufferOptions, DiskQueue};
+use super::format::Formatter;
 use super::queue::{Batch, BatchQueue, Queue};
 use super::sender::{Connection, Pacing, Sender, Servers};
-use super::Outbox;
+use super::{Destination, Outbox};
 use crate::stats::DestCounters;
 use crate::window::Ack;
+use sluice_model::LogMessage;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -41,6 +43,44 @@ pub(super) struct Delivery {
     reported_drops: Arc<AtomicU64>,
     /// The lane of the next delivery without a partition key.
     next_lane: AtomicUsize,
+}
+
+/// One delivery's batches, a lane each ([`Delivery::lanes`]).
+pub(super) struct Lanes<'d> {
+    batches: Vec<Batch>,
+    delivery: &'d Delivery,
+    /// Present with more than one lane.
+    partition_key: Option<&'d Formatter>,
+    /// The lane of every message when there is no partition key.
+    turn: usize,
+    /// A message's partition key, made again for each.
+    key: Vec<u8>,
+}
+
+#[cfg_attr(not(any(feature = "http", feature = "kafka")), allow(dead_code))]
+impl Lanes<'_> {
+    /// The batch `msg` goes into.
+    pub(super) fn batch_for(&mut self, msg: &LogMessage) -> &mut Batch {
+        let lane = match self.partition_key {
+            Some(key) => {
+                self.key.clear();
+                key.append(msg, &mut self.key);
+                crc32fast::hash(&self.key) as usize % self.delivery.workers
+            }
+            None => self.turn,
+        };
+        &mut self.batches[lane]
+    }
+
+    /// Queues each lane's batch that has messages, when the delivery commits.
+    pub(super) fn push(self, outbox: &mut Outbox) {
+        for (i, batch) in self.batches.into_iter().enumerate() {
+            if !batch.is_empty() {
+                let queue = self.delivery.queue(i).clone();
+                outbox.push(move || queue.push(batch));
+            }
+        }
+    }
 }
 
 /// What a lane hands over on a reload: its queue and its connection.
@@ -83,45 +123,45 @@ impl Delivery {
         }
     }
 
-    /// A batch per lane for one delivery, and the lane of its messages when they have no
-    /// partition key (`keyed` false): one lane a delivery, the next in turn.
-    pub(super) fn batches(
-        &self,
+    /// The batches of one delivery, a lane each, for messages that go to the lane of their
+    /// `partition_key` (`worker-partition-key()`: the same key, the same lane, in order) or,
+    /// without one, all to one lane, the next in turn.
+    #[cfg_attr(not(any(feature = "http", feature = "kafka")), allow(dead_code))]
+    pub(super) fn lanes<'d>(
+        &'d self,
         ack: &Ack,
         flow_control: bool,
-        keyed: bool,
-    ) -> (Vec<Batch>, usize) {
+        partition_key: Option<&'d Formatter>,
+    ) -> Lanes<'d> {
         let batches = (0..self.workers)
             .map(|_| Batch::new(flow_control.then(|| ack.clone())))
             .collect();
-        let turn = match keyed {
-            false if self.workers > 1 => {
+        let partition_key = partition_key.filter(|_| self.workers > 1);
+        let turn = match partition_key {
+            None if self.workers > 1 => {
                 self.next_lane.fetch_add(1, Ordering::Relaxed) % self.workers
             }
             _ => 0,
         };
-        (batches, turn)
-    }
-
-    /// The lane of a message whose `worker-partition-key()` is `key`: the same key, the
-    /// same lane, in order.
-    pub(super) fn lane_of(&self, key: &[u8]) -> usize {
-        crc32fast::hash(key) as usize % self.workers
-    }
-
-    /// Queues each lane's batch that has messages, when the delivery commits.
-    pub(super) fn push(&self, batches: Vec<Batch>, outbox: &mut Outbox) {
-        for (i, batch) in batches.into_iter().enumerate() {
-            if !batch.is_empty() {
-                let queue = self.queue(i).clone();
-                outbox.push(move || queue.push(batch));
-            }
+        Lanes {
+            batches,
+            delivery: self,
+            partition_key,
+            turn,
+            key: Vec::new(),
         }
     }
 
-    #[cfg_attr(not(any(feature = "http", feature = "kafka")), allow(dead_code))]
-    pub(super) fn workers(&self) -> usize {
-        self.workers
+    /// Starts the lanes of a destination of kind `D`, taking over those of `previous` when it
+    /// is one too (the destination of the same name before a reload): `delivery_of` finds them.
+    pub(super) fn start_after<D: 'static>(
+        &self,
+        state_dir: &Path,
+        previous: Option<&Arc<dyn Destination>>,
+        delivery_of: fn(&D) -> &Delivery,
+    ) -> std::io::Result<()> {
+        let previous = previous.and_then(|p| p.as_any().downcast_ref::<D>());
+        self.start(state_dir, previous.map(delivery_of))
     }
 
     /// Opens the lanes' queues, or takes over those of `previous` (the destination of the

@@ -28,7 +28,6 @@ use crate::stats::DestCounters;
 use crate::window::Ack;
 use sluice_model::LogMessage;
 use socket2::Type;
-use std::cell::RefCell;
 use std::io::ErrorKind;
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -125,11 +124,6 @@ pub struct HttpOptions {
     pub disk_buffer: Option<(DiskBufferOptions, String)>,
 }
 
-thread_local! {
-    /// One message's partition key.
-    static KEY: RefCell<Vec<u8>> = RefCell::default();
-}
-
 pub struct HttpDestination {
     body: Formatter,
     /// `worker-partition-key()`: messages with the same key go to the same lane, in order.
@@ -182,9 +176,8 @@ impl Destination for HttpDestination {
         state_dir: &Path,
         previous: Option<&Arc<dyn Destination>>,
     ) -> std::io::Result<()> {
-        let previous = previous.and_then(|p| p.as_any().downcast_ref::<HttpDestination>());
         self.delivery
-            .start(state_dir, previous.map(|p| &p.delivery))
+            .start_after(state_dir, previous, |d: &HttpDestination| &d.delivery)
     }
 
     fn as_any(&self) -> &dyn std::any::Any {
@@ -202,23 +195,16 @@ impl Destination for HttpDestination {
         self.counters
             .processed
             .fetch_add(which.len() as u64, Ordering::Relaxed);
-        let keyed = self.partition_key.is_some() && self.delivery.workers() > 1;
-        let (mut lanes, turn) = self.delivery.batches(ack, flow_control, keyed);
+        let mut lanes = self
+            .delivery
+            .lanes(ack, flow_control, self.partition_key.as_ref());
         for &i in which {
             let msg = &msgs[i as usize];
-            let lane = match &self.partition_key {
-                Some(key) if keyed => KEY.with_borrow_mut(|k| {
-                    k.clear();
-                    key.append(msg, k);
-                    self.delivery.lane_of(k)
-                }),
-                _ => turn,
-            };
-            let batch = &mut lanes[lane];
+            let batch = lanes.batch_for(msg);
             self.body.append(msg, &mut batch.data);
             batch.end_message();
         }
-        self.delivery.push(lanes, outbox);
+        lanes.push(outbox);
     }
 
     fn shutdown(&self) {

@@ -275,9 +275,8 @@ impl Destination for KafkaDestination {
         state_dir: &Path,
         previous: Option<&Arc<dyn Destination>>,
     ) -> std::io::Result<()> {
-        let previous = previous.and_then(|p| p.as_any().downcast_ref::<KafkaDestination>());
         self.delivery
-            .start(state_dir, previous.map(|p| &p.delivery))
+            .start_after(state_dir, previous, |d: &KafkaDestination| &d.delivery)
     }
 
     fn as_any(&self) -> &dyn std::any::Any {
@@ -295,20 +294,13 @@ impl Destination for KafkaDestination {
         self.counters
             .processed
             .fetch_add(which.len() as u64, Ordering::Relaxed);
-        let keyed = self.partition_key.is_some() && self.delivery.workers() > 1;
-        let (mut lanes, turn) = self.delivery.batches(ack, flow_control, keyed);
+        let mut lanes = self
+            .delivery
+            .lanes(ack, flow_control, self.partition_key.as_ref());
         let mut value = Vec::new();
         TOPIC_AND_KEY.with_borrow_mut(|(topic, key)| {
             for &i in which {
                 let msg = &msgs[i as usize];
-                let lane = match &self.partition_key {
-                    Some(p) if keyed => {
-                        key.clear();
-                        p.append(msg, key);
-                        self.delivery.lane_of(key)
-                    }
-                    _ => turn,
-                };
                 topic.clear();
                 self.topic.append(msg, topic);
                 key.clear();
@@ -318,10 +310,10 @@ impl Destination for KafkaDestination {
                 value.clear();
                 self.message.append(msg, &mut value);
                 let k = self.key.as_ref().map(|_| &key[..]);
-                push_record(&mut lanes[lane], topic, k, &value);
+                push_record(lanes.batch_for(msg), topic, k, &value);
             }
         });
-        self.delivery.push(lanes, outbox);
+        lanes.push(outbox);
     }
 
     fn shutdown(&self) {

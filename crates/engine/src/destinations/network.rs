@@ -168,9 +168,8 @@ impl Destination for NetworkDestination {
         state_dir: &Path,
         previous: Option<&Arc<dyn Destination>>,
     ) -> std::io::Result<()> {
-        let previous = previous.and_then(|p| p.as_any().downcast_ref::<NetworkDestination>());
         self.delivery
-            .start(state_dir, previous.map(|p| &p.delivery))
+            .start_after(state_dir, previous, |d: &NetworkDestination| &d.delivery)
     }
 
     fn as_any(&self) -> &dyn std::any::Any {
