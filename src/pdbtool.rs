@@ -25,7 +25,6 @@ use sluice_model::values::name_of;
 use sluice_model::{Ingest, LogMessage, Origin, Template, Today, UnixTime, Zone};
 use sluice_protocol::{Span, SyslogFields, Text};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 #[derive(Subcommand, Debug)]
 pub enum PdbtoolCommand {
@@ -281,18 +280,6 @@ fn parser(pdb: &Path) -> Result<Parsers, String> {
     Parsers::compile(&s.body, s.pos, &Names::default()).map_err(|e| e.render(&config.map))
 }
 
-fn origin() -> Origin {
-    Origin {
-        source_name: Arc::from("pdbtool"),
-        source_id: 0,
-        peer: None,
-        host_from: Arc::from(&b"localhost"[..]),
-        local: true,
-        pairs: Vec::new(),
-        endpoints: Default::default(),
-    }
-}
-
 /// A message of `program` with text `message`, as pdbtool makes one.
 fn message<'r>(program: &str, message: &'r [u8], origin: &'r Origin) -> LogMessage<'r> {
     let now = UnixTime::now(Zone::local());
@@ -366,7 +353,7 @@ fn matching(args: &MatchArgs) -> Result<i32, String> {
         .map(Template::compile)
         .transpose()
         .map_err(|e| format!("-T: {e}"))?;
-    let origin = origin();
+    let origin = Origin::without_peer("pdbtool", 0, b"localhost", true);
     let print = |msg: &LogMessage| match &template {
         Some(t) => {
             let mut out = Vec::new();
@@ -429,7 +416,7 @@ fn matching(args: &MatchArgs) -> Result<i32, String> {
 
 fn test(args: &TestArgs) -> i32 {
     let (mut unreadable, mut failed, mut found) = (false, false, false);
-    let origin = origin();
+    let origin = Origin::without_peer("pdbtool", 0, b"localhost", true);
     for file in &args.files {
         let loaded = match sluice_model::patterndb::load(file, &Names::default(), "") {
             Ok(l) => l,
@@ -542,7 +529,7 @@ fn patternize(args: &PatternizeArgs) -> Result<(), String> {
     } else {
         std::fs::read(&args.file).map_err(|e| format!("{}: {e}", args.file.display()))?
     };
-    let origin = origin();
+    let origin = Origin::without_peer("pdbtool", 0, b"localhost", true);
     let ingest = Ingest::new(Zone::local().clone());
     let mut clusters = sluice_model::patterndb::patternize::Patternizer::default();
     for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {

@@ -22,7 +22,6 @@ use sluice_protocol::{Span, SyslogFields, Text};
 use std::io::Write;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 #[derive(Args, Debug)]
 pub struct GrepArgs {
@@ -144,18 +143,6 @@ fn may_match(filter: &Filter, index: &Index) -> bool {
     }
 }
 
-fn origin() -> Origin {
-    Origin {
-        source_name: Arc::from("logstore"),
-        source_id: 0,
-        peer: None,
-        host_from: Arc::from(&b""[..]),
-        local: false,
-        pairs: Vec::new(),
-        endpoints: Default::default(),
-    }
-}
-
 fn unix(micros: i64, offset: i32) -> UnixTime {
     UnixTime {
         secs: micros.div_euclid(1_000_000),
@@ -203,7 +190,7 @@ pub fn run(a: &GrepArgs) -> i32 {
         Err(e) => return super::fail(&e),
     };
     let keys = held.keys();
-    let origin = origin();
+    let origin = Origin::without_peer("logstore", 0, b"", false);
     let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     let (mut chunks, mut by_time, mut by_index, mut matched) = (0u64, 0u64, 0u64, 0u64);
     let mut scratch = Vec::new();

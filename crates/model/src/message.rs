@@ -32,6 +32,27 @@ pub struct Origin {
     pub endpoints: Endpoints,
 }
 
+impl Origin {
+    /// The origin of messages that no peer sent: a tool's (`pdbtool`, `sluice logstore grep`)
+    /// or ones sluice makes itself.
+    pub fn without_peer(
+        source_name: &str,
+        source_id: u16,
+        host_from: &[u8],
+        local: bool,
+    ) -> Origin {
+        Origin {
+            source_name: Arc::from(source_name),
+            source_id,
+            peer: None,
+            host_from: Arc::from(host_from),
+            local,
+            pairs: Vec::new(),
+            endpoints: Endpoints::default(),
+        }
+    }
+}
+
 /// Where a connection's messages arrived, and through whom.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Endpoints {

@@ -64,15 +64,7 @@ impl std::fmt::Debug for Correlation {
 /// The origin of a message made from nothing (`inherit-mode(none)`): no source, no sender.
 pub fn made_here() -> &'static Origin {
     static ORIGIN: OnceLock<Origin> = OnceLock::new();
-    ORIGIN.get_or_init(|| Origin {
-        source_name: "".into(),
-        source_id: u16::MAX,
-        peer: None,
-        host_from: (&b""[..]).into(),
-        local: true,
-        pairs: Vec::new(),
-        endpoints: Default::default(),
-    })
+    ORIGIN.get_or_init(|| Origin::without_peer("", u16::MAX, b"", true))
 }
 
 fn context_id_name() -> NameId {
