@@ -4,7 +4,7 @@
 //! ([`Service`]). Tests can kill it with SIGKILL and start it again on the same data.
 
 use super::free_port;
-use super::service::Service;
+use super::service::{installed, Service};
 use std::path::Path;
 use std::process::Command;
 use std::sync::{Mutex, OnceLock};
@@ -31,11 +31,7 @@ pub fn kafka() -> Option<&'static Kafka> {
 
 impl Kafka {
     fn start() -> Option<Kafka> {
-        if !Path::new(LIB).join(".done").exists() {
-            if std::env::var_os("SLUICE_REQUIRE_PEERS").is_some() {
-                panic!("{LIB} is missing: run .ci/install-test-deps.sh");
-            }
-            eprintln!("SKIPPED: the Kafka broker's jars are missing ({LIB}); run .ci/install-test-deps.sh");
+        if !installed(LIB, "the Kafka broker's jars") {
             return None;
         }
         let dir = tempfile::tempdir().unwrap();

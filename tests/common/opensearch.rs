@@ -4,9 +4,8 @@
 //! the binary's tests, killed when the binary exits ([`Service`]). Spoken to with `curl`.
 
 use super::free_port;
-use super::service::Service;
+use super::service::{installed, Service};
 use std::os::unix::process::CommandExt;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -32,13 +31,7 @@ pub fn opensearch() -> Option<&'static OpenSearch> {
 
 impl OpenSearch {
     fn start() -> Option<OpenSearch> {
-        if !Path::new(HOME).join(".done").exists() {
-            if std::env::var_os("SLUICE_REQUIRE_PEERS").is_some() {
-                panic!("{HOME} is missing: run .ci/install-test-deps.sh");
-            }
-            eprintln!(
-                "SKIPPED: OpenSearch's jars are missing ({HOME}); run .ci/install-test-deps.sh"
-            );
+        if !installed(HOME, "OpenSearch's jars") {
             return None;
         }
         let dir = tempfile::tempdir().unwrap();

@@ -3,10 +3,23 @@
 //! when the binary exits however the binary ends. Tests can `kill -9` it and start it again.
 
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::Mutex;
+
+/// Whether `.ci/install-test-deps.sh` put `what` in `dir` (its `.done` marker); says why not
+/// and skips, or fails where the peers are required (CI).
+pub fn installed(dir: &str, what: &str) -> bool {
+    if Path::new(dir).join(".done").exists() {
+        return true;
+    }
+    if std::env::var_os("SLUICE_REQUIRE_PEERS").is_some() {
+        panic!("{dir} is missing: run .ci/install-test-deps.sh");
+    }
+    eprintln!("SKIPPED: {what} is missing ({dir}); run .ci/install-test-deps.sh");
+    false
+}
 
 pub struct Service {
     commands: Mutex<mpsc::Sender<(Ask, mpsc::Sender<()>)>>,
