@@ -48,6 +48,19 @@ def send_load(port, total):
                    capture_output=True, check=True)
 
 
+def wait_count(count, want, proc=None):
+    """Waits until `count()` reaches `want`, none came for 30 s, or the shipper `proc` died;
+    returns the count and when it last grew."""
+    last, grew = -1, time.time()
+    while True:
+        n = count()
+        if n != last:
+            last, grew = n, time.time()
+        if n >= want or time.time() - grew > 30 or (proc is not None and proc.poll() is not None):
+            return n, grew
+        time.sleep(0.1)
+
+
 def rounds(modes, count, run_once):
     """`run_once(mode, round)` for each mode in `count` rounds, each mode first in one: a JVM
     that still warms up favours whoever comes last. The results by mode."""

@@ -92,18 +92,6 @@ class Broker:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def wait_offsets(broker, topic, partitions, want, proc=None):
-    """Waits until the topic holds `want` records or none came for 30 s."""
-    last, grew = -1, time.time()
-    while True:
-        n = broker.end_offsets(topic, partitions)
-        if n != last:
-            last, grew = n, time.time()
-        if n >= want or time.time() - grew > 30 or (proc is not None and proc.poll() is not None):
-            return n, grew
-        time.sleep(0.1)
-
-
 def run_once(mode, broker, args, round_no):
     topic = f"{mode.replace('-', '')}-{round_no}"
     broker.create_topic(topic)
@@ -127,14 +115,14 @@ def run_once(mode, broker, args, round_no):
                 except (FileNotFoundError, ProcessLookupError):
                     pass
                 time.sleep(0.05)
-            got, t1 = wait_offsets(broker, topic, args.partitions, total)
+            got, t1 = downstream.wait_count(lambda: broker.end_offsets(topic, args.partitions), total)
             cpu = 1e6 * pid_cpu / total
         else:
             proc, port = downstream.start_shipper(
                 mode, work, f'kafka-c(bootstrap-servers("{broker.bootstrap}") topic("{topic}") {args.options})')
             broker_cpu0, cpu0, t0 = run.cpu_seconds(broker.proc.pid), run.cpu_seconds(proc.pid), time.time()
             downstream.send_load(port, total)
-            got, t1 = wait_offsets(broker, topic, args.partitions, total, proc)
+            got, t1 = downstream.wait_count(lambda: broker.end_offsets(topic, args.partitions), total, proc)
             cpu = 1e6 * (run.cpu_seconds(proc.pid) - cpu0) / total
         broker_cpu = 1e6 * (run.cpu_seconds(broker.proc.pid) - broker_cpu0) / total
     finally:

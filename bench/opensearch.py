@@ -153,18 +153,6 @@ def send_bulk(node, bodies):
         t.join()
 
 
-def wait_indexed(node, index, want, proc=None):
-    """Waits until the node acknowledged `want` documents of `index` or none came for 30 s."""
-    last, grew = -1, time.time()
-    while True:
-        n = node.indexed(index)
-        if n != last:
-            last, grew = n, time.time()
-        if n >= want or time.time() - grew > 30 or (proc is not None and proc.poll() is not None):
-            return n, grew
-        time.sleep(0.1)
-
-
 def run_once(mode, node, args, round_no):
     index = f"{mode.replace('-', '')}{round_no}"
     node.fresh_index(index)
@@ -177,7 +165,7 @@ def run_once(mode, node, args, round_no):
             bodies = bulk_bodies(total, index)
             node_cpu0, t0 = run.cpu_seconds(node.proc.pid), time.time()
             send_bulk(node, bodies)
-            got, t1 = wait_indexed(node, index, total)
+            got, t1 = downstream.wait_count(lambda: node.indexed(index), total)
             cpu = 0.0
         else:
             proc, port = downstream.start_shipper(
@@ -185,7 +173,7 @@ def run_once(mode, node, args, round_no):
                 f'elasticsearch-http(url("{node.url}/_bulk") index("{index}") type("") batch-lines(1000) workers(4))')
             node_cpu0, cpu0, t0 = run.cpu_seconds(node.proc.pid), run.cpu_seconds(proc.pid), time.time()
             downstream.send_load(port, total)
-            got, t1 = wait_indexed(node, index, total, proc)
+            got, t1 = downstream.wait_count(lambda: node.indexed(index), total, proc)
             cpu = 1e6 * (run.cpu_seconds(proc.pid) - cpu0) / total
         node_cpu = 1e6 * (run.cpu_seconds(node.proc.pid) - node_cpu0) / total
         counted = node.counted(index)
@@ -221,7 +209,7 @@ def main():
     try:
         node.fresh_index("warm")
         send_bulk(node, bulk_bodies(args.warm_up, "warm"))
-        wait_indexed(node, "warm", args.warm_up)
+        downstream.wait_count(lambda: node.indexed("warm"), args.warm_up)
         node.request("DELETE", "/warm")
         results = downstream.rounds(modes, args.rounds, lambda m, r: run_once(m, node, args, r))
     finally:
