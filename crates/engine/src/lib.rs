@@ -53,6 +53,8 @@ pub mod correlation;
 pub mod destinations;
 pub mod dispatch;
 pub mod dns;
+#[cfg(feature = "kafka")]
+pub mod kafka;
 pub mod notify;
 pub mod options;
 pub mod own_log;

@@ -23,7 +23,7 @@ use super::link::{stalled, Connected, Failure, GiveUp, Position, Wire, STOP_GRAC
 use super::queue::Batch;
 use super::sender::{Pacing, Servers};
 use super::{Destination, Outbox};
-use crate::own_log;
+use crate::kafka::{valid_topic, Said};
 use crate::stats::DestCounters;
 use crate::window::Ack;
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
@@ -33,7 +33,7 @@ use rdkafka::ClientContext;
 use sluice_model::LogMessage;
 use std::cell::RefCell;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -44,9 +44,6 @@ const DEFAULTS: &[(&str, &str)] = &[
     // Delivery reports carry no copy of the payload back.
     ("delivery.report.only.error", "false"),
 ];
-
-/// The longest topic name Kafka takes.
-const MAX_TOPIC: usize = 249;
 
 /// How long a wire waiting for delivery reports, or for room in librdkafka's queue, sleeps
 /// at most before it looks at the sender's stop. Reports wake it as they come: a producer's
@@ -115,29 +112,13 @@ impl<'a> Record<'a> {
     }
 }
 
-/// Whether Kafka takes `topic` as a topic's name: 1 to 249 of `[a-zA-Z0-9._-]`, not `.` or
-/// `..`.
-pub fn valid_topic(topic: &[u8]) -> bool {
-    !topic.is_empty()
-        && topic.len() <= MAX_TOPIC
-        && topic != b"."
-        && topic != b".."
-        && topic
-            .iter()
-            .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
-}
-
 /// One producer's reports, and what it says of itself.
 struct Reports {
-    label: Arc<str>,
     /// `(record, outcome)` as delivery reports come: `Err` with the broker's refusal.
     done: Mutex<Vec<(usize, Result<(), KafkaError>)>>,
     /// Told when a report comes.
     arrived: Condvar,
-    /// librdkafka said the producer cannot go on (a fatal idempotence error).
-    fatal: AtomicBool,
-    /// The last error said, and when: the same one is said again a minute later at most.
-    said: Mutex<Option<(String, Instant)>>,
+    said: Said,
 }
 
 impl Reports {
@@ -161,32 +142,15 @@ impl Reports {
             let _ = self.arrived.wait_timeout(done, at_most);
         }
     }
-
-    fn say(&self, text: String) {
-        let mut said = self.said.lock().expect("said lock");
-        if let Some((last, at)) = &*said {
-            if *last == text && at.elapsed() < Duration::from_secs(60) {
-                return;
-            }
-        }
-        own_log::error(format!("{}: {text}", self.label));
-        *said = Some((text, Instant::now()));
-    }
 }
 
 impl ClientContext for Reports {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, text: &str) {
-        use RDKafkaLogLevel::*;
-        if matches!(level, Emerg | Alert | Critical | Error | Warning) {
-            self.say(format!("librdkafka {fac}: {text}"));
-        }
+        self.said.log(level, fac, text);
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
-        if error.rdkafka_error_code() == Some(RDKafkaErrorCode::Fatal) {
-            self.fatal.store(true, Ordering::SeqCst);
-        }
-        self.say(format!("{error}: {reason}"));
+        self.said.error(error, reason);
     }
 }
 
@@ -338,11 +302,9 @@ impl Servers for KafkaOptions {
     /// Makes a producer; it connects in the background, and its records wait until it has.
     fn open(&self, _: usize) -> std::io::Result<Connected> {
         let reports = Reports {
-            label: self.label.clone(),
             done: Mutex::default(),
             arrived: Condvar::new(),
-            fatal: AtomicBool::new(false),
-            said: Mutex::default(),
+            said: Said::new(self.label.clone()),
         };
         let producer: ThreadedProducer<Reports> = self
             .client_config()
@@ -434,7 +396,7 @@ impl Wire for Producing {
 
     /// A producer goes on through broker failures by itself; only a fatal error ends it.
     fn closed(&self) -> bool {
-        self.producer.context().fatal.load(Ordering::SeqCst)
+        self.producer.context().said.is_fatal()
     }
 }
 
@@ -454,6 +416,7 @@ impl Producing {
             fates[n] = Fate::Refused;
             self.producer
                 .context()
+                .said
                 .say("a record in the queue is damaged; dropped".into());
             return Ok(());
         };
@@ -464,7 +427,7 @@ impl Producing {
             }
             (false, false) => {
                 fates[n] = Fate::Refused;
-                self.producer.context().say(format!(
+                self.producer.context().said.say(format!(
                     "'{}' is not a Kafka topic name and there is no fallback-topic(); dropped",
                     String::from_utf8_lossy(&record.topic[..record.topic.len().min(100)])
                 ));
@@ -498,6 +461,7 @@ impl Producing {
                     fates[n] = Fate::Refused;
                     self.producer
                         .context()
+                        .said
                         .say(format!("a record was refused ({e}); dropped"));
                     return Ok(());
                 }
@@ -539,7 +503,9 @@ impl Producing {
                     }
                     Err(e) => {
                         fates[n] = Fate::Refused;
-                        reports.say(format!("a record was refused ({e}); dropped"));
+                        reports
+                            .said
+                            .say(format!("a record was refused ({e}); dropped"));
                     }
                 }
                 if !waiting(&fates[n]) {
@@ -581,21 +547,5 @@ mod tests {
         let r = Record::read(&b.data[b.ends[0] as usize..]).unwrap();
         assert_eq!((r.topic, r.key, r.value), (&b"t"[..], None, &b""[..]));
         assert!(Record::read(&[5, 0, b'a']).is_none());
-    }
-
-    #[test]
-    fn topic_names_are_kafkas() {
-        assert!(valid_topic(b"logs-2026.11_a"));
-        for bad in [
-            &b""[..],
-            b".",
-            b"..",
-            b"a b",
-            b"a/b",
-            b"caf\xc3\xa9",
-            &[b'a'; 250],
-        ] {
-            assert!(!valid_topic(bad), "{bad:?}");
-        }
     }
 }

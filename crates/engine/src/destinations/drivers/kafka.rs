@@ -1,12 +1,11 @@
 //! The declaration of `kafka-c()` (its runtime is [`crate::destinations::kafka`]):
 //! syslog-ng's options, read into the producers' configuration and the record templates.
 
-use super::super::kafka::{
-    valid_topic, KafkaDestination, KafkaOptions, KafkaQueueing, KafkaTemplates,
-};
+use super::super::kafka::{KafkaDestination, KafkaOptions, KafkaQueueing, KafkaTemplates};
 use super::{Built, DestinationContext, FormatOptions, Queue, Threaded};
 use crate::destinations::format::{Format, Formatter};
 use crate::destinations::sender::Pacing;
+use crate::kafka::{config_pairs, valid_topic};
 use sluice_config::declared::{not_yet, read, Declared, Options};
 use sluice_config::{ConfigError, Node};
 use sluice_model::Template;
@@ -121,7 +120,12 @@ pub(super) fn build(
     });
     let mut config = Vec::new();
     for opt in o.all("config") {
-        config_pairs(opt, &mut config)?;
+        config_pairs(
+            opt,
+            OURS,
+            "give the brokers in bootstrap-servers()",
+            &mut config,
+        )?;
     }
     let fallback_topic = match o.last("fallback_topic") {
         Some(opt) => {
@@ -195,27 +199,4 @@ pub(super) fn build(
         },
         counters,
     )))
-}
-
-/// `config("linger.ms" => "10", "compression.type" => "lz4")`: librdkafka properties.
-fn config_pairs(opt: &Node, into: &mut Vec<(String, String)>) -> Result<(), ConfigError> {
-    let words: Vec<&sluice_config::Value> = opt.values().collect();
-    let example = "config(\"linger.ms\" => \"10\", \"compression.type\" => \"lz4\")";
-    if words.is_empty() || words.len() % 3 != 0 {
-        return Err(ConfigError::new(opt.pos, format!("write it as {example}")));
-    }
-    for w in words.chunks(3) {
-        if w[1].text != "=>" {
-            return Err(ConfigError::new(w[1].pos, format!("write it as {example}")));
-        }
-        let name = w[0].text.trim();
-        if OURS.contains(&name) {
-            return Err(ConfigError::new(
-                w[0].pos,
-                format!("{name} is sluice's to set: give the brokers in bootstrap-servers()"),
-            ));
-        }
-        into.push((name.to_string(), w[2].text.clone()));
-    }
-    Ok(())
 }

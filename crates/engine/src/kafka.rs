@@ -1,0 +1,127 @@
+//! What `kafka-c()` (producing, [`crate::destinations::kafka`]) and `kafka()` (consuming,
+//! [`crate::sources::kafka`]) share: librdkafka properties read from `config()`, Kafka's
+//! rule for topic names, and how librdkafka's own complaints reach sluice's log.
+
+use crate::own_log;
+use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use sluice_config::{ConfigError, Node};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The longest topic name Kafka takes.
+const MAX_TOPIC: usize = 249;
+
+/// Whether Kafka takes `topic` as a topic's name: 1 to 249 of `[a-zA-Z0-9._-]`, not `.` or
+/// `..`.
+pub fn valid_topic(topic: &[u8]) -> bool {
+    !topic.is_empty()
+        && topic.len() <= MAX_TOPIC
+        && topic != b"."
+        && topic != b".."
+        && topic
+            .iter()
+            .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
+}
+
+/// `config("linger.ms" => "10", "compression.type" => "lz4")`: librdkafka properties, each
+/// pushed to `into`; a property in `ours` is sluice's to set, and refused with `why`.
+pub fn config_pairs(
+    opt: &Node,
+    ours: &[&str],
+    why: &str,
+    into: &mut Vec<(String, String)>,
+) -> Result<(), ConfigError> {
+    let words: Vec<&sluice_config::Value> = opt.values().collect();
+    let example = "config(\"linger.ms\" => \"10\", \"compression.type\" => \"lz4\")";
+    if words.is_empty() || words.len() % 3 != 0 {
+        return Err(ConfigError::new(opt.pos, format!("write it as {example}")));
+    }
+    for w in words.chunks(3) {
+        if w[1].text != "=>" {
+            return Err(ConfigError::new(w[1].pos, format!("write it as {example}")));
+        }
+        let name = w[0].text.trim();
+        if ours.contains(&name) {
+            return Err(ConfigError::new(
+                w[0].pos,
+                format!("{name} is sluice's to set: {why}"),
+            ));
+        }
+        into.push((name.to_string(), w[2].text.clone()));
+    }
+    Ok(())
+}
+
+/// What a librdkafka client says of itself, in sluice's log under its driver's label: the
+/// same text at most once a minute (a broker that is away is reported by every retry), and
+/// whether librdkafka called an error fatal.
+pub struct Said {
+    pub label: Arc<str>,
+    last: Mutex<Option<(String, Instant)>>,
+    /// librdkafka said the client cannot go on (a fatal idempotence error).
+    pub fatal: AtomicBool,
+}
+
+impl Said {
+    pub fn new(label: Arc<str>) -> Said {
+        Said {
+            label,
+            last: Mutex::default(),
+            fatal: AtomicBool::new(false),
+        }
+    }
+
+    pub fn say(&self, text: String) {
+        let mut last = self.last.lock().expect("said lock");
+        if let Some((said, at)) = &*last {
+            if *said == text && at.elapsed() < Duration::from_secs(60) {
+                return;
+            }
+        }
+        own_log::error(format!("{}: {text}", self.label));
+        *last = Some((text, Instant::now()));
+    }
+
+    /// librdkafka's log: warnings and worse.
+    pub fn log(&self, level: RDKafkaLogLevel, fac: &str, text: &str) {
+        use RDKafkaLogLevel::*;
+        if matches!(level, Emerg | Alert | Critical | Error | Warning) {
+            self.say(format!("librdkafka {fac}: {text}"));
+        }
+    }
+
+    /// An error librdkafka reports outside any one message (a broker down, authentication).
+    pub fn error(&self, error: KafkaError, reason: &str) {
+        if error.rdkafka_error_code() == Some(RDKafkaErrorCode::Fatal) {
+            self.fatal.store(true, Ordering::SeqCst);
+        }
+        self.say(format!("{error}: {reason}"));
+    }
+
+    pub fn is_fatal(&self) -> bool {
+        self.fatal.load(Ordering::SeqCst)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_names_are_kafkas() {
+        assert!(valid_topic(b"logs-2026.11_a"));
+        for bad in [
+            &b""[..],
+            b".",
+            b"..",
+            b"a b",
+            b"a/b",
+            b"caf\xc3\xa9",
+            &[b'a'; 250],
+        ] {
+            assert!(!valid_topic(bad), "{bad:?}");
+        }
+    }
+}
