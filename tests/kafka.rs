@@ -1,6 +1,8 @@
-//! `kafka-c()` against a real Kafka broker (3.9, KRaft; `tests/common/kafka.rs` starts one per
-//! run of this file): every message arrives once, a broker killed with SIGKILL and started
-//! again mid-run loses nothing, a topic the broker refuses goes to `fallback-topic()`.
+//! `kafka-c()` and `kafka()` against a real Kafka broker (3.9, KRaft; `tests/common/kafka.rs`
+//! starts one per run of this file): every message arrives once, a broker killed with SIGKILL
+//! and started again mid-run loses nothing, a topic the broker refuses goes to
+//! `fallback-topic()`; a consumer reads every record with its place, and one killed with
+//! SIGKILL reads again from its group's last commit, losing nothing.
 
 mod common;
 
@@ -174,4 +176,134 @@ fn a_topic_the_broker_refuses_goes_to_the_fallback_topic() {
     );
     assert!(known.keys().all(|n| n % 2 == 0));
     assert!(fallback.keys().all(|n| n % 2 == 1));
+}
+
+/// Records `from..to` as collectors would produce them: keyed by host, RFC3164.
+fn produced(from: usize, to: usize) -> impl Iterator<Item = (Vec<u8>, Vec<u8>)> {
+    (from..to).map(|i| {
+        let host = format!("web{}", i % 4);
+        let line = format!("<14>Nov 27 10:00:00 {host} app[1]: seq {i}");
+        (host.into_bytes(), line.into_bytes())
+    })
+}
+
+/// A sluice in consumer group `group` reading `topic` (as `topic()` takes it) into
+/// `out.log`, each record with its place.
+fn consumer(dir: &std::path::Path, k: &Kafka, topic: &str, group: &str) -> InDir {
+    let config = format!(
+        r#"source s {{ kafka(bootstrap-servers("{}") topic({topic})
+               config("group.id" => "{group}" "session.timeout.ms" => "6000")); }};
+        destination f {{ file("@DIR@/out.log" template(
+            "${{.kafka.topic}} ${{.kafka.partition}} ${{.kafka.offset}} ${{.kafka.key}} $HOST $PROGRAM $MSG\n")); }};
+        log {{ source(s); destination(f); }};"#,
+        k.bootstrap
+    );
+    InDir::start(Command::new(sluice_bin()), dir, &config)
+}
+
+/// How many times each sequence number is in `out.log` under `dirs`.
+fn consumed(dirs: &[&std::path::Path]) -> HashMap<usize, usize> {
+    let mut seen = HashMap::new();
+    for dir in dirs {
+        let text = std::fs::read_to_string(dir.join("out.log")).unwrap_or_default();
+        for line in text.lines() {
+            if let Some(n) = line.rsplit_once("seq ").and_then(|(_, n)| n.parse().ok()) {
+                *seen.entry(n).or_default() += 1;
+            }
+        }
+    }
+    seen
+}
+
+/// Waits until every sequence number below `n` was consumed into `dirs`.
+fn wait_consumed(dirs: &[&std::path::Path], n: usize, limit: Duration) -> HashMap<usize, usize> {
+    let started = Instant::now();
+    loop {
+        let seen = consumed(dirs);
+        if seen.len() >= n || started.elapsed() > limit {
+            return seen;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_consumer_reads_every_record_once_with_its_place() {
+    let Some(k) = broker() else { return };
+    let _turn = k.turn.lock().unwrap_or_else(|e| e.into_inner());
+    k.create_topic("collected", 4);
+    const N: usize = 100_000;
+    k.produce("collected", produced(0, N));
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = consumer(dir.path(), k, r#""collected""#, "readers");
+    wait_consumed(&[dir.path()], N, Duration::from_secs(120));
+    s.stop();
+    // Stopped, the consumer left its group with its offsets committed: the next member
+    // reads only what came after.
+    k.produce("collected", produced(N, N + 10));
+    let mut s = consumer(dir.path(), k, r#""collected""#, "readers");
+    let seen = wait_consumed(&[dir.path()], N + 10, Duration::from_secs(60));
+    std::thread::sleep(Duration::from_secs(1));
+    s.stop();
+    let seen_after = consumed(&[dir.path()]);
+    assert_eq!(seen.len(), seen_after.len());
+    let missing = (0..N + 10).filter(|i| !seen_after.contains_key(i)).count();
+    let twice = seen_after.values().filter(|&&c| c > 1).count();
+    assert_eq!((missing, twice), (0, 0), "{}", s.stderr());
+    // Each record carries its topic, partition, offset and key; the host and program are
+    // the collector's, parsed from the record.
+    let text = std::fs::read_to_string(dir.path().join("out.log")).unwrap();
+    let mut next_offset = HashMap::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.splitn(7, ' ').collect();
+        let n: usize = f[6].strip_prefix("seq ").unwrap().parse().unwrap();
+        let partition: i32 = f[1].parse().unwrap();
+        let offset: i64 = f[2].parse().unwrap();
+        assert_eq!(f[0], "collected", "{line}");
+        assert_eq!(
+            (f[3], f[4], f[5]),
+            (&*format!("web{}", n % 4), &*format!("web{}", n % 4), "app"),
+            "{line}"
+        );
+        // Offsets of a partition come in order, one after another.
+        let next = next_offset.entry(partition).or_insert(offset);
+        assert_eq!(*next, offset, "{line}");
+        *next += 1;
+    }
+}
+
+#[test]
+fn a_consumer_killed_9_reads_again_from_its_groups_commit_and_loses_nothing() {
+    let Some(k) = broker() else { return };
+    let _turn = k.turn.lock().unwrap_or_else(|e| e.into_inner());
+    k.create_topic("replayed", 2);
+    const N: usize = 200_000;
+    k.produce("replayed", produced(0, N));
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = consumer(dir.path(), k, r#""replayed" => "-1""#, "replaying");
+    let started = Instant::now();
+    let mut at = 0;
+    while at < N / 4 {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "{}",
+            s.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+        at = consumed(&[dir.path()]).len();
+    }
+    s.kill_9();
+    let mut s = consumer(dir.path(), k, r#""replayed" => "-1""#, "replaying");
+    let seen = wait_consumed(&[dir.path()], N, Duration::from_secs(120));
+    s.stop();
+    let missing: Vec<usize> = (0..N).filter(|i| !seen.contains_key(i)).collect();
+    let again: usize = seen.values().map(|c| c - 1).sum();
+    assert!(
+        missing.is_empty(),
+        "lost {} of {N}: {:?}…\n{}",
+        missing.len(),
+        &missing[..missing.len().min(10)],
+        s.stderr()
+    );
+    eprintln!("{N} records, the consumer killed -9 after {at}: 0 lost, {again} read again");
 }

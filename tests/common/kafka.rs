@@ -196,3 +196,29 @@ impl Kafka {
         got
     }
 }
+
+impl Kafka {
+    /// Produces `records` (`(key, value)`) into `topic`, each acknowledged by the broker.
+    pub fn produce(&self, topic: &str, records: impl Iterator<Item = (Vec<u8>, Vec<u8>)>) {
+        use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+        let producer: BaseProducer = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", &self.bootstrap)
+            .set("linger.ms", "5")
+            .create()
+            .unwrap();
+        for (key, value) in records {
+            let mut record = BaseRecord::to(topic).key(&key[..]).payload(&value[..]);
+            loop {
+                match producer.send(record) {
+                    Ok(()) => break,
+                    Err((_, back)) => {
+                        record = back;
+                        producer.poll(Duration::from_millis(10));
+                    }
+                }
+            }
+            producer.poll(Duration::ZERO);
+        }
+        producer.flush(Duration::from_secs(60)).unwrap();
+    }
+}

@@ -13,6 +13,8 @@ use super::group::{DatagramGroup, Grouping};
 use super::internal::InternalSource;
 #[cfg(feature = "journal")]
 use super::journal::JournalSource;
+#[cfg(feature = "kafka")]
+use super::kafka::{KafkaSource, Topics};
 use super::program::{PipeSource, ProgramSource};
 use super::stdin::StdinSource;
 use super::stream::{Listen, Proxied, StreamSource};
@@ -40,7 +42,6 @@ use std::time::Duration;
 pub struct SourceDriver {
     /// As `Node::key` gives them (`unix_stream`); the first is the driver's own.
     pub names: &'static [&'static str],
-    /// Its own options; every source also has [`SourceOptions::DECLARED`].
     /// Its own options, in parts; every source also has [`SourceOptions::DECLARED`].
     pub options: &'static [&'static [Declared]],
     /// A valid use, for the table test.
@@ -95,6 +96,13 @@ pub static DRIVERS: &[SourceDriver] = &[
         sample: "systemd-journal(prefix(\".j.\") matches(\"_COMM\" => \"sshd\"))",
         build: systemd_journal,
     },
+    #[cfg(feature = "kafka")]
+    SourceDriver {
+        names: &["kafka"],
+        options: &[KAFKA, KAFKA_LATER],
+        sample: "kafka(bootstrap-servers(\"127.0.0.1:9\") topic(\"logs\"))",
+        build: kafka,
+    },
     SourceDriver {
         names: &["file"],
         options: &[FILE, MULTI_LINE],
@@ -144,6 +152,7 @@ pub const NOT_YET: &[&str] = &[
     "linux_audit",
     "sun_streams",
     "java",
+    #[cfg(not(feature = "kafka"))]
     "kafka",
     "mqtt",
     "opentelemetry",
@@ -935,6 +944,174 @@ fn journal_local(node: &Node, common: Common, prefix: &str, max_field_size: usiz
         names: common.names(),
         source_name: common.cx.name.clone(),
         source_id: common.cx.id,
+    }
+}
+
+/// The options of `kafka()`.
+#[cfg(feature = "kafka")]
+const KAFKA: &[Declared] = &[
+    read("bootstrap_servers", "bootstrap-servers(\"127.0.0.1:9092\")"),
+    read("topic", "topic(\"logs\" => \"-1\")"),
+    read("config", "config(\"group.id\" => \"central\")"),
+    read("poll_timeout", "poll-timeout(100)"),
+];
+
+/// syslog-ng 4's options of `kafka()` that sluice does not have: one consumer per source
+/// (run more sluices in the group to read in parallel), offsets always in the group.
+#[cfg(feature = "kafka")]
+const KAFKA_LATER: &[Declared] = &[
+    not_yet("workers"),
+    not_yet("strategy_hint"),
+    not_yet("persist_store"),
+    not_yet("disable_bookmarks"),
+    not_yet("ignore_saved_bookmarks"),
+    not_yet("separated_worker_queues"),
+    not_yet("kafka_logging"),
+];
+
+/// `kafka(bootstrap-servers("10.0.0.1:9092") topic("logs"))`: a member of a consumer group.
+#[cfg(feature = "kafka")]
+fn kafka(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigError> {
+    let example = "kafka(bootstrap-servers(\"10.0.0.1:9092\") topic(\"logs\"))";
+    if let Some(v) = node.first_value() {
+        return Err(ConfigError::new(
+            v.pos,
+            format!("kafka() takes its brokers in bootstrap-servers(): {example}"),
+        ));
+    }
+    let bootstrap_servers = o
+        .last("bootstrap_servers")
+        .map(Node::string)
+        .transpose()?
+        .filter(|s| !s.trim().is_empty())
+        .ok_or_else(|| {
+            ConfigError::new(
+                node.pos,
+                format!("kafka() needs bootstrap-servers(): {example}"),
+            )
+        })?;
+    let topics = match o.last("topic") {
+        Some(t) => kafka_topics(t)?,
+        None => {
+            return Err(ConfigError::new(
+                node.pos,
+                format!("kafka() needs topic(): {example}"),
+            ))
+        }
+    };
+    let mut config = Vec::new();
+    for opt in o.all("config") {
+        crate::kafka::config_pairs(
+            opt,
+            super::kafka::OURS,
+            "offsets are stored once delivered, and committed by librdkafka",
+            &mut config,
+        )?;
+    }
+    let group_id = match config.iter().rposition(|(k, _)| k == "group.id") {
+        Some(i) => config.remove(i).1,
+        None => format!("sluice-{}", common.cx.name),
+    };
+    config.retain(|(k, _)| k != "group.id");
+    let poll_timeout = Duration::from_millis(
+        o.last("poll_timeout")
+            .map(Node::u64)
+            .transpose()?
+            .unwrap_or(100)
+            .clamp(1, 10_000),
+    );
+    let mut common = common;
+    // The host a record names is the machine that logged it, not the one that read Kafka.
+    if !node.options().any(|opt| opt.key() == "keep_hostname") {
+        common.opts.keep_hostname = true;
+    }
+    let ingest = common.ingest();
+    let window = common.opts.log_iw_size;
+    let listener = format!("kafka,{bootstrap_servers}");
+    let source = KafkaSource {
+        local: Local {
+            reader: common.reader(node, &ingest, "kafka", Framing::Newline, window, &listener),
+            names: common.names(),
+            source_name: common.cx.name.clone(),
+            source_id: common.cx.id,
+        },
+        bootstrap_servers,
+        topics,
+        group_id,
+        config,
+        poll_timeout,
+    };
+    // librdkafka checks the properties' names and values now: a wrong one is a
+    // configuration error, not a consumer that fails when it starts.
+    source
+        .consumer()
+        .map_err(|e| ConfigError::new(node.pos, format!("kafka(): {e}")))?;
+    Ok(Arc::new(source))
+}
+
+/// `topic("logs")`, `topic("logs" => "-1" "^audit-.*" => "-1")` (whole topics, their
+/// partitions shared by the group), or `topic("logs" => "0,1")` (those partitions).
+#[cfg(feature = "kafka")]
+fn kafka_topics(node: &Node) -> Result<Topics, ConfigError> {
+    let words: Vec<&sluice_config::Value> = node.words()?;
+    let mut subscribe = Vec::new();
+    let mut assign = Vec::new();
+    let mut rest = words.as_slice();
+    while let [name, more @ ..] = rest {
+        let (partitions, more) = match more {
+            [arrow, partitions, more @ ..] if arrow.text == "=>" => (Some(*partitions), more),
+            _ => (None, more),
+        };
+        let pattern = name.text.starts_with('^');
+        if pattern {
+            regex::Regex::new(&name.text).map_err(|e| {
+                ConfigError::new(
+                    name.pos,
+                    format!("'{}' is not a topic pattern: {e}", name.text),
+                )
+            })?;
+        } else if !crate::kafka::valid_topic(name.text.as_bytes()) {
+            return Err(ConfigError::new(
+                name.pos,
+                format!(
+                    "'{}' is not a Kafka topic name (1 to 249 of a-z, A-Z, 0-9, '.', '_', '-'), nor a pattern starting with ^",
+                    name.text
+                ),
+            ));
+        }
+        match partitions.map(|p| p.text.trim()) {
+            None | Some("-1") => subscribe.push(name.text.clone()),
+            Some(_) if pattern => return Err(ConfigError::new(
+                name.pos,
+                "a topic pattern reads every partition of the topics it matches: give it \"-1\"",
+            )),
+            Some(list) => {
+                for p in list.split(',') {
+                    let p: i32 = p.trim().parse().ok().filter(|p| *p >= 0).ok_or_else(|| {
+                        ConfigError::new(
+                            partitions.expect("partitions given").pos,
+                            format!(
+                                "'{list}' is not a list of partitions: \"0,1\", or \"-1\" for all"
+                            ),
+                        )
+                    })?;
+                    assign.push((name.text.clone(), p));
+                }
+            }
+        }
+        rest = more;
+    }
+    match (subscribe.is_empty(), assign.is_empty()) {
+        (true, true) => Err(ConfigError::new(
+            node.pos,
+            "topic() needs a topic: topic(\"logs\")",
+        )),
+        (false, false) => Err(ConfigError::new(
+            node.pos,
+            "kafka() reads either whole topics, their partitions shared by its group (\"-1\"), or given partitions, not both: use two kafka() sources",
+        )),
+        (false, true) => Ok(Topics::Subscribe(subscribe)),
+        (true, false) => Ok(Topics::Assign(assign)),
     }
 }
 

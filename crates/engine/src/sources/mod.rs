@@ -16,6 +16,8 @@ pub mod group;
 pub mod internal;
 #[cfg(feature = "journal")]
 pub mod journal;
+#[cfg(feature = "kafka")]
+pub mod kafka;
 pub mod notices;
 pub mod program;
 pub mod relp;
