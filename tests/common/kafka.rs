@@ -7,7 +7,7 @@ use super::free_port;
 use super::service::{installed, Service};
 use std::path::Path;
 use std::process::Command;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// Where `.ci/install-test-deps.sh` puts the broker's jars.
@@ -17,8 +17,6 @@ pub struct Kafka {
     /// `127.0.0.1:PORT`, for bootstrap-servers().
     pub bootstrap: String,
     broker: Service,
-    /// Tests that stop the broker run alone: each Kafka test holds this.
-    pub turn: Mutex<()>,
     _dir: tempfile::TempDir,
 }
 
@@ -89,7 +87,6 @@ impl Kafka {
         let kafka = Kafka {
             bootstrap: format!("127.0.0.1:{port}"),
             broker: Service::new("kafka broker", broker, dir.path().join("kafka.out")),
-            turn: Mutex::new(()),
             _dir: dir,
         };
         kafka.restart();

@@ -1,13 +1,11 @@
 //! `elasticsearch-http()` and `opensearch()` against a real OpenSearch node (2.19;
-//! `tests/common/opensearch.rs` starts one per run of this file): every document arrives once
+//! `tests/common/opensearch.rs` starts one per run of the binary): every document arrives once
 //! in the index its template names, a document the cluster refuses is dropped and counted
 //! alone, a cluster that answers 429 is waited for, a dead node is failed over, and the
 //! documents are those syslog-ng 3.38's `elasticsearch-http()` indexes.
 
-mod common;
-
-use common::opensearch::{opensearch, OpenSearch};
-use common::{free_port, send_tcp, stat, Framing, Running, Server};
+use crate::common::opensearch::{opensearch, OpenSearch};
+use crate::common::{free_port, send_tcp, stat, Framing, Running, Server};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -74,6 +72,7 @@ fn each_once(os: &OpenSearch, index: &str, n: usize, s: &Running) {
 #[test]
 fn every_document_arrives_once_in_the_index_its_template_names() {
     let Some(os) = opensearch() else { return };
+    let _alone = crate::alone();
     let (s, port) = start(
         Server::Sluice,
         &format!(
@@ -98,7 +97,7 @@ fn every_document_arrives_once_in_the_index_its_template_names() {
     );
     assert_eq!(os.count("every-host0"), N as u64 / 2);
     let written = "dst.elasticsearch-http;d#0;elasticsearch-http,".to_string();
-    assert!(common::wait_until(Duration::from_secs(10), || stat(
+    assert!(crate::common::wait_until(Duration::from_secs(10), || stat(
         &s,
         &format!("{written}{}/_bulk;a;written", os.url)
     ) == N
@@ -108,6 +107,7 @@ fn every_document_arrives_once_in_the_index_its_template_names() {
 #[test]
 fn a_document_the_cluster_refuses_is_dropped_and_counted_alone() {
     let Some(os) = opensearch() else { return };
+    let _alone = crate::alone();
     os.create_index("typed", r#"{"properties":{"n":{"type":"long"}}}"#);
     // The first node is down: the second takes the documents.
     let dead = format!("http://127.0.0.1:{}/_bulk", free_port());
@@ -133,10 +133,10 @@ fn a_document_the_cluster_refuses_is_dropped_and_counted_alone() {
     assert_eq!(os.wait_count("typed", 99), 99, "{}", s.stderr());
     let dropped = format!("dst.opensearch;d#0;opensearch,{dead};a;dropped");
     assert!(
-        common::wait_until(Duration::from_secs(10), || stat(&s, &dropped) == 1),
+        crate::common::wait_until(Duration::from_secs(10), || stat(&s, &dropped) == 1),
         "{}\n{}",
         s.stderr(),
-        common::ctl(&s, &["stats"]).1
+        crate::common::ctl(&s, &["stats"]).1
     );
     let stderr = s.stderr();
     assert!(
@@ -150,6 +150,7 @@ fn a_document_the_cluster_refuses_is_dropped_and_counted_alone() {
 #[test]
 fn a_cluster_that_answers_429_is_waited_for_and_nothing_is_lost() {
     let Some(os) = opensearch() else { return };
+    let _alone = crate::alone();
     // Requests of more than a kilobyte are refused with 429 (circuit_breaking_exception)
     // until the limit is lifted.
     let limit = |v: &str| {
@@ -169,7 +170,7 @@ fn a_cluster_that_answers_429_is_waited_for_and_nothing_is_lost() {
     const N: usize = 10_000;
     send_tcp(port, &messages(0, N, 1), Framing::Newline);
     assert!(
-        common::wait_until(Duration::from_secs(30), || s
+        crate::common::wait_until(Duration::from_secs(30), || s
             .stderr()
             .contains("answered HTTP 429")),
         "{}",
@@ -183,7 +184,8 @@ fn a_cluster_that_answers_429_is_waited_for_and_nothing_is_lost() {
 #[test]
 fn documents_are_those_syslog_ngs_elasticsearch_http_indexes() {
     let Some(os) = opensearch() else { return };
-    if common::syslog_ng().is_none() {
+    let _alone = crate::alone();
+    if crate::common::syslog_ng().is_none() {
         return;
     }
     let mut documents = Vec::new();

@@ -1,13 +1,11 @@
 //! `kafka-c()` and `kafka()` against a real Kafka broker (3.9, KRaft; `tests/common/kafka.rs`
-//! starts one per run of this file): every message arrives once, a broker killed with SIGKILL
+//! starts one per run of the binary): every message arrives once, a broker killed with SIGKILL
 //! and started again mid-run loses nothing, a topic the broker refuses goes to
 //! `fallback-topic()`; a consumer reads every record with its place, and one killed with
 //! SIGKILL reads again from its group's last commit, losing nothing.
 
-mod common;
-
-use common::kafka::{kafka, Kafka};
-use common::{free_port, sluice_bin, InDir};
+use crate::common::kafka::{kafka, Kafka};
+use crate::common::{free_port, sluice_bin, InDir};
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::TcpStream;
@@ -76,7 +74,7 @@ fn broker() -> Option<&'static Kafka> {
 #[test]
 fn every_message_arrives_once_keyed_by_host() {
     let Some(k) = broker() else { return };
-    let _turn = k.turn.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = crate::alone();
     k.create_topic("every", 4);
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
@@ -103,7 +101,7 @@ fn every_message_arrives_once_keyed_by_host() {
 #[test]
 fn a_broker_killed_and_started_again_loses_nothing() {
     let Some(k) = broker() else { return };
-    let _turn = k.turn.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = crate::alone();
     k.create_topic("restarted", 1);
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
@@ -147,7 +145,7 @@ fn a_broker_killed_and_started_again_loses_nothing() {
 #[test]
 fn a_topic_the_broker_refuses_goes_to_the_fallback_topic() {
     let Some(k) = broker() else { return };
-    let _turn = k.turn.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = crate::alone();
     k.create_topic("to-web0-app", 1);
     k.create_topic("to-web2-app", 1);
     k.create_topic("fallback", 1);
@@ -187,17 +185,21 @@ fn produced(from: usize, to: usize) -> impl Iterator<Item = (Vec<u8>, Vec<u8>)> 
     })
 }
 
-/// A sluice in consumer group `group` reading `topic` (as `topic()` takes it) into
-/// `out.log`, each record with its place.
-fn consumer(dir: &std::path::Path, k: &Kafka, topic: &str, group: &str) -> InDir {
-    let config = format!(
-        r#"source s {{ kafka(bootstrap-servers("{}") topic({topic})
+/// The configuration of a sluice in consumer group `group` reading `topic` (as `topic()`
+/// takes it, with `more` options) into `out.log`, each record with its place.
+fn consumer_config(k: &Kafka, topic: &str, group: &str, more: &str) -> String {
+    format!(
+        r#"source s {{ kafka(bootstrap-servers("{}") topic({topic}) {more}
                config("group.id" => "{group}" "session.timeout.ms" => "6000")); }};
         destination f {{ file("@DIR@/out.log" template(
             "${{.kafka.topic}} ${{.kafka.partition}} ${{.kafka.offset}} ${{.kafka.key}} $HOST $PROGRAM $MSG\n")); }};
         log {{ source(s); destination(f); }};"#,
         k.bootstrap
-    );
+    )
+}
+
+fn consumer(dir: &std::path::Path, k: &Kafka, topic: &str, group: &str) -> InDir {
+    let config = consumer_config(k, topic, group, "");
     InDir::start(Command::new(sluice_bin()), dir, &config)
 }
 
@@ -230,7 +232,7 @@ fn wait_consumed(dirs: &[&std::path::Path], n: usize, limit: Duration) -> HashMa
 #[test]
 fn a_consumer_reads_every_record_once_with_its_place() {
     let Some(k) = broker() else { return };
-    let _turn = k.turn.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = crate::alone();
     k.create_topic("collected", 4);
     const N: usize = 100_000;
     k.produce("collected", produced(0, N));
@@ -275,7 +277,7 @@ fn a_consumer_reads_every_record_once_with_its_place() {
 #[test]
 fn a_consumer_killed_9_reads_again_from_its_groups_commit_and_loses_nothing() {
     let Some(k) = broker() else { return };
-    let _turn = k.turn.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = crate::alone();
     k.create_topic("replayed", 2);
     const N: usize = 200_000;
     k.produce("replayed", produced(0, N));
@@ -306,4 +308,55 @@ fn a_consumer_killed_9_reads_again_from_its_groups_commit_and_loses_nothing() {
         s.stderr()
     );
     eprintln!("{N} records, the consumer killed -9 after {at}: 0 lost, {again} read again");
+}
+
+#[test]
+fn a_reload_that_changes_the_source_reads_nothing_twice() {
+    let Some(k) = broker() else { return };
+    let _alone = crate::alone();
+    k.create_topic("reloaded", 2);
+    const N: usize = 100_000;
+    k.produce("reloaded", produced(0, N));
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = consumer(dir.path(), k, r#""reloaded""#, "reloading");
+    let started = Instant::now();
+    while consumed(&[dir.path()]).len() < N / 4 {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "{}",
+            s.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Mid-stream, the source changes: the old consumer leaves the group once what it read is
+    // delivered and committed, and the new one reads on from there.
+    let config = consumer_config(k, r#""reloaded""#, "reloading", "poll-timeout(50)")
+        .replace("@DIR@", &dir.path().display().to_string());
+    std::fs::write(
+        dir.path().join("server.conf"),
+        format!("@version: 3.38\n{config}"),
+    )
+    .unwrap();
+    let reloaded = Command::new(sluice_bin())
+        .arg("ctl")
+        .arg("-c")
+        .arg(dir.path().join("ctl"))
+        .arg("reload")
+        .output()
+        .unwrap();
+    assert!(reloaded.status.success(), "{reloaded:?}");
+    let at = consumed(&[dir.path()]).len();
+    let seen = wait_consumed(&[dir.path()], N, Duration::from_secs(120));
+    std::thread::sleep(Duration::from_secs(1));
+    s.stop();
+    let seen_after = consumed(&[dir.path()]);
+    let missing = (0..N).filter(|i| !seen_after.contains_key(i)).count();
+    let twice = seen_after.values().filter(|&&c| c > 1).count();
+    assert_eq!(
+        (missing, twice, seen.len()),
+        (0, 0, seen_after.len()),
+        "reloaded at {at}\n{}",
+        s.stderr()
+    );
+    eprintln!("{N} records, the source reloaded at {at}: 0 lost, 0 read twice");
 }
