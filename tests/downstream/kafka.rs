@@ -5,7 +5,7 @@
 //! SIGKILL reads again from its group's last commit, losing nothing.
 
 use crate::common::kafka::{kafka, Kafka};
-use crate::common::{free_port, sluice_bin, InDir};
+use crate::common::{free_port, send_tcp, sluice_bin, Framing, InDir, Running, Server};
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::TcpStream;
@@ -359,4 +359,73 @@ fn a_reload_that_changes_the_source_reads_nothing_twice() {
         s.stderr()
     );
     eprintln!("{N} records, the source reloaded at {at}: 0 lost, 0 read twice");
+}
+
+#[test]
+fn records_are_those_syslog_ngs_kafka_c_produces() {
+    let Some(k) = broker() else { return };
+    if crate::common::syslog_ng().is_none() {
+        return;
+    }
+    let _alone = crate::alone();
+    // Lines of several shapes: RFC3164 with and without a PID, no program, RFC5424 with
+    // structured data, a message id and fractions of a second, and text beyond ASCII.
+    let lines = |i: usize| {
+        match i % 4 {
+            0 => format!("<{}>Nov 27 10:00:{:02} web{} sshd[{}]: seq {i} from 10.0.0.{i}\n", 8 + i % 16, i % 60, i % 3, 100 + i),
+            1 => format!("<13>Nov 27 10:01:{:02} db{} cron: seq {i} (root) CMD (run-parts)\n", i % 60, i % 2),
+            2 => format!(
+                "<{}>1 2026-11-27T10:02:{:02}.{i:03}+01:00 app{} svc {} ID{} [m@1 k=\"v{i}\"] seq {i} héllo\n",
+                8 + i % 16,
+                i % 60,
+                i % 3,
+                1000 + i,
+                i % 5
+            ),
+            _ => format!("<14>Nov 27 10:03:{:02} edge{} seq {i} without a program\n", i % 60, i % 2),
+    }
+    };
+    // RFC3164 to one source, RFC5424 to another (syslog-ng 3.38 reads one or the other).
+    let legacy: String = (0..60).filter(|i| i % 4 != 2).map(lines).collect();
+    let ietf: String = (0..60).filter(|i| i % 4 == 2).map(lines).collect();
+    let mut produced = Vec::new();
+    for (kind, topic) in [
+        (Server::SyslogNg, "by-syslog-ng"),
+        (Server::Sluice, "by-sluice"),
+    ] {
+        k.create_topic(topic, 1);
+        let (port, ietf_port) = (free_port(), free_port());
+        let mut s = Running::start(
+            kind,
+            &format!(
+                r#"@version: 3.38
+                options {{ keep-hostname(yes); }};
+                source s {{ tcp(ip(127.0.0.1) port({port}));
+                    tcp(ip(127.0.0.1) port({ietf_port}) flags(syslog-protocol)); }};
+                destination d {{ kafka-c(bootstrap-servers("{}") topic("{topic}") key("$HOST")); }};
+                log {{ source(s); destination(d); flags(flow-control); }};"#,
+                k.bootstrap
+            ),
+        );
+        s.wait_tcp(port);
+        s.wait_tcp(ietf_port);
+        send_tcp(port, legacy.as_bytes(), Framing::Newline);
+        assert_eq!(k.records(topic, 45).len(), 45, "{kind:?}: {}", s.stderr());
+        send_tcp(ietf_port, ietf.as_bytes(), Framing::Newline);
+        let records = k.records(topic, 60);
+        assert_eq!(records.len(), 60, "{kind:?}: {}", s.stderr());
+        produced.push(records);
+    }
+    for (ng, ours) in produced[0].iter().zip(&produced[1]) {
+        assert_eq!(
+            (
+                ng.0.as_deref().map(String::from_utf8_lossy),
+                String::from_utf8_lossy(&ng.1)
+            ),
+            (
+                ours.0.as_deref().map(String::from_utf8_lossy),
+                String::from_utf8_lossy(&ours.1)
+            )
+        );
+    }
 }
