@@ -429,3 +429,26 @@ fn records_are_those_syslog_ngs_kafka_c_produces() {
         );
     }
 }
+
+#[test]
+fn a_stop_waits_flush_timeout_on_shutdown_for_brokers_that_are_away() {
+    // No broker listens here: what sluice holds can only wait.
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let options = format!(
+        r#"bootstrap-servers("127.0.0.1:{}") topic("t") flush-timeout-on-shutdown(3000)"#,
+        free_port()
+    );
+    let mut s = sluice(dir.path(), port, &options);
+    send(port, 0, 100);
+    std::thread::sleep(Duration::from_millis(500));
+    let stopping = Instant::now();
+    s.stop();
+    let took = stopping.elapsed();
+    assert!(
+        took >= Duration::from_secs(3) && took < Duration::from_secs(30),
+        "stopped in {took:?}\n{}",
+        s.stderr()
+    );
+    assert!(s.stderr().contains("stopping with"), "{}", s.stderr());
+}

@@ -21,6 +21,11 @@ pub fn since(now: Instant) -> Instant {
     BEGAN.get().copied().unwrap_or(now)
 }
 
+/// Whether sluice is stopping.
+pub fn began() -> bool {
+    BEGAN.get().is_some()
+}
+
 /// Whether sluice is stopping and its grace is spent: nothing should start waiting anew.
 pub fn grace_spent() -> bool {
     BEGAN.get().is_some_and(|t| t.elapsed() >= GRACE)

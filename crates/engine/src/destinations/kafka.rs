@@ -19,7 +19,7 @@
 use super::delivery::Delivery;
 use super::diskq::DiskBufferOptions;
 use super::format::Formatter;
-use super::link::{stalled, Connected, Failure, GiveUp, Position, Wire, STOP_GRACE};
+use super::link::{stalled, Connected, Failure, GiveUp, Position, Wire};
 use super::queue::Batch;
 use super::sender::{Pacing, Servers};
 use super::{Destination, Outbox};
@@ -66,6 +66,12 @@ pub struct KafkaOptions {
     pub sync_send: bool,
     /// `poll-timeout()`: the longest one poll for delivery reports waits.
     pub poll_timeout: Duration,
+    /// `flush-timeout-on-shutdown()`: how long a stopping sluice waits for the brokers to
+    /// take what it holds, from the stop (60 s, as syslog-ng).
+    pub flush_timeout_on_shutdown: Duration,
+    /// `flush-timeout-on-reload()`: how long a reload waits for them before the new
+    /// destination takes the records over and produces them again (1 s, as syslog-ng).
+    pub flush_timeout_on_reload: Duration,
 }
 
 /// Appends one record to `batch`: its topic (a u16 length first), its key (a u32 length, or
@@ -315,6 +321,8 @@ impl Servers for KafkaOptions {
             fallback_topic: self.fallback_topic.clone(),
             sync_send: self.sync_send,
             poll_timeout: self.poll_timeout,
+            flush_timeout_on_shutdown: self.flush_timeout_on_shutdown,
+            flush_timeout_on_reload: self.flush_timeout_on_reload,
         }))
     }
 
@@ -344,6 +352,8 @@ struct Producing {
     fallback_topic: Option<String>,
     sync_send: bool,
     poll_timeout: Duration,
+    flush_timeout_on_shutdown: Duration,
+    flush_timeout_on_reload: Duration,
 }
 
 /// What became of one record of a send.
@@ -401,6 +411,16 @@ impl Wire for Producing {
 }
 
 impl Producing {
+    /// How long a sender giving up waits for the brokers to take records: a stop's or a
+    /// reload's flush timeout.
+    fn flush_timeout(&self) -> Duration {
+        if crate::stopping::began() {
+            self.flush_timeout_on_shutdown
+        } else {
+            self.flush_timeout_on_reload
+        }
+    }
+
     /// Produces record `n` (to `fallback-topic()` when `fallback`), waiting while
     /// librdkafka's queue is full. A record it refuses at once is decided here.
     fn produce(
@@ -455,7 +475,7 @@ impl Producing {
                     self.producer
                         .context()
                         .wait_for_one(POLL.min(Duration::from_millis(10)));
-                    stalled(stall, give_up, STOP_GRACE)?;
+                    stalled(stall, give_up, self.flush_timeout())?;
                 }
                 Err((e, _)) => {
                     fates[n] = Fate::Refused;
@@ -484,7 +504,7 @@ impl Producing {
         while outstanding > 0 {
             let done = reports.take(self.poll_timeout.min(POLL));
             if done.is_empty() {
-                stalled(stall, give_up, STOP_GRACE)?;
+                stalled(stall, give_up, self.flush_timeout())?;
                 continue;
             }
             *stall = None;

@@ -27,13 +27,15 @@ pub(super) const OPTIONS: &[Declared] = &[
     read("fallback_topic", "fallback-topic(\"logs\")"),
     read("sync_send", "sync-send(yes)"),
     read("poll_timeout", "poll-timeout(100)"),
+    read(
+        "flush_timeout_on_shutdown",
+        "flush-timeout-on-shutdown(5000)",
+    ),
+    read("flush_timeout_on_reload", "flush-timeout-on-reload(500)"),
 ];
 
 /// syslog-ng's options of `kafka-c()` that sluice does not have yet.
-pub(super) const LATER: &[Declared] = &[
-    not_yet("flush_timeout_on_shutdown"),
-    not_yet("flush_timeout_on_reload"),
-];
+pub(super) const LATER: &[Declared] = &[not_yet("properties_file")];
 
 /// syslog-ng's `message()` unless it is given: as its `kafka-c()` has it.
 const DEFAULT_MESSAGE: &str = "$ISODATE $HOST $MSGHDR$MSG";
@@ -152,6 +154,13 @@ pub(super) fn build(
             .unwrap_or(1000)
             .max(1),
     );
+    let millis = |o: &mut Options, name: &str, default: u64| -> Result<Duration, ConfigError> {
+        Ok(Duration::from_millis(
+            o.last(name).map(Node::u64).transpose()?.unwrap_or(default),
+        ))
+    };
+    let flush_timeout_on_shutdown = millis(o, "flush_timeout_on_shutdown", 60_000)?;
+    let flush_timeout_on_reload = millis(o, "flush_timeout_on_reload", 1000)?;
     let partition_key = threaded.partition_key.map(|mut key| {
         key.dates = format.dates.clone();
         Formatter::new(Format::Template(key), false)
@@ -163,6 +172,8 @@ pub(super) fn build(
         fallback_topic,
         sync_send,
         poll_timeout,
+        flush_timeout_on_shutdown,
+        flush_timeout_on_reload,
     };
     // librdkafka checks the properties' names and values now: a wrong one is a
     // configuration error, not a producer that fails at its first message.
