@@ -33,7 +33,7 @@ use rdkafka::ClientContext;
 use sluice_model::LogMessage;
 use std::cell::RefCell;
 use std::path::Path;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -118,35 +118,61 @@ impl<'a> Record<'a> {
     }
 }
 
-/// One producer's reports, and what it says of itself.
+/// One producer's delivery reports, and what it says of itself. A report is counted; only a
+/// refusal is kept, with its record. The wire is woken when the count reaches what it waits
+/// for, or a refusal comes — not at every report (a wake-up is a system call).
 struct Reports {
-    /// `(record, outcome)` as delivery reports come: `Err` with the broker's refusal.
-    done: Mutex<Vec<(usize, Result<(), KafkaError>)>>,
-    /// Told when a report comes.
+    /// Reports that came, delivered or refused, since the producer was made.
+    reported: AtomicU64,
+    /// The count the waiting wire waits for; `u64::MAX` when none waits.
+    awaited: AtomicU64,
+    /// Refused records, `(opaque, error)`, as they came: pushed before they are counted.
+    refused: Mutex<Vec<(usize, KafkaError)>>,
+    wake: Mutex<()>,
     arrived: Condvar,
     said: Said,
 }
 
 impl Reports {
-    /// The reports that came, after waiting `at_most` for one when none had.
-    fn take(&self, at_most: Duration) -> Vec<(usize, Result<(), KafkaError>)> {
-        let mut done = self.done.lock().expect("reports lock");
-        if done.is_empty() {
-            done = self
-                .arrived
-                .wait_timeout(done, at_most)
-                .expect("reports lock")
-                .0;
+    fn new(said: Said) -> Reports {
+        Reports {
+            reported: AtomicU64::new(0),
+            awaited: AtomicU64::new(u64::MAX),
+            refused: Mutex::default(),
+            wake: Mutex::new(()),
+            arrived: Condvar::new(),
+            said,
         }
-        std::mem::take(&mut *done)
     }
 
-    /// Waits `at_most` for a report to come, leaving it to [`Reports::take`].
-    fn wait_for_one(&self, at_most: Duration) {
-        let done = self.done.lock().expect("reports lock");
-        if done.is_empty() {
-            let _ = self.arrived.wait_timeout(done, at_most);
-        }
+    fn reported(&self) -> u64 {
+        self.reported.load(Ordering::SeqCst)
+    }
+
+    /// Waits at most `at_most` until `count` reports came, or a refusal.
+    fn wait_for(&self, count: u64, at_most: Duration) {
+        let woken = self.wake.lock().expect("reports lock");
+        self.awaited.store(count, Ordering::SeqCst);
+        let refused = !self.refused.lock().expect("refusals lock").is_empty();
+        let woken = if self.reported() < count && !refused {
+            self.arrived
+                .wait_timeout(woken, at_most)
+                .expect("reports lock")
+                .0
+        } else {
+            woken
+        };
+        self.awaited.store(u64::MAX, Ordering::SeqCst);
+        drop(woken);
+    }
+
+    fn refused_none(&self) -> bool {
+        self.refused.lock().expect("refusals lock").is_empty()
+    }
+
+    /// The refusals that came since the last call.
+    fn refusals(&self) -> Vec<(usize, KafkaError)> {
+        std::mem::take(&mut *self.refused.lock().expect("refusals lock"))
     }
 }
 
@@ -164,15 +190,21 @@ impl ProducerContext for Reports {
     type DeliveryOpaque = usize;
 
     fn delivery(&self, result: &DeliveryResult<'_>, record: usize) {
-        let outcome = match result {
-            Ok(_) => Ok(()),
-            Err((e, _)) => Err(e.clone()),
+        let refused = match result {
+            Ok(_) => false,
+            Err((e, _)) => {
+                self.refused
+                    .lock()
+                    .expect("refusals lock")
+                    .push((record, e.clone()));
+                true
+            }
         };
-        self.done
-            .lock()
-            .expect("reports lock")
-            .push((record, outcome));
-        self.arrived.notify_one();
+        let count = self.reported.fetch_add(1, Ordering::SeqCst) + 1;
+        if refused || count >= self.awaited.load(Ordering::SeqCst) {
+            let _woken = self.wake.lock().expect("reports lock");
+            self.arrived.notify_all();
+        }
     }
 }
 
@@ -307,11 +339,7 @@ impl Servers for KafkaOptions {
 
     /// Makes a producer; it connects in the background, and its records wait until it has.
     fn open(&self, _: usize) -> std::io::Result<Connected> {
-        let reports = Reports {
-            done: Mutex::default(),
-            arrived: Condvar::new(),
-            said: Said::new(self.label.clone()),
-        };
+        let reports = Reports::new(Said::new(self.label.clone()));
         let producer: ThreadedProducer<Reports> = self
             .client_config()
             .create_with_context(reports)
@@ -323,6 +351,8 @@ impl Servers for KafkaOptions {
             poll_timeout: self.poll_timeout,
             flush_timeout_on_shutdown: self.flush_timeout_on_shutdown,
             flush_timeout_on_reload: self.flush_timeout_on_reload,
+            produced: 0,
+            send: 0,
         }))
     }
 
@@ -354,6 +384,17 @@ struct Producing {
     poll_timeout: Duration,
     flush_timeout_on_shutdown: Duration,
     flush_timeout_on_reload: Duration,
+    /// Records handed to librdkafka since the producer was made: when as many reports came,
+    /// every record has one.
+    produced: u64,
+    /// The number of the send, in each record's opaque beside its place in the send: a
+    /// refusal of a record of an earlier send (one given up on) is not this send's.
+    send: u32,
+}
+
+/// A record's opaque: its send, and its place in that send.
+fn opaque(send: u32, n: usize) -> usize {
+    ((send as usize) << 32) | (n & 0xffff_ffff)
 }
 
 /// What became of one record of a send.
@@ -384,20 +425,16 @@ impl Wire for Producing {
             records.push(&b.data[b.start(i)..b.ends[i] as usize]);
             at.skip_messages(batches, 1);
         }
+        self.send = self.send.wrapping_add(1);
         let mut fates = vec![Fate::Unsent; records.len()];
-        let mut waiting = 0;
         let mut stall = None;
         for (n, bytes) in records.iter().enumerate() {
             self.produce(n, bytes, false, &mut fates, give_up, &mut stall)?;
-            waiting += 1;
             if self.sync_send {
                 self.wait(&records, &mut fates, give_up, &mut stall)?;
-                waiting = 0;
             }
         }
-        if waiting > 0 {
-            self.wait(&records, &mut fates, give_up, &mut stall)?;
-        }
+        self.wait(&records, &mut fates, give_up, &mut stall)?;
         let refused = fates.iter().filter(|f| **f == Fate::Refused).count();
         pos.skip_messages(batches, records.len());
         pos.refused += refused;
@@ -424,7 +461,7 @@ impl Producing {
     /// Produces record `n` (to `fallback-topic()` when `fallback`), waiting while
     /// librdkafka's queue is full. A record it refuses at once is decided here.
     fn produce(
-        &self,
+        &mut self,
         n: usize,
         bytes: &[u8],
         fallback: bool,
@@ -432,10 +469,10 @@ impl Producing {
         give_up: GiveUp,
         stall: &mut Option<Instant>,
     ) -> Result<(), Failure> {
+        let reports = self.producer.context();
         let Some(record) = Record::read(bytes) else {
             fates[n] = Fate::Refused;
-            self.producer
-                .context()
+            reports
                 .said
                 .say("a record in the queue is damaged; dropped".into());
             return Ok(());
@@ -447,7 +484,7 @@ impl Producing {
             }
             (false, false) => {
                 fates[n] = Fate::Refused;
-                self.producer.context().said.say(format!(
+                reports.said.say(format!(
                     "'{}' is not a Kafka topic name and there is no fallback-topic(); dropped",
                     String::from_utf8_lossy(&record.topic[..record.topic.len().min(100)])
                 ));
@@ -455,13 +492,15 @@ impl Producing {
             }
             (true, _) => self.fallback_topic.as_deref().expect("a fallback topic"),
         };
-        let mut r = BaseRecord::<[u8], [u8], usize>::with_opaque_to(topic, n).payload(record.value);
+        let mut r = BaseRecord::<[u8], [u8], usize>::with_opaque_to(topic, opaque(self.send, n))
+            .payload(record.value);
         if let Some(k) = record.key {
             r = r.key(k);
         }
         loop {
             match self.producer.send(r) {
                 Ok(()) => {
+                    self.produced += 1;
                     fates[n] = if fallback {
                         Fate::FallingBack
                     } else {
@@ -472,15 +511,13 @@ impl Producing {
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
                     r = back;
                     // Room comes with reports.
-                    self.producer
-                        .context()
-                        .wait_for_one(POLL.min(Duration::from_millis(10)));
+                    let reported = reports.reported();
+                    reports.wait_for(reported + 1, POLL.min(Duration::from_millis(10)));
                     stalled(stall, give_up, self.flush_timeout())?;
                 }
                 Err((e, _)) => {
                     fates[n] = Fate::Refused;
-                    self.producer
-                        .context()
+                    reports
                         .said
                         .say(format!("a record was refused ({e}); dropped"));
                     return Ok(());
@@ -489,51 +526,55 @@ impl Producing {
         }
     }
 
-    /// Polls until every record produced has its report; a record whose topic the broker
+    /// Waits until every record produced has its report; a record whose topic the broker
     /// does not have is produced again to `fallback-topic()`.
     fn wait(
-        &self,
+        &mut self,
         records: &[&[u8]],
         fates: &mut [Fate],
         give_up: GiveUp,
         stall: &mut Option<Instant>,
     ) -> Result<(), Failure> {
-        let reports = self.producer.context();
-        let waiting = |f: &Fate| matches!(f, Fate::Waiting | Fate::FallingBack);
-        let mut outstanding = fates.iter().filter(|f| waiting(f)).count();
-        while outstanding > 0 {
-            let done = reports.take(self.poll_timeout.min(POLL));
-            if done.is_empty() {
-                stalled(stall, give_up, self.flush_timeout())?;
-                continue;
-            }
-            *stall = None;
-            for (n, outcome) in done {
-                let Some(fate) = fates.get(n).copied().filter(waiting) else {
+        loop {
+            let reports = self.producer.context();
+            let before = reports.reported();
+            reports.wait_for(self.produced, self.poll_timeout.min(POLL));
+            let refusals = reports.refusals();
+            let progressed = reports.reported() > before || !refusals.is_empty();
+            for (opaque, e) in refusals {
+                if opaque >> 32 != self.send as usize {
                     continue;
-                };
-                match outcome {
-                    Ok(()) => fates[n] = Fate::Delivered,
-                    Err(e)
-                        if fate == Fate::Waiting
-                            && self.fallback_topic.is_some()
-                            && topic_refused(&e) =>
-                    {
+                }
+                let n = opaque & 0xffff_ffff;
+                match fates.get(n).copied() {
+                    Some(Fate::Waiting) if self.fallback_topic.is_some() && topic_refused(&e) => {
                         self.produce(n, records[n], true, fates, give_up, stall)?;
                     }
-                    Err(e) => {
+                    Some(Fate::Waiting | Fate::FallingBack) => {
                         fates[n] = Fate::Refused;
-                        reports
+                        self.producer
+                            .context()
                             .said
                             .say(format!("a record was refused ({e}); dropped"));
                     }
-                }
-                if !waiting(&fates[n]) {
-                    outstanding -= 1;
+                    _ => {}
                 }
             }
+            let reports = self.producer.context();
+            if reports.reported() >= self.produced && reports.refused_none() {
+                for f in fates.iter_mut() {
+                    if matches!(f, Fate::Waiting | Fate::FallingBack) {
+                        *f = Fate::Delivered;
+                    }
+                }
+                return Ok(());
+            }
+            if progressed {
+                *stall = None;
+            } else {
+                stalled(stall, give_up, self.flush_timeout())?;
+            }
         }
-        Ok(())
     }
 }
 
