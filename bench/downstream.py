@@ -72,17 +72,21 @@ def rounds(modes, count, run_once):
     return results
 
 
-def print_medians(results, unit, server, ceiling, bar):
-    """The medians of (rate, shipper CPU, server CPU) by mode; sluice against `ceiling` and
-    against syslog-ng's CPU."""
-    print(f"\n{'mode':<10} {unit + '/s':>10} {'shipper CPU us/' + unit:>19} {server + ' CPU us/' + unit:>19}")
+def print_medians(results, unit, server, ceiling, bar, also=()):
+    """The medians of (rate, shipper CPU, server CPU) by mode; sluice against `ceiling` (and
+    the modes in `also`) and against syslog-ng's CPU."""
+    print(f"\n{'mode':<16} {unit + '/s':>10} {'shipper CPU us/' + unit:>19} {server + ' CPU us/' + unit:>19}")
     med = {}
     for m, rows in results.items():
         med[m] = tuple(statistics.median(x[i] for x in rows) for i in range(3))
-        print(f"{m:<10} {med[m][0]:>10,.0f} {med[m][1]:>19.2f} {med[m][2]:>19.1f}")
+        print(f"{m:<16} {med[m][0]:>10,.0f} {med[m][1]:>19.2f} {med[m][2]:>19.1f}")
     ours = med.get("sluice")
     if ours and med.get(ceiling, (0,))[0] > 0:
         print(f"sluice / {ceiling}: {ours[0] / med[ceiling][0]:.1%} of the rate (bar {bar})")
+    for other in also:
+        if ours and med.get(other, (0,))[0] > 0:
+            print(f"sluice / {other}: {ours[0] / med[other][0]:.1%} of the rate, "
+                  f"{ours[1] / med[other][1]:.2f} of its CPU per {unit}")
     if ours and med.get("syslog-ng", (0, 0))[1] > 0:
         print(f"sluice / syslog-ng: {ours[0] / med['syslog-ng'][0]:.2f}x the rate, "
               f"{ours[1] / med['syslog-ng'][1]:.2f} of the CPU per {unit} (bar 0.2)")

@@ -9,6 +9,8 @@ fetched, then each round runs on a fresh topic (`--partitions`, default 1), each
 turn:
   kcat       `kcat -P -l FILE` of the same 300-byte lines, made before the clock starts (what
              the broker takes from librdkafka when the shipper costs nothing),
+  kcat-idempotent  the same with `-X enable.idempotence=true`, as sluice's kafka-c() produces
+             (librdkafka's idempotent producer costs about twice the CPU per record),
   syslog-ng  syslog-ng 3.38's kafka-c() (Debian's syslog-ng-mod-rdkafka),
   sluice     sluice's kafka-c() with the same options,
 the servers fed 300-byte messages over 4 TCP connections by `sluice loggen -S -s 300` on a
@@ -32,7 +34,7 @@ import downstream  # noqa: E402  (what bench/opensearch.py does alike)
 import run  # noqa: E402  (the shared helpers of bench/run.py)
 
 LIB = "/opt/sluice-test/kafka/lib"
-MODES = ["kcat", "syslog-ng", "sluice"]
+MODES = ["kcat", "kcat-idempotent", "syslog-ng", "sluice"]
 
 
 class Broker:
@@ -99,7 +101,7 @@ def run_once(mode, broker, args, round_no):
     total = 4 * (args.count // 4)
     proc = None
     try:
-        if mode == "kcat":
+        if mode.startswith("kcat"):
             lines = os.path.join(work, "lines")
             pad = "PADD" * 80
             with open(lines, "w") as f:
@@ -107,7 +109,8 @@ def run_once(mode, broker, args, round_no):
                     f.write((f"2026-11-24T13:50:17+00:00 localhost prg00000[1234]: seq: {i:010d}, thread: 0000, "
                              f"runid: 1700000000, stamp: 2026-11-24T13:50:17 {pad}")[:300] + "\n")
             broker_cpu0, t0 = run.cpu_seconds(broker.proc.pid), time.time()
-            kcat = subprocess.Popen(["kcat", "-P", "-b", broker.bootstrap, "-t", topic, "-l", lines])
+            idempotent = ["-X", "enable.idempotence=true"] if mode == "kcat-idempotent" else []
+            kcat = subprocess.Popen(["kcat", "-P", "-b", broker.bootstrap, "-t", topic, "-l", lines, *idempotent])
             pid_cpu = 0.0
             while kcat.poll() is None:
                 try:
@@ -159,7 +162,7 @@ def main():
         results = downstream.rounds(modes, args.rounds, lambda m, r: run_once(m, broker, args, r))
     finally:
         broker.stop()
-    downstream.print_medians(results, "msg", "broker", "kcat", "80 %")
+    downstream.print_medians(results, "msg", "broker", "kcat", "80 %", also=["kcat-idempotent"])
 
 
 if __name__ == "__main__":
