@@ -16,6 +16,8 @@ const LIB: &str = "/opt/sluice-test/kafka/lib";
 pub struct Kafka {
     /// `127.0.0.1:PORT`, for bootstrap-servers().
     pub bootstrap: String,
+    /// A listener that takes SASL/PLAIN, user `sluice`, password `secret`.
+    pub sasl_bootstrap: String,
     broker: Service,
     _dir: tempfile::TempDir,
 }
@@ -33,17 +35,19 @@ impl Kafka {
             return None;
         }
         let dir = tempfile::tempdir().unwrap();
-        let (port, controller) = (free_port(), free_port());
+        let (port, controller, sasl) = (free_port(), free_port(), free_port());
         let props = dir.path().join("server.properties");
         std::fs::write(
             &props,
             format!(
                 "process.roles=broker,controller\nnode.id=1\n\
                  controller.quorum.voters=1@127.0.0.1:{controller}\n\
-                 listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}\n\
-                 advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
-                 controller.listener.names=CONTROLLER\n\
-                 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
+                 listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller},SASL_PLAINTEXT://127.0.0.1:{sasl}\n\
+                 advertised.listeners=PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl}\n\
+                 controller.listener.names=CONTROLLER\ninter.broker.listener.name=PLAINTEXT\n\
+                 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT\n\
+                 sasl.enabled.mechanisms=PLAIN\n\
+                 listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_sluice=\"secret\";\n\
                  log.dirs={}\nnum.partitions=1\nauto.create.topics.enable=false\n\
                  offsets.topic.replication.factor=1\ntransaction.state.log.replication.factor=1\n\
                  transaction.state.log.min.isr=1\ngroup.initial.rebalance.delay.ms=0\n",
@@ -86,6 +90,7 @@ impl Kafka {
             .arg(&props);
         let kafka = Kafka {
             bootstrap: format!("127.0.0.1:{port}"),
+            sasl_bootstrap: format!("127.0.0.1:{sasl}"),
             broker: Service::new("kafka broker", broker, dir.path().join("kafka.out")),
             _dir: dir,
         };

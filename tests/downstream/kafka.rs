@@ -12,14 +12,20 @@ use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// A sluice that reads RFC3164 over TCP on `port` and produces into Kafka with `kafka`.
-fn sluice(dir: &std::path::Path, port: u16, kafka_options: &str) -> InDir {
-    let config = format!(
+/// The configuration of a sluice that reads RFC3164 over TCP on `port` and produces into
+/// Kafka with `kafka_options`.
+fn producer_config(port: u16, kafka_options: &str) -> String {
+    format!(
         r#"options {{ keep-hostname(yes); }};
         source s {{ network(ip(127.0.0.1) port({port}) transport(tcp) log-iw-size(10000)); }};
         destination k {{ kafka-c({kafka_options}); }};
         log {{ source(s); destination(k); flags(flow-control); }};"#
-    );
+    )
+}
+
+/// A sluice that reads RFC3164 over TCP on `port` and produces into Kafka with `kafka`.
+fn sluice(dir: &std::path::Path, port: u16, kafka_options: &str) -> InDir {
+    let config = producer_config(port, kafka_options);
     let s = InDir::start(Command::new(sluice_bin()), dir, &config);
     let started = Instant::now();
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
@@ -203,6 +209,20 @@ fn consumer(dir: &std::path::Path, k: &Kafka, topic: &str, group: &str) -> InDir
     InDir::start(Command::new(sluice_bin()), dir, &config)
 }
 
+/// Gives the sluice started in `dir` a new configuration, and waits for its reload.
+fn reload(dir: &std::path::Path, config: &str) {
+    let config = config.replace("@DIR@", &dir.display().to_string());
+    std::fs::write(dir.join("server.conf"), format!("@version: 3.38\n{config}")).unwrap();
+    let reloaded = Command::new(sluice_bin())
+        .arg("ctl")
+        .arg("-c")
+        .arg(dir.join("ctl"))
+        .arg("reload")
+        .output()
+        .unwrap();
+    assert!(reloaded.status.success(), "{reloaded:?}");
+}
+
 /// How many times each sequence number is in `out.log` under `dirs`.
 fn consumed(dirs: &[&std::path::Path]) -> HashMap<usize, usize> {
     let mut seen = HashMap::new();
@@ -330,21 +350,10 @@ fn a_reload_that_changes_the_source_reads_nothing_twice() {
     }
     // Mid-stream, the source changes: the old consumer leaves the group once what it read is
     // delivered and committed, and the new one reads on from there.
-    let config = consumer_config(k, r#""reloaded""#, "reloading", "poll-timeout(50)")
-        .replace("@DIR@", &dir.path().display().to_string());
-    std::fs::write(
-        dir.path().join("server.conf"),
-        format!("@version: 3.38\n{config}"),
-    )
-    .unwrap();
-    let reloaded = Command::new(sluice_bin())
-        .arg("ctl")
-        .arg("-c")
-        .arg(dir.path().join("ctl"))
-        .arg("reload")
-        .output()
-        .unwrap();
-    assert!(reloaded.status.success(), "{reloaded:?}");
+    reload(
+        dir.path(),
+        &consumer_config(k, r#""reloaded""#, "reloading", "poll-timeout(50)"),
+    );
     let at = consumed(&[dir.path()]).len();
     let seen = wait_consumed(&[dir.path()], N, Duration::from_secs(120));
     std::thread::sleep(Duration::from_secs(1));
@@ -451,4 +460,52 @@ fn a_stop_waits_flush_timeout_on_shutdown_for_brokers_that_are_away() {
         s.stderr()
     );
     assert!(s.stderr().contains("stopping with"), "{}", s.stderr());
+}
+
+#[test]
+fn a_password_the_broker_refuses_is_said_naming_the_destination_and_retried() {
+    let Some(k) = broker() else { return };
+    let _alone = crate::alone();
+    k.create_topic("secured", 1);
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let options = |password: &str| {
+        format!(
+            r#"bootstrap-servers("{}") topic("secured") message("$MSG")
+               config("security.protocol" => "SASL_PLAINTEXT" "sasl.mechanisms" => "PLAIN"
+                      "sasl.username" => "sluice" "sasl.password" => "{password}")"#,
+            k.sasl_bootstrap
+        )
+    };
+    let mut s = sluice(dir.path(), port, &options("wrong"));
+    const N: usize = 1000;
+    send(port, 0, N);
+    // Refused: said, naming the destination; the messages wait, and sluice goes on.
+    let started = Instant::now();
+    while !s.stderr().contains("destination k") {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "nothing said:\n{}",
+            s.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(s.child.try_wait().unwrap().is_none(), "{}", s.stderr());
+    let said = s.stderr();
+    assert!(said.contains("Authentication failed"), "{said}");
+    let lines = said.lines().filter(|l| l.contains("destination k")).count();
+    assert!(lines <= 10, "said {lines} times in 3 s:\n{said}");
+    let first = said
+        .lines()
+        .find(|l| l.contains("destination k"))
+        .unwrap_or_default();
+    eprintln!("said {lines} times, first: {first}\n{said}");
+    assert_eq!(k.end_offset("secured"), 0);
+    // The right password, by a reload: what waited is produced.
+    reload(dir.path(), &producer_config(port, &options("secret")));
+    let records = k.records("secured", N);
+    s.stop();
+    let seen = counted(&records);
+    assert_eq!((seen.len(), records.len()), (N, N), "{}", s.stderr());
 }

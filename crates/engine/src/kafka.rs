@@ -55,11 +55,13 @@ pub fn config_pairs(
 }
 
 /// What a librdkafka client says of itself, in sluice's log under its driver's label: the
-/// same text at most once a minute (a broker that is away is reported by every retry), and
-/// whether librdkafka called an error fatal.
+/// same text at most once a minute (a broker that is away, or a password it refuses, is
+/// reported at every retry, and the texts differ only in their numbers: "after 336ms in
+/// state AUTH_REQ"), and whether librdkafka called an error fatal.
 pub struct Said {
     pub label: Arc<str>,
-    last: Mutex<Option<(String, Instant)>>,
+    /// What was said lately, without its digits, and when.
+    recent: Mutex<Vec<(String, Instant)>>,
     /// librdkafka said the client cannot go on (a fatal idempotence error).
     pub fatal: AtomicBool,
 }
@@ -68,20 +70,23 @@ impl Said {
     pub fn new(label: Arc<str>) -> Said {
         Said {
             label,
-            last: Mutex::default(),
+            recent: Mutex::default(),
             fatal: AtomicBool::new(false),
         }
     }
 
     pub fn say(&self, text: String) {
-        let mut last = self.last.lock().expect("said lock");
-        if let Some((said, at)) = &*last {
-            if *said == text && at.elapsed() < Duration::from_secs(60) {
-                return;
-            }
+        const AGAIN: Duration = Duration::from_secs(60);
+        let shape: String = text.chars().filter(|c| !c.is_ascii_digit()).collect();
+        let mut recent = self.recent.lock().expect("said lock");
+        recent.retain(|(_, at)| at.elapsed() < AGAIN);
+        if recent.iter().any(|(said, _)| *said == shape) {
+            return;
         }
         own_log::error(format!("{}: {text}", self.label));
-        *last = Some((text, Instant::now()));
+        if recent.len() < 64 {
+            recent.push((shape, Instant::now()));
+        }
     }
 
     /// librdkafka's log: warnings and worse.

@@ -1042,9 +1042,11 @@ fn kafka(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigEr
         poll_timeout,
     };
     // librdkafka checks the properties' names and values now: a wrong one is a
-    // configuration error, not a consumer that fails when it starts.
+    // configuration error, not a consumer that fails when it starts. (Without making a
+    // client: a syntax check connects to no broker.)
     source
-        .consumer()
+        .client_config()
+        .create_native_config()
         .map_err(|e| ConfigError::new(node.pos, format!("kafka(): {e}")))?;
     Ok(Arc::new(source))
 }

@@ -176,9 +176,10 @@ pub(super) fn build(
         flush_timeout_on_reload,
     };
     // librdkafka checks the properties' names and values now: a wrong one is a
-    // configuration error, not a producer that fails at its first message.
+    // configuration error, not a producer that fails at its first message. (Without making
+    // a client: a syntax check connects to no broker.)
     opts.client_config()
-        .create::<rdkafka::producer::BaseProducer>()
+        .create_native_config()
         .map_err(|e| ConfigError::new(node.pos, format!("kafka-c(): {e}")))?;
     let disk_buffer = queue.disk_buffer(o, || {
         let all = format!("{bootstrap_servers},{topic_text}");
