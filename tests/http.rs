@@ -368,3 +368,36 @@ fn requests_carry_what_syslog_ngs_http_sends() {
     // sends what it has when its queue is empty).
     assert_eq!(seen[0], seen[1]);
 }
+
+#[test]
+fn compressed_requests_and_answers() {
+    for coding in ["gzip", "deflate"] {
+        let server = HttpServer::start(&["--refuse", "poison"]);
+        let (s, port) = sluice(&format!(
+            r#"http(url("{}") batch-lines(100) content-compression("{coding}") accept-encoding("gzip"))"#,
+            server.url("/")
+        ));
+        let mut input = messages(300, 3);
+        input.extend_from_slice(b"<13>Nov 24 10:00:00 host0 app: poison seq=1000\n");
+        send_tcp(port, &input, Framing::Newline);
+        let requests = server.wait_for(Duration::from_secs(30), |r| count(r) >= 301);
+        // The server read each body after its Content-Encoding.
+        assert_eq!(count(&accepted(&requests)), 300, "{coding}: {}", s.stderr());
+        for r in &requests {
+            let headers = r.headers.to_ascii_lowercase();
+            assert!(
+                headers.contains(&format!("content-encoding: {coding}\n"))
+                    && headers.contains("accept-encoding: gzip\n"),
+                "{coding}: {}",
+                r.headers
+            );
+        }
+        // The refusal's answer came gzip-compressed, and is quoted as the server wrote it.
+        let written = "refused 1 messages for good: HTTP 400: {\"error\":\"refused\"}";
+        assert!(
+            common::wait_until(Duration::from_secs(10), || s.stderr().contains(written)),
+            "{}",
+            s.stderr()
+        );
+    }
+}

@@ -6,10 +6,14 @@ options say and writes one line per request to --log:
 
 Options: --port N, --log FILE, --answers 503,503 (the statuses of the first requests, then
 200), --always STATUS, --refuse TEXT (400 for a body holding TEXT), --close (every answer
-closes its connection), --chunked (answers in chunks), --cert/--key (HTTPS).
+closes its connection), --chunked (answers in chunks), --cert/--key (HTTPS). A body sent
+with Content-Encoding gzip or deflate is logged decompressed; answers are gzip-compressed when
+the request's Accept-Encoding names gzip.
 """
 import argparse
+import gzip
 import http.server
+import zlib
 import ssl
 import threading
 
@@ -36,6 +40,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def answer(self):
         n = int(self.headers.get("Content-Length", 0))
         body = self.rfile.read(n)
+        encoding = self.headers.get("Content-Encoding", "")
+        if encoding == "gzip":
+            body = gzip.decompress(body)
+        elif encoding == "deflate":
+            body = zlib.decompress(body)
         with lock:
             if args.refuse and args.refuse.encode() in body:
                 status = 400
@@ -48,6 +57,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                       f"{headers.encode().hex()}\t{body.hex()}\n")
         text = b'{"error":"refused"}' if status >= 300 else b'{"ok":true}'
         self.send_response(status)
+        if "gzip" in self.headers.get("Accept-Encoding", ""):
+            text = gzip.compress(text)
+            self.send_header("Content-Encoding", "gzip")
         if args.close:
             self.send_header("Connection", "close")
             self.close_connection = True

@@ -233,3 +233,27 @@ fn documents_are_those_syslog_ngs_elasticsearch_http_indexes() {
         assert_eq!(ng, ours);
     }
 }
+
+#[test]
+fn compressed_bulk_requests_and_answers() {
+    let Some(os) = opensearch() else { return };
+    let _alone = crate::alone();
+    let (s, port) = start(
+        Server::Sluice,
+        &format!(
+            r#"opensearch(url("{}/_bulk") index("compressed") batch-lines(100)
+               content-compression("gzip") accept-encoding("gzip"))"#,
+            os.url
+        ),
+    );
+    const N: usize = 1000;
+    send_tcp(port, &messages(0, N, 2), Framing::Newline);
+    each_once(os, "compressed", N, &s);
+    // Each document's result was read from the compressed answers.
+    let written = format!("dst.opensearch;d#0;opensearch,{}/_bulk;a;written", os.url);
+    assert!(
+        crate::common::wait_until(Duration::from_secs(10), || stat(&s, &written) == N as u64),
+        "{}",
+        s.stderr()
+    );
+}

@@ -101,6 +101,76 @@ pub struct Requests {
     /// The server speaks Elasticsearch's `_bulk`: a successful answer says what became of
     /// each message ([`super::bulk`]).
     pub bulk: bool,
+    /// `content-compression()`: how request bodies are compressed (their
+    /// `Content-Encoding`); `None`: as they are.
+    pub compression: Option<Coding>,
+}
+
+/// A `Content-Encoding` sluice writes (`content-compression()`) and reads (answers to
+/// `accept-encoding()`): zlib's formats, through `flate2`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Coding {
+    Gzip,
+    /// HTTP's `deflate`: the zlib format.
+    Deflate,
+}
+
+impl Coding {
+    /// As HTTP names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Coding::Gzip => "gzip",
+            Coding::Deflate => "deflate",
+        }
+    }
+
+    pub fn by_name(name: &str) -> Option<Coding> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "gzip" | "x-gzip" => Some(Coding::Gzip),
+            "deflate" => Some(Coding::Deflate),
+            _ => None,
+        }
+    }
+
+    /// Compresses `input` to the end of `out`, at zlib's fastest level: a batch of log lines
+    /// still shrinks to a fifth or less, at three times the speed of the default level.
+    fn encode(self, input: &[u8], out: &mut Vec<u8>) {
+        use std::io::Write;
+        let level = flate2::Compression::fast();
+        let written = match self {
+            Coding::Gzip => {
+                let mut e = flate2::write::GzEncoder::new(out, level);
+                e.write_all(input).and_then(|()| e.finish().map(drop))
+            }
+            Coding::Deflate => {
+                let mut e = flate2::write::ZlibEncoder::new(out, level);
+                e.write_all(input).and_then(|()| e.finish().map(drop))
+            }
+        };
+        written.expect("compressing into memory does not fail");
+    }
+
+    /// Decompresses an answer's body, up to [`MAX_RESPONSE`] bytes.
+    fn decode(self, input: &[u8]) -> std::io::Result<Vec<u8>> {
+        use std::io::Read;
+        let mut out = Vec::new();
+        let limit = MAX_RESPONSE as u64 + 1;
+        match self {
+            Coding::Gzip => flate2::read::GzDecoder::new(input)
+                .take(limit)
+                .read_to_end(&mut out)?,
+            Coding::Deflate => flate2::read::ZlibDecoder::new(input)
+                .take(limit)
+                .read_to_end(&mut out)?,
+        };
+        if out.len() > MAX_RESPONSE {
+            return Err(std::io::Error::new(
+                ErrorKind::InvalidData,
+                format!("an answer of more than {MAX_RESPONSE} bytes, decompressed"),
+            ));
+        }
+        Ok(out)
+    }
 }
 
 impl Requests {
@@ -286,6 +356,7 @@ impl Protocol for Exchange {
         let r = self.requests.clone();
         let mut request: Vec<u8> = Vec::new();
         let mut body: Vec<u8> = Vec::new();
+        let mut compressed: Vec<u8> = Vec::new();
         pos.advance(batches, 0);
         while pos.batch < batches.len() {
             let settled = self
@@ -294,13 +365,21 @@ impl Protocol for Exchange {
                 .filter(|p| p.at == (pos.batch, pos.byte))
                 .map(|p| p.settled);
             let (after, messages) = self.body(batches, *pos, settled.as_deref(), &mut body);
+            let sent = match r.compression {
+                Some(coding) => {
+                    compressed.clear();
+                    coding.encode(&body, &mut compressed);
+                    &compressed
+                }
+                None => &body,
+            };
             request.clear();
             request.extend_from_slice(&r.targets[self.target].head);
             request.extend_from_slice(b"Content-Length: ");
-            sluice_model::time::push_num(&mut request, body.len() as u32);
+            sluice_model::time::push_num(&mut request, sent.len() as u32);
             request.extend_from_slice(b"\r\n\r\n");
             link.write_all(&request, give_up)?;
-            link.write_all(&body, give_up)?;
+            link.write_all(sent, give_up)?;
             let answer = self.answer(link, give_up)?;
             let why = || format!("HTTP {}{}", answer.status, quoted(&answer.body));
             let unsettled = settled
@@ -485,6 +564,7 @@ impl Exchange {
                     used,
                     body,
                     closes,
+                    coding,
                 } => {
                     self.input.drain(..used);
                     self.server_closes |= closes;
@@ -492,10 +572,15 @@ impl Exchange {
                     if (100..200).contains(&status) {
                         continue;
                     }
+                    let body = decoded(coding, body)?;
                     return Ok(Answer { status, body });
                 }
-                Parsed::ToTheEnd { status, head } if self.server_closes_now(link)? => {
-                    let body = self.input[head..].to_vec();
+                Parsed::ToTheEnd {
+                    status,
+                    head,
+                    coding,
+                } if self.server_closes_now(link)? => {
+                    let body = decoded(coding, self.input[head..].to_vec())?;
                     self.input.clear();
                     self.server_closes = true;
                     return Ok(Answer { status, body });
@@ -564,9 +649,23 @@ enum Parsed {
         used: usize,
         body: Vec<u8>,
         closes: bool,
+        /// Its `Content-Encoding`, when it is one sluice reads.
+        coding: Option<Coding>,
     },
     /// An answer whose body runs to the end of the connection, from `head` on.
-    ToTheEnd { status: u16, head: usize },
+    ToTheEnd {
+        status: u16,
+        head: usize,
+        coding: Option<Coding>,
+    },
+}
+
+/// An answer's body as it was before its `Content-Encoding`.
+fn decoded(coding: Option<Coding>, body: Vec<u8>) -> std::io::Result<Vec<u8>> {
+    match coding {
+        Some(c) if !body.is_empty() => c.decode(&body),
+        _ => Ok(body),
+    }
 }
 
 /// Parses the answer at the start of `input`: its head with `httparse`, its body by
@@ -583,6 +682,7 @@ fn parse(input: &[u8]) -> std::io::Result<Parsed> {
     let status = response.code.unwrap_or(0);
     let mut length = None;
     let mut chunked = false;
+    let mut coding = None;
     let mut closes = response.version == Some(0);
     for h in response.headers.iter() {
         let value = std::str::from_utf8(h.value).unwrap_or("").trim();
@@ -594,6 +694,8 @@ fn parse(input: &[u8]) -> std::io::Result<Parsed> {
             );
         } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
             chunked = value.to_ascii_lowercase().ends_with("chunked");
+        } else if h.name.eq_ignore_ascii_case("content-encoding") {
+            coding = Coding::by_name(value);
         } else if h.name.eq_ignore_ascii_case("connection") {
             let value = value.to_ascii_lowercase();
             closes = value.contains("close") || (closes && !value.contains("keep-alive"));
@@ -608,6 +710,7 @@ fn parse(input: &[u8]) -> std::io::Result<Parsed> {
         used,
         body: body.to_vec(),
         closes,
+        coding,
     };
     if chunked {
         let mut at = head;
@@ -639,7 +742,11 @@ fn parse(input: &[u8]) -> std::io::Result<Parsed> {
     match length {
         Some(n) if input.len() >= head + n => Ok(whole(head + n, &input[head..head + n])),
         Some(_) => Ok(Parsed::Partial),
-        None => Ok(Parsed::ToTheEnd { status, head }),
+        None => Ok(Parsed::ToTheEnd {
+            status,
+            head,
+            coding,
+        }),
     }
 }
 
@@ -676,6 +783,7 @@ mod tests {
                 used,
                 body,
                 closes,
+                ..
             } => (status, used, String::from_utf8(body).unwrap(), closes),
             Parsed::Partial => panic!("partial"),
             Parsed::ToTheEnd { .. } => panic!("to the end"),
@@ -694,7 +802,8 @@ mod tests {
             parse(b"HTTP/1.0 200 OK\r\n\r\nto the end").unwrap(),
             Parsed::ToTheEnd {
                 status: 200,
-                head: 19
+                head: 19,
+                coding: None
             }
         ));
         for partial in [
@@ -709,6 +818,39 @@ mod tests {
     }
 
     #[test]
+    fn compressed_bodies_and_answers_read_back_as_they_were() {
+        let lines: Vec<u8> = (0..1000)
+            .flat_map(|i| format!("<13>Nov 27 10:00:00 host app: seq {i}\n").into_bytes())
+            .collect();
+        for coding in [Coding::Gzip, Coding::Deflate] {
+            let mut out = Vec::new();
+            coding.encode(&lines, &mut out);
+            assert!(out.len() < lines.len() / 5, "{coding:?}: {}", out.len());
+            assert_eq!(coding.decode(&out).unwrap(), lines);
+            let mut answer = format!(
+                "HTTP/1.1 200 OK\r\nContent-Encoding: {}\r\nContent-Length: {}\r\n\r\n",
+                coding.name(),
+                out.len()
+            )
+            .into_bytes();
+            answer.extend_from_slice(&out);
+            match parse(&answer).unwrap() {
+                Parsed::Whole {
+                    body, coding: c, ..
+                } => {
+                    assert_eq!(decoded(c, body).unwrap(), lines)
+                }
+                _ => panic!("whole"),
+            }
+        }
+        // A bomb: more than an answer may be, once decompressed.
+        let mut bomb = Vec::new();
+        Coding::Gzip.encode(&vec![b'a'; MAX_RESPONSE + 10], &mut bomb);
+        assert!(Coding::Gzip.decode(&bomb).is_err());
+        assert!(Coding::Deflate.decode(b"not zlib").is_err());
+    }
+
+    #[test]
     fn statuses_mean_what_syslog_ng_says_unless_configured() {
         let r = Requests {
             targets: Vec::new(),
@@ -719,6 +861,7 @@ mod tests {
             timeout: None,
             actions: vec![(404, Action::Retry), (500, Action::Drop)],
             bulk: false,
+            compression: None,
         };
         let seen: Vec<Action> = [200, 204, 301, 400, 404, 408, 429, 500, 503, 999]
             .iter()
@@ -753,6 +896,7 @@ mod tests {
                 timeout: None,
                 actions: Vec::new(),
                 bulk: false,
+                compression: None,
             }),
             target: 0,
             input: Vec::new(),
@@ -818,6 +962,7 @@ mod tests {
                 timeout: None,
                 actions: Vec::new(),
                 bulk: true,
+                compression: None,
             }),
             target: 0,
             input: Vec::new(),

@@ -32,6 +32,8 @@ pub(super) const HTTP_OPTIONS: &[Declared] = &[
     read("timeout", "timeout(10)"),
     read("response_action", "response-action(404 => retry)"),
     read("tls", "tls(peer-verify(no))"),
+    read("content_compression", "content-compression(\"gzip\")"),
+    read("accept_encoding", "accept-encoding(\"gzip\")"),
 ];
 
 /// A document unless `template()` says otherwise: syslog-ng's.

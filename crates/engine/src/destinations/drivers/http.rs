@@ -1,7 +1,7 @@
 //! The declaration of `http()` (its runtime is [`crate::destinations::http`]): syslog-ng's
 //! options, read into the request every message goes out in.
 
-use super::super::http::{Action, HttpDestination, HttpOptions, Requests, Target};
+use super::super::http::{Action, Coding, HttpDestination, HttpOptions, Requests, Target};
 use super::{Built, DestinationContext, FormatOptions, Queue, Threaded};
 use crate::destinations::format::{Format, Formatter};
 use crate::tls::TlsOptions;
@@ -36,6 +36,8 @@ pub(super) const OPTIONS: &[Declared] = &[
         "response-action(404 => retry, 418 => drop)",
     ),
     read("tls", "tls(peer-verify(no))"),
+    read("content_compression", "content-compression(\"gzip\")"),
+    read("accept_encoding", "accept-encoding(\"gzip, deflate\")"),
 ];
 
 /// syslog-ng's options of `http()` that sluice does not have yet.
@@ -49,8 +51,6 @@ pub(super) const LATER: &[Declared] = &[
     not_yet("ssl_version"),
     not_yet("peer_verify"),
     not_yet("use_system_cert_store"),
-    not_yet("content_compression"),
-    not_yet("accept_encoding"),
     not_yet("auth"),
     not_yet("proxy"),
 ];
@@ -225,6 +225,42 @@ pub(super) fn requests(
             common.push_str(&format!("{name}: {value}\r\n"));
         }
     }
+    let compression = match o.last("content_compression") {
+        Some(opt) => {
+            let v = opt.value()?;
+            match v.text.trim() {
+                "identity" | "" => None,
+                name => Some(Coding::by_name(name).ok_or_else(|| {
+                    ConfigError::new(
+                        v.pos,
+                        format!("content-compression(\"{name}\"): \"gzip\", \"deflate\" or \"identity\""),
+                    )
+                })?),
+            }
+        }
+        None => None,
+    };
+    if let Some(coding) = compression {
+        common.push_str(&format!("Content-Encoding: {}\r\n", coding.name()));
+    }
+    if let Some(opt) = o.last("accept_encoding") {
+        let v = opt.value()?;
+        let mut accepted = Vec::new();
+        for name in v.text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            match name {
+                "all" => accepted.extend(["gzip", "deflate", "identity"]),
+                "identity" => accepted.push("identity"),
+                _ => accepted.push(Coding::by_name(name).map(Coding::name).ok_or_else(|| {
+                    ConfigError::new(
+                        v.pos,
+                        format!("accept-encoding(\"{name}\"): \"gzip\", \"deflate\", \"identity\" or \"all\""),
+                    )
+                })?),
+            }
+        }
+        accepted.dedup();
+        common.push_str(&format!("Accept-Encoding: {}\r\n", accepted.join(", ")));
+    }
     let urls: Vec<&sluice_config::Value> = o.all("url").flat_map(|n| n.values()).collect();
     if urls.is_empty() {
         return Err(ConfigError::new(
@@ -279,6 +315,7 @@ pub(super) fn requests(
             .map(Duration::from_secs),
         actions,
         bulk: kind.bulk,
+        compression,
     };
     let first = urls[0].text.clone();
     let all: String = urls.iter().map(|v| v.text.as_str()).collect();
