@@ -509,3 +509,81 @@ fn a_password_the_broker_refuses_is_said_naming_the_destination_and_retried() {
     let seen = counted(&records);
     assert_eq!((seen.len(), records.len()), (N, N), "{}", s.stderr());
 }
+
+#[test]
+fn json_records_read_back_as_the_collector_had_them() {
+    let Some(k) = broker() else { return };
+    let _alone = crate::alone();
+    k.create_topic("as-json", 2);
+    let template = "$ISODATE $HOST $PROGRAM[$PID] $FACILITY.$PRIORITY ${colour} $MSG\\n";
+    let collector_dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let collector = format!(
+        r#"options {{ keep-hostname(yes); }};
+        source s {{ network(ip(127.0.0.1) port({port}) transport(tcp)); }};
+        rewrite r {{ set("blue" value("colour")); }};
+        destination k {{ kafka-c(bootstrap-servers("{}") topic("as-json") key("$HOST")
+            message("$(format-json --scope rfc5424 --scope nv-pairs --key ISODATE)")); }};
+        destination f {{ file("@DIR@/direct.log" template("{template}")); }};
+        log {{ source(s); rewrite(r); destination(k); destination(f); flags(flow-control); }};"#,
+        k.bootstrap
+    );
+    let mut c = InDir::start(Command::new(sluice_bin()), collector_dir.path(), &collector);
+    let started = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{}",
+            c.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let consumer_dir = tempfile::tempdir().unwrap();
+    let consumer = format!(
+        r#"source s {{ kafka(bootstrap-servers("{}") topic("as-json") format(json)
+               config("group.id" => "json-readers")); }};
+        destination f {{ file("@DIR@/out.log" template("{template}")); }};
+        log {{ source(s); destination(f); }};"#,
+        k.bootstrap
+    );
+    let mut r = InDir::start(Command::new(sluice_bin()), consumer_dir.path(), &consumer);
+    let lines: String = (0..200)
+        .map(|i| {
+            format!(
+                "<{}>Nov 27 10:{:02}:{:02} web{} {}[{}]: seq {i} \"quoted\" and \\ back\n",
+                8 * (i % 24) + i % 8,
+                i / 60,
+                i % 60,
+                i % 3,
+                ["sshd", "cron", "kernel"][i % 3],
+                100 + i
+            )
+        })
+        .collect();
+    send_tcp(port, lines.as_bytes(), Framing::Newline);
+    let out = |dir: &std::path::Path, file: &str| {
+        let mut l: Vec<String> = std::fs::read_to_string(dir.join(file))
+            .unwrap_or_default()
+            .lines()
+            .map(String::from)
+            .collect();
+        l.sort();
+        l
+    };
+    let started = Instant::now();
+    while out(consumer_dir.path(), "out.log").len() < 200
+        && started.elapsed() < Duration::from_secs(60)
+    {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    r.stop();
+    c.stop();
+    let direct = out(collector_dir.path(), "direct.log");
+    assert_eq!(direct.len(), 200, "{}", c.stderr());
+    assert_eq!(
+        out(consumer_dir.path(), "out.log"),
+        direct,
+        "{}",
+        r.stderr()
+    );
+}

@@ -452,6 +452,8 @@ pub struct SourceOptions {
     pub encoding: Option<crate::sources::encoding::Charset>,
     /// `pad-size()`: the input is records of this many bytes.
     pub pad_size: Option<usize>,
+    /// `format(json)`: each record a JSON object.
+    pub json: bool,
 }
 
 /// `multi-line-mode()`, `multi-line-prefix()`, `multi-line-garbage()`, `multi-line-suffix()`
@@ -603,6 +605,7 @@ impl SourceOptions {
             multi_line: MultiLineOptions::default(),
             encoding: None,
             pad_size: None,
+            json: false,
         }
     }
 
@@ -631,7 +634,7 @@ impl SourceOptions {
         read("check_hostname", "check-hostname(yes)"),
         // syslog-ng's cache of names; sluice always keeps one (`dns-cache-expire()`).
         read("dns_cache", "dns-cache(yes)"),
-        read("format", "format(syslog)"),
+        read("format", "format(json)"),
         read("encoding", "encoding(\"utf-8\")"),
         // Names what syslog-ng keeps across restarts; sluice keeps no source state.
         read("persist_name", "persist-name(\"p\")"),
@@ -710,11 +713,15 @@ impl SourceOptions {
             }
             "format" => {
                 let v = opt.value()?;
-                if v.text != "syslog" {
-                    return Err(ConfigError::not_supported(
-                        v.pos,
-                        &format!("format({})", v.text),
-                    ));
+                match v.text.as_str() {
+                    "syslog" => self.json = false,
+                    "json" => self.json = true,
+                    other => {
+                        return Err(ConfigError::not_supported(
+                            v.pos,
+                            &format!("format({other})"),
+                        ))
+                    }
                 }
             }
             "encoding" => {
@@ -791,6 +798,9 @@ impl SourceOptions {
         ingest.program_override = self.program_override.clone();
         ingest.zone = self.time_zone.clone();
         ingest.store_raw_message = self.store_raw_message;
+        if self.json {
+            ingest.format = sluice_model::ingest::Format::Json;
+        }
         let mut tags = Tags::default();
         tags.insert(tag_id(&format!(".source.{source_name}")));
         for t in &self.tags {

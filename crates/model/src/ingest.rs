@@ -43,6 +43,8 @@ pub enum Format {
     Kmsg,
     /// Entries of the systemd journal (`systemd-journal()`), in its export format.
     Journal(JournalFields),
+    /// `format(json)`: a JSON object a record ([`json_record`]).
+    Json,
 }
 
 impl Ingest {
@@ -122,6 +124,13 @@ impl Ingest {
                             .default_pri
                             .unwrap_or(sluice_protocol::DEFAULT_PRI);
                     }
+                }
+                Format::Json => {
+                    fields.pri = self
+                        .parse
+                        .default_pri
+                        .unwrap_or(sluice_protocol::DEFAULT_PRI);
+                    json_record(raw, fields, &mut msg.values);
                 }
                 Format::Journal(journal) => {
                     fields.pri = self
@@ -203,6 +212,78 @@ impl Ingest {
     }
 }
 
+/// `format(json)`: a record that is a JSON object. Its members become name-value pairs as
+/// `json-parser()` makes them (nested objects as `outer.inner`), but for the names of a
+/// message's own fields, which set them — what `$(format-json --scope rfc5424)` writes
+/// reads back whole: `MESSAGE` (or `message`), `HOST`, `PROGRAM`, `PID`, `MSGID`, `FACILITY`
+/// and `PRIORITY` (or `SEVERITY`, `LEVEL`; names or numbers), and the time from `ISODATE`,
+/// `DATE`, `@timestamp` or `timestamp` (ISO 8601 or BSD, as a syslog header's). A record that
+/// is not a JSON object is the message whole.
+fn json_record(raw: &[u8], fields: &mut SyslogFields, values: &mut Values) {
+    use crate::parsers::json::{self, Found, Name};
+    use sluice_protocol::Span;
+    let opts = json::Options {
+        prefix: "",
+        key_delimiter: '.',
+        extract_prefix: None,
+    };
+    let mut name = Vec::new();
+    let (mut facility, mut severity) = (None, None);
+    let whole = json::parse(raw, &opts, &mut |found, value, kind| {
+        let Name::Pair(full) = found else {
+            return;
+        };
+        let bytes = match &value {
+            Found::In(r) => &raw[r.clone()],
+            Found::Made(b) => b,
+        };
+        let text = || match &value {
+            Found::In(r) => Text::Span(Span::new(r.start, r.end)),
+            Found::Made(b) => Text::owned(b),
+        };
+        let as_str = || std::str::from_utf8(bytes).unwrap_or("");
+        match full {
+            "MESSAGE" | "message" => fields.message = text(),
+            "HOST" | "host" => fields.host = Some(text()),
+            "PROGRAM" | "program" => fields.program = Some(text()),
+            "PID" | "pid" => fields.pid = Some(text()),
+            "MSGID" | "msgid" => fields.msgid = Some(text()),
+            "FACILITY" | "facility" => facility = crate::message::facility_by_name(as_str()),
+            "PRIORITY" | "SEVERITY" | "LEVEL" | "priority" | "severity" | "level" => {
+                severity = crate::message::severity_by_name(as_str())
+            }
+            "ISODATE" | "DATE" | "@timestamp" | "timestamp" => {
+                match sluice_protocol::timestamp::scan_rfc3164(bytes) {
+                    Some((stamp, used)) if used == bytes.len() => fields.stamp = Some(stamp),
+                    _ => values.set_typed(
+                        crate::values::name_id_of(b"", full.as_bytes(), &mut name),
+                        kind,
+                        text(),
+                    ),
+                }
+            }
+            _ => values.set_typed(
+                crate::values::name_id_of(b"", full.as_bytes(), &mut name),
+                kind,
+                text(),
+            ),
+        }
+    });
+    if !whole {
+        // Not a JSON object: the record is the message.
+        let len = raw
+            .iter()
+            .rposition(|&b| b != b'\n' && b != b'\r')
+            .map_or(0, |i| i + 1);
+        fields.message = Text::Span(Span::new(0, len));
+        return;
+    }
+    if facility.is_some() || severity.is_some() {
+        let (f, s) = (fields.pri >> 3, fields.pri & 7);
+        fields.pri = facility.map_or(f, u16::from) * 8 + severity.map_or(s, u16::from);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -245,5 +326,32 @@ mod tests {
         assert_eq!(ingested(&ingest, frame).host(), b"relay-1");
         ingest.keep_hostname = false;
         assert_eq!(ingested(&ingest, frame).host(), b"relay-1");
+    }
+
+    #[test]
+    fn a_json_record_sets_the_fields_it_names_and_pairs_for_the_rest() {
+        let mut ingest = Ingest::new(Zone::parse("UTC").expect("UTC exists"));
+        ingest.format = Format::Json;
+        ingest.keep_hostname = true;
+        let frame = br#"{"HOST":"web1","PROGRAM":"sshd","PID":"42","MESSAGE":"Accepted","FACILITY":"auth","PRIORITY":"warning","ISODATE":"2026-11-27T10:00:00+01:00","user":{"name":"root"},"n":7}"#;
+        let msg = ingested(&ingest, frame);
+        assert_eq!(
+            (msg.host(), msg.program(), msg.pid(), msg.message()),
+            (&b"web1"[..], &b"sshd"[..], &b"42"[..], &b"Accepted"[..])
+        );
+        assert_eq!((msg.facility(), msg.severity()), (4, 4));
+        assert_eq!(msg.stamp.secs, 1_795_770_000);
+        let pair = |n: &str| {
+            msg.values
+                .get(crate::values::name_id(n))
+                .map(|t| t.of(msg.raw).to_vec())
+        };
+        assert_eq!(pair("user.name"), Some(b"root".to_vec()));
+        assert_eq!(pair("n"), Some(b"7".to_vec()));
+        // The fields are not pairs too.
+        assert_eq!(pair("HOST"), None);
+
+        let msg = ingested(&ingest, b"not json\n");
+        assert_eq!(msg.message(), b"not json");
     }
 }
