@@ -32,8 +32,9 @@ use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, T
 use rdkafka::ClientContext;
 use sluice_model::LogMessage;
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -118,13 +119,17 @@ impl<'a> Record<'a> {
     }
 }
 
-/// One producer's delivery reports, and what it says of itself. A report is counted; only a
-/// refusal is kept, with its record. The wire is woken when the count reaches what it waits
-/// for, or a refusal comes — not at every report (a wake-up is a system call).
+/// One producer's delivery reports, and what it says of itself. A report is counted, by the
+/// send its record belongs to; only a refusal is kept, with its record. The wire is woken when
+/// the send it waits for has all its reports, or a refusal comes — not at every report (a
+/// wake-up is a system call).
 struct Reports {
-    /// Reports that came, delivered or refused, since the producer was made.
-    reported: AtomicU64,
-    /// The count the waiting wire waits for; `u64::MAX` when none waits.
+    /// Reports that came, by send: send `n` counts in slot `n % SLOTS`, emptied when the send
+    /// is handed over. Two sends are in flight at most, so a slot is settled before it is used
+    /// again.
+    reported: [AtomicU64; SLOTS],
+    /// The slot the waiting wire waits on, and the count it waits for (`u64::MAX`: none).
+    awaited_slot: AtomicUsize,
     awaited: AtomicU64,
     /// Refused records, `(opaque, error)`, as they came: pushed before they are counted.
     refused: Mutex<Vec<(usize, KafkaError)>>,
@@ -133,10 +138,14 @@ struct Reports {
     said: Said,
 }
 
+/// The slots of [`Reports::reported`].
+const SLOTS: usize = 4;
+
 impl Reports {
     fn new(said: Said) -> Reports {
         Reports {
-            reported: AtomicU64::new(0),
+            reported: Default::default(),
+            awaited_slot: AtomicUsize::new(0),
             awaited: AtomicU64::new(u64::MAX),
             refused: Mutex::default(),
             wake: Mutex::new(()),
@@ -145,16 +154,27 @@ impl Reports {
         }
     }
 
-    fn reported(&self) -> u64 {
-        self.reported.load(Ordering::SeqCst)
+    fn slot(send: u32) -> usize {
+        send as usize % SLOTS
     }
 
-    /// Waits at most `at_most` until `count` reports came, or a refusal.
-    fn wait_for(&self, count: u64, at_most: Duration) {
+    /// The reports of send `send` so far.
+    fn reported(&self, send: u32) -> u64 {
+        self.reported[Self::slot(send)].load(Ordering::SeqCst)
+    }
+
+    /// Send `send` starts: none of its reports came yet.
+    fn start(&self, send: u32) {
+        self.reported[Self::slot(send)].store(0, Ordering::SeqCst);
+    }
+
+    /// Waits at most `at_most` until send `send` has `count` reports, or a refusal came.
+    fn wait_for(&self, send: u32, count: u64, at_most: Duration) {
         let woken = self.wake.lock().expect("reports lock");
+        self.awaited_slot.store(Self::slot(send), Ordering::SeqCst);
         self.awaited.store(count, Ordering::SeqCst);
         let refused = !self.refused.lock().expect("refusals lock").is_empty();
-        let woken = if self.reported() < count && !refused {
+        let woken = if self.reported(send) < count && !refused {
             self.arrived
                 .wait_timeout(woken, at_most)
                 .expect("reports lock")
@@ -164,10 +184,6 @@ impl Reports {
         };
         self.awaited.store(u64::MAX, Ordering::SeqCst);
         drop(woken);
-    }
-
-    fn refused_none(&self) -> bool {
-        self.refused.lock().expect("refusals lock").is_empty()
     }
 
     /// The refusals that came since the last call.
@@ -200,8 +216,12 @@ impl ProducerContext for Reports {
                 true
             }
         };
-        let count = self.reported.fetch_add(1, Ordering::SeqCst) + 1;
-        if refused || count >= self.awaited.load(Ordering::SeqCst) {
+        let slot = Self::slot((record >> 32) as u32);
+        let count = self.reported[slot].fetch_add(1, Ordering::SeqCst) + 1;
+        if refused
+            || (slot == self.awaited_slot.load(Ordering::SeqCst)
+                && count >= self.awaited.load(Ordering::SeqCst))
+        {
             let _woken = self.wake.lock().expect("reports lock");
             self.arrived.notify_all();
         }
@@ -351,8 +371,9 @@ impl Servers for KafkaOptions {
             poll_timeout: self.poll_timeout,
             flush_timeout_on_shutdown: self.flush_timeout_on_shutdown,
             flush_timeout_on_reload: self.flush_timeout_on_reload,
-            produced: 0,
             send: 0,
+            handed: VecDeque::new(),
+            later: Vec::new(),
         }))
     }
 
@@ -384,17 +405,39 @@ struct Producing {
     poll_timeout: Duration,
     flush_timeout_on_shutdown: Duration,
     flush_timeout_on_reload: Duration,
-    /// Records handed to librdkafka since the producer was made: when as many reports came,
-    /// every record has one.
-    produced: u64,
-    /// The number of the send, in each record's opaque beside its place in the send: a
-    /// refusal of a record of an earlier send (one given up on) is not this send's.
+    /// The number of the last send; in each record's opaque beside its place in the send.
     send: u32,
+    /// Sends handed over and not settled yet, oldest first.
+    handed: VecDeque<Handed>,
+    /// Refusals of records of a send handed over that is not the one being settled.
+    later: Vec<(usize, KafkaError)>,
+}
+
+/// A send handed over to librdkafka.
+struct Handed {
+    send: u32,
+    fates: Vec<Fate>,
+    /// Records produced for it (a record gone to `fallback-topic()` twice): when it has as
+    /// many reports, every one of its records has one.
+    produced: u64,
 }
 
 /// A record's opaque: its send, and its place in that send.
 fn opaque(send: u32, n: usize) -> usize {
     ((send as usize) << 32) | (n & 0xffff_ffff)
+}
+
+/// The records of `batches` from `from` on, as [`push_record`] put them.
+fn records_of(batches: &[Batch], from: Position) -> Vec<&[u8]> {
+    let mut records = Vec::new();
+    let mut at = from;
+    while at.batch < batches.len() {
+        let b = &batches[at.batch];
+        let i = at.message(batches);
+        records.push(&b.data[b.start(i)..b.ends[i] as usize]);
+        at.skip_messages(batches, 1);
+    }
+    records
 }
 
 /// What became of one record of a send.
@@ -417,25 +460,36 @@ impl Wire for Producing {
         give_up: GiveUp,
     ) -> Result<(), Failure> {
         pos.back_to_message_start(batches);
-        let mut records = Vec::new();
-        let mut at = *pos;
-        while at.batch < batches.len() {
-            let b = &batches[at.batch];
-            let i = at.message(batches);
-            records.push(&b.data[b.start(i)..b.ends[i] as usize]);
-            at.skip_messages(batches, 1);
-        }
-        self.send = self.send.wrapping_add(1);
-        let mut fates = vec![Fate::Unsent; records.len()];
+        let records = records_of(batches, *pos);
+        // What an earlier send handed over and did not settle is the sender's to send again.
+        self.handed.clear();
         let mut stall = None;
-        for (n, bytes) in records.iter().enumerate() {
-            self.produce(n, bytes, false, &mut fates, give_up, &mut stall)?;
-            if self.sync_send {
-                self.wait(&records, &mut fates, give_up, &mut stall)?;
-            }
+        self.hand_over_records(&records, give_up, &mut stall)?;
+        let refused = self.settle_oldest(&records, give_up, &mut stall)?;
+        pos.skip_messages(batches, records.len());
+        pos.refused += refused;
+        Ok(())
+    }
+
+    /// Produces the records and returns: librdkafka holds them while their reports come,
+    /// and the sender takes its next batches meanwhile. Not with `sync-send(yes)`.
+    fn hand_over(&mut self, batches: &[Batch], give_up: GiveUp) -> Result<bool, Failure> {
+        if self.sync_send {
+            return Ok(false);
         }
-        self.wait(&records, &mut fates, give_up, &mut stall)?;
-        let refused = fates.iter().filter(|f| **f == Fate::Refused).count();
+        let records = records_of(batches, Position::default());
+        self.hand_over_records(&records, give_up, &mut None)?;
+        Ok(true)
+    }
+
+    fn settle(
+        &mut self,
+        batches: &[Batch],
+        pos: &mut Position,
+        give_up: GiveUp,
+    ) -> Result<(), Failure> {
+        let records = records_of(batches, Position::default());
+        let refused = self.settle_oldest(&records, give_up, &mut None)?;
         pos.skip_messages(batches, records.len());
         pos.refused += refused;
         Ok(())
@@ -458,20 +512,58 @@ impl Producing {
         }
     }
 
-    /// Produces record `n` (to `fallback-topic()` when `fallback`), waiting while
+    /// Produces `records` as a new send, which waits in [`Producing::handed`] to be settled;
+    /// with `sync-send(yes)`, each record is settled before the next is produced.
+    fn hand_over_records(
+        &mut self,
+        records: &[&[u8]],
+        give_up: GiveUp,
+        stall: &mut Option<Instant>,
+    ) -> Result<(), Failure> {
+        self.send = self.send.wrapping_add(1);
+        self.producer.context().start(self.send);
+        let mut handed = Handed {
+            send: self.send,
+            fates: vec![Fate::Unsent; records.len()],
+            produced: 0,
+        };
+        for (n, bytes) in records.iter().enumerate() {
+            self.produce(&mut handed, n, bytes, false, give_up, stall)?;
+            if self.sync_send {
+                self.wait(&mut handed, records, give_up, stall)?;
+            }
+        }
+        self.handed.push_back(handed);
+        Ok(())
+    }
+
+    /// Waits until every record of the oldest send handed over has its report; returns how
+    /// many were refused for good.
+    fn settle_oldest(
+        &mut self,
+        records: &[&[u8]],
+        give_up: GiveUp,
+        stall: &mut Option<Instant>,
+    ) -> Result<usize, Failure> {
+        let mut handed = self.handed.pop_front().expect("a send was handed over");
+        self.wait(&mut handed, records, give_up, stall)?;
+        Ok(handed.fates.iter().filter(|f| **f == Fate::Refused).count())
+    }
+
+    /// Produces record `n` of `handed` (to `fallback-topic()` when `fallback`), waiting while
     /// librdkafka's queue is full. A record it refuses at once is decided here.
     fn produce(
         &mut self,
+        handed: &mut Handed,
         n: usize,
         bytes: &[u8],
         fallback: bool,
-        fates: &mut [Fate],
         give_up: GiveUp,
         stall: &mut Option<Instant>,
     ) -> Result<(), Failure> {
         let reports = self.producer.context();
         let Some(record) = Record::read(bytes) else {
-            fates[n] = Fate::Refused;
+            handed.fates[n] = Fate::Refused;
             reports
                 .said
                 .say("a record in the queue is damaged; dropped".into());
@@ -480,10 +572,10 @@ impl Producing {
         let topic = match (fallback, valid_topic(record.topic)) {
             (false, true) => std::str::from_utf8(record.topic).expect("topic names are ASCII"),
             (false, false) if self.fallback_topic.is_some() => {
-                return self.produce(n, bytes, true, fates, give_up, stall);
+                return self.produce(handed, n, bytes, true, give_up, stall);
             }
             (false, false) => {
-                fates[n] = Fate::Refused;
+                handed.fates[n] = Fate::Refused;
                 reports.said.say(format!(
                     "'{}' is not a Kafka topic name and there is no fallback-topic(); dropped",
                     String::from_utf8_lossy(&record.topic[..record.topic.len().min(100)])
@@ -492,7 +584,7 @@ impl Producing {
             }
             (true, _) => self.fallback_topic.as_deref().expect("a fallback topic"),
         };
-        let mut r = BaseRecord::<[u8], [u8], usize>::with_opaque_to(topic, opaque(self.send, n))
+        let mut r = BaseRecord::<[u8], [u8], usize>::with_opaque_to(topic, opaque(handed.send, n))
             .payload(record.value);
         if let Some(k) = record.key {
             r = r.key(k);
@@ -500,8 +592,8 @@ impl Producing {
         loop {
             match self.producer.send(r) {
                 Ok(()) => {
-                    self.produced += 1;
-                    fates[n] = if fallback {
+                    handed.produced += 1;
+                    handed.fates[n] = if fallback {
                         Fate::FallingBack
                     } else {
                         Fate::Waiting
@@ -510,13 +602,14 @@ impl Producing {
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
                     r = back;
-                    // Room comes with reports.
-                    let reported = reports.reported();
-                    reports.wait_for(reported + 1, POLL.min(Duration::from_millis(10)));
+                    // Room comes with reports: of the oldest send, or of this one.
+                    let oldest = self.handed.front().unwrap_or(handed);
+                    let (send, count) = (oldest.send, reports.reported(oldest.send) + 1);
+                    reports.wait_for(send, count, POLL.min(Duration::from_millis(10)));
                     stalled(stall, give_up, self.flush_timeout())?;
                 }
                 Err((e, _)) => {
-                    fates[n] = Fate::Refused;
+                    handed.fates[n] = Fate::Refused;
                     reports
                         .said
                         .say(format!("a record was refused ({e}); dropped"));
@@ -526,32 +619,38 @@ impl Producing {
         }
     }
 
-    /// Waits until every record produced has its report; a record whose topic the broker
-    /// does not have is produced again to `fallback-topic()`.
+    /// Waits until every record `handed` produced has its report; a record whose topic the
+    /// broker does not have is produced again to `fallback-topic()`.
     fn wait(
         &mut self,
+        handed: &mut Handed,
         records: &[&[u8]],
-        fates: &mut [Fate],
         give_up: GiveUp,
         stall: &mut Option<Instant>,
     ) -> Result<(), Failure> {
         loop {
             let reports = self.producer.context();
-            let before = reports.reported();
-            reports.wait_for(self.produced, self.poll_timeout.min(POLL));
-            let refusals = reports.refusals();
-            let progressed = reports.reported() > before || !refusals.is_empty();
+            let before = reports.reported(handed.send);
+            reports.wait_for(handed.send, handed.produced, self.poll_timeout.min(POLL));
+            let mut refusals = reports.refusals();
+            let progressed = reports.reported(handed.send) > before || !refusals.is_empty();
+            refusals.append(&mut self.later);
             for (opaque, e) in refusals {
-                if opaque >> 32 != self.send as usize {
+                let send = (opaque >> 32) as u32;
+                if send != handed.send {
+                    // A later send's, kept for it; an earlier one's is not anyone's now.
+                    if self.handed.iter().any(|h| h.send == send) {
+                        self.later.push((opaque, e));
+                    }
                     continue;
                 }
                 let n = opaque & 0xffff_ffff;
-                match fates.get(n).copied() {
+                match handed.fates.get(n).copied() {
                     Some(Fate::Waiting) if self.fallback_topic.is_some() && topic_refused(&e) => {
-                        self.produce(n, records[n], true, fates, give_up, stall)?;
+                        self.produce(handed, n, records[n], true, give_up, stall)?;
                     }
                     Some(Fate::Waiting | Fate::FallingBack) => {
-                        fates[n] = Fate::Refused;
+                        handed.fates[n] = Fate::Refused;
                         self.producer
                             .context()
                             .said
@@ -561,13 +660,25 @@ impl Producing {
                 }
             }
             let reports = self.producer.context();
-            if reports.reported() >= self.produced && reports.refused_none() {
-                for f in fates.iter_mut() {
-                    if matches!(f, Fate::Waiting | Fate::FallingBack) {
-                        *f = Fate::Delivered;
+            let settled = reports.reported(handed.send) >= handed.produced;
+            if settled
+                && !self
+                    .later
+                    .iter()
+                    .any(|(o, _)| (o >> 32) as u32 == handed.send)
+            {
+                // Refusals are kept before they are counted: any of this send's came.
+                let late = reports.refusals();
+                if late.is_empty() {
+                    for f in handed.fates.iter_mut() {
+                        if matches!(f, Fate::Waiting | Fate::FallingBack) {
+                            *f = Fate::Delivered;
+                        }
                     }
+                    return Ok(());
                 }
-                return Ok(());
+                self.later.extend(late);
+                continue;
             }
             if progressed {
                 *stall = None;

@@ -45,6 +45,24 @@ pub(super) trait Wire: Send {
     ) -> Result<(), Failure>;
     /// Whether the peer closed the connection (or it failed).
     fn closed(&self) -> bool;
+    /// Starts sending `batches` (whole) without waiting for the server to answer for them,
+    /// where the wire can (a client library that holds what it sends: Kafka's), so that the
+    /// sender takes and hands over the next batches meanwhile; [`Wire::settle`] then waits
+    /// for the answers, oldest first. `Ok(false)`: this wire cannot, use [`Wire::send`]. After
+    /// a failure of either, what was handed over is the sender's to send again.
+    fn hand_over(&mut self, _batches: &[Batch], _give_up: GiveUp) -> Result<bool, Failure> {
+        Ok(false)
+    }
+    /// Waits until the server answered for the oldest batches handed over (`batches`, as
+    /// they were given), moving `pos` past them as [`Wire::send`] does.
+    fn settle(
+        &mut self,
+        _batches: &[Batch],
+        _pos: &mut Position,
+        _give_up: GiveUp,
+    ) -> Result<(), Failure> {
+        unreachable!("settle follows a hand_over that returned true")
+    }
 }
 
 /// An open connection, as a sender holds it.

@@ -22,6 +22,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// What became of batches handed over, once the sender waited for them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Settled {
+    Yes,
+    /// The wire failed, and they were sent again on another connection.
+    SentAgain,
+    /// Stopping or handing over, and no server took them: still held.
+    Not,
+}
+
 /// The most a sender gathers for one write.
 const MAX_GATHER: usize = 4 << 20;
 
@@ -109,20 +119,46 @@ const REPORT_AGAIN: Duration = Duration::from_secs(60);
 impl Sender {
     /// Sends until the queue stops; when retired for a reload's destination, returns the
     /// connection (and the server it goes to) for that one to go on with.
+    ///
+    /// A wire that can hand batches over without waiting for the server's answer
+    /// ([`Wire::hand_over`](super::link::Wire::hand_over): Kafka's) gets the next batches
+    /// while the server answers for the previous ones: the sender hands the new ones over,
+    /// then settles the old ones (their acknowledgements dropped only then), so two sends are
+    /// in flight at most and the answers' wait overlaps the next send's work.
     pub(super) fn run(mut self) -> Option<Connection> {
         let mut batches: Vec<Batch> = Vec::new();
+        // Handed over and not settled: taken before `batches`.
+        let mut handed: Vec<Batch> = Vec::new();
         if self.conn.is_none() && self.servers.connect_at_start() {
             self.connect(false);
         }
         loop {
-            let stopping = self.take(&mut batches);
+            let stopping = if handed.is_empty() {
+                self.take(&mut batches)
+            } else {
+                // The server is answering for what was handed over: take only what is there.
+                self.queue.take(Duration::ZERO, MAX_GATHER, &mut batches)
+            };
             if self.retire.load(Ordering::SeqCst) {
+                if self.finish_handed(&mut handed, stopping) == Settled::Not {
+                    self.queue.put_back(&mut batches);
+                    self.queue.put_back(&mut handed);
+                    return self.give_connection();
+                }
                 self.queue.put_back(&mut batches);
                 return self.give_connection();
             }
             self.report_drops();
-            self.failback();
+            if handed.is_empty() {
+                self.failback();
+            }
             if batches.is_empty() {
+                if !handed.is_empty() {
+                    if self.finish_handed(&mut handed, stopping) == Settled::Not {
+                        return self.give_up(&mut handed, &mut batches);
+                    }
+                    continue;
+                }
                 if stopping {
                     return None;
                 }
@@ -131,30 +167,112 @@ impl Sender {
                 }
                 continue;
             }
-            let sent = self.send(&batches, stopping);
-            let messages: usize = batches.iter().map(Batch::len).sum();
-            if let Some(refused) = sent {
-                let counters = self.queue.counters();
-                // Said when refused, not as a full queue's drops.
-                self.reported_drops
-                    .fetch_add(refused as u64, Ordering::Relaxed);
-                counters
-                    .dropped
-                    .fetch_add(refused as u64, Ordering::Relaxed);
-                counters
-                    .written
-                    .fetch_add((messages - refused) as u64, Ordering::Relaxed);
-                self.queue.done(&mut batches);
-            } else if self.retire.load(Ordering::SeqCst) {
-                // A reload's destination takes over, and sends these.
-                self.queue.put_back(&mut batches);
-                return self.give_connection();
-            } else {
-                // Stopping with the servers unreachable.
-                let what = self.queue.abandon(&mut batches);
-                own_log::error(format!("{}: stopping with {what}", self.label));
-                return None;
+            if !stopping && self.hand_over(&batches) {
+                match self.finish_handed(&mut handed, stopping) {
+                    Settled::Yes => {
+                        handed = std::mem::take(&mut batches);
+                        continue;
+                    }
+                    Settled::Not => return self.give_up(&mut handed, &mut batches),
+                    // Sent again on another connection: what was just handed over went with
+                    // the old one, and is sent the ordinary way below.
+                    Settled::SentAgain => {}
+                }
+            } else if self.finish_handed(&mut handed, stopping) == Settled::Not {
+                return self.give_up(&mut handed, &mut batches);
             }
+            match self.send(&batches, stopping) {
+                Some(refused) => self.delivered(&mut batches, refused),
+                None => return self.give_up(&mut handed, &mut batches),
+            }
+        }
+    }
+
+    /// `batches` are sent, but for `refused` messages the server refused for good.
+    fn delivered(&mut self, batches: &mut Vec<Batch>, refused: usize) {
+        let messages: usize = batches.iter().map(Batch::len).sum();
+        let counters = self.queue.counters();
+        // Said when refused, not as a full queue's drops.
+        self.reported_drops
+            .fetch_add(refused as u64, Ordering::Relaxed);
+        counters
+            .dropped
+            .fetch_add(refused as u64, Ordering::Relaxed);
+        counters
+            .written
+            .fetch_add((messages - refused) as u64, Ordering::Relaxed);
+        self.queue.done(batches);
+    }
+
+    /// Stopping or handing over with no server that takes `handed` (older) and `batches`: a
+    /// reload's destination takes them over, else they are given up.
+    fn give_up(&mut self, handed: &mut Vec<Batch>, batches: &mut Vec<Batch>) -> Option<Connection> {
+        if self.retire.load(Ordering::SeqCst) {
+            self.queue.put_back(batches);
+            self.queue.put_back(handed);
+            return self.give_connection();
+        }
+        handed.append(batches);
+        let what = self.queue.abandon(handed);
+        own_log::error(format!("{}: stopping with {what}", self.label));
+        None
+    }
+
+    /// Hands `batches` over to a wire that sends without waiting; `false`: the wire cannot
+    /// (or there is none, or it failed: then it is closed, and what it held is sent again).
+    fn hand_over(&mut self, batches: &[Batch]) -> bool {
+        let Some(conn) = self.conn.as_mut() else {
+            return false;
+        };
+        let (queue, retire) = (&self.queue, &self.retire);
+        let giving_up = || queue.is_stopping() || retire.load(Ordering::SeqCst);
+        match conn.hand_over(batches, &giving_up) {
+            Ok(handed) => handed,
+            Err(_) => {
+                self.conn = None;
+                false
+            }
+        }
+    }
+
+    /// Waits until the server answered for `handed` and counts them; when the wire fails,
+    /// sends them again on another connection.
+    fn finish_handed(&mut self, handed: &mut Vec<Batch>, stopping: bool) -> Settled {
+        if handed.is_empty() {
+            return Settled::Yes;
+        }
+        let settled = self.conn.as_mut().and_then(|conn| {
+            let (queue, retire) = (&self.queue, &self.retire);
+            let giving_up = || stopping || queue.is_stopping() || retire.load(Ordering::SeqCst);
+            let mut pos = Position::default();
+            match conn.settle(handed, &mut pos, &giving_up) {
+                Ok(()) => Some(pos.refused),
+                Err(Failure::Broken(e)) => {
+                    own_log::error(format!(
+                        "{}: error sending to {}: {e}; sending again",
+                        self.label,
+                        self.servers.name(self.server)
+                    ));
+                    None
+                }
+                Err(Failure::Later { why, .. }) => {
+                    own_log::error(format!("{}: {why}; sending again", self.label));
+                    None
+                }
+            }
+        });
+        if let Some(refused) = settled {
+            self.delivered(handed, refused);
+            return Settled::Yes;
+        }
+        // What the wire held went with it.
+        self.conn = None;
+        match self.send(handed, stopping) {
+            Some(refused) => {
+                self.delivered(handed, refused);
+                Settled::SentAgain
+            }
+            None => Settled::Not,
         }
     }
 
