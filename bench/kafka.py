@@ -19,6 +19,12 @@ flow-controlled path. A run ends when the topic's end offsets (`kcat -Q`) add up
 Prints msg/s and the shipper's CPU µs per record (kcat's own for its row; the broker's beside
 them), the medians, sluice against kcat (the issue's 80 % bar) and against syslog-ng's CPU (its
 1/5 bar). Needs kcat (`apt-get install kcat`).
+
+With --consume, the other way: each round fills a fresh topic with the lines (`kcat -P`), then
+  kcat-consume    `kcat -G` (a consumer group member) reads them all to /dev/null,
+  sluice-consume  sluice's kafka() source in a group of its own reads them, parses each as
+                  syslog and writes a byte per message to a file,
+timed from the first record read to the last (the group's join is left out).
 """
 
 import argparse
@@ -94,6 +100,75 @@ class Broker:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def write_lines(path, total):
+    """The benchmark's 300-byte lines, as loggen -S sends them."""
+    pad = "PADD" * 80
+    with open(path, "w") as f:
+        for i in range(total):
+            f.write((f"2026-11-24T13:50:17+00:00 localhost prg00000[1234]: seq: {i:010d}, thread: 0000, "
+                     f"runid: 1700000000, stamp: 2026-11-24T13:50:17 {pad}")[:300] + "\n")
+
+
+def consume_once(mode, broker, args, round_no):
+    """One --consume run of `mode`: (rate, consumer CPU per record, broker CPU per record)."""
+    topic = f"in{mode.replace('-', '')}{round_no}"
+    broker.create_topic(topic)
+    work = tempfile.mkdtemp(prefix=f"sluice-bench-{mode}-")
+    total = args.count
+    proc = None
+    try:
+        lines = os.path.join(work, "lines")
+        write_lines(lines, total)
+        subprocess.run(["kcat", "-P", "-b", broker.bootstrap, "-t", topic, "-l", lines], check=True)
+        downstream.wait_count(lambda: broker.end_offsets(topic, args.partitions), total)
+        group = f"bench-{topic}"
+        broker_cpu0 = run.cpu_seconds(broker.proc.pid)
+        if mode == "kcat-consume":
+            t0 = time.time()
+            proc = subprocess.Popen(["kcat", "-b", broker.bootstrap, "-G", group, "-o", "beginning", "-c",
+                                     str(total), "-q", "-X", "auto.offset.reset=earliest", topic],
+                                    stdout=subprocess.DEVNULL)
+            cpu = 0.0
+            while proc.poll() is None:
+                try:
+                    cpu = run.cpu_seconds(proc.pid)
+                except (FileNotFoundError, ProcessLookupError):
+                    pass
+                time.sleep(0.05)
+            got, t1 = total, time.time()
+            proc = None
+        else:
+            out = os.path.join(work, "out")
+            conf = os.path.join(work, "server.conf")
+            open(conf, "w").write(f"""@version: 3.38
+options {{ stats-freq(0); }};
+source s {{ kafka(bootstrap-servers("{broker.bootstrap}") topic("{topic}") log-iw-size(100000)
+    config("group.id" => "{group}")); }};
+destination d {{ file("{out}" template("x")); }};
+log {{ source(s); destination(d); }};
+""")
+            proc = subprocess.Popen([run.SLUICE, "-F", "-f", conf, "-R", f"{work}/persist", "-p", f"{work}/pid",
+                                     "-c", f"{work}/ctl"], stdout=subprocess.DEVNULL,
+                                    stderr=open(os.path.join(work, "stderr"), "w"))
+            size = lambda: os.path.getsize(out) if os.path.exists(out) else 0  # noqa: E731
+            while size() == 0 and proc.poll() is None:
+                time.sleep(0.01)
+            t0, first = time.time(), size()
+            got, t1 = downstream.wait_count(size, total, proc)
+            cpu = run.cpu_seconds(proc.pid)
+            total -= first
+        broker_cpu = 1e6 * (run.cpu_seconds(broker.proc.pid) - broker_cpu0) / args.count
+        cpu = 1e6 * cpu / args.count
+    finally:
+        err = downstream.stop_shipper(proc, work) if proc is not None else ""
+        shutil.rmtree(work, ignore_errors=True)
+    note = "" if got >= args.count else f"  INCOMPLETE: {got} of {args.count}\n{err}"
+    rate = total / (t1 - t0) if not note else 0.0
+    print(f"{mode:15s} count={args.count} wall={t1 - t0:.2f}s rate={rate:,.0f} msg/s consumer-cpu={cpu:.2f} us/msg "
+          f"broker-cpu={broker_cpu:.1f} us/msg{note}", flush=True)
+    return rate, cpu, broker_cpu
+
+
 def run_once(mode, broker, args, round_no):
     topic = f"{mode.replace('-', '')}-{round_no}"
     broker.create_topic(topic)
@@ -103,11 +178,7 @@ def run_once(mode, broker, args, round_no):
     try:
         if mode.startswith("kcat"):
             lines = os.path.join(work, "lines")
-            pad = "PADD" * 80
-            with open(lines, "w") as f:
-                for i in range(total):
-                    f.write((f"2026-11-24T13:50:17+00:00 localhost prg00000[1234]: seq: {i:010d}, thread: 0000, "
-                             f"runid: 1700000000, stamp: 2026-11-24T13:50:17 {pad}")[:300] + "\n")
+            write_lines(lines, total)
             broker_cpu0, t0 = run.cpu_seconds(broker.proc.pid), time.time()
             idempotent = ["-X", "enable.idempotence=true"] if mode == "kcat-idempotent" else []
             kcat = subprocess.Popen(["kcat", "-P", "-b", broker.bootstrap, "-t", topic, "-l", lines, *idempotent])
@@ -145,8 +216,11 @@ def main():
     p.add_argument("--partitions", type=int, default=1)
     p.add_argument("--options", default="", help="more kafka-c() options, for both servers")
     p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument("--consume", action="store_true", help="time the kafka() source instead")
     p.add_argument("--no-build", action="store_true")
     args = p.parse_args()
+    if args.consume and args.modes == ",".join(MODES):
+        args.modes = "kcat-consume,sluice-consume"
     if not os.path.exists(os.path.join(LIB, ".done")):
         raise SystemExit(f"{LIB} is missing: run .ci/install-test-deps.sh")
     if shutil.which("kcat") is None:
@@ -159,9 +233,19 @@ def main():
         print("syslog-ng's kafka-c() (syslog-ng-mod-rdkafka) is not installed: left out")
     broker = Broker(args.partitions)
     try:
-        results = downstream.rounds(modes, args.rounds, lambda m, r: run_once(m, broker, args, r))
+        once = consume_once if args.consume else run_once
+        results = downstream.rounds(modes, args.rounds, lambda m, r: once(m, broker, args, r))
     finally:
         broker.stop()
+    if args.consume:
+        downstream.print_medians(results, "msg", "broker", "", "", also=[])
+        ours, theirs = results.get("sluice-consume"), results.get("kcat-consume")
+        if ours and theirs:
+            import statistics
+            a, b = statistics.median(r[0] for r in ours), statistics.median(r[0] for r in theirs)
+            if b > 0:
+                print(f"sluice-consume / kcat-consume: {a / b:.1%} of the rate")
+        return
     downstream.print_medians(results, "msg", "broker", "kcat", "80 %", also=["kcat-idempotent"])
 
 

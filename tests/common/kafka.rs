@@ -4,6 +4,7 @@
 //! ([`Service`]). Tests can kill it with SIGKILL and start it again on the same data.
 
 use super::free_port;
+use super::pki::Pki;
 use super::service::{installed, Service};
 use std::path::Path;
 use std::process::Command;
@@ -18,6 +19,9 @@ pub struct Kafka {
     pub bootstrap: String,
     /// A listener that takes SASL/PLAIN, user `sluice`, password `secret`.
     pub sasl_bootstrap: String,
+    /// A TLS listener, its certificate (`localhost`, 127.0.0.1) signed by `pki`'s CA.
+    pub ssl_bootstrap: String,
+    pub pki: Pki,
     broker: Service,
     _dir: tempfile::TempDir,
 }
@@ -35,22 +39,38 @@ impl Kafka {
             return None;
         }
         let dir = tempfile::tempdir().unwrap();
-        let (port, controller, sasl) = (free_port(), free_port(), free_port());
+        let (port, controller, sasl, ssl) = (free_port(), free_port(), free_port(), free_port());
+        // The broker reads its key and certificate chain from one PEM file.
+        let pki = Pki::new();
+        let server = pki.identity("server");
+        let bundle = dir.path().join("server-bundle.pem");
+        std::fs::write(
+            &bundle,
+            [
+                std::fs::read(&server.key).unwrap(),
+                std::fs::read(&server.cert).unwrap(),
+                std::fs::read(pki.ca()).unwrap(),
+            ]
+            .concat(),
+        )
+        .unwrap();
         let props = dir.path().join("server.properties");
         std::fs::write(
             &props,
             format!(
                 "process.roles=broker,controller\nnode.id=1\n\
                  controller.quorum.voters=1@127.0.0.1:{controller}\n\
-                 listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller},SASL_PLAINTEXT://127.0.0.1:{sasl}\n\
-                 advertised.listeners=PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl}\n\
+                 listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller},SASL_PLAINTEXT://127.0.0.1:{sasl},SSL://127.0.0.1:{ssl}\n\
+                 advertised.listeners=PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl},SSL://127.0.0.1:{ssl}\n\
                  controller.listener.names=CONTROLLER\ninter.broker.listener.name=PLAINTEXT\n\
-                 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT\n\
+                 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL\n\
+                 ssl.keystore.type=PEM\nssl.keystore.location={}\n\
                  sasl.enabled.mechanisms=PLAIN\n\
                  listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_sluice=\"secret\";\n\
                  log.dirs={}\nnum.partitions=1\nauto.create.topics.enable=false\n\
                  offsets.topic.replication.factor=1\ntransaction.state.log.replication.factor=1\n\
                  transaction.state.log.min.isr=1\ngroup.initial.rebalance.delay.ms=0\n",
+                bundle.display(),
                 dir.path().join("data").display()
             ),
         )
@@ -91,6 +111,8 @@ impl Kafka {
         let kafka = Kafka {
             bootstrap: format!("127.0.0.1:{port}"),
             sasl_bootstrap: format!("127.0.0.1:{sasl}"),
+            ssl_bootstrap: format!("127.0.0.1:{ssl}"),
+            pki,
             broker: Service::new("kafka broker", broker, dir.path().join("kafka.out")),
             _dir: dir,
         };

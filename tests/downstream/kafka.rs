@@ -587,3 +587,66 @@ fn json_records_read_back_as_the_collector_had_them() {
         r.stderr()
     );
 }
+
+#[test]
+fn tls_to_the_broker_with_its_certificate_checked() {
+    let Some(k) = broker() else { return };
+    let _alone = crate::alone();
+    k.create_topic("over-tls", 1);
+    let tls = |ca: &std::path::Path| {
+        format!(
+            r#"config("security.protocol" => "SSL" "ssl.ca.location" => "{}")"#,
+            ca.display()
+        )
+    };
+    let options = |ca: &std::path::Path| {
+        format!(
+            r#"bootstrap-servers("{}") topic("over-tls") message("$MSG") {}"#,
+            k.ssl_bootstrap,
+            tls(ca)
+        )
+    };
+    // Trusting a CA that did not sign the broker's certificate: refused and said, nothing
+    // produced, the messages wait.
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let rogue = k.pki.dir.path().join("rogue-ca.pem");
+    let mut s = sluice(dir.path(), port, &options(&rogue));
+    const N: usize = 1000;
+    send(port, 0, N);
+    let started = Instant::now();
+    while !s.stderr().contains("certificate verify failed") {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "nothing said:\n{}",
+            s.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(s.stderr().contains("destination k"), "{}", s.stderr());
+    assert_eq!(k.end_offset("over-tls"), 0);
+    // The broker's CA, by a reload: what waited is produced, over TLS.
+    reload(dir.path(), &producer_config(port, &options(&k.pki.ca())));
+    let started = Instant::now();
+    while k.end_offset("over-tls") < N as i64 && started.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let records = k.records("over-tls", N);
+    let said = s.stderr();
+    s.stop();
+    assert_eq!(counted(&records).len(), N, "{said}");
+    // And read back over TLS by a kafka() source.
+    let out = tempfile::tempdir().unwrap();
+    let config = format!(
+        r#"source s {{ kafka(bootstrap-servers("{}") topic("over-tls") flags(no-parse)
+               config("group.id" => "tls-readers") {}); }};
+        destination f {{ file("@DIR@/out.log" template("$MSG\n")); }};
+        log {{ source(s); destination(f); }};"#,
+        k.ssl_bootstrap,
+        tls(&k.pki.ca())
+    );
+    let mut r = InDir::start(Command::new(sluice_bin()), out.path(), &config);
+    let seen = wait_consumed(&[out.path()], N, Duration::from_secs(60));
+    r.stop();
+    assert_eq!(seen.len(), N, "{}", r.stderr());
+}

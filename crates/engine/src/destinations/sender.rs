@@ -265,8 +265,12 @@ impl Sender {
             self.delivered(handed, refused);
             return Settled::Yes;
         }
-        // What the wire held went with it.
+        // What the wire held went with it: sent again on another connection, unless the
+        // sender is giving up (then the reload's destination takes them, or they are lost).
         self.conn = None;
+        if stopping || self.queue.is_stopping() || self.retire.load(Ordering::SeqCst) {
+            return Settled::Not;
+        }
         match self.send(handed, stopping) {
             Some(refused) => {
                 self.delivered(handed, refused);
