@@ -20,7 +20,7 @@ use super::{Context, Local, Retire};
 use crate::own_log as log;
 use crate::persist::{self, Found};
 use crate::window::{Delivered, Window};
-use sluice_model::{journal, Today, UnixTime};
+use sluice_model::{journal, Ingest, LogMessage, Origin, Today, UnixTime};
 use std::future::Future;
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
@@ -222,49 +222,46 @@ impl JournalSource {
         let (kept_tx, kept_rx) = mpsc::unbounded_channel();
         let keeper = tokio::spawn(keep_cursors(key, kept_rx));
         let window = Window::new(self.local.reader.window);
-        let origin = self.local.origin(Vec::new());
-        let mut routed = super::Routed::new(origin);
-        let mut shutdown = ctx.shutdown.clone();
-        loop {
-            let next = tokio::select! {
-                biased;
-                _ = shutdown.wait_for(|s| *s) => None,
-                b = batches.recv() => b,
-            };
-            let Some(batch) = next else {
-                break;
-            };
-            let dispatcher = ctx.dispatcher.get();
-            let ingest = routed.ingest(&dispatcher, &self.local.reader);
-            let Some(origin) = routed.origin(&dispatcher).cloned() else {
-                break;
-            };
-            let recvd = UnixTime::now(&ingest.local_zone);
-            let today = Today::of(recvd);
-            let mut msgs = Vec::with_capacity(batch.ends.len());
-            let mut start = 0;
-            for &end in &batch.ends {
-                ingest.push_message(&batch.entries[start..end], &origin, recvd, today, &mut msgs);
-                start = end;
-            }
-            let n = msgs.len();
-            self.local.reader.counted.add(n);
-            let (delivered, done) = oneshot::channel();
-            let Some(ack) = ctx
-                .credits_acknowledged(&window, n as u32, "systemd-journal()", delivered)
-                .await
-            else {
-                break;
-            };
-            dispatcher.dispatch(&mut msgs, &ack);
-            drop(msgs);
-            let _ = kept_tx.send((batch.cursor, done));
-        }
+        super::dispatch_batches(
+            ctx,
+            &self.local,
+            "systemd-journal()",
+            &window,
+            &mut batches,
+            &kept_tx,
+        )
+        .await;
         // The thread ends at its next wait or batch.
         drop(batches);
         drop(stop);
         drop(kept_tx);
         ctx.keep_last(&window, keeper).await;
+    }
+}
+
+impl super::ThreadBatch for Batch {
+    type Place = String;
+
+    fn messages<'a>(
+        &'a self,
+        _: &super::ReaderSpec,
+        ingest: &Ingest,
+        origin: &'a Origin,
+        recvd: UnixTime,
+        msgs: &mut Vec<LogMessage<'a>>,
+    ) {
+        let today = Today::of(recvd);
+        msgs.reserve(self.ends.len());
+        let mut start = 0;
+        for &end in &self.ends {
+            ingest.push_message(&self.entries[start..end], origin, recvd, today, msgs);
+            start = end;
+        }
+    }
+
+    /// The cursor of its last entry.
+    fn place(self) -> String {
+        self.cursor
     }
 }
 

@@ -29,7 +29,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::error::KafkaError;
 use rdkafka::{ClientContext, Message, Offset, TopicPartitionList};
 use sluice_model::values::{name_id, NameId};
-use sluice_model::{Today, UnixTime};
+use sluice_model::{Ingest, LogMessage, Origin, Today, UnixTime};
 use sluice_protocol::Text;
 use std::future::Future;
 use std::pin::Pin;
@@ -228,7 +228,11 @@ struct Record {
 }
 
 impl Batch {
-    fn push(&mut self, m: &impl Message, log_msg_size: usize, counted: &super::SourceCounters) {
+    /// Adds record `m`, cut to `log-msg-size()` and made UTF-8 from `encoding()`, as the
+    /// readers of streams do.
+    fn push(&mut self, m: &impl Message, spec: &super::ReaderSpec) {
+        let counted = &spec.counted;
+        let log_msg_size = spec.log_msg_size;
         let topic = m.topic().as_bytes();
         let t = match self.topics.iter().position(|t| **t == *topic) {
             Some(t) => t,
@@ -262,7 +266,12 @@ impl Batch {
         } else {
             value
         };
-        self.values.extend_from_slice(value);
+        match spec.encoding {
+            Some(charset) => self
+                .values
+                .extend_from_slice(&super::encoding::message(value, charset)),
+            None => self.values.extend_from_slice(value),
+        }
         self.records.push(Record {
             end: self.values.len(),
             topic: t,
@@ -282,6 +291,44 @@ impl Batch {
             let _ = list.add_partition_offset(&topic, partition, Offset::Offset(offset + 1));
         }
         list
+    }
+}
+
+impl super::ThreadBatch for Batch {
+    type Place = TopicPartitionList;
+
+    /// Each record's value parsed, with its place as pairs.
+    fn messages<'a>(
+        &'a self,
+        _: &super::ReaderSpec,
+        ingest: &Ingest,
+        origin: &'a Origin,
+        recvd: UnixTime,
+        msgs: &mut Vec<LogMessage<'a>>,
+    ) {
+        let today = Today::of(recvd);
+        let names = names();
+        msgs.reserve(self.records.len());
+        let mut start = 0;
+        for r in &self.records {
+            ingest.push_message(&self.values[start..r.end], origin, recvd, today, msgs);
+            start = r.end;
+            let msg = msgs.last_mut().expect("a message was pushed");
+            let number = |n: i64| Text::Owned(n.to_string().into_bytes().into());
+            msg.values
+                .set(names.topic, Text::Shared(self.topics[r.topic].clone()));
+            msg.values
+                .set(names.partition, number(i64::from(r.partition)));
+            msg.values.set(names.offset, number(r.offset));
+            if let Some(key) = &r.key {
+                msg.values.set(names.key, Text::Owned(key.clone()));
+            }
+        }
+    }
+
+    /// The offsets to store: the next one to read of each partition.
+    fn place(self) -> TopicPartitionList {
+        self.offsets()
     }
 }
 
@@ -336,71 +383,7 @@ impl KafkaSource {
         let (kept_tx, kept_rx) = mpsc::unbounded_channel();
         let keeper = tokio::spawn(keep_offsets(consumer.clone(), kept_rx));
         let window = Window::new(self.local.reader.window);
-        let origin = self.local.origin(Vec::new());
-        let mut routed = super::Routed::new(origin);
-        let mut shutdown = ctx.shutdown.clone();
-        let names = names();
-        loop {
-            let next = tokio::select! {
-                biased;
-                _ = shutdown.wait_for(|s| *s) => None,
-                b = batches.recv() => b,
-            };
-            let Some(batch) = next else {
-                break;
-            };
-            let dispatcher = ctx.dispatcher.get();
-            let ingest = routed.ingest(&dispatcher, &self.local.reader);
-            let Some(origin) = routed.origin(&dispatcher).cloned() else {
-                break;
-            };
-            let recvd = UnixTime::now(&ingest.local_zone);
-            let today = Today::of(recvd);
-            let encoded: Vec<bytes::Bytes>;
-            let values: Vec<&[u8]> = {
-                let mut start = 0;
-                let raw = batch.records.iter().map(|r| {
-                    let v = &batch.values[start..r.end];
-                    start = r.end;
-                    v
-                });
-                match self.local.reader.encoding {
-                    Some(charset) => {
-                        encoded = raw.map(|v| super::encoding::message(v, charset)).collect();
-                        encoded.iter().map(|v| &v[..]).collect()
-                    }
-                    None => raw.collect(),
-                }
-            };
-            let mut msgs = Vec::with_capacity(batch.records.len());
-            for (r, value) in batch.records.iter().zip(&values) {
-                ingest.push_message(value, &origin, recvd, today, &mut msgs);
-                let msg = msgs.last_mut().expect("a message was pushed");
-                let number = |n: i64| Text::Owned(n.to_string().into_bytes().into());
-                msg.values
-                    .set(names.topic, Text::Shared(batch.topics[r.topic].clone()));
-                msg.values
-                    .set(names.partition, number(i64::from(r.partition)));
-                msg.values.set(names.offset, number(r.offset));
-                if let Some(key) = &r.key {
-                    msg.values.set(names.key, Text::Owned(key.clone()));
-                }
-            }
-            let n = msgs.len();
-            self.local.reader.counted.add(n);
-            let offsets = batch.offsets();
-            let (delivered, done) = oneshot::channel();
-            let Some(ack) = ctx
-                .credits_acknowledged(&window, n as u32, "kafka()", delivered)
-                .await
-            else {
-                break;
-            };
-            dispatcher.dispatch(&mut msgs, &ack);
-            drop(msgs);
-            drop(ack);
-            let _ = kept_tx.send((offsets, done));
-        }
+        super::dispatch_batches(ctx, &self.local, "kafka()", &window, &mut batches, &kept_tx).await;
         // The thread ends at its next poll or batch.
         drop(batches);
         drop(kept_tx);
@@ -444,7 +427,7 @@ impl KafkaSource {
             let mut wait = self.poll_timeout;
             for _ in 0..most {
                 match consumer.poll(wait) {
-                    Some(Ok(m)) => batch.push(&m, spec.log_msg_size, &spec.counted),
+                    Some(Ok(m)) => batch.push(&m, spec),
                     Some(Err(e)) => {
                         consumer.context().said.say(format!("reading: {e}"));
                         break;

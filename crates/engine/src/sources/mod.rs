@@ -571,6 +571,70 @@ impl Local {
     }
 }
 
+/// A batch a source's own reading thread hands on: the journal's entries, Kafka's records.
+pub(super) trait ThreadBatch: Send + 'static {
+    /// What is kept once every destination delivered the batch: a cursor, offsets.
+    type Place: Send + 'static;
+    /// Parses the batch into `msgs`, as `spec` and `ingest` say.
+    fn messages<'a>(
+        &'a self,
+        spec: &ReaderSpec,
+        ingest: &Ingest,
+        origin: &'a Origin,
+        recvd: UnixTime,
+        msgs: &mut Vec<sluice_model::LogMessage<'a>>,
+    );
+    /// Where the input stands after the batch.
+    fn place(self) -> Self::Place;
+}
+
+/// Dispatches the batches a reading thread sends on `batches` until `ctx` stops (or the
+/// thread ends), each with credits of `window` held until every destination delivered it;
+/// each batch's place goes to `kept` with the news of its delivery, in order. `peer` names
+/// the source in what is said of a stop.
+pub(super) async fn dispatch_batches<B: ThreadBatch>(
+    ctx: &Context,
+    local: &Local,
+    peer: &str,
+    window: &Window,
+    batches: &mut tokio::sync::mpsc::Receiver<B>,
+    kept: &tokio::sync::mpsc::UnboundedSender<(B::Place, oneshot::Receiver<Delivered>)>,
+) {
+    let mut routed = Routed::new(local.origin(Vec::new()));
+    let mut shutdown = ctx.shutdown.clone();
+    loop {
+        let next = tokio::select! {
+            biased;
+            _ = shutdown.wait_for(|s| *s) => None,
+            b = batches.recv() => b,
+        };
+        let Some(batch) = next else {
+            break;
+        };
+        let dispatcher = ctx.dispatcher.get();
+        let ingest = routed.ingest(&dispatcher, &local.reader);
+        let Some(origin) = routed.origin(&dispatcher).cloned() else {
+            break;
+        };
+        let recvd = UnixTime::now(&ingest.local_zone);
+        let mut msgs = Vec::new();
+        batch.messages(&local.reader, &ingest, &origin, recvd, &mut msgs);
+        let n = msgs.len();
+        local.reader.counted.add(n);
+        let (delivered, done) = oneshot::channel();
+        let Some(ack) = ctx
+            .credits_acknowledged(window, n as u32, peer, delivered)
+            .await
+        else {
+            break;
+        };
+        dispatcher.dispatch(&mut msgs, &ack);
+        drop(msgs);
+        drop(ack);
+        let _ = kept.send((batch.place(), done));
+    }
+}
+
 /// A reader whose place in its input is kept once what it read is delivered (a file): told
 /// where each read ends, it gives the acknowledgement the read's messages hold until every
 /// destination wrote them, as on a flow-controlled path.
