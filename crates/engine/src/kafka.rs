@@ -5,6 +5,7 @@
 use crate::own_log;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use sluice_config::declared::Options;
 use sluice_config::{ConfigError, Node};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,6 +24,32 @@ pub fn valid_topic(topic: &[u8]) -> bool {
         && topic
             .iter()
             .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
+}
+
+/// The brokers of `driver` (`kafka`, `kafka-c`): `bootstrap-servers()`, which it needs, and no
+/// positional value.
+pub fn bootstrap_servers(
+    node: &Node,
+    o: &mut Options,
+    driver: &str,
+) -> Result<String, ConfigError> {
+    let example = format!("{driver}(bootstrap-servers(\"10.0.0.1:9092\") topic(\"logs\"))");
+    if let Some(v) = node.first_value() {
+        return Err(ConfigError::new(
+            v.pos,
+            format!("{driver}() takes its brokers in bootstrap-servers(): {example}"),
+        ));
+    }
+    o.last("bootstrap_servers")
+        .map(Node::string)
+        .transpose()?
+        .filter(|s| !s.trim().is_empty())
+        .ok_or_else(|| {
+            ConfigError::new(
+                node.pos,
+                format!("{driver}() needs bootstrap-servers(): {example}"),
+            )
+        })
 }
 
 /// `config("linger.ms" => "10", "compression.type" => "lz4")`: librdkafka properties, each

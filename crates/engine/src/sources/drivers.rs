@@ -973,23 +973,7 @@ const KAFKA_LATER: &[Declared] = &[
 #[cfg(feature = "kafka")]
 fn kafka(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigError> {
     let example = "kafka(bootstrap-servers(\"10.0.0.1:9092\") topic(\"logs\"))";
-    if let Some(v) = node.first_value() {
-        return Err(ConfigError::new(
-            v.pos,
-            format!("kafka() takes its brokers in bootstrap-servers(): {example}"),
-        ));
-    }
-    let bootstrap_servers = o
-        .last("bootstrap_servers")
-        .map(Node::string)
-        .transpose()?
-        .filter(|s| !s.trim().is_empty())
-        .ok_or_else(|| {
-            ConfigError::new(
-                node.pos,
-                format!("kafka() needs bootstrap-servers(): {example}"),
-            )
-        })?;
+    let bootstrap_servers = crate::kafka::bootstrap_servers(node, o, "kafka")?;
     let topics = match o.last("topic") {
         Some(t) => kafka_topics(t)?,
         None => {

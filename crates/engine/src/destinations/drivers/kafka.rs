@@ -58,29 +58,13 @@ pub(super) fn build(
     let format = FormatOptions::read_part(o, cx, super::DATES)?;
     let queue = Queue::read(o, cx.globals)?;
     let threaded = Threaded::read(o, cx)?;
-    if let Some(v) = node.first_value() {
-        return Err(ConfigError::new(
-            v.pos,
-            "kafka-c() takes its brokers in bootstrap-servers(): kafka-c(bootstrap-servers(\"10.0.0.1:9092\") topic(\"logs\"))",
-        ));
-    }
+    let bootstrap_servers = crate::kafka::bootstrap_servers(node, o, "kafka-c")?;
     let needed = |name: &str, example: &str| {
         ConfigError::new(
             node.pos,
             format!("kafka-c() needs {name}: kafka-c({example})"),
         )
     };
-    let bootstrap_servers = o
-        .last("bootstrap_servers")
-        .map(Node::string)
-        .transpose()?
-        .filter(|s| !s.trim().is_empty())
-        .ok_or_else(|| {
-            needed(
-                "bootstrap-servers()",
-                "bootstrap-servers(\"10.0.0.1:9092\") topic(\"logs\")",
-            )
-        })?;
     let dates = format.dates.clone();
     let template = |o: &mut Options, name: &str| -> Result<Option<Formatter>, ConfigError> {
         let Some(opt) = o.last(name) else {
