@@ -73,6 +73,17 @@ fn counted(records: &[(Option<Vec<u8>>, Vec<u8>)]) -> HashMap<usize, usize> {
     seen
 }
 
+/// Asserts that every sequence number below `n` is in `seen`; `said` is shown when not.
+pub fn none_lost(seen: &HashMap<usize, usize>, n: usize, said: &str) {
+    let missing: Vec<usize> = (0..n).filter(|i| !seen.contains_key(i)).collect();
+    assert!(
+        missing.is_empty(),
+        "lost {} of {n}: {:?}…\n{said}",
+        missing.len(),
+        &missing[..missing.len().min(10)],
+    );
+}
+
 fn broker() -> Option<&'static Kafka> {
     kafka()
 }
@@ -136,15 +147,8 @@ fn a_broker_killed_and_started_again_loses_nothing() {
     let records = k.records("restarted", N);
     s.stop();
     let seen = counted(&records);
-    let missing: Vec<usize> = (0..N).filter(|i| !seen.contains_key(i)).collect();
     let twice = records.len() - seen.len();
-    assert!(
-        missing.is_empty(),
-        "lost {} of {N}: {:?}…\n{}",
-        missing.len(),
-        &missing[..missing.len().min(10)],
-        s.stderr()
-    );
+    none_lost(&seen, N, &s.stderr());
     eprintln!("{N} messages through a broker kill -9: 0 lost, {twice} duplicates");
 }
 
@@ -318,15 +322,8 @@ fn a_consumer_killed_9_reads_again_from_its_groups_commit_and_loses_nothing() {
     let mut s = consumer(dir.path(), k, r#""replayed" => "-1""#, "replaying");
     let seen = wait_consumed(&[dir.path()], N, Duration::from_secs(120));
     s.stop();
-    let missing: Vec<usize> = (0..N).filter(|i| !seen.contains_key(i)).collect();
     let again: usize = seen.values().map(|c| c - 1).sum();
-    assert!(
-        missing.is_empty(),
-        "lost {} of {N}: {:?}…\n{}",
-        missing.len(),
-        &missing[..missing.len().min(10)],
-        s.stderr()
-    );
+    none_lost(&seen, N, &s.stderr());
     eprintln!("{N} records, the consumer killed -9 after {at}: 0 lost, {again} read again");
 }
 
