@@ -100,9 +100,14 @@ fn every_message_arrives_once_keyed_by_host() {
         k.bootstrap
     );
     let mut s = sluice(dir.path(), port, &options);
-    const N: usize = 100_000;
+    const N: usize = 1_000_000;
+    let started = Instant::now();
     send(port, 0, N);
     let records = k.records("every", N);
+    eprintln!(
+        "{N} messages through kafka-c() read back in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
     s.stop();
     let seen = counted(&records);
     let missing = (0..N).filter(|i| !seen.contains_key(i)).count();
@@ -150,6 +155,34 @@ fn a_broker_killed_and_started_again_loses_nothing() {
     let twice = records.len() - seen.len();
     none_lost(&seen, N, &s.stderr());
     eprintln!("{N} messages through a broker kill -9: 0 lost, {twice} duplicates");
+}
+
+#[test]
+fn a_broker_down_at_the_start_is_waited_for() {
+    let Some(k) = broker() else { return };
+    let _alone = crate::alone();
+    k.create_topic("late", 1);
+    k.kill_9();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let options = format!(
+        r#"bootstrap-servers("{}") topic("late") message("$MSG")"#,
+        k.bootstrap
+    );
+    let mut s = sluice(dir.path(), port, &options);
+    const N: usize = 10_000;
+    send(port, 0, N);
+    std::thread::sleep(Duration::from_secs(3));
+    k.restart();
+    let started = Instant::now();
+    while k.end_offset("late") < N as i64 && started.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let records = k.records("late", N);
+    s.stop();
+    let seen = counted(&records);
+    none_lost(&seen, N, &s.stderr());
+    assert_eq!(records.len(), N, "{}", s.stderr());
 }
 
 #[test]
