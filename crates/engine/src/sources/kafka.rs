@@ -215,6 +215,8 @@ struct Batch {
     topics: Vec<Arc<[u8]>>,
     /// The last offset of each partition in the batch: `(topic, partition, offset)`.
     last: Vec<(usize, i32, i64)>,
+    /// Each partition's number as its messages' `.kafka.partition`, shared by them.
+    partitions: Vec<(i32, Arc<[u8]>)>,
 }
 
 /// One record of a [`Batch`].
@@ -224,7 +226,8 @@ struct Record {
     topic: usize,
     partition: i32,
     offset: i64,
-    key: Option<Box<[u8]>>,
+    /// Shared by its message's `.kafka.key`.
+    key: Option<Arc<[u8]>>,
 }
 
 impl Batch {
@@ -249,6 +252,11 @@ impl Batch {
         {
             Some(last) => last.2 = offset,
             None => self.last.push((t, partition, offset)),
+        }
+        if !self.partitions.iter().any(|(p, _)| *p == partition) {
+            let number = partition.to_string();
+            self.partitions
+                .push((partition, Arc::from(number.as_bytes())));
         }
         let value = m.payload().unwrap_or_default();
         if value.is_empty() {
@@ -277,7 +285,7 @@ impl Batch {
             topic: t,
             partition,
             offset,
-            key: m.key().map(Box::from),
+            key: m.key().map(Arc::from),
         });
     }
 
@@ -314,14 +322,20 @@ impl super::ThreadBatch for Batch {
             ingest.push_message(&self.values[start..r.end], origin, recvd, today, msgs);
             start = r.end;
             let msg = msgs.last_mut().expect("a message was pushed");
-            let number = |n: i64| Text::Owned(n.to_string().into_bytes().into());
             msg.values
                 .set(names.topic, Text::Shared(self.topics[r.topic].clone()));
-            msg.values
-                .set(names.partition, number(i64::from(r.partition)));
-            msg.values.set(names.offset, number(r.offset));
+            if let Some((_, number)) = self.partitions.iter().find(|(p, _)| *p == r.partition) {
+                msg.values
+                    .set(names.partition, Text::Shared(number.clone()));
+            }
+            // The offset's digits in one allocation, the message's own.
+            let mut digits = [0u8; 20];
+            let mut rest = &mut digits[..];
+            let _ = std::io::Write::write_fmt(&mut rest, format_args!("{}", r.offset));
+            let len = 20 - rest.len();
+            msg.values.set(names.offset, Text::owned(&digits[..len]));
             if let Some(key) = &r.key {
-                msg.values.set(names.key, Text::Owned(key.clone()));
+                msg.values.set(names.key, Text::Shared(key.clone()));
             }
         }
     }
