@@ -32,6 +32,12 @@ enum Settled {
     Not,
 }
 
+/// Whether a sender gives up what it waits for: sluice stops (`stopping`, or the queue was
+/// told to), or a reload's destination takes over (`retire`).
+fn giving_up(stopping: bool, queue: &dyn BatchQueue, retire: &AtomicBool) -> bool {
+    stopping || queue.is_stopping() || retire.load(Ordering::SeqCst)
+}
+
 /// The most a sender gathers for one write.
 const MAX_GATHER: usize = 4 << 20;
 
@@ -224,9 +230,8 @@ impl Sender {
         let Some(conn) = self.conn.as_mut() else {
             return false;
         };
-        let (queue, retire) = (&self.queue, &self.retire);
-        let giving_up = || queue.is_stopping() || retire.load(Ordering::SeqCst);
-        match conn.hand_over(batches, &giving_up) {
+        let (queue, retire) = (&*self.queue, &*self.retire);
+        match conn.hand_over(batches, &|| giving_up(false, queue, retire)) {
             Ok(handed) => handed,
             Err(_) => {
                 self.conn = None;
@@ -241,36 +246,31 @@ impl Sender {
         if handed.is_empty() {
             return Settled::Yes;
         }
-        let settled = self.conn.as_mut().and_then(|conn| {
-            let (queue, retire) = (&self.queue, &self.retire);
-            let giving_up = || stopping || queue.is_stopping() || retire.load(Ordering::SeqCst);
+        let (queue, retire) = (&*self.queue, &*self.retire);
+        let settled = self.conn.as_mut().map(|conn| {
             let mut pos = Position::default();
-            match conn.settle(handed, &mut pos, &giving_up) {
-                Ok(()) => Some(pos.refused),
-                Err(Failure::Broken(e)) => {
-                    own_log::error(format!(
-                        "{}: error sending to {}: {e}; sending again",
-                        self.label,
-                        self.servers.name(self.server)
-                    ));
-                    None
-                }
-                Err(Failure::Later { why, .. }) => {
-                    own_log::error(format!("{}: {why}; sending again", self.label));
-                    None
-                }
-            }
+            conn.settle(handed, &mut pos, &|| giving_up(stopping, queue, retire))
+                .map(|()| pos.refused)
         });
-        if let Some(refused) = settled {
-            self.delivered(handed, refused);
-            return Settled::Yes;
-        }
+        let why = match settled {
+            Some(Ok(refused)) => {
+                self.delivered(handed, refused);
+                return Settled::Yes;
+            }
+            Some(Err(Failure::Broken(e))) => {
+                format!("error sending to {}: {e}", self.servers.name(self.server))
+            }
+            Some(Err(Failure::Later { why, .. })) => why,
+            None => "no connection".into(),
+        };
         // What the wire held went with it: sent again on another connection, unless the
         // sender is giving up (then the reload's destination takes them, or they are lost).
         self.conn = None;
-        if stopping || self.queue.is_stopping() || self.retire.load(Ordering::SeqCst) {
+        if giving_up(stopping, queue, retire) {
+            own_log::error(format!("{}: {why}", self.label));
             return Settled::Not;
         }
+        own_log::error(format!("{}: {why}; sending again", self.label));
         match self.send(handed, stopping) {
             Some(refused) => {
                 self.delivered(handed, refused);
@@ -328,11 +328,9 @@ impl Sender {
             }
             let conn = self.conn.as_mut().expect("connected");
             // Asked again at every stall: a stop or a hand-over may come while a write waits.
-            let (queue, retire) = (&self.queue, &self.retire);
-            let giving_up = || stopping || queue.is_stopping() || retire.load(Ordering::SeqCst);
-            let result = conn.send(batches, &mut pos, &giving_up);
-            let giving_up =
-                stopping || self.queue.is_stopping() || self.retire.load(Ordering::SeqCst);
+            let (queue, retire) = (&*self.queue, &*self.retire);
+            let result = conn.send(batches, &mut pos, &|| giving_up(stopping, queue, retire));
+            let giving_up = giving_up(stopping, queue, retire);
             match result {
                 Ok(()) => return Some(pos.refused),
                 Err(Failure::Later {
@@ -463,12 +461,12 @@ impl Sender {
         let until = Instant::now() + wait;
         while let Some(left) = until.checked_duration_since(Instant::now()) {
             self.report_drops();
-            if self.queue.is_stopping() || self.retire.load(Ordering::SeqCst) {
+            if giving_up(false, &*self.queue, &self.retire) {
                 return true;
             }
             std::thread::sleep(Duration::from_millis(100).min(left));
         }
-        self.queue.is_stopping() || self.retire.load(Ordering::SeqCst)
+        giving_up(false, &*self.queue, &self.retire)
     }
 
     /// While on a failover server, probes the primary every `tcp-probe-interval()` and
