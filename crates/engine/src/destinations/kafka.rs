@@ -488,9 +488,14 @@ impl Wire for Producing {
         pos: &mut Position,
         give_up: GiveUp,
     ) -> Result<(), Failure> {
-        let records = records_of(batches, Position::default());
+        // The records themselves are wanted only to produce one again to `fallback-topic()`.
+        let records = match self.fallback_topic {
+            Some(_) => records_of(batches, Position::default()),
+            None => Vec::new(),
+        };
+        let messages = self.handed.front().map_or(0, |h| h.fates.len());
         let refused = self.settle_oldest(&records, give_up, &mut None)?;
-        pos.skip_messages(batches, records.len());
+        pos.skip_messages(batches, messages);
         pos.refused += refused;
         Ok(())
     }
@@ -620,7 +625,8 @@ impl Producing {
     }
 
     /// Waits until every record `handed` produced has its report; a record whose topic the
-    /// broker does not have is produced again to `fallback-topic()`.
+    /// broker does not have is produced again to `fallback-topic()` (from `records`, which
+    /// only a destination with one needs).
     fn wait(
         &mut self,
         handed: &mut Handed,
