@@ -4,6 +4,7 @@ connections on a flow-controlled path into one destination, rounds in which each
 first once, and the table of medians. Imported, not run."""
 
 import os
+import shutil
 import statistics
 import subprocess
 import time
@@ -31,6 +32,39 @@ log {{ source(s); destination(d); flags(flow-control); }};
     run.wait_port(port)
     time.sleep(0.5)
     return proc, port
+
+
+def loggen_message(i):
+    """The message part of `sluice loggen -S -s 300`'s line number `i` (249 bytes)."""
+    return f"seq: {i:010d}, thread: 0000, runid: 1700000000, stamp: 2026-11-24T13:50:17 {'PADD' * 80}"[:249]
+
+
+def loggen_line(i):
+    """`sluice loggen -S -s 300`'s line number `i`, 300 bytes with its header."""
+    return f"2026-11-24T13:50:17+00:00 localhost prg00000[1234]: {loggen_message(i)}"[:300]
+
+
+def cpu_until_exit(proc):
+    """Waits for `proc` to exit; the CPU seconds it had used when last seen."""
+    cpu = 0.0
+    while proc.poll() is None:
+        try:
+            cpu = run.cpu_seconds(proc.pid)
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+        time.sleep(0.05)
+    return cpu
+
+
+def stop_service(proc, directory, wait):
+    """Stops a service started for a benchmark (a JVM), killing it after `wait` seconds, and
+    removes its directory."""
+    proc.terminate()
+    try:
+        proc.wait(wait)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 def stop_shipper(proc, work):

@@ -92,21 +92,14 @@ class Broker:
         return sum(int(words[i + 1]) for i, w in enumerate(words) if w == "offset")
 
     def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        downstream.stop_service(self.proc, self.dir, 60)
 
 
 def write_lines(path, total):
     """The benchmark's 300-byte lines, as loggen -S sends them."""
-    pad = "PADD" * 80
     with open(path, "w") as f:
         for i in range(total):
-            f.write((f"2026-11-24T13:50:17+00:00 localhost prg00000[1234]: seq: {i:010d}, thread: 0000, "
-                     f"runid: 1700000000, stamp: 2026-11-24T13:50:17 {pad}")[:300] + "\n")
+            f.write(downstream.loggen_line(i) + "\n")
 
 
 def consume_once(mode, broker, args, round_no):
@@ -128,13 +121,7 @@ def consume_once(mode, broker, args, round_no):
             proc = subprocess.Popen(["kcat", "-b", broker.bootstrap, "-G", group, "-o", "beginning", "-c",
                                      str(total), "-q", "-X", "auto.offset.reset=earliest", topic],
                                     stdout=subprocess.DEVNULL)
-            cpu = 0.0
-            while proc.poll() is None:
-                try:
-                    cpu = run.cpu_seconds(proc.pid)
-                except (FileNotFoundError, ProcessLookupError):
-                    pass
-                time.sleep(0.05)
+            cpu = downstream.cpu_until_exit(proc)
             got, t1 = total, time.time()
             proc = None
         else:
@@ -182,13 +169,7 @@ def run_once(mode, broker, args, round_no):
             broker_cpu0, t0 = run.cpu_seconds(broker.proc.pid), time.time()
             idempotent = ["-X", "enable.idempotence=true"] if mode == "kcat-idempotent" else []
             kcat = subprocess.Popen(["kcat", "-P", "-b", broker.bootstrap, "-t", topic, "-l", lines, *idempotent])
-            pid_cpu = 0.0
-            while kcat.poll() is None:
-                try:
-                    pid_cpu = run.cpu_seconds(kcat.pid)
-                except (FileNotFoundError, ProcessLookupError):
-                    pass
-                time.sleep(0.05)
+            pid_cpu = downstream.cpu_until_exit(kcat)
             got, t1 = downstream.wait_count(lambda: broker.end_offsets(topic, args.partitions), total)
             cpu = 1e6 * pid_cpu / total
         else:

@@ -108,23 +108,17 @@ class Node:
         return json.loads(self.request("GET", f"/{name}/_count")[1])["count"]
 
     def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        downstream.stop_service(self.proc, self.dir, 30)
 
 
 def bulk_bodies(n, index):
     """`_bulk` bodies of 1000 documents shaped like elasticsearch-http()'s of loggen's lines."""
     bodies = []
-    pad = "PADD" * 80
     action = json.dumps({"index": {"_index": index}})
     for start in range(0, n, 1000):
         lines = []
         for i in range(start, min(n, start + 1000)):
-            msg = f"seq: {i:010d}, thread: 0000, runid: 1700000000, stamp: 2026-11-24T13:50:17 {pad}"[:249]
+            msg = downstream.loggen_message(i)
             doc = {"PROGRAM": "prg00000", "PRIORITY": "info", "PID": "1234", "MESSAGE": msg,
                    "ISODATE": "2026-11-24T13:50:17+00:00", "HOST": "localhost", "FACILITY": "auth",
                    "@timestamp": "2026-11-24T13:50:17+00:00"}
