@@ -4,6 +4,7 @@ connections on a flow-controlled path into one destination, rounds in which each
 first once, and the table of medians. Imported, not run."""
 
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -76,10 +77,14 @@ def stop_shipper(proc, work):
 
 
 def send_load(port, total):
-    """`total` messages of 300 bytes over 4 TCP connections, as syslog-ng's `loggen -S`."""
+    """`total` messages of 300 bytes over 4 TCP connections, as syslog-ng's `loggen -S`;
+    returns the CPU seconds the load generator took (a ceiling that reads a file has none)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run([run.SLUICE, "loggen", "-S", "-s", "300", "-r", "0", "-I", "3600",
                     "-n", str(total // 4), "--active-connections", "4", "127.0.0.1", str(port)],
                    capture_output=True, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
 def wait_count(count, want, proc=None):

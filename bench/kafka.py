@@ -16,8 +16,8 @@ turn:
 the servers fed 300-byte messages over 4 TCP connections by `sluice loggen -S -s 300` on a
 flow-controlled path. A run ends when the topic's end offsets (`kcat -Q`) add up to the count.
 
-Prints msg/s and the shipper's CPU µs per record (kcat's own for its row; the broker's beside
-them), the medians, sluice against kcat (the issue's 80 % bar) and against syslog-ng's CPU (its
+Prints msg/s and the shipper's CPU µs per record (kcat's own for its row; the broker's and the
+load generator's beside them: the servers share two cores with both, kcat with the broker only), the medians, sluice against kcat (the issue's 80 % bar) and against syslog-ng's CPU (its
 1/5 bar). Needs kcat (`apt-get install kcat`).
 
 With --consume, the other way: each round fills a fresh topic with the lines (`kcat -P`), then
@@ -161,7 +161,7 @@ def run_once(mode, broker, args, round_no):
     broker.create_topic(topic)
     work = tempfile.mkdtemp(prefix=f"sluice-bench-{mode}-")
     total = 4 * (args.count // 4)
-    proc = None
+    proc, loader = None, 0.0
     try:
         if mode.startswith("kcat"):
             lines = os.path.join(work, "lines")
@@ -176,7 +176,7 @@ def run_once(mode, broker, args, round_no):
             proc, port = downstream.start_shipper(
                 mode, work, f'kafka-c(bootstrap-servers("{broker.bootstrap}") topic("{topic}") {args.options})')
             broker_cpu0, cpu0, t0 = run.cpu_seconds(broker.proc.pid), run.cpu_seconds(proc.pid), time.time()
-            downstream.send_load(port, total)
+            loader = 1e6 * downstream.send_load(port, total) / total
             got, t1 = downstream.wait_count(lambda: broker.end_offsets(topic, args.partitions), total, proc)
             cpu = 1e6 * (run.cpu_seconds(proc.pid) - cpu0) / total
         broker_cpu = 1e6 * (run.cpu_seconds(broker.proc.pid) - broker_cpu0) / total
@@ -186,7 +186,7 @@ def run_once(mode, broker, args, round_no):
     note = "" if got == total else f"  INCOMPLETE: {got} of {total}\n{err}"
     rate = total / (t1 - t0) if not note else 0.0
     print(f"{mode:10s} count={total} wall={t1 - t0:.2f}s rate={rate:,.0f} msg/s shipper-cpu={cpu:.2f} us/msg "
-          f"broker-cpu={broker_cpu:.1f} us/msg{note}", flush=True)
+          f"broker-cpu={broker_cpu:.1f} us/msg loader-cpu={loader:.2f} us/msg{note}", flush=True)
     return rate, cpu, broker_cpu
 
 
