@@ -58,6 +58,10 @@ enum CtlCommand {
     Stop,
     /// Say whether the server answers, with its uptime and queued messages.
     Healthcheck,
+    /// Print where every message went (received = reached a destination + reached none;
+    /// per destination, processed = written + dropped by reason + queued); exit status 1
+    /// when the books do not balance.
+    Ledger,
     /// Print the configuration as the server read it.
     Config {
         /// With includes and `@define`s resolved (what sluice always prints).
@@ -119,6 +123,7 @@ pub fn run(args: &CtlArgs) -> i32 {
         CtlCommand::Reopen => "reopen".into(),
         CtlCommand::Stop => "stop".into(),
         CtlCommand::Healthcheck => "healthcheck".into(),
+        CtlCommand::Ledger => "ledger".into(),
         CtlCommand::Config { .. } => "config preprocessed".into(),
         CtlCommand::Verbose { set } => format!("verbose{}", on_off(*set)),
         CtlCommand::Debug { set } => format!("debug{}", on_off(*set)),

@@ -384,6 +384,7 @@ pub fn build_with(
                 level: b.globals.stats_level,
                 registry: b.stats.clone(),
                 received: b.stats.counter("center", "", "received", "processed"),
+                unrouted: b.stats.counter("center", "", "unrouted", "processed"),
                 queued: b.stats.counter("center", "", "queued", "processed"),
                 destinations: b.dest_counted,
             },

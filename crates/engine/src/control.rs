@@ -120,6 +120,14 @@ impl Control {
                 }
                 let answer = match line.trim() {
                     "reload" => me.reload().await,
+                    "ledger" => {
+                        let ledger = crate::ledger::settled(&me.stats, crate::ledger::SETTLE).await;
+                        if ledger.balanced() {
+                            ledger.text()
+                        } else {
+                            format!("error: the books do not balance\n{}", ledger.text())
+                        }
+                    }
                     command => me.answer(command),
                 };
                 let _ = write.write_all(answer.as_bytes()).await;

@@ -58,6 +58,10 @@ pub struct DispatchCounters {
     pub level: u8,
     pub registry: Arc<crate::stats::Registry>,
     pub received: Arc<AtomicU64>,
+    /// Received messages that reached no destination: filtered out, stopped by a parser or
+    /// `flags(final)` before any, or from a source no log path reads (`center;;unrouted`).
+    /// Routing, not a drop: `sluice ctl ledger` counts them apart.
+    pub unrouted: Arc<AtomicU64>,
     pub queued: Arc<AtomicU64>,
     /// Indexed like `destinations`.
     pub destinations: Vec<Arc<AtomicU64>>,
@@ -155,18 +159,26 @@ impl Dispatcher {
                 .and_then(|s| self.router.fixed_route(s))
                 .filter(|_| from.is_none())
                 .filter(|_| msgs.iter().all(|m| Some(m.origin.source_id) == source));
+            let mut unrouted = 0;
             if let Some(route) = fixed {
                 // Every message goes the same way: no need to ask per message.
                 for &(dest, flow_control) in route {
                     scratch.routed[dest as usize].extend(0..msgs.len() as u32);
                     scratch.flow_control[dest as usize] |= flow_control;
                 }
+                if route.is_empty() {
+                    unrouted = msgs.len();
+                }
             } else {
+                // Rewrites append versions of a message to `msgs`: only those received are
+                // looked at, each with all its versions.
                 for i in 0..msgs.len() {
                     let (routed, flow) = (&mut scratch.routed, &mut scratch.flow_control);
+                    let mut reached = false;
                     let out = &mut |dest: u32, version, flow_control| {
                         routed[dest as usize].push(version);
                         flow[dest as usize] |= flow_control;
+                        reached = true;
                     };
                     match from {
                         None => self.router.route(msgs, i, &mut scratch.filter, out),
@@ -175,7 +187,13 @@ impl Dispatcher {
                                 .resume(stateful, by, msgs, i, &mut scratch.filter, out)
                         }
                     }
+                    unrouted += usize::from(!reached);
                 }
+            }
+            if unrouted > 0 && from.is_none() {
+                self.counted
+                    .unrouted
+                    .fetch_add(unrouted as u64, Ordering::Relaxed);
             }
             for (d, dest) in self.destinations.iter().enumerate() {
                 let indices = &mut scratch.routed[d];

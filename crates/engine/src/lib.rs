@@ -55,6 +55,7 @@ pub mod dispatch;
 pub mod dns;
 #[cfg(feature = "kafka")]
 pub mod kafka;
+pub mod ledger;
 pub mod notify;
 pub mod options;
 pub mod own_log;

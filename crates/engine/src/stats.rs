@@ -10,7 +10,7 @@ use sluice_model::LogMessage;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// The default of `stats-max-dynamics()`. syslog-ng's is no limit (it forgets counters unused
 /// for `stats-lifetime()`); a sender that makes up host names would grow them without end.
@@ -123,19 +123,123 @@ thread_local! {
         std::cell::RefCell::default();
 }
 
-/// What a destination driver counts.
+/// What a destination driver counts. Its books balance: every message routed to it
+/// (`processed`) is `written`, `dropped` (for one of the [`DropReason`]s) or still `queued`
+/// (which includes those a sender has in flight); `sluice ctl ledger` checks it.
 #[derive(Clone, Debug, Default)]
 pub struct DestCounters {
-    /// Messages routed to it.
+    /// Messages routed to it (and those it took back from its disk buffer at start).
     pub processed: Arc<AtomicU64>,
     /// Messages it delivered (written to a file, sent to a server).
     pub written: Arc<AtomicU64>,
-    /// Messages it dropped (a full queue on a path without flow control).
+    /// Messages it dropped, for any reason: syslog-ng's total. Count through
+    /// [`DestCounters::drop`], which counts the reason too.
     pub dropped: Arc<AtomicU64>,
     /// Messages waiting in its queue.
     pub queued: Arc<AtomicU64>,
     /// Bytes waiting in its queue.
     pub memory_usage: Arc<AtomicU64>,
+    /// The drops by reason, each a counter made at its first drop.
+    pub reasons: Arc<Reasons>,
+}
+
+/// Why a destination dropped messages. Filtering and `flags(final)` are routing, not drops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropReason {
+    /// Its queue (`log-fifo-size()`) was full, on a path without flow control.
+    QueueFull,
+    /// Its disk buffer was full, on a path without flow control.
+    DiskBufferFull,
+    /// The server refused them for good (an HTTP 4xx, a document's mapping error, a topic
+    /// the broker does not take).
+    Refused,
+    /// Sent `retries()` times without being taken.
+    RetriesExhausted,
+    /// A file name from a template that the path rules refuse.
+    FileNameRefused,
+    /// A file that cannot be opened (no permission, a directory in the way).
+    Unwritable,
+    /// Larger than the destination or its server takes.
+    Oversize,
+    /// Written at once or not at all, with no one to take them (a terminal, a pipe's reader).
+    Unavailable,
+    /// Still queued at a stop with no server taking them (and no disk buffer to keep them).
+    Stopped,
+}
+
+impl DropReason {
+    pub const ALL: [DropReason; 9] = [
+        DropReason::QueueFull,
+        DropReason::DiskBufferFull,
+        DropReason::Refused,
+        DropReason::RetriesExhausted,
+        DropReason::FileNameRefused,
+        DropReason::Unwritable,
+        DropReason::Oversize,
+        DropReason::Unavailable,
+        DropReason::Stopped,
+    ];
+
+    /// The counter's type: `dropped_` and the reason.
+    pub fn kind(self) -> &'static str {
+        match self {
+            DropReason::QueueFull => "dropped_queue_full",
+            DropReason::DiskBufferFull => "dropped_disk_buffer_full",
+            DropReason::Refused => "dropped_refused",
+            DropReason::RetriesExhausted => "dropped_retries_exhausted",
+            DropReason::FileNameRefused => "dropped_file_name_refused",
+            DropReason::Unwritable => "dropped_unwritable",
+            DropReason::Oversize => "dropped_oversize",
+            DropReason::Unavailable => "dropped_unavailable",
+            DropReason::Stopped => "dropped_stopped",
+        }
+    }
+
+    /// The reason alone: `queue_full`.
+    pub fn name(self) -> &'static str {
+        &self.kind()["dropped_".len()..]
+    }
+}
+
+/// A destination's drops by reason: listed in the registry at the first drop of each, so
+/// that the statistics of a destination that never dropped stay as syslog-ng's.
+#[derive(Debug, Default)]
+pub struct Reasons {
+    /// Where the counters are listed, and under which name; none in unit tests.
+    listed: Option<(Arc<Registry>, [String; 3])>,
+    counts: [OnceLock<Arc<AtomicU64>>; DropReason::ALL.len()],
+}
+
+impl Reasons {
+    fn counter(&self, reason: DropReason) -> &Arc<AtomicU64> {
+        self.counts[reason as usize].get_or_init(|| match &self.listed {
+            Some((registry, [component, id, instance])) => {
+                registry.counter(component, id, instance, reason.kind())
+            }
+            None => Arc::default(),
+        })
+    }
+
+    /// How many were dropped for `reason`.
+    pub fn get(&self, reason: DropReason) -> u64 {
+        self.counts[reason as usize]
+            .get()
+            .map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+}
+
+impl DestCounters {
+    /// Counts `messages` dropped for `reason` (in the total and the reason's counter). The
+    /// caller takes them off `queued` if they were queued.
+    pub fn drop(&self, reason: DropReason, messages: u64) {
+        if messages == 0 {
+            return;
+        }
+        self.dropped.fetch_add(messages, Ordering::Relaxed);
+        self.reasons
+            .counter(reason)
+            .fetch_add(messages, Ordering::Relaxed);
+    }
 }
 
 impl Registry {
@@ -242,17 +346,27 @@ impl Registry {
     }
 
     /// The counters of destination driver `id` (`d_file#0`) of kind `component` (`dst.file`).
-    pub fn destination(&self, component: &str, id: &str, instance: &str) -> DestCounters {
+    pub fn destination(
+        self: &Arc<Self>,
+        component: &str,
+        id: &str,
+        instance: &str,
+    ) -> DestCounters {
+        let reasons = Reasons {
+            listed: Some((self.clone(), [component.into(), id.into(), instance.into()])),
+            counts: Default::default(),
+        };
         DestCounters {
             processed: self.counter(component, id, instance, "processed"),
             written: self.counter(component, id, instance, "written"),
             dropped: self.counter(component, id, instance, "dropped"),
             queued: self.counter(component, id, instance, "queued"),
             memory_usage: self.counter(component, id, instance, "memory_usage"),
+            reasons: Arc::new(reasons),
         }
     }
 
-    fn snapshot(&self) -> Vec<(Counter, u64)> {
+    pub(crate) fn snapshot(&self) -> Vec<(Counter, u64)> {
         let all = self.counters.lock().expect("stats lock");
         all.list
             .iter()
@@ -260,12 +374,27 @@ impl Registry {
             .collect()
     }
 
-    /// Sets every counter that only grows back to zero (gauges keep their state).
+    /// Sets every counter that only grows back to zero (gauges keep their state), but a
+    /// destination's `processed` to what it has queued: its books still balance.
     pub fn reset(&self) {
-        for c in self.counters.lock().expect("stats lock").list.iter() {
-            if !c.is_gauge() {
-                c.value.store(0, Ordering::Relaxed);
+        let all = self.counters.lock().expect("stats lock");
+        for c in all.list.iter() {
+            if c.is_gauge() {
+                continue;
             }
+            let queued = (c.kind == "processed")
+                .then(|| {
+                    let key = (
+                        c.component.clone(),
+                        c.id.clone(),
+                        c.instance.clone(),
+                        "queued",
+                    );
+                    all.index.get(&key)
+                })
+                .flatten()
+                .map_or(0, |&at| all.list[at].value.load(Ordering::Relaxed));
+            c.value.store(queued, Ordering::Relaxed);
         }
     }
 
@@ -292,30 +421,41 @@ impl Registry {
         out
     }
 
-    /// The Prometheus text format: `sluice_<type>[_total]{component,id,instance}`.
+    /// The Prometheus text format: `sluice_<type>[_total]{component,id,instance}`; drops by
+    /// reason as `sluice_dropped_reason_total{…,reason}`.
     pub fn prometheus(&self) -> String {
-        let mut rows = self.snapshot();
-        rows.sort_by(|a, b| a.0.kind.cmp(b.0.kind));
-        let mut out = String::new();
-        let mut last = "";
-        for (c, v) in &rows {
-            let (name, kind) = if c.is_gauge() {
+        let mut rows: Vec<(String, &'static str, Option<&str>, Counter, u64)> = Vec::new();
+        for (c, v) in self.snapshot() {
+            let (name, kind, reason) = if let Some(reason) = c.kind.strip_prefix("dropped_") {
+                (
+                    "sluice_dropped_reason_total".to_string(),
+                    "counter",
+                    Some(reason),
+                )
+            } else if c.is_gauge() {
                 let unit = if c.kind == "memory_usage" {
                     "_bytes"
                 } else {
                     ""
                 };
-                (format!("sluice_{}{unit}", c.kind), "gauge")
+                (format!("sluice_{}{unit}", c.kind), "gauge", None)
             } else {
-                (format!("sluice_{}_total", c.kind), "counter")
+                (format!("sluice_{}_total", c.kind), "counter", None)
             };
-            if c.kind != last {
+            rows.push((name, kind, reason, c, v));
+        }
+        rows.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut out = String::new();
+        let mut last = "";
+        for (name, kind, reason, c, v) in &rows {
+            if name != last {
                 let _ = writeln!(out, "# TYPE {name} {kind}");
-                last = c.kind;
+                last = name;
             }
+            let reason = reason.map_or(String::new(), |r| format!(",reason=\"{r}\""));
             let _ = writeln!(
                 out,
-                "{name}{{component=\"{}\",id=\"{}\",instance=\"{}\"}} {v}",
+                "{name}{{component=\"{}\",id=\"{}\",instance=\"{}\"{reason}}} {v}",
                 label(&c.component),
                 label(&c.id),
                 label(&c.instance)
@@ -408,7 +548,7 @@ mod tests {
 
     #[test]
     fn names_and_formats_are_syslog_ngs() {
-        let r = Registry::default();
+        let r = Arc::new(Registry::default());
         r.counter("center", "", "received", "processed")
             .fetch_add(2, Ordering::Relaxed);
         let d = r.destination("dst.network", "d_fwd#0", "tcp,127.0.0.1:7302");
@@ -427,8 +567,18 @@ mod tests {
         assert!(r.prometheus().contains(
             "sluice_processed_total{component=\"dst.network\",id=\"d_fwd#0\",instance=\"tcp,127.0.0.1:7302\"} 2"
         ));
+        d.drop(DropReason::QueueFull, 1);
+        assert!(r.prometheus().contains(
+            "# TYPE sluice_dropped_reason_total counter\nsluice_dropped_reason_total{component=\"dst.network\",id=\"d_fwd#0\",instance=\"tcp,127.0.0.1:7302\",reason=\"queue_full\"} 1\n"
+        ));
+        assert!(r
+            .csv()
+            .contains("dst.network;d_fwd#0;tcp,127.0.0.1:7302;a;dropped_queue_full;1\n"));
         r.reset();
-        assert_eq!(r.get("*.processed", true), "0\n");
+        assert_eq!(r.get("center.*.processed", true), "0\n");
+        assert_eq!(r.get("*.dropped*", true), "0\n");
+        // A destination's processed starts again from what it holds, so its books balance.
+        assert_eq!(r.get("dst.*.processed", true), "2\n");
         assert_eq!(r.get("*.queued", true), "2\n");
     }
 

@@ -28,7 +28,7 @@
 
 use super::queue::{Batch, BatchQueue};
 use crate::own_log;
-use crate::stats::DestCounters;
+use crate::stats::{DestCounters, DropReason};
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
@@ -398,7 +398,12 @@ impl DiskQueue {
             position: Mutex::new((position, first_live)),
             disk_thread: Mutex::new(None),
         });
-        q.counters.queued.store(messages, Ordering::Relaxed);
+        // What the buffer holds from before this start is processed again: the books of the
+        // destination balance (`sluice ctl ledger`).
+        let before = q.counters.queued.swap(messages, Ordering::Relaxed);
+        q.counters
+            .processed
+            .fetch_add(messages.saturating_sub(before), Ordering::Relaxed);
         let writer = SegmentWriter::open(&q.dir, recovered.end)?;
         let q2 = q.clone();
         let handle = std::thread::Builder::new()
@@ -636,8 +641,7 @@ impl BatchQueue for DiskQueue {
                 .queued
                 .fetch_sub(batch.len() as u64, Ordering::Relaxed);
             self.counters
-                .dropped
-                .fetch_add(batch.len() as u64, Ordering::Relaxed);
+                .drop(DropReason::DiskBufferFull, batch.len() as u64);
             return;
         }
         drop(state);

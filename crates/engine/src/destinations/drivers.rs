@@ -58,7 +58,7 @@ pub struct DestinationContext<'a> {
     pub globals: &'a Globals,
     /// The configuration's named templates and filters.
     pub names: &'a Names,
-    pub stats: &'a Registry,
+    pub stats: &'a Arc<Registry>,
     /// The destination statement's name.
     pub name: &'a str,
     /// The driver's place in its statement.
@@ -1130,7 +1130,7 @@ mod tests {
                         let cx = DestinationContext {
                             globals: &Globals::new(),
                             names: &Names::default(),
-                            stats: &Registry::default(),
+                            stats: &Arc::new(Registry::default()),
                             name: "d",
                             n: 0,
                         };

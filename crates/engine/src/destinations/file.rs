@@ -32,7 +32,7 @@ use super::format::Formatter;
 use super::queue::{Batch, BatchQueue};
 use super::{Destination, Outbox};
 use crate::own_log;
-use crate::stats::DestCounters;
+use crate::stats::{DestCounters, DropReason};
 use crate::window::Ack;
 use sluice_logstore::{Store, StoreOptions};
 use sluice_model::file_name::FileName;
@@ -1302,7 +1302,7 @@ impl Writer {
                 }
             }
             let bytes = slot.pending_bytes;
-            self.consume(at, bytes, true);
+            self.consume(at, bytes, Some(DropReason::Stopped));
         }
         // Archives end with their open chunk sealed and a close frame.
         self.close_all();
@@ -1420,7 +1420,7 @@ impl Writer {
     /// failing files are empty again.
     fn count_dropped(&mut self, messages: u64, bytes: u64) {
         let c = &self.counters;
-        c.dropped.fetch_add(messages, Ordering::Relaxed);
+        c.drop(DropReason::QueueFull, messages);
         c.queued.fetch_sub(messages, Ordering::Relaxed);
         c.memory_usage.fetch_sub(bytes, Ordering::Relaxed);
         if !self.said_full {
@@ -1462,7 +1462,7 @@ impl Writer {
     /// stopped early; the file then fails: see the module's comment.
     fn flush(&mut self, at: usize) {
         let (written, result) = self.write(at);
-        self.consume(at, written, false);
+        self.consume(at, written, None);
         let trouble = match result {
             Ok(()) => return self.recovered(at),
             Err(trouble) => trouble,
@@ -1486,7 +1486,12 @@ impl Writer {
                 );
                 self.failed(at, said, true);
                 let bytes = self.slots[at].pending_bytes;
-                self.consume(at, bytes, true);
+                let reason = if e.refused {
+                    DropReason::FileNameRefused
+                } else {
+                    DropReason::Unwritable
+                };
+                self.consume(at, bytes, Some(reason));
             }
             Trouble::Open(OpenError { error: e, .. }) | Trouble::Write(e) => {
                 let said = format!(
@@ -1544,7 +1549,7 @@ impl Writer {
     /// Takes `bytes` off the front of file `at`'s pending pieces, written or dropped: a piece
     /// taken whole lets go of its share of its job, one taken in part starts later (the next
     /// write goes on from the byte where the last stopped, so a line is never torn).
-    fn consume(&mut self, at: usize, bytes: usize, dropped: bool) {
+    fn consume(&mut self, at: usize, bytes: usize, dropped: Option<DropReason>) {
         let slot = &mut self.slots[at];
         let mut pieces = std::mem::take(&mut slot.pending);
         let (mut left, mut whole, mut messages) = (bytes, 0, 0u64);
@@ -1580,10 +1585,11 @@ impl Writer {
             }
         }
         let c = &self.counters;
-        if dropped {
-            c.dropped.fetch_add(messages, Ordering::Relaxed);
-        } else {
-            c.written.fetch_add(messages, Ordering::Relaxed);
+        match dropped {
+            Some(reason) => c.drop(reason, messages),
+            None => {
+                c.written.fetch_add(messages, Ordering::Relaxed);
+            }
         }
         c.queued.fetch_sub(messages, Ordering::Relaxed);
         c.memory_usage.fetch_sub(taken as u64, Ordering::Relaxed);
@@ -2184,7 +2190,7 @@ mod tests {
         // As if the kernel took the first 6 bytes, then the disk was full: they are in the
         // file, and what follows them is what is still to write.
         std::fs::write(dir.join("f"), b"Nov 24").unwrap();
-        writer.consume(slot, 6, false);
+        writer.consume(slot, 6, None);
         assert_eq!(
             counters.written.load(Ordering::Relaxed),
             0,

@@ -186,6 +186,8 @@ pub(super) struct Position {
     pub(super) batch: usize,
     pub(super) byte: usize,
     pub(super) refused: usize,
+    /// Messages given up after `retries()` answers that asked for them again.
+    pub(super) exhausted: usize,
 }
 
 impl Position {

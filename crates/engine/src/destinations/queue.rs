@@ -9,7 +9,7 @@
 //! at once; its messages count against the limit, and what does not fit is dropped (the newest
 //! messages, as syslog-ng drops from the incoming batch) and counted.
 
-use crate::stats::DestCounters;
+use crate::stats::{DestCounters, DropReason};
 use crate::window::Ack;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -136,11 +136,7 @@ impl Queue {
             }
             state.counted += batch.len();
         }
-        if dropped > 0 {
-            self.counters
-                .dropped
-                .fetch_add(dropped as u64, Ordering::Relaxed);
-        }
+        self.counters.drop(DropReason::QueueFull, dropped as u64);
         if !batch.is_empty() {
             self.counters
                 .queued
@@ -209,6 +205,8 @@ impl BatchQueue for Queue {
                     ack.fail();
                 }
             }
+            let messages: usize = batches.iter().map(Batch::len).sum();
+            self.counters.drop(DropReason::Stopped, messages as u64);
             self.done(batches);
             self.take(Duration::ZERO, usize::MAX, batches);
             if batches.is_empty() {

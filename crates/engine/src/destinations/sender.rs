@@ -17,6 +17,7 @@
 use super::link::{Connected, Failure, Position, TICK};
 use super::queue::{Batch, BatchQueue};
 use crate::own_log;
+use crate::stats::DropReason;
 use std::io::ErrorKind;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -188,25 +189,25 @@ impl Sender {
                 return self.give_up(&mut handed, &mut batches);
             }
             match self.send(&batches, stopping) {
-                Some(refused) => self.delivered(&mut batches, refused),
+                Some(pos) => self.delivered(&mut batches, &pos),
                 None => return self.give_up(&mut handed, &mut batches),
             }
         }
     }
 
-    /// `batches` are sent, but for `refused` messages the server refused for good.
-    fn delivered(&mut self, batches: &mut Vec<Batch>, refused: usize) {
+    /// `batches` are sent, but for the messages `at` counts as refused for good or given up
+    /// after `retries()`.
+    fn delivered(&mut self, batches: &mut Vec<Batch>, at: &Position) {
         let messages: usize = batches.iter().map(Batch::len).sum();
         let counters = self.queue.counters();
+        let dropped = (at.refused + at.exhausted) as u64;
         // Said when refused, not as a full queue's drops.
-        self.reported_drops
-            .fetch_add(refused as u64, Ordering::Relaxed);
-        counters
-            .dropped
-            .fetch_add(refused as u64, Ordering::Relaxed);
+        self.reported_drops.fetch_add(dropped, Ordering::Relaxed);
+        counters.drop(DropReason::Refused, at.refused as u64);
+        counters.drop(DropReason::RetriesExhausted, at.exhausted as u64);
         counters
             .written
-            .fetch_add((messages - refused) as u64, Ordering::Relaxed);
+            .fetch_add(messages as u64 - dropped, Ordering::Relaxed);
         self.queue.done(batches);
     }
 
@@ -250,11 +251,11 @@ impl Sender {
         let settled = self.conn.as_mut().map(|conn| {
             let mut pos = Position::default();
             conn.settle(handed, &mut pos, &|| giving_up(stopping, queue, retire))
-                .map(|()| pos.refused)
+                .map(|()| pos)
         });
         let why = match settled {
-            Some(Ok(refused)) => {
-                self.delivered(handed, refused);
+            Some(Ok(pos)) => {
+                self.delivered(handed, &pos);
                 return Settled::Yes;
             }
             Some(Err(Failure::Broken(e))) => {
@@ -272,8 +273,8 @@ impl Sender {
         }
         own_log::error(format!("{}: {why}; sending again", self.label));
         match self.send(handed, stopping) {
-            Some(refused) => {
-                self.delivered(handed, refused);
+            Some(pos) => {
+                self.delivered(handed, &pos);
                 Settled::SentAgain
             }
             None => Settled::Not,
@@ -311,10 +312,11 @@ impl Sender {
     }
 
     /// Sends `batches` until the servers answered for all of them, reconnecting as needed;
-    /// returns how many of their messages were refused for good. `None`: stopping (or
+    /// returns where it ended, with how many of their messages were refused for good or
+    /// given up after `retries()`. `None`: stopping (or
     /// handing over to a reload's destination) and no server takes them — a server that
     /// stalls then gets two grace periods, not one per reconnection.
-    fn send(&mut self, batches: &[Batch], stopping: bool) -> Option<usize> {
+    fn send(&mut self, batches: &[Batch], stopping: bool) -> Option<Position> {
         let mut pos = Position::default();
         let mut failed_while_giving_up = false;
         // Where a server last asked for messages again, and how many times in a row.
@@ -332,7 +334,7 @@ impl Sender {
             let result = conn.send(batches, &mut pos, &|| giving_up(stopping, queue, retire));
             let giving_up = giving_up(stopping, queue, retire);
             match result {
-                Ok(()) => return Some(pos.refused),
+                Ok(()) => return Some(pos),
                 Err(Failure::Later {
                     why,
                     messages,
@@ -350,7 +352,7 @@ impl Sender {
                             self.label, self.pacing.retries
                         ));
                         pos.skip_messages(batches, messages);
-                        pos.refused += again;
+                        pos.exhausted += again;
                         continue;
                     }
                     // Sooner for the first tries, at most time-reopen() apart.

@@ -10,7 +10,7 @@
 use super::format::Formatter;
 use super::{Destination, Outbox};
 use crate::own_log;
-use crate::stats::DestCounters;
+use crate::stats::{DestCounters, DropReason};
 use crate::window::Ack;
 use sluice_model::LogMessage;
 use std::io::Write;
@@ -108,10 +108,13 @@ impl Destination for TerminalDestination {
         let counters = self.counters.clone();
         outbox.push(move || {
             for text in texts {
+                // Counted as queued before the writer can take it off.
+                counters.queued.fetch_add(1, Ordering::Relaxed);
                 if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
                     tx.try_send(text)
                 {
-                    counters.dropped.fetch_add(1, Ordering::Relaxed);
+                    counters.queued.fetch_sub(1, Ordering::Relaxed);
+                    counters.drop(DropReason::QueueFull, 1);
                 }
             }
         });
@@ -137,6 +140,7 @@ struct Writer {
 impl Writer {
     fn run(mut self, rx: Receiver<Vec<u8>>) {
         for text in rx {
+            self.counters.queued.fetch_sub(1, Ordering::Relaxed);
             let result = match &self.reach {
                 Reach::Users(user) => to_terminals(user, &text),
                 Reach::Pipe(path) => to_pipe(path, &text),
@@ -147,7 +151,7 @@ impl Writer {
                     self.said = None;
                 }
                 Err(why) => {
-                    self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+                    self.counters.drop(DropReason::Unavailable, 1);
                     if self.said.as_deref() != Some(why.as_str()) {
                         own_log::info(format!(
                             "{}: {why}; messages are dropped meanwhile",

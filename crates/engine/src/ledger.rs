@@ -1,0 +1,212 @@
+//! `sluice ctl ledger`: where every message went, from the counters alone.
+//!
+//! Two sets of books, each of which must balance:
+//! - the center: what the source statements read is what the center received, and each
+//!   received message either reached a destination or reached none (`unrouted`: filtered
+//!   out, stopped by a parser or `flags(final)`, or no log path reads its source — routing,
+//!   not a drop);
+//! - every destination driver: what was routed to it (`processed`) is `written`, `dropped`
+//!   (by reason, [`crate::stats::DropReason`]) or still `queued` (in memory, on disk, or in
+//!   flight to a server).
+//!
+//! The counters move independently, so books read while messages move may be off by those in
+//! motion: [`settled`] reads them again until they balance or a deadline passes.
+
+use crate::stats::{Counter, Registry};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+/// One destination driver's books.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Books {
+    pub processed: u64,
+    pub written: u64,
+    pub dropped: u64,
+    pub queued: u64,
+    /// `dropped` by reason (`queue_full`), those that happened.
+    pub reasons: BTreeMap<&'static str, u64>,
+}
+
+impl Books {
+    /// What `processed` is off from the outcomes; zero when the books balance.
+    pub fn off(&self) -> i128 {
+        self.processed as i128 - (self.written + self.dropped + self.queued) as i128
+    }
+
+    /// Whether the reasons add up to the total `dropped`.
+    fn reasons_add_up(&self) -> bool {
+        self.reasons.values().sum::<u64>() == self.dropped
+    }
+}
+
+/// The books of the whole server at one reading.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Ledger {
+    /// What the source statements read (`source;NAME;;processed`, summed).
+    pub read: u64,
+    pub received: u64,
+    pub unrouted: u64,
+    /// By destination driver: `component id instance` (`dst.file d_file#0 /var/log/x`).
+    pub destinations: BTreeMap<String, Books>,
+}
+
+impl Ledger {
+    /// The books as the counters say now.
+    pub fn read(registry: &Registry) -> Ledger {
+        let mut ledger = Ledger::default();
+        for (c, v) in registry.snapshot() {
+            match (c.component.as_str(), c.instance.as_str(), c.kind) {
+                ("source", _, "processed") => ledger.read += v,
+                ("center", "received", "processed") => ledger.received = v,
+                ("center", "unrouted", "processed") => ledger.unrouted = v,
+                (component, _, kind) if component.starts_with("dst.") => {
+                    let books = ledger.destinations.entry(name(&c)).or_default();
+                    match kind {
+                        "processed" => books.processed = v,
+                        "written" => books.written = v,
+                        "dropped" => books.dropped = v,
+                        "queued" => books.queued = v,
+                        kind => {
+                            if let Some(reason) = kind.strip_prefix("dropped_") {
+                                books.reasons.insert(reason, v);
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        ledger
+    }
+
+    /// Whether every set of books balances.
+    pub fn balanced(&self) -> bool {
+        self.read == self.received
+            && self.unrouted <= self.received
+            && self
+                .destinations
+                .values()
+                .all(|b| b.off() == 0 && b.reasons_add_up())
+    }
+
+    /// The books as `sluice ctl ledger` prints them, ending with whether they balance.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "center: read {} by the sources, received {}: {} reached a destination, {} reached none (filtered, parsed away, final){}",
+            self.read,
+            self.received,
+            self.received.saturating_sub(self.unrouted),
+            self.unrouted,
+            if self.read == self.received { "" } else { "  <- read != received" }
+        );
+        for (name, b) in &self.destinations {
+            let reasons: Vec<String> = b
+                .reasons
+                .iter()
+                .filter(|(_, n)| **n > 0)
+                .map(|(r, n)| format!("{r} {n}"))
+                .collect();
+            let reasons = if reasons.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", reasons.join(", "))
+            };
+            let verdict = match (b.off(), b.reasons_add_up()) {
+                (0, true) => String::new(),
+                (0, false) => "  <- the reasons do not add up to dropped".into(),
+                (off, _) => format!("  <- off by {off}"),
+            };
+            let _ = writeln!(
+                out,
+                "{name}: processed {} = written {} + dropped {}{reasons} + queued {}{verdict}",
+                b.processed, b.written, b.dropped, b.queued
+            );
+        }
+        out.push_str(if self.balanced() {
+            "balanced\n"
+        } else {
+            "NOT BALANCED\n"
+        });
+        out
+    }
+}
+
+/// A destination driver's name in the ledger.
+fn name(c: &Counter) -> String {
+    [c.component.as_str(), &c.id, &c.instance]
+        .iter()
+        .filter(|p| !p.is_empty())
+        .copied()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// How long [`settled`] reads the books again while they do not balance.
+pub const SETTLE: Duration = Duration::from_secs(1);
+
+/// The books, read again every 50 ms until they balance or `within` has passed: messages in
+/// motion between two counters are not an imbalance, books that stay off are.
+pub async fn settled(registry: &Registry, within: Duration) -> Ledger {
+    let deadline = Instant::now() + within;
+    loop {
+        let ledger = Ledger::read(registry);
+        if ledger.balanced() || Instant::now() >= deadline {
+            return ledger;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::DropReason;
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+
+    #[test]
+    fn books_balance_when_every_message_is_accounted_for() {
+        let r = Arc::new(Registry::default());
+        r.counter("source", "s", "", "processed")
+            .fetch_add(10, Ordering::Relaxed);
+        r.counter("center", "", "received", "processed")
+            .fetch_add(10, Ordering::Relaxed);
+        r.counter("center", "", "unrouted", "processed")
+            .fetch_add(2, Ordering::Relaxed);
+        let d = r.destination("dst.file", "d#0", "/x");
+        d.processed.fetch_add(8, Ordering::Relaxed);
+        d.written.fetch_add(5, Ordering::Relaxed);
+        d.drop(DropReason::QueueFull, 2);
+        d.queued.fetch_add(1, Ordering::Relaxed);
+        let ledger = Ledger::read(&r);
+        assert!(ledger.balanced(), "{}", ledger.text());
+        assert!(ledger.text().contains(
+            "dst.file d#0 /x: processed 8 = written 5 + dropped 2 (queue_full 2) + queued 1\n"
+        ));
+        assert!(ledger.text().ends_with("balanced\n"));
+
+        // A message that went nowhere it is counted.
+        d.processed.fetch_add(1, Ordering::Relaxed);
+        let ledger = Ledger::read(&r);
+        assert!(!ledger.balanced());
+        assert!(ledger.text().contains("<- off by 1"), "{}", ledger.text());
+        assert!(ledger.text().ends_with("NOT BALANCED\n"));
+    }
+
+    #[test]
+    fn a_reset_keeps_the_books_balanced() {
+        let r = Arc::new(Registry::default());
+        let d = r.destination("dst.network", "d#0", "tcp,h:1");
+        d.processed.fetch_add(10, Ordering::Relaxed);
+        d.written.fetch_add(4, Ordering::Relaxed);
+        d.drop(DropReason::Refused, 1);
+        d.queued.fetch_add(5, Ordering::Relaxed);
+        r.reset();
+        let books = &Ledger::read(&r).destinations["dst.network d#0 tcp,h:1"];
+        assert_eq!((books.processed, books.written, books.queued), (5, 0, 5));
+        assert!(Ledger::read(&r).balanced());
+    }
+}
