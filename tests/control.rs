@@ -303,6 +303,91 @@ fn the_ledger_accounts_for_every_message() {
     );
 }
 
+/// A source paused by flow control shows it (`paused_readers`, `paused_since`,
+/// `window_in_use`: credits, of which a read takes at most half the window) and says so
+/// through internal() after 10 s, and again when it reads on.
+#[test]
+fn flow_control_pauses_are_shown_and_said() {
+    let (port, fwd) = (free_port(), free_port());
+    let mut s = Running::start(
+        Server::Sluice,
+        &format!(
+            r#"@version: 3.38
+            options {{ stats-level(1); }};
+            source s_net {{ network(ip(127.0.0.1) port({port}) log-iw-size(100) max-connections(1)); }};
+            source s_int {{ internal(); }};
+            destination d_fwd {{ network("127.0.0.1" port({fwd}) time-reopen(1)); }};
+            destination d_int {{ file("@OUT@/internal.log"); }};
+            log {{ source(s_net); destination(d_fwd); flags(flow-control); }};
+            log {{ source(s_int); destination(d_int); }};"#
+        ),
+    );
+    s.wait_tcp(port);
+    // More than one read: the reader takes credits for two and waits for the third.
+    let sender = std::thread::spawn(move || send_tcp(port, &input(20_000), Framing::Newline));
+    let gauge = |s: &Running, kind: &str| -> u64 {
+        let (_, text) = ctl(s, &["query", "get", &format!("src.network.s_net.*.{kind}")]);
+        text.trim()
+            .rsplit('=')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap_or_else(|_| panic!("{text}"))
+    };
+    let start = Instant::now();
+    while gauge(&s, "paused_readers") != 1 {
+        assert!(start.elapsed() < Duration::from_secs(10), "never paused");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(gauge(&s, "paused_since") > 1_700_000_000);
+    assert_eq!(gauge(&s, "window_in_use"), 100);
+    let internal =
+        |s: &Running| std::fs::read_to_string(s.out.join("internal.log")).unwrap_or_default();
+    while !internal(&s).contains("flow control has paused reading for") {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{}",
+            internal(&s)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        internal(&s).contains("its destinations have not yet delivered what it read (window_in_use 100)"),
+        "{}",
+        internal(&s)
+    );
+    // The server comes: everything is delivered, and the source reads again.
+    let server = std::net::TcpListener::bind(("127.0.0.1", fwd)).unwrap();
+    let reader = std::thread::spawn(move || {
+        let (mut conn, _) = server.accept().unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 65536];
+        while got.iter().filter(|b| **b == b'\n').count() < 20_000 {
+            let n = conn.read(&mut buf).unwrap();
+            assert!(
+                n > 0,
+                "closed after {} lines",
+                got.iter().filter(|b| **b == b'\n').count()
+            );
+            got.extend_from_slice(&buf[..n]);
+        }
+        conn
+    });
+    let _conn = reader.join().unwrap();
+    sender.join().unwrap();
+    while !internal(&s).contains("reading again after") {
+        assert!(
+            start.elapsed() < Duration::from_secs(40),
+            "{}",
+            internal(&s)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(gauge(&s, "paused_readers"), 0);
+    assert_eq!(gauge(&s, "paused_since"), 0);
+    assert_eq!(gauge(&s, "window_in_use"), 0);
+}
+
 #[test]
 fn level_three_counts_hosts_senders_programs_facilities_and_severities() {
     let (port, fwd) = (free_port(), free_port());

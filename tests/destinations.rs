@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{free_port, wait_lines, Running, Server};
+use common::{free_port, rss_kib, wait_lines, Running, Server};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -106,16 +106,6 @@ fn stdout_destination_writes_to_standard_output() {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
     let host = host.trim().split('.').next().unwrap().to_string();
     assert_eq!(out, format!("{host}|one\n{host}|two\n"));
-}
-
-/// Resident memory of a process in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
 }
 
 /// A FIFO that nobody reads yet, in a directory of its own: a file destination writing to it

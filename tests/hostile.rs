@@ -6,8 +6,8 @@
 mod common;
 
 use common::{
-    free_port, free_space_of, free_udp_port, read_tree, send_raw_tcp, wait_lines, Running, Server,
-    SmallDisk,
+    ctl, free_port, free_space_of, free_udp_port, read_tree, rss_kib, send_raw_tcp, wait_lines,
+    Running, Server, SmallDisk,
 };
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -488,13 +488,6 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     all
 }
 
-/// The resident memory of process `pid`, in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 #[test]
 fn made_up_hosts_do_not_grow_the_counters_without_end() {
     for (option, max) in [
@@ -839,4 +832,74 @@ impl Drop for Killed {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// `memory-limit()`: a flood towards dead servers, with queues allowed far more than the limit,
+/// is held within it — paths without flow control drop past three quarters of it (counted),
+/// flow-controlled ones pause their source — and sluice's memory stays near the limit.
+#[test]
+fn a_flood_stays_within_the_memory_limit() {
+    let (a, b, dead) = (free_port(), free_port(), free_port());
+    let mut s = Running::start(
+        Server::Sluice,
+        &format!(
+            r#"@version: 3.38
+            options {{ memory-limit(16M); log-fifo-size(10000000); log-msg-size(4096); }};
+            source s_loose {{ network(ip(127.0.0.1) port({a}) log-iw-size(10000000) max-connections(1)); }};
+            source s_held {{ network(ip(127.0.0.1) port({b}) log-iw-size(10000000) max-connections(1)); }};
+            destination d_loose {{ network("127.0.0.1" port({dead}) time-reopen(60)); }};
+            destination d_held {{ network("127.0.0.1" port({dead}) time-reopen(60)); }};
+            log {{ source(s_loose); destination(d_loose); }};
+            log {{ source(s_held); destination(d_held); flags(flow-control); }};"#
+        ),
+    );
+    s.wait_tcp(a);
+    let flood = |n: usize| {
+        (0..n)
+            .map(|i| format!("<13>Nov 27 10:00:00 host app: {i:08} {}\n", "x".repeat(980)))
+            .collect::<String>()
+            .into_bytes()
+    };
+    // 48 MiB without flow control: three quarters of 16 MiB kept, the rest dropped.
+    send_raw_tcp(a, &flood(48 << 10));
+    let gauge = |name: &str| -> u64 {
+        let (_, text) = ctl(&s, &["query", "get", "--sum", name]);
+        text.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}: {text}"))
+    };
+    let start = std::time::Instant::now();
+    while gauge("dst.network.d_loose*.processed") < 48 << 10 {
+        assert!(start.elapsed() < Duration::from_secs(30), "not all read");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let held = gauge("dst.network.d_loose*.memory_usage");
+    // The mark, and one read's batch past it at most.
+    assert!(held <= 13 << 20, "{held} bytes held");
+    assert!(held >= 8 << 20, "{held} bytes held");
+    let dropped = gauge("dst.network.d_loose*.dropped_memory_limit");
+    assert!(dropped > 10_000, "{dropped}");
+    assert_eq!(
+        gauge("dst.network.d_loose*.queued") + dropped,
+        48 << 10,
+        "every message is queued or counted as dropped"
+    );
+    // 48 MiB more on a flow-controlled path: its source pauses at the limit; nothing dropped.
+    std::thread::spawn(move || {
+        let _ = std::panic::catch_unwind(|| send_raw_tcp(b, &flood(48 << 10)));
+    });
+    while gauge("src.network.s_held.*.paused_readers") != 1 {
+        assert!(start.elapsed() < Duration::from_secs(60), "never paused");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let used = gauge("global.memory.memory_usage");
+    assert_eq!(gauge("global.memory.memory_limit"), 16 << 20);
+    assert!(used < (16 << 20) + (1 << 20), "{used}");
+    assert_eq!(gauge("dst.network.d_held*.dropped"), 0);
+    let rss = rss_kib(s.child.id());
+    eprintln!(
+        "memory-limit(16M): lossy queue held {held} bytes, dropped {dropped}; budget in use {used}; resident {rss} KiB"
+    );
+    assert!(rss < 16 * 1024 + 64 * 1024, "{rss} KiB resident");
 }

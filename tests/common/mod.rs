@@ -324,9 +324,20 @@ impl Running {
 }
 
 impl Drop for Running {
+    /// Stops the server; a sluice still running must first show books that balance
+    /// (`sluice ctl ledger`): every test, fault tests above all, ends with every message
+    /// accounted for.
     fn drop(&mut self) {
+        let running = matches!(self.child.try_wait(), Ok(None));
+        let unbalanced =
+            (matches!(self.kind, Server::Sluice) && running && !std::thread::panicking())
+                .then(|| ctl(self, &["ledger"]))
+                .filter(|(_, text)| text.contains("the books do not balance"));
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some((_, ledger)) = unbalanced {
+            panic!("sluice's books do not balance at the end of the test:\n{ledger}");
+        }
     }
 }
 
@@ -708,6 +719,16 @@ pub fn check(file: &Path) -> Check {
         out_of_order: field("out-of-order"),
         text,
     }
+}
+
+/// Resident memory of a process in KiB (0 once it is gone).
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
 }
 
 /// `sluice ctl -c <the server's socket> ARGS`: whether it succeeded, and what it printed.

@@ -56,6 +56,7 @@ pub mod dns;
 #[cfg(feature = "kafka")]
 pub mod kafka;
 pub mod ledger;
+pub mod memory;
 pub mod notify;
 pub mod options;
 pub mod own_log;
@@ -352,6 +353,12 @@ impl Running {
         }
         // No read uses the old routing now: its parsers' open correlation contexts go to
         // their successors (merged with any the new ones opened meanwhile).
+        // The new configuration is in place: so is its memory-limit().
+        memory::budget().set_limit(
+            new.globals
+                .memory_limit
+                .unwrap_or_else(memory::default_limit),
+        );
         new.dispatcher.router.adopt_state(&old.router);
         let retired: Vec<_> = old
             .destinations
@@ -367,6 +374,8 @@ impl Running {
         })
         .await
         .context("stopping the destinations the new configuration dropped")?;
+        // Kept sources read their certificates again too.
+        tls::own_cert::refresh_all();
         Ok(())
     }
 }
@@ -523,8 +532,15 @@ async fn serve(
         services.spawn(control::serve_prometheus(listener, stats.clone()));
     }
     services.spawn(correlation::run(ctx.clone()));
+    services.spawn(stats::watch_pauses(stats.clone(), stats::PAUSE_WARNING));
+    services.spawn(stats::watch_listen_drops(stats.clone()));
+    services.spawn(tls::own_cert::watch(stats.clone()));
     sluice_model::correlation::set_internal(Box::new(own_log::post_made));
     stats.set_max_dynamics(globals.stats_max_dynamics);
+    let budget = memory::budget();
+    budget.set_limit(globals.memory_limit.unwrap_or_else(memory::default_limit));
+    stats.register("global", "memory", "", "memory_usage", budget.used.clone());
+    stats.register("global", "memory", "", "memory_limit", budget.limit.clone());
     if globals.stats_freq > 0 {
         let stats = stats.clone();
         let every = std::time::Duration::from_secs(globals.stats_freq);

@@ -53,6 +53,9 @@ pub struct Globals {
     /// `stats-max-dynamics()`, `stats(max-dynamics())`: the most counters made for what
     /// messages carry (hosts, senders, programs); `-1` is no limit.
     pub stats_max_dynamics: usize,
+    /// `memory-limit()`: the bytes of messages held on their way out ([`crate::memory`]);
+    /// `None`: a quarter of the machine's memory.
+    pub memory_limit: Option<u64>,
     /// `pass-unix-credentials()`: unix sources read their senders' credentials unless a
     /// source says otherwise.
     pub pass_unix_credentials: bool,
@@ -99,6 +102,7 @@ impl Globals {
             stats_freq: 600,
             prometheus_listen: None,
             stats_max_dynamics: crate::stats::STATS_MAX_DYNAMICS,
+            memory_limit: None,
             pass_unix_credentials: true,
         }
     }
@@ -147,6 +151,7 @@ impl Globals {
         "stats_level",
         "stats_max_dynamics",
         "stats",
+        "memory_limit",
         "mark_freq",
         "mark_mode",
         "time_reopen",
@@ -208,6 +213,21 @@ impl Globals {
             "stats_freq" => self.stats_freq = opt.u64()?,
             "stats_level" => self.stats_level = stats_level(opt)?,
             "stats_max_dynamics" => self.stats_max_dynamics = max_dynamics(opt)?,
+            "memory_limit" => {
+                let v = opt.value()?;
+                let bytes = crate::memory::parse_size(&v.text)
+                    .filter(|b| *b >= 1 << 20)
+                    .ok_or_else(|| {
+                        ConfigError::new(
+                            v.pos,
+                            format!(
+                                "memory-limit({}) is not a size of at least 1M: bytes, or a number with K, M or G (memory-limit(512M))",
+                                v.text
+                            ),
+                        )
+                    })?;
+                self.memory_limit = Some(bytes);
+            }
             "stats" => {
                 for o in opt.options() {
                     match o.key().as_str() {

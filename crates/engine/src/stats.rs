@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The default of `stats-max-dynamics()`. syslog-ng's is no limit (it forgets counters unused
 /// for `stats-lifetime()`); a sender that makes up host names would grow them without end.
@@ -48,7 +49,15 @@ impl Counter {
     fn is_gauge(&self) -> bool {
         matches!(
             self.kind,
-            "queued" | "memory_usage" | "connections" | "contexts"
+            "queued"
+                | "memory_usage"
+                | "connections"
+                | "contexts"
+                | "window_in_use"
+                | "paused_readers"
+                | "paused_since"
+                | "memory_limit"
+                | "expires_at"
         )
     }
 }
@@ -165,10 +174,12 @@ pub enum DropReason {
     Unavailable,
     /// Still queued at a stop with no server taking them (and no disk buffer to keep them).
     Stopped,
+    /// Past three quarters of `memory-limit()`, on a path without flow control.
+    MemoryLimit,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 9] = [
+    pub const ALL: [DropReason; 10] = [
         DropReason::QueueFull,
         DropReason::DiskBufferFull,
         DropReason::Refused,
@@ -178,6 +189,7 @@ impl DropReason {
         DropReason::Oversize,
         DropReason::Unavailable,
         DropReason::Stopped,
+        DropReason::MemoryLimit,
     ];
 
     /// The counter's type: `dropped_` and the reason.
@@ -192,6 +204,7 @@ impl DropReason {
             DropReason::Oversize => "dropped_oversize",
             DropReason::Unavailable => "dropped_unavailable",
             DropReason::Stopped => "dropped_stopped",
+            DropReason::MemoryLimit => "dropped_memory_limit",
         }
     }
 
@@ -239,6 +252,26 @@ impl DestCounters {
         self.reasons
             .counter(reason)
             .fetch_add(messages, Ordering::Relaxed);
+    }
+
+    /// The destination's name in the statistics, for what sluice says of it.
+    pub fn label(&self) -> String {
+        match &self.reasons.listed {
+            Some((_, [component, id, instance])) => format!("{component} {id} {instance}"),
+            None => "a destination".into(),
+        }
+    }
+
+    /// Counts `bytes` more held in its queue, drawn from the memory budget.
+    pub fn hold(&self, bytes: u64) {
+        self.memory_usage.fetch_add(bytes, Ordering::Relaxed);
+        crate::memory::budget().hold(bytes);
+    }
+
+    /// Gives `bytes` held in its queue back to the memory budget.
+    pub fn release(&self, bytes: u64) {
+        self.memory_usage.fetch_sub(bytes, Ordering::Relaxed);
+        crate::memory::budget().release(bytes);
     }
 }
 
@@ -366,6 +399,21 @@ impl Registry {
         }
     }
 
+    /// Every counter, not read yet.
+    pub(crate) fn handles(&self) -> Vec<Counter> {
+        self.counters.lock().expect("stats lock").list.clone()
+    }
+
+    /// The counters of type `kind`, read now.
+    fn of_kind(&self, kind: &str) -> Vec<(Counter, u64)> {
+        let all = self.counters.lock().expect("stats lock");
+        all.list
+            .iter()
+            .filter(|c| c.kind == kind)
+            .map(|c| (c.clone(), c.value.load(Ordering::Relaxed)))
+            .collect()
+    }
+
     pub(crate) fn snapshot(&self) -> Vec<(Counter, u64)> {
         let all = self.counters.lock().expect("stats lock");
         all.list
@@ -433,7 +481,7 @@ impl Registry {
                     Some(reason),
                 )
             } else if c.is_gauge() {
-                let unit = if c.kind == "memory_usage" {
+                let unit = if matches!(c.kind, "memory_usage" | "memory_limit") {
                     "_bytes"
                 } else {
                     ""
@@ -512,6 +560,89 @@ impl Registry {
     }
 }
 
+/// How long flow control may pause a source's reading before sluice says so.
+pub const PAUSE_WARNING: Duration = Duration::from_secs(10);
+
+/// Says through `internal()` when flow control has paused a source (some reader of it
+/// waiting for credits, `paused_since`) for longer than `after`, once, and when it reads
+/// again: a source that silently stops reading is what operators of other log servers
+/// find out about last (syslog-ng #3531).
+pub async fn watch_pauses(stats: Arc<Registry>, after: Duration) {
+    let mut said: HashMap<String, u64> = HashMap::new();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let in_use = stats.of_kind("window_in_use");
+        for (c, since) in stats.of_kind("paused_since") {
+            let name = format!("source {} ({}, {})", c.id, c.component, c.instance);
+            if let Some(&was) = said.get(&name) {
+                if since != was {
+                    crate::own_log::notice(format!(
+                        "{name}: reading again after {}s paused by flow control",
+                        now.saturating_sub(was)
+                    ));
+                    said.remove(&name);
+                }
+                continue;
+            }
+            if since > 0 && now.saturating_sub(since) >= after.as_secs() {
+                let credits = in_use
+                    .iter()
+                    .find(|(u, _)| {
+                        (&u.component, &u.id, &u.instance) == (&c.component, &c.id, &c.instance)
+                    })
+                    .map_or(0, |(_, v)| *v);
+                crate::own_log::warning(format!(
+                    "{name}: flow control has paused reading for {}s: its destinations have not yet delivered what it read (window_in_use {credits}); it reads again as they deliver",
+                    now.saturating_sub(since)
+                ));
+                said.insert(name, since);
+            }
+        }
+    }
+}
+
+/// The kernel's `TcpExt` counters of connections refused because a listener's accept queue
+/// was full (`ListenOverflows`) or dropped before being accepted (`ListenDrops`), for every
+/// listener of the machine: Linux keeps no count per socket.
+fn listen_drops(netstat: &str) -> Option<(u64, u64)> {
+    let mut lines = netstat.lines().filter(|l| l.starts_with("TcpExt:"));
+    let (names, values) = (lines.next()?, lines.next()?);
+    let find = |name: &str| -> Option<u64> {
+        let at = names.split_whitespace().position(|n| n == name)?;
+        values.split_whitespace().nth(at)?.parse().ok()
+    };
+    Some((find("ListenOverflows")?, find("ListenDrops")?))
+}
+
+/// Keeps `global;tcp_listen;;a;overflows` and `…;drops` at what the kernel counted since
+/// sluice started (every 10 s): connections the syslog ports' accept queues had no room for.
+pub async fn watch_listen_drops(stats: Arc<Registry>) {
+    let read = || {
+        std::fs::read_to_string("/proc/net/netstat")
+            .ok()
+            .and_then(|t| listen_drops(&t))
+    };
+    let Some(mut last) = read() else {
+        return;
+    };
+    let overflows = stats.counter("global", "tcp_listen", "", "overflows");
+    let drops = stats.counter("global", "tcp_listen", "", "drops");
+    let mut tick = tokio::time::interval(Duration::from_secs(10));
+    loop {
+        tick.tick().await;
+        if let Some((o, d)) = read() {
+            overflows.fetch_add(o.saturating_sub(last.0), Ordering::Relaxed);
+            drops.fetch_add(d.saturating_sub(last.1), Ordering::Relaxed);
+            last = (o, d);
+        }
+    }
+}
+
 /// A Prometheus label value, escaped.
 fn label(s: &str) -> String {
     s.replace('\\', "\\\\")
@@ -580,6 +711,15 @@ mod tests {
         // A destination's processed starts again from what it holds, so its books balance.
         assert_eq!(r.get("dst.*.processed", true), "2\n");
         assert_eq!(r.get("*.queued", true), "2\n");
+    }
+
+    #[test]
+    fn the_kernels_listen_drops_are_read() {
+        let netstat = "TcpExt: SyncookiesSent ListenOverflows ListenDrops\nTcpExt: 1 7 9\nIpExt: A\nIpExt: 2\n";
+        assert_eq!(listen_drops(netstat), Some((7, 9)));
+        assert_eq!(listen_drops("IpExt: A\nIpExt: 2\n"), None);
+        let here = std::fs::read_to_string("/proc/net/netstat").unwrap();
+        assert!(listen_drops(&here).is_some());
     }
 
     #[test]

@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 mod openssl_trust;
+pub mod own_cert;
 pub use openssl_trust::{explain, explain_io};
 use openssl_trust::{Anchors, Refused};
 
@@ -496,12 +497,14 @@ impl TlsOptions {
             algorithms: provider.signature_verification_algorithms,
             ignore_validity_period: self.ignore_validity_period,
         });
+        drop(identity);
+        // Read again on reload and when its files change (`own_cert`).
+        let own = own_cert::ServerCert::load(self, provider.clone()).map_err(|e| self.error(e))?;
         let config = rustls::ServerConfig::builder_with_provider(provider)
             .with_protocol_versions(&self.versions())
             .map_err(|e| self.error(e.to_string()))?
             .with_client_cert_verifier(verifier)
-            .with_single_cert(identity.0, identity.1)
-            .map_err(|e| self.error(format!("cert-file() and key-file() do not match: {e}")))?;
+            .with_cert_resolver(own);
         // No TLS 1.3 session tickets: syslog clients do not resume sessions, and a ticket a
         // client never reads makes its close a reset, which can discard the end of what it
         // sent before sluice read it.
@@ -567,7 +570,7 @@ impl TlsOptions {
             Some((chain, key)) if openssl_trust::is_v1(&chain[0]) => {
                 let own = openssl_trust::certified_key(chain, key, &provider)
                     .map_err(|e| self.error(e))?;
-                builder.with_client_cert_resolver(Arc::new(own))
+                builder.with_client_cert_resolver(Arc::new(openssl_trust::OwnCertificate(own)))
             }
             Some((chain, key)) => builder
                 .with_client_auth_cert(chain, key)

@@ -10,7 +10,9 @@
 //! sender instead, as [`Delivered`]: a reader that keeps its place (a file, the journal) gives
 //! them back once it kept the place, so it never reads more than a window past it.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 
 /// The credits of one reader (a connection, a datagram socket, stdin).
@@ -18,14 +20,68 @@ use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 pub struct Window {
     credits: Arc<Semaphore>,
     size: u32,
+    flow: Flow,
+    /// A source's reader: it also waits while the memory budget is spent
+    /// ([`crate::memory`]). sluice's own messages and correlation's do not.
+    budgeted: bool,
+}
+
+/// What the windows of one source show of flow control (gauges in the statistics): the
+/// credits its readers hold, and how many of them wait for credits — paused, not reading —
+/// since when.
+#[derive(Clone, Debug, Default)]
+pub struct Flow {
+    /// Credits taken and not back: messages read and not yet delivered (`window_in_use`).
+    pub in_use: Arc<AtomicU64>,
+    /// Readers waiting for credits now (`paused_readers`).
+    pub paused: Arc<AtomicU64>,
+    /// When the source went from no reader waiting to some, in seconds since the epoch; 0
+    /// while none waits (`paused_since`).
+    pub paused_since: Arc<AtomicU64>,
+}
+
+impl Flow {
+    fn pause(&self) {
+        if self.paused.fetch_add(1, Ordering::Relaxed) == 0 {
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(1, |d| d.as_secs().max(1));
+            self.paused_since.store(now, Ordering::Relaxed);
+        }
+    }
+
+    fn resume(&self) {
+        if self.paused.fetch_sub(1, Ordering::Relaxed) == 1 {
+            self.paused_since.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Counts a reader as paused while it waits for credits, even if the wait is cancelled.
+struct Paused<'a>(&'a Flow);
+
+impl Drop for Paused<'_> {
+    fn drop(&mut self) {
+        self.0.resume();
+    }
 }
 
 impl Window {
     pub fn new(size: u32) -> Window {
+        Window {
+            budgeted: false,
+            ..Window::watched(size, Flow::default())
+        }
+    }
+
+    /// A window whose credits and waits show in `flow` (its source's gauges).
+    pub fn watched(size: u32, flow: Flow) -> Window {
         let size = size.max(1);
         Window {
             credits: Arc::new(Semaphore::new(size as usize)),
             size,
+            flow,
+            budgeted: true,
         }
     }
 
@@ -52,14 +108,29 @@ impl Window {
 
     async fn take_with(&self, n: u32, delivered: Option<oneshot::Sender<Delivered>>) -> Ack {
         let n = n.clamp(1, (self.size / 2).max(1));
-        self.credits
-            .acquire_many(n)
-            .await
-            .expect("window semaphores are never closed")
-            .forget();
+        let budget = crate::memory::budget();
+        if self.budgeted && budget.spent() {
+            self.flow.pause();
+            let _paused = Paused(&self.flow);
+            budget.room().await;
+        }
+        match self.credits.try_acquire_many(n) {
+            Ok(permit) => permit.forget(),
+            Err(_) => {
+                self.flow.pause();
+                let _paused = Paused(&self.flow);
+                self.credits
+                    .acquire_many(n)
+                    .await
+                    .expect("window semaphores are never closed")
+                    .forget();
+            }
+        }
+        self.flow.in_use.fetch_add(u64::from(n), Ordering::Relaxed);
         Ack {
             credits: Arc::new(Credits {
                 window: self.credits.clone(),
+                in_use: self.flow.in_use.clone(),
                 n,
                 delivered,
                 failed: Default::default(),
@@ -82,6 +153,8 @@ impl Window {
 #[derive(Debug)]
 struct Credits {
     window: Arc<Semaphore>,
+    /// The source's `window_in_use`, which the credits leave when they go back.
+    in_use: Arc<AtomicU64>,
     n: u32,
     delivered: Option<oneshot::Sender<Delivered>>,
     /// A destination gave up part of the batch undelivered ([`Ack::fail`]): its sender is
@@ -95,6 +168,7 @@ impl Drop for Credits {
     fn drop(&mut self) {
         let credits = Delivered {
             window: self.window.clone(),
+            in_use: self.in_use.clone(),
             n: self.n,
         };
         if let Some(delivered) = self.delivered.take() {
@@ -111,11 +185,13 @@ impl Drop for Credits {
 #[derive(Debug)]
 pub struct Delivered {
     window: Arc<Semaphore>,
+    in_use: Arc<AtomicU64>,
     n: u32,
 }
 
 impl Drop for Delivered {
     fn drop(&mut self) {
+        self.in_use.fetch_sub(u64::from(self.n), Ordering::Relaxed);
         self.window.add_permits(self.n as usize);
     }
 }

@@ -547,9 +547,7 @@ impl DiskQueue {
                     state.cached += b.len();
                     Some(b)
                 } else {
-                    self.counters
-                        .memory_usage
-                        .fetch_sub(b.data.len() as u64, Ordering::Relaxed);
+                    self.counters.release(b.data.len() as u64);
                     None
                 };
                 state.records.push_back(Record {
@@ -628,9 +626,7 @@ impl BatchQueue for DiskQueue {
             .queued
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
         if fits || batch.ack.is_some() {
-            self.counters
-                .memory_usage
-                .fetch_add(batch.data.len() as u64, Ordering::Relaxed);
+            self.counters.hold(batch.data.len() as u64);
         }
         if fits {
             state.unwritten.push_back(batch);
@@ -667,9 +663,7 @@ impl BatchQueue for DiskQueue {
             match r.cached.take() {
                 Some(b) => {
                     state.cached -= b.len();
-                    self.counters
-                        .memory_usage
-                        .fetch_sub(b.data.len() as u64, Ordering::Relaxed);
+                    self.counters.release(b.data.len() as u64);
                     into.push(b);
                 }
                 None => {
@@ -744,9 +738,7 @@ impl BatchQueue for DiskQueue {
         for b in batches.drain(..).rev() {
             let mut r = state.taken.pop_back().expect("put back what was taken");
             state.cached += b.len();
-            self.counters
-                .memory_usage
-                .fetch_add(b.data.len() as u64, Ordering::Relaxed);
+            self.counters.hold(b.data.len() as u64);
             r.cached = Some(b);
             state.records.push_front(r);
         }

@@ -192,9 +192,7 @@ impl Job {
         counters
             .queued
             .fetch_add(u64::from(self.messages), Ordering::Relaxed);
-        counters
-            .memory_usage
-            .fetch_add(self.data.len() as u64, Ordering::Relaxed);
+        counters.hold(self.data.len() as u64);
     }
 
     /// The index of file `name` in this job, added when new.
@@ -1334,6 +1332,8 @@ impl Writer {
         // Beyond `MAX_HELD` jobs keep their credits until written, so nothing is copied.
         let copy = !job.awaited() && self.held_bytes < MAX_HELD;
         let may_drop = !job.awaited() && !job.flow_control;
+        // Past three quarters of memory-limit(), a job without flow control is not kept.
+        let over_budget = may_drop && crate::memory::budget().tight();
         let mut keep_credits = false;
         let (mut dropped, mut dropped_bytes) = (0u64, 0u64);
         let mut start = 0;
@@ -1349,7 +1349,9 @@ impl Writer {
             let slot = &mut self.slots[at_slot];
             let len = run.end - start;
             let failing = slot.failure.is_some();
-            if failing && may_drop && self.failing_messages >= self.opts.log_fifo_size {
+            if over_budget
+                || (failing && may_drop && self.failing_messages >= self.opts.log_fifo_size)
+            {
                 dropped += u64::from(run.messages);
                 dropped_bytes += u64::from(len);
                 start = run.end;
@@ -1395,7 +1397,7 @@ impl Writer {
         }
         self.job_slots = names;
         if dropped > 0 {
-            self.count_dropped(dropped, dropped_bytes);
+            self.count_dropped(dropped, dropped_bytes, over_budget);
         }
         self.held_since.get_or_insert_with(Instant::now);
         if pieces == 0 {
@@ -1416,14 +1418,22 @@ impl Writer {
         });
     }
 
-    /// Runs for failing files dropped at `log-fifo-size()`: counted, and said once until the
-    /// failing files are empty again.
-    fn count_dropped(&mut self, messages: u64, bytes: u64) {
+    /// Runs for failing files dropped at `log-fifo-size()`, or all of a job's past the memory
+    /// budget's mark: counted, and said once until the failing files are empty again.
+    fn count_dropped(&mut self, messages: u64, bytes: u64, over_budget: bool) {
         let c = &self.counters;
-        c.drop(DropReason::QueueFull, messages);
+        let reason = if over_budget {
+            DropReason::MemoryLimit
+        } else {
+            DropReason::QueueFull
+        };
+        // Off the queue first, then counted: the ledger reads outcomes before the queue.
         c.queued.fetch_sub(messages, Ordering::Relaxed);
-        c.memory_usage.fetch_sub(bytes, Ordering::Relaxed);
-        if !self.said_full {
+        c.drop(reason, messages);
+        c.release(bytes);
+        if over_budget {
+            crate::memory::budget().say_dropping(&self.label);
+        } else if !self.said_full {
             self.said_full = true;
             own_log::error(format!(
                 "{}: files that fail hold log-fifo-size({}) messages; dropping what more comes for them on paths without flow-control (counted as dropped)",
@@ -1585,14 +1595,15 @@ impl Writer {
             }
         }
         let c = &self.counters;
+        // Off the queue first, then counted: the ledger reads outcomes before the queue.
+        c.queued.fetch_sub(messages, Ordering::Relaxed);
         match dropped {
             Some(reason) => c.drop(reason, messages),
             None => {
                 c.written.fetch_add(messages, Ordering::Relaxed);
             }
         }
-        c.queued.fetch_sub(messages, Ordering::Relaxed);
-        c.memory_usage.fetch_sub(taken as u64, Ordering::Relaxed);
+        c.release(taken as u64);
     }
 
     /// The job of a piece just written: one piece less; gone (acknowledged) at none.

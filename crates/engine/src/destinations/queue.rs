@@ -127,6 +127,13 @@ impl Queue {
     /// Queues `batch`; returns how many of its messages did not fit and were dropped.
     fn push_counting(&self, mut batch: Batch) -> usize {
         let mut dropped = 0;
+        if batch.counted() && crate::memory::budget().tight() {
+            // Without flow control past three quarters of memory-limit(): the newest go.
+            self.counters
+                .drop(DropReason::MemoryLimit, batch.len() as u64);
+            crate::memory::budget().say_dropping(&self.counters.label());
+            return batch.len();
+        }
         let mut state = self.state.lock().expect("queue lock");
         if batch.counted() {
             let room = self.fifo_size.saturating_sub(state.counted);
@@ -141,9 +148,7 @@ impl Queue {
             self.counters
                 .queued
                 .fetch_add(batch.len() as u64, Ordering::Relaxed);
-            self.counters
-                .memory_usage
-                .fetch_add(batch.data.len() as u64, Ordering::Relaxed);
+            self.counters.hold(batch.data.len() as u64);
             state.batches.push_back(batch);
             self.ready.notify_one();
         }
@@ -189,9 +194,7 @@ impl BatchQueue for Queue {
         self.counters
             .queued
             .fetch_sub(messages as u64, Ordering::Relaxed);
-        self.counters
-            .memory_usage
-            .fetch_sub(bytes as u64, Ordering::Relaxed);
+        self.counters.release(bytes as u64);
         self.state.lock().expect("queue lock").counted -= counted;
         batches.clear();
     }
@@ -206,8 +209,8 @@ impl BatchQueue for Queue {
                 }
             }
             let messages: usize = batches.iter().map(Batch::len).sum();
-            self.counters.drop(DropReason::Stopped, messages as u64);
             self.done(batches);
+            self.counters.drop(DropReason::Stopped, messages as u64);
             self.take(Duration::ZERO, usize::MAX, batches);
             if batches.is_empty() {
                 break;

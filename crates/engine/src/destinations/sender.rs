@@ -199,8 +199,10 @@ impl Sender {
     /// after `retries()`.
     fn delivered(&mut self, batches: &mut Vec<Batch>, at: &Position) {
         let messages: usize = batches.iter().map(Batch::len).sum();
-        let counters = self.queue.counters();
         let dropped = (at.refused + at.exhausted) as u64;
+        // Off the queue first, then counted: the ledger reads outcomes before the queue.
+        self.queue.done(batches);
+        let counters = self.queue.counters();
         // Said when refused, not as a full queue's drops.
         self.reported_drops.fetch_add(dropped, Ordering::Relaxed);
         counters.drop(DropReason::Refused, at.refused as u64);
@@ -208,7 +210,6 @@ impl Sender {
         counters
             .written
             .fetch_add(messages as u64 - dropped, Ordering::Relaxed);
-        self.queue.done(batches);
     }
 
     /// Stopping or handing over with no server that takes `handed` (older) and `batches`: a

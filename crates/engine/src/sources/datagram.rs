@@ -9,7 +9,6 @@
 use super::{Context, ReaderSpec, Retire, UnixSocket};
 use crate::dns::{self, NameOptions};
 use crate::own_log as log;
-use crate::window::Window;
 use bytes::BytesMut;
 use sluice_model::values::{name_id, NameId};
 use sluice_model::{MessageVec, Origin, Today, UnixTime};
@@ -138,7 +137,7 @@ impl DatagramSource {
         ctx: Context,
         mut retire: watch::Receiver<Retire>,
     ) {
-        let window = Window::new(self.reader.window);
+        let window = self.reader.window();
         let mut shutdown = ctx.shutdown.clone();
         let mut how = Retire::Close;
         let mut origins: HashMap<From, Origin> = HashMap::new();

@@ -25,7 +25,7 @@ use crate::dns::NameOptions;
 use crate::options::{self, Globals, SourceOptions, MULTI_LINE};
 use crate::stats::Registry;
 use crate::tls::TlsOptions;
-use crate::window::ReadBudget;
+use crate::window::{Flow, ReadBudget};
 use sluice_config::declared::{self, not_yet, read, Declared, Options};
 use sluice_config::{ConfigError, Node};
 use sluice_model::path::SourceId;
@@ -280,6 +280,11 @@ impl Common<'_> {
                 oversized: self.counter(node, listener, "oversized_messages"),
                 framing_errors: self.counter(node, listener, "framing_errors"),
                 empty: self.counter(node, listener, "empty_messages"),
+                flow: Flow {
+                    in_use: self.counter(node, listener, "window_in_use"),
+                    paused: self.counter(node, listener, "paused_readers"),
+                    paused_since: self.counter(node, listener, "paused_since"),
+                },
             },
         }
     }

@@ -18,7 +18,7 @@
 use super::{read_stream, Context, Local, Positions, ReaderSpec, Retire};
 use crate::own_log as log;
 use crate::persist::{self, Found, Position};
-use crate::window::{Delivered, Window};
+use crate::window::Delivered;
 use sluice_model::values::name_id;
 use sluice_protocol::Text;
 use std::collections::{HashMap, VecDeque};
@@ -152,7 +152,7 @@ pub(super) async fn read_file(path: &Path, local: &Local, following: Following, 
         Text::Shared(Arc::from(path.as_os_str().as_encoded_bytes())),
     )]);
     let reader = &local.reader;
-    let window = Window::new(reader.window);
+    let window = reader.window();
     let mut tracker = Tracker { kept: kept_tx };
     let label = path.display().to_string();
     read_stream(

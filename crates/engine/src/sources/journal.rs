@@ -19,7 +19,7 @@ use super::sd_journal::{self, Journal};
 use super::{Context, Local, Retire};
 use crate::own_log as log;
 use crate::persist::{self, Found};
-use crate::window::{Delivered, Window};
+use crate::window::Delivered;
 use sluice_model::{journal, Ingest, LogMessage, Origin, Today, UnixTime};
 use std::future::Future;
 use std::os::fd::AsFd;
@@ -221,7 +221,7 @@ impl JournalSource {
         }
         let (kept_tx, kept_rx) = mpsc::unbounded_channel();
         let keeper = tokio::spawn(keep_cursors(key, kept_rx));
-        let window = Window::new(self.local.reader.window);
+        let window = self.local.reader.window();
         super::dispatch_batches(
             ctx,
             &self.local,

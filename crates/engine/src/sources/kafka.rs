@@ -23,7 +23,7 @@
 use super::{Context, Local, Retire};
 use crate::kafka::Said;
 use crate::own_log as log;
-use crate::window::{Delivered, Window};
+use crate::window::Delivered;
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::error::KafkaError;
@@ -396,7 +396,7 @@ impl KafkaSource {
         };
         let (kept_tx, kept_rx) = mpsc::unbounded_channel();
         let keeper = tokio::spawn(keep_offsets(consumer.clone(), kept_rx));
-        let window = Window::new(self.local.reader.window);
+        let window = self.local.reader.window();
         super::dispatch_batches(ctx, &self.local, "kafka()", &window, &mut batches, &kept_tx).await;
         // The thread ends at its next poll or batch.
         drop(batches);

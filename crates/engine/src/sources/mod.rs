@@ -30,7 +30,7 @@ pub mod wildcard;
 use crate::destinations::Outbox;
 use crate::dispatch::{Current, Dispatcher};
 use crate::own_log as log;
-use crate::window::{Ack, Delivered, Loan, ReadBudget, Window};
+use crate::window::{Ack, Delivered, Flow, Loan, ReadBudget, Window};
 use bytes::{BufMut, Bytes, BytesMut};
 use sluice_model::{Ingest, MessageVec, Origin, Today, UnixTime};
 use sluice_protocol::framing::{Frame, FrameDecoder, Framing};
@@ -110,6 +110,13 @@ pub struct ReaderSpec {
     /// connection kept across a reload parses with the options the new configuration gives
     /// the listener of this name ([`Dispatcher::ingest_of`]). Empty for stdin and internal.
     pub listener: Arc<str>,
+}
+
+impl ReaderSpec {
+    /// A reader's window of credits, shown in its source's flow gauges.
+    pub fn window(&self) -> Window {
+        Window::watched(self.window, self.counted.flow.clone())
+    }
 }
 
 /// A source as start, reload and shutdown see it: every kind alike (a stream or datagram
@@ -218,6 +225,8 @@ pub struct SourceCounters {
     pub framing_errors: Arc<AtomicU64>,
     /// Empty lines, lone NULs and zero-length frames dropped: `empty_messages`.
     pub empty: Arc<AtomicU64>,
+    /// The readers' credits and waits: `window_in_use`, `paused_readers`, `paused_since`.
+    pub flow: Flow,
 }
 
 impl SourceCounters {

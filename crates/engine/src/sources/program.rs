@@ -13,7 +13,6 @@
 use super::file::until_retired;
 use super::{read_stream, Context, Local, ReaderSpec, Retire};
 use crate::own_log as log;
-use crate::window::Window;
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -77,7 +76,7 @@ impl ProgramSource {
             let started = Instant::now();
             match self.spawn() {
                 Ok(mut child) => {
-                    let window = Window::new(self.local.reader.window);
+                    let window = self.local.reader.window();
                     if let Some(out) = child.stdout.take() {
                         read_stream(
                             out,
@@ -211,7 +210,7 @@ impl super::Ready for Reads {
         let Reads(source, receiver) = *self;
         Box::pin(async move {
             let (reading, watcher) = until_retired(&ctx, retire);
-            let window = Window::new(source.local.reader.window);
+            let window = source.local.reader.window();
             let label = format!("pipe({})", source.path.display());
             read_stream(
                 receiver,

@@ -2,7 +2,6 @@
 //! read is written and then asks sluice to stop, as syslog-ng does.
 
 use super::{read_stream, Context, Local, ReaderSpec};
-use crate::window::Window;
 use sluice_model::values::name_id;
 use sluice_protocol::Text;
 use std::os::fd::{AsFd, OwnedFd};
@@ -89,7 +88,7 @@ impl StdinSource {
         let origin = self
             .local
             .origin(vec![(name_id("FILE_NAME"), Text::Static(b"-"))]);
-        let window = Window::new(self.local.reader.window);
+        let window = self.local.reader.window();
         let mut stdin = STDIN
             .lock()
             .expect("stdin lock")

@@ -6,7 +6,6 @@
 use super::{read_stream, Context, ReaderSpec, Retire, UnixSocket};
 use crate::dns::{self, NameOptions};
 use crate::own_log as log;
-use crate::window::Window;
 use sluice_model::values::{name_id, NameId};
 use sluice_model::{Endpoints, Origin};
 use sluice_protocol::proxy;
@@ -547,7 +546,7 @@ impl StreamSource {
                 self.source_name
             )
         });
-        let window = Window::new(self.reader.window);
+        let window = self.reader.window();
         if self.relp {
             // Boxed as the TLS state is: plain connections' tasks stay small.
             Box::pin(super::relp::serve(

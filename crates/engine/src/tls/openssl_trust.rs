@@ -161,13 +161,13 @@ pub fn verify_v1_signature(
         .ok_or_else(bad)
 }
 
-/// sluice's own v1 client certificate and its key, for rustls to present without reading the
-/// certificate: the key is checked against the certificate's public key here.
+/// sluice's own certificate and its key, for rustls to present without reading the
+/// certificate (it may be v1): the key is checked against the certificate's public key here.
 pub fn certified_key(
     chain: Vec<CertificateDer<'static>>,
     key: PrivateKeyDer<'static>,
     provider: &CryptoProvider,
-) -> Result<OwnCertificate, String> {
+) -> Result<Arc<CertifiedKey>, String> {
     let signing = provider
         .key_provider
         .load_private_key(key)
@@ -182,12 +182,12 @@ pub fn certified_key(
             "cert-file() and key-file() do not match: the key is not the certificate's".into(),
         );
     }
-    Ok(OwnCertificate(Arc::new(CertifiedKey::new(chain, signing))))
+    Ok(Arc::new(CertifiedKey::new(chain, signing)))
 }
 
 /// A client certificate rustls presents whatever the server asks for.
 #[derive(Debug)]
-pub struct OwnCertificate(Arc<CertifiedKey>);
+pub struct OwnCertificate(pub Arc<CertifiedKey>);
 
 impl ResolvesClientCert for OwnCertificate {
     fn resolve(

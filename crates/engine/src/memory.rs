@@ -1,0 +1,151 @@
+//! The memory budget (`options { memory-limit() }`): the bytes of messages sluice holds on
+//! their way out — destination queues, a disk buffer's cache, files' pending writes — drawn
+//! from one process-wide budget, so that no number of connections, senders or dead servers
+//! makes memory grow without end.
+//!
+//! Two marks:
+//! - past three quarters of the limit, messages on paths without flow control are dropped at
+//!   their destination's queue, counted as `dropped_memory_limit`: a dead server on such a
+//!   path can never take the room the flow-controlled paths need;
+//! - past the limit, the readers of every source wait before they take credits for the next
+//!   read (shown as paused, [`crate::window::Flow`]): flow-controlled paths slow their senders
+//!   down instead of losing anything.
+//!
+//! What a destination holds is charged through [`crate::stats::DestCounters::hold`] and
+//! [`crate::stats::DestCounters::release`], beside its own `memory_usage` gauge. The use and
+//! the limit are gauges too: `global;memory;;a;memory_usage` and `…;memory_limit`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The limit when `memory-limit()` is not given: a quarter of the machine's memory, at least
+/// 256 MiB.
+pub fn default_limit() -> u64 {
+    // SAFETY: sysconf(3) has no preconditions.
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    let physical = (pages.max(0) as u64).saturating_mul(page.max(0) as u64);
+    (physical / 4).max(256 << 20)
+}
+
+/// The process's budget.
+#[derive(Debug)]
+pub struct Budget {
+    pub used: Arc<AtomicU64>,
+    pub limit: Arc<AtomicU64>,
+    /// When the last drop for the budget was said, in seconds since the epoch.
+    said: AtomicU64,
+}
+
+static BUDGET: LazyLock<Budget> = LazyLock::new(|| Budget {
+    used: Arc::default(),
+    limit: Arc::new(AtomicU64::new(default_limit())),
+    said: AtomicU64::new(0),
+});
+
+/// The budget of this process.
+pub fn budget() -> &'static Budget {
+    &BUDGET
+}
+
+impl Budget {
+    pub fn set_limit(&self, bytes: u64) {
+        self.limit.store(bytes.max(1), Ordering::Relaxed);
+    }
+
+    pub fn hold(&self, bytes: u64) {
+        self.used.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    pub fn release(&self, bytes: u64) {
+        self.used.fetch_sub(bytes, Ordering::Relaxed);
+    }
+
+    /// Past three quarters of the limit: paths without flow control drop.
+    pub fn tight(&self) -> bool {
+        let limit = self.limit.load(Ordering::Relaxed);
+        self.used.load(Ordering::Relaxed) >= limit - limit / 4
+    }
+
+    /// Past the limit: readers wait.
+    pub fn spent(&self) -> bool {
+        self.used.load(Ordering::Relaxed) >= self.limit.load(Ordering::Relaxed)
+    }
+
+    /// Says that `destination` drops for the budget: at most once a minute for all.
+    pub fn say_dropping(&self, destination: &str) {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let last = self.said.load(Ordering::Relaxed);
+        if now >= last + 60
+            && self
+                .said
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            crate::own_log::error(format!(
+                "{destination}: three quarters of memory-limit({}) in use; messages of paths without flow control are dropped (counted as dropped_memory_limit) until less is held",
+                self.limit.load(Ordering::Relaxed)
+            ));
+        }
+    }
+
+    /// Waits while the budget is spent. Looked at every 10 ms, and only while it is: the
+    /// common case costs two atomic loads.
+    pub async fn room(&self) {
+        while self.spent() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// `memory-limit(64M)`: bytes, or kibi-, mebi-, gibibytes with `K`, `M`, `G`.
+pub fn parse_size(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let (digits, unit) = match t.as_bytes().last()? {
+        b'k' | b'K' => (&t[..t.len() - 1], 1u64 << 10),
+        b'm' | b'M' => (&t[..t.len() - 1], 1 << 20),
+        b'g' | b'G' => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    digits.parse::<u64>().ok()?.checked_mul(unit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("64M"), Some(64 << 20));
+        assert_eq!(parse_size("2g"), Some(2 << 30));
+        assert_eq!(parse_size("1K"), Some(1024));
+        assert_eq!(parse_size("M"), None);
+        assert_eq!(parse_size("-1"), None);
+        assert!(default_limit() >= 256 << 20);
+    }
+
+    #[test]
+    fn marks() {
+        let b = Budget {
+            used: Arc::default(),
+            limit: Arc::new(AtomicU64::new(100)),
+            said: AtomicU64::new(0),
+        };
+        b.hold(74);
+        assert!(!b.tight());
+        b.hold(1);
+        assert!(b.tight() && !b.spent());
+        b.hold(25);
+        assert!(b.spent());
+        b.release(1);
+        assert!(!b.spent());
+    }
+}
