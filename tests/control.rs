@@ -352,7 +352,8 @@ fn flow_control_pauses_are_shown_and_said() {
         std::thread::sleep(Duration::from_millis(200));
     }
     assert!(
-        internal(&s).contains("its destinations have not yet delivered what it read (window_in_use 100)"),
+        internal(&s)
+            .contains("its destinations have not yet delivered what it read (window_in_use 100)"),
         "{}",
         internal(&s)
     );

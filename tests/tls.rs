@@ -665,3 +665,107 @@ fn pkcs12_files_hold_key_certificate_and_ca() {
     );
     assert!(server.out.join("client1.log").exists());
 }
+
+/// `openssl s_client` connected to a TLS source: what it sends goes in, and its standard
+/// error names the certificate the server offered (`-brief`).
+fn s_client(port: u16, ca: &std::path::Path) -> std::process::Child {
+    Command::new("openssl")
+        .args([
+            "s_client",
+            "-brief",
+            "-connect",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .arg("-CAfile")
+        .arg(ca)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("openssl s_client")
+}
+
+/// A TLS source's certificate is read again when its files change, without dropping a
+/// connection: one made before goes on sending, a new one is offered the new certificate.
+/// Its end of validity is a gauge, and one within 30 days is warned about.
+#[test]
+fn certificates_are_read_again_without_dropping_connections() {
+    let pki = Pki::new();
+    let renewed = pki.server("renewed", "/CN=localhost/O=Renewed", 10);
+    let live = tempfile::tempdir().unwrap();
+    let (cert, key) = (live.path().join("cert.pem"), live.path().join("key.pem"));
+    let first = pki.identity("server");
+    std::fs::copy(&first.cert, &cert).unwrap();
+    std::fs::copy(&first.key, &key).unwrap();
+    let port = free_port();
+    let mut s = Running::start(
+        Server::Sluice,
+        &format!(
+            r#"source s {{ network(ip(127.0.0.1) port({port}) transport(tls)
+                   tls(cert-file("{}") key-file("{}") peer-verify(optional-untrusted))); }};
+            source s_int {{ internal(); }};
+            destination d {{ file("@OUT@/all.log" template("$MSG\n")); }};
+            destination d_int {{ file("@DIR@/internal.log"); }};
+            log {{ source(s); destination(d); }};
+            log {{ source(s_int); destination(d_int); }};"#,
+            cert.display(),
+            key.display()
+        ),
+    );
+    s.wait_tcp(port);
+    let mut before = s_client(port, &pki.ca());
+    let mut to_before = before.stdin.take().unwrap();
+    writeln!(to_before, "<13>Nov 27 10:00:00 host app: before").unwrap();
+    assert_eq!(wait_lines(&s.out, 1, Duration::from_secs(10)), 1);
+
+    // The renewed certificate replaces the files (the key first, as an operator would).
+    std::fs::copy(&renewed.key, live.path().join("key.new")).unwrap();
+    std::fs::copy(&renewed.cert, live.path().join("cert.new")).unwrap();
+    std::fs::rename(live.path().join("key.new"), &key).unwrap();
+    std::fs::rename(live.path().join("cert.new"), &cert).unwrap();
+    let internal =
+        || std::fs::read_to_string(s.dir.path().join("internal.log")).unwrap_or_default();
+    let start = std::time::Instant::now();
+    while !internal().contains("read again; new connections are offered it") {
+        assert!(start.elapsed() < Duration::from_secs(15), "{}", internal());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The connection made before goes on.
+    writeln!(to_before, "<13>Nov 27 10:00:01 host app: still here").unwrap();
+    assert_eq!(wait_lines(&s.out, 2, Duration::from_secs(10)), 2);
+    // A new one is offered the renewed certificate.
+    let mut after = s_client(port, &pki.ca());
+    let mut to_after = after.stdin.take().unwrap();
+    writeln!(to_after, "<13>Nov 27 10:00:02 host app: after").unwrap();
+    assert_eq!(wait_lines(&s.out, 3, Duration::from_secs(10)), 3);
+    drop((to_before, to_after));
+    let said = |c: std::process::Child| {
+        let out = c.wait_with_output().unwrap();
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let (before, after) = (said(before), said(after));
+    assert!(
+        before.contains("O = Sluice Tests") && !before.contains("Renewed"),
+        "{before}"
+    );
+    assert!(after.contains("O = Renewed"), "{after}");
+    assert_eq!(
+        std::fs::read_to_string(s.out.join("all.log")).unwrap(),
+        "before\nstill here\nafter\n"
+    );
+    // Ten days left: a gauge, and a warning.
+    let (_, gauge) = common::ctl(&s, &["query", "get", "tls.*.expires_at"]);
+    let at: u64 = gauge.trim().rsplit('=').next().unwrap().parse().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    assert!(
+        at > now + 9 * 86400 && at <= now + 10 * 86400 + 60,
+        "{gauge}"
+    );
+    while !internal().contains("expires in 9 days") {
+        assert!(start.elapsed() < Duration::from_secs(30), "{}", internal());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

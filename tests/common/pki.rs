@@ -117,7 +117,7 @@ impl Pki {
     pub fn v1_leaf(&self, name: &str, subject: &str) -> Identity {
         let d = self.dir.path();
         request(d, name, subject, &["rsa:2048"]);
-        sign(d, name, "ca", &[]);
+        sign(d, name, "ca", 3650, &[]);
         self.identity(name)
     }
 
@@ -132,6 +132,13 @@ impl Pki {
             "critical,timeStamping",
         );
         self.identity("tsa")
+    }
+
+    /// A server certificate for localhost and 127.0.0.1 the CA signed, for `subject`, valid
+    /// for `days`: `name.pem`, `name.key`.
+    pub fn server(&self, name: &str, subject: &str, days: u32) -> Identity {
+        leaf_for(self.dir.path(), name, "ca", subject, "serverAuth", days);
+        self.identity(name)
     }
 
     /// A `tls()` block with this CA, and `name`'s certificate and key.
@@ -189,6 +196,10 @@ fn self_signed(dir: &Path, name: &str, subject: &str, key: &[&str], extra: &[&st
 }
 
 fn leaf(dir: &Path, name: &str, ca: &str, subject: &str, usage: &str) {
+    leaf_for(dir, name, ca, subject, usage, 3650);
+}
+
+fn leaf_for(dir: &Path, name: &str, ca: &str, subject: &str, usage: &str, days: u32) {
     request(
         dir,
         name,
@@ -209,7 +220,7 @@ fn leaf(dir: &Path, name: &str, ca: &str, subject: &str, usage: &str) {
         ),
     )
     .expect("write the extensions");
-    sign(dir, name, ca, &["-extfile", &format!("{name}.ext")]);
+    sign(dir, name, ca, days, &["-extfile", &format!("{name}.ext")]);
 }
 
 /// A new key (`-newkey` and its `key` arguments) and a request for `subject`: `name.key`,
@@ -222,8 +233,10 @@ fn request(dir: &Path, name: &str, subject: &str, key: &[&str]) {
     openssl(dir, &args);
 }
 
-/// `name.csr` signed by `ca` into `name.pem`, with `extra` arguments (extensions).
-fn sign(dir: &Path, name: &str, ca: &str, extra: &[&str]) {
+/// `name.csr` signed by `ca` into `name.pem`, valid for `days`, with `extra` arguments
+/// (extensions).
+fn sign(dir: &Path, name: &str, ca: &str, days: u32, extra: &[&str]) {
+    let days = days.to_string();
     let (csr, ca_cert, ca_key, out) = (
         format!("{name}.csr"),
         format!("{ca}.pem"),
@@ -243,7 +256,7 @@ fn sign(dir: &Path, name: &str, ca: &str, extra: &[&str]) {
         "-out",
         &out,
         "-days",
-        "3650",
+        &days,
     ];
     args.extend_from_slice(extra);
     openssl(dir, &args);
