@@ -341,6 +341,19 @@ fn flow_control_pauses_are_shown_and_said() {
     }
     assert!(gauge(&s, "paused_since") > 1_700_000_000);
     assert_eq!(gauge(&s, "window_in_use"), 100);
+    let oldest = |s: &Running| {
+        let (_, text) = ctl(
+            s,
+            &["query", "get", "dst.network.d_fwd*.oldest_queued_since"],
+        );
+        text.trim()
+            .rsplit('=')
+            .next()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap_or_else(|_| panic!("{text}"))
+    };
+    assert!(oldest(&s) > 1_700_000_000, "the queue's age is shown");
     let internal =
         |s: &Running| std::fs::read_to_string(s.out.join("internal.log")).unwrap_or_default();
     while !internal(&s).contains("flow control has paused reading for") {
@@ -387,6 +400,7 @@ fn flow_control_pauses_are_shown_and_said() {
     assert_eq!(gauge(&s, "paused_readers"), 0);
     assert_eq!(gauge(&s, "paused_since"), 0);
     assert_eq!(gauge(&s, "window_in_use"), 0);
+    assert_eq!(oldest(&s), 0);
 }
 
 #[test]

@@ -58,6 +58,7 @@ impl Counter {
                 | "paused_since"
                 | "memory_limit"
                 | "expires_at"
+                | "oldest_queued_since"
         )
     }
 }
@@ -148,8 +149,8 @@ pub struct DestCounters {
     pub queued: Arc<AtomicU64>,
     /// Bytes waiting in its queue.
     pub memory_usage: Arc<AtomicU64>,
-    /// The drops by reason, each a counter made at its first drop.
-    pub reasons: Arc<Reasons>,
+    /// The drops by reason and the age of the queue, each made at its first use.
+    pub made_on_use: Arc<MadeOnUse>,
 }
 
 /// Why a destination dropped messages. Filtering and `flags(final)` are routing, not drops.
@@ -214,30 +215,29 @@ impl DropReason {
     }
 }
 
-/// A destination's drops by reason: listed in the registry at the first drop of each, so
-/// that the statistics of a destination that never dropped stay as syslog-ng's.
+/// A destination's counters that are listed in the registry at their first use — its drops
+/// by reason, the age of its queue — so that the statistics of a destination that never
+/// dropped or queued stay as syslog-ng's.
 #[derive(Debug, Default)]
-pub struct Reasons {
+pub struct MadeOnUse {
     /// Where the counters are listed, and under which name; none in unit tests.
     listed: Option<(Arc<Registry>, [String; 3])>,
-    counts: [OnceLock<Arc<AtomicU64>>; DropReason::ALL.len()],
+    reasons: [OnceLock<Arc<AtomicU64>>; DropReason::ALL.len()],
+    oldest: OnceLock<Arc<AtomicU64>>,
 }
 
-impl Reasons {
-    fn counter(&self, reason: DropReason) -> &Arc<AtomicU64> {
-        self.counts[reason as usize].get_or_init(|| match &self.listed {
+impl MadeOnUse {
+    fn make(&self, kind: &'static str) -> Arc<AtomicU64> {
+        match &self.listed {
             Some((registry, [component, id, instance])) => {
-                registry.counter(component, id, instance, reason.kind())
+                registry.counter(component, id, instance, kind)
             }
             None => Arc::default(),
-        })
+        }
     }
 
-    /// How many were dropped for `reason`.
-    pub fn get(&self, reason: DropReason) -> u64 {
-        self.counts[reason as usize]
-            .get()
-            .map_or(0, |c| c.load(Ordering::Relaxed))
+    fn reason(&self, reason: DropReason) -> &Arc<AtomicU64> {
+        self.reasons[reason as usize].get_or_init(|| self.make(reason.kind()))
     }
 }
 
@@ -249,14 +249,23 @@ impl DestCounters {
             return;
         }
         self.dropped.fetch_add(messages, Ordering::Relaxed);
-        self.reasons
-            .counter(reason)
+        self.made_on_use
+            .reason(reason)
             .fetch_add(messages, Ordering::Relaxed);
+    }
+
+    /// Sets `oldest_queued_since`: when the oldest message waiting in its queue was queued,
+    /// in seconds since the epoch; 0 when none waits.
+    pub fn oldest_queued(&self, since: u64) {
+        self.made_on_use
+            .oldest
+            .get_or_init(|| self.made_on_use.make("oldest_queued_since"))
+            .store(since, Ordering::Relaxed);
     }
 
     /// The destination's name in the statistics, for what sluice says of it.
     pub fn label(&self) -> String {
-        match &self.reasons.listed {
+        match &self.made_on_use.listed {
             Some((_, [component, id, instance])) => format!("{component} {id} {instance}"),
             None => "a destination".into(),
         }
@@ -385,9 +394,9 @@ impl Registry {
         id: &str,
         instance: &str,
     ) -> DestCounters {
-        let reasons = Reasons {
+        let made_on_use = MadeOnUse {
             listed: Some((self.clone(), [component.into(), id.into(), instance.into()])),
-            counts: Default::default(),
+            ..MadeOnUse::default()
         };
         DestCounters {
             processed: self.counter(component, id, instance, "processed"),
@@ -395,7 +404,7 @@ impl Registry {
             dropped: self.counter(component, id, instance, "dropped"),
             queued: self.counter(component, id, instance, "queued"),
             memory_usage: self.counter(component, id, instance, "memory_usage"),
-            reasons: Arc::new(reasons),
+            made_on_use: Arc::new(made_on_use),
         }
     }
 

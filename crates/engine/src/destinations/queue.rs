@@ -101,10 +101,26 @@ pub trait BatchQueue: Send + Sync {
 #[derive(Default)]
 struct State {
     batches: VecDeque<Batch>,
+    /// When each of `batches` was queued, seconds since the epoch (`oldest_queued_since`).
+    queued_at: VecDeque<u64>,
     /// Messages of queued batches that count against `log-fifo-size()`, including batches
     /// the sender took and has not finished.
     counted: usize,
     stopping: bool,
+}
+
+impl State {
+    /// `oldest_queued_since` of the batches waiting (not those a sender holds).
+    fn show_oldest(&self, counters: &DestCounters) {
+        counters.oldest_queued(self.queued_at.front().copied().unwrap_or(0));
+    }
+}
+
+/// Now, in seconds since the epoch.
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 pub struct Queue {
@@ -150,6 +166,8 @@ impl Queue {
                 .fetch_add(batch.len() as u64, Ordering::Relaxed);
             self.counters.hold(batch.data.len() as u64);
             state.batches.push_back(batch);
+            state.queued_at.push_back(now());
+            state.show_oldest(&self.counters);
             self.ready.notify_one();
         }
         dropped
@@ -181,8 +199,12 @@ impl BatchQueue for Queue {
             let Some(b) = state.batches.pop_front() else {
                 break;
             };
+            state.queued_at.pop_front();
             bytes += b.data.len();
             into.push(b);
+        }
+        if bytes > 0 {
+            state.show_oldest(&self.counters);
         }
         state.stopping
     }
@@ -221,9 +243,13 @@ impl BatchQueue for Queue {
 
     fn put_back(&self, batches: &mut Vec<Batch>) {
         let mut state = self.state.lock().expect("queue lock");
+        // Queued before everything waiting: as old as the oldest, at least.
+        let at = state.queued_at.front().copied().unwrap_or_else(now);
         for b in batches.drain(..).rev() {
             state.batches.push_front(b);
+            state.queued_at.push_front(at);
         }
+        state.show_oldest(&self.counters);
         self.ready.notify_one();
     }
 
