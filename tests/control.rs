@@ -5,7 +5,10 @@
 
 mod common;
 
-use common::{ctl, free_port, send_tcp, syslog_ng, wait_lines, Framing, Running, Server};
+use common::{
+    counted, ctl, free_port, send_tcp, syslog_ng, wait_for_text, wait_lines, wait_until, Framing,
+    Running, Server,
+};
 use std::io::{Read, Write};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -325,50 +328,20 @@ fn flow_control_pauses_are_shown_and_said() {
     s.wait_tcp(port);
     // More than one read: the reader takes credits for two and waits for the third.
     let sender = std::thread::spawn(move || send_tcp(port, &input(20_000), Framing::Newline));
-    let gauge = |s: &Running, kind: &str| -> u64 {
-        let (_, text) = ctl(s, &["query", "get", &format!("src.network.s_net.*.{kind}")]);
-        text.trim()
-            .rsplit('=')
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap_or_else(|_| panic!("{text}"))
-    };
-    let start = Instant::now();
-    while gauge(&s, "paused_readers") != 1 {
-        assert!(start.elapsed() < Duration::from_secs(10), "never paused");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let gauge = |s: &Running, kind: &str| counted(s, &format!("src.network.s_net.*.{kind}"));
+    assert!(wait_until(Duration::from_secs(10), || gauge(
+        &s,
+        "paused_readers"
+    ) == 1));
     assert!(gauge(&s, "paused_since") > 1_700_000_000);
     assert_eq!(gauge(&s, "window_in_use"), 100);
-    let oldest = |s: &Running| {
-        let (_, text) = ctl(
-            s,
-            &["query", "get", "dst.network.d_fwd*.oldest_queued_since"],
-        );
-        text.trim()
-            .rsplit('=')
-            .next()
-            .unwrap()
-            .parse::<u64>()
-            .unwrap_or_else(|_| panic!("{text}"))
-    };
+    let oldest = |s: &Running| counted(s, "dst.network.d_fwd*.oldest_queued_since");
     assert!(oldest(&s) > 1_700_000_000, "the queue's age is shown");
-    let internal =
-        |s: &Running| std::fs::read_to_string(s.out.join("internal.log")).unwrap_or_default();
-    while !internal(&s).contains("flow control has paused reading for") {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "{}",
-            internal(&s)
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    assert!(
-        internal(&s)
-            .contains("its destinations have not yet delivered what it read (window_in_use 100)"),
-        "{}",
-        internal(&s)
+    let internal = s.out.join("internal.log");
+    wait_for_text(
+        &internal,
+        "flow control has paused reading for 10s: its destinations have not yet delivered what it read (window_in_use 100)",
+        Duration::from_secs(20),
     );
     // The server comes: everything is delivered, and the source reads again.
     let server = std::net::TcpListener::bind(("127.0.0.1", fwd)).unwrap();
@@ -389,14 +362,7 @@ fn flow_control_pauses_are_shown_and_said() {
     });
     let _conn = reader.join().unwrap();
     sender.join().unwrap();
-    while !internal(&s).contains("reading again after") {
-        assert!(
-            start.elapsed() < Duration::from_secs(40),
-            "{}",
-            internal(&s)
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_for_text(&internal, "reading again after", Duration::from_secs(20));
     assert_eq!(gauge(&s, "paused_readers"), 0);
     assert_eq!(gauge(&s, "paused_since"), 0);
     assert_eq!(gauge(&s, "window_in_use"), 0);

@@ -6,8 +6,8 @@
 mod common;
 
 use common::{
-    ctl, free_port, free_space_of, free_udp_port, read_tree, rss_kib, send_raw_tcp, wait_lines,
-    Running, Server, SmallDisk,
+    counted, free_port, free_space_of, free_udp_port, read_tree, rss_kib, send_raw_tcp, wait_lines,
+    wait_until, Running, Server, SmallDisk,
 };
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -862,17 +862,13 @@ fn a_flood_stays_within_the_memory_limit() {
     };
     // 48 MiB without flow control: three quarters of 16 MiB kept, the rest dropped.
     send_raw_tcp(a, &flood(48 << 10));
-    let gauge = |name: &str| -> u64 {
-        let (_, text) = ctl(&s, &["query", "get", "--sum", name]);
-        text.trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}: {text}"))
-    };
-    let start = std::time::Instant::now();
-    while gauge("dst.network.d_loose*.processed") < 48 << 10 {
-        assert!(start.elapsed() < Duration::from_secs(30), "not all read");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let gauge = |name: &str| counted(&s, name);
+    assert!(
+        wait_until(Duration::from_secs(30), || gauge(
+            "dst.network.d_loose*.processed"
+        ) >= 48 << 10),
+        "not all read"
+    );
     let held = gauge("dst.network.d_loose*.memory_usage");
     // The mark, and one read's batch past it at most.
     assert!(held <= 13 << 20, "{held} bytes held");
@@ -888,10 +884,12 @@ fn a_flood_stays_within_the_memory_limit() {
     std::thread::spawn(move || {
         let _ = std::panic::catch_unwind(|| send_raw_tcp(b, &flood(48 << 10)));
     });
-    while gauge("src.network.s_held.*.paused_readers") != 1 {
-        assert!(start.elapsed() < Duration::from_secs(60), "never paused");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    assert!(
+        wait_until(Duration::from_secs(60), || gauge(
+            "src.network.s_held.*.paused_readers"
+        ) == 1),
+        "never paused"
+    );
     std::thread::sleep(Duration::from_millis(500));
     let used = gauge("global.memory.memory_usage");
     assert_eq!(gauge("global.memory.memory_limit"), 16 << 20);

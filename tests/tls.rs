@@ -6,7 +6,8 @@ mod common;
 
 use common::pki::Pki;
 use common::{
-    assert_delivered, free_port, loggen_start, loggen_wait, syslog_ng, wait_lines, Running, Server,
+    assert_delivered, free_port, loggen_start, loggen_wait, syslog_ng, wait_for_text, wait_lines,
+    Running, Server,
 };
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -723,13 +724,13 @@ fn certificates_are_read_again_without_dropping_connections() {
     std::fs::copy(&renewed.cert, live.path().join("cert.new")).unwrap();
     std::fs::rename(live.path().join("key.new"), &key).unwrap();
     std::fs::rename(live.path().join("cert.new"), &cert).unwrap();
-    let internal =
-        || std::fs::read_to_string(s.dir.path().join("internal.log")).unwrap_or_default();
-    let start = std::time::Instant::now();
-    while !internal().contains("read again; new connections are offered it") {
-        assert!(start.elapsed() < Duration::from_secs(15), "{}", internal());
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let internal = s.dir.path().join("internal.log");
+    let limit = Duration::from_secs(15);
+    wait_for_text(
+        &internal,
+        "read again; new connections are offered it",
+        limit,
+    );
     // The connection made before goes on.
     writeln!(to_before, "<13>Nov 27 10:00:01 host app: still here").unwrap();
     assert_eq!(wait_lines(&s.out, 2, Duration::from_secs(10)), 2);
@@ -754,18 +755,14 @@ fn certificates_are_read_again_without_dropping_connections() {
         "before\nstill here\nafter\n"
     );
     // Ten days left: a gauge, and a warning.
-    let (_, gauge) = common::ctl(&s, &["query", "get", "tls.*.expires_at"]);
-    let at: u64 = gauge.trim().rsplit('=').next().unwrap().parse().unwrap();
+    let at = common::counted(&s, "tls.*.expires_at");
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs();
     assert!(
         at > now + 9 * 86400 && at <= now + 10 * 86400 + 60,
-        "{gauge}"
+        "{at}"
     );
-    while !internal().contains("expires in 9 days") {
-        assert!(start.elapsed() < Duration::from_secs(30), "{}", internal());
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_for_text(&internal, "expires in 9 days", limit);
 }

@@ -745,6 +745,25 @@ pub fn ctl(server: &Running, args: &[&str]) -> (bool, String) {
     (out.status.success(), text)
 }
 
+/// The sum of the counters whose names match `pattern` (`sluice ctl query get --sum`).
+pub fn counted(s: &Running, pattern: &str) -> u64 {
+    let (_, text) = ctl(s, &["query", "get", "--sum", pattern]);
+    text.trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{pattern}: {text}"))
+}
+
+/// Waits until `file` holds `text`, at most `limit`; fails the test with what it holds.
+pub fn wait_for_text(file: &Path, text: &str, limit: Duration) {
+    let read = || std::fs::read_to_string(file).unwrap_or_default();
+    assert!(
+        wait_until(limit, || read().contains(text)),
+        "no {text:?} in {} within {limit:?}:\n{}",
+        file.display(),
+        read()
+    );
+}
+
 /// A counter of `sluice ctl stats`, by the end of its name.
 pub fn stat(s: &Running, name: &str) -> u64 {
     let (_, text) = ctl(s, &["stats"]);

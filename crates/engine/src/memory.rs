@@ -17,7 +17,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// The limit when `memory-limit()` is not given: a quarter of the machine's memory, at least
 /// 256 MiB.
@@ -79,9 +79,7 @@ impl Budget {
 
     /// Says that `destination` drops for the budget: at most once a minute for all.
     pub fn say_dropping(&self, destination: &str) {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let now = crate::stats::unix_now();
         let last = self.said.load(Ordering::Relaxed);
         if now >= last + 60
             && self

@@ -569,6 +569,21 @@ impl Registry {
     }
 }
 
+/// Now, in seconds since the epoch: what the gauges of times (`paused_since`,
+/// `oldest_queued_since`, `expires_at`) hold.
+pub fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// A tick every `period` for a watcher: one that runs late is not made up for.
+pub fn every(period: Duration) -> tokio::time::Interval {
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick
+}
+
 /// How long flow control may pause a source's reading before sluice says so.
 pub const PAUSE_WARNING: Duration = Duration::from_secs(10);
 
@@ -578,13 +593,10 @@ pub const PAUSE_WARNING: Duration = Duration::from_secs(10);
 /// find out about last (syslog-ng #3531).
 pub async fn watch_pauses(stats: Arc<Registry>, after: Duration) {
     let mut said: HashMap<String, u64> = HashMap::new();
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut tick = every(Duration::from_secs(1));
     loop {
         tick.tick().await;
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let now = unix_now();
         let in_use = stats.of_kind("window_in_use");
         for (c, since) in stats.of_kind("paused_since") {
             let name = format!("source {} ({}, {})", c.id, c.component, c.instance);
@@ -641,7 +653,7 @@ pub async fn watch_listen_drops(stats: Arc<Registry>) {
     };
     let overflows = stats.counter("global", "tcp_listen", "", "overflows");
     let drops = stats.counter("global", "tcp_listen", "", "drops");
-    let mut tick = tokio::time::interval(Duration::from_secs(10));
+    let mut tick = every(Duration::from_secs(10));
     loop {
         tick.tick().await;
         if let Some((o, d)) = read() {

@@ -12,7 +12,6 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 
 /// The credits of one reader (a connection, a datagram socket, stdin).
@@ -43,9 +42,7 @@ pub struct Flow {
 impl Flow {
     fn pause(&self) {
         if self.paused.fetch_add(1, Ordering::Relaxed) == 0 {
-            let now = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(1, |d| d.as_secs().max(1));
+            let now = crate::stats::unix_now().max(1);
             self.paused_since.store(now, Ordering::Relaxed);
         }
     }

@@ -116,13 +116,6 @@ impl State {
     }
 }
 
-/// Now, in seconds since the epoch.
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 pub struct Queue {
     state: Mutex<State>,
     ready: Condvar,
@@ -166,7 +159,7 @@ impl Queue {
                 .fetch_add(batch.len() as u64, Ordering::Relaxed);
             self.counters.hold(batch.data.len() as u64);
             state.batches.push_back(batch);
-            state.queued_at.push_back(now());
+            state.queued_at.push_back(crate::stats::unix_now());
             state.show_oldest(&self.counters);
             self.ready.notify_one();
         }
@@ -244,7 +237,11 @@ impl BatchQueue for Queue {
     fn put_back(&self, batches: &mut Vec<Batch>) {
         let mut state = self.state.lock().expect("queue lock");
         // Queued before everything waiting: as old as the oldest, at least.
-        let at = state.queued_at.front().copied().unwrap_or_else(now);
+        let at = state
+            .queued_at
+            .front()
+            .copied()
+            .unwrap_or_else(crate::stats::unix_now);
         for b in batches.drain(..).rev() {
             state.batches.push_front(b);
             state.queued_at.push_front(at);

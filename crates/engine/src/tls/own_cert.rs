@@ -15,7 +15,7 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 use x509_parser::certificate::X509Certificate;
 use x509_parser::prelude::FromDer;
 
@@ -159,13 +159,10 @@ fn live() -> Vec<Arc<ServerCert>> {
 /// Every 5 s: reads again the certificates whose files changed, keeps each one's
 /// `expires_at` gauge, and warns once a day about one that ends within 30 days.
 pub async fn watch(stats: Arc<Registry>) {
-    let mut tick = tokio::time::interval(Duration::from_secs(5));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut tick = crate::stats::every(Duration::from_secs(5));
     loop {
         tick.tick().await;
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let now = crate::stats::unix_now();
         for cert in live() {
             cert.refresh(false);
             let name = cert.name();
