@@ -281,7 +281,7 @@ fn the_ledger_accounts_for_every_message() {
         "{ledger}"
     );
     for line in [
-        format!("dst.network d_fwd#0 tcp,127.0.0.1:{fwd}: processed 10 = written 0 + dropped 5 (queue_full 5) + queued 5\n"),
+        format!("dst.network d_fwd#0 tcp,127.0.0.1:{fwd}: processed 10 = written 0 + dropped 5 (queue_full 5) + queued 5 (5 in flight)\n"),
         "dst.file d_kv#0 @OUT@/kv.log: processed 8 = written 8 + dropped 0 + queued 0\n".into(),
         "dst.file d_nowhere#0 /dev/null/x.log: processed 10 = written 0 + dropped 10 (unwritable 10) + queued 0\n".into(),
         "dst.file d_by_prog#0 @OUT@/${PROGRAM}/x.log: processed 10 = written 4 + dropped 6 (file_name_refused 6) + queued 0\n".into(),
@@ -301,7 +301,7 @@ fn the_ledger_accounts_for_every_message() {
     let (ok, ledger) = ctl(&s, &["ledger"]);
     assert!(ok, "{ledger}");
     assert!(
-        ledger.contains(&format!("dst.network d_fwd#0 tcp,127.0.0.1:{fwd}: processed 5 = written 0 + dropped 0 + queued 5\n")),
+        ledger.contains(&format!("dst.network d_fwd#0 tcp,127.0.0.1:{fwd}: processed 5 = written 0 + dropped 0 + queued 5 (5 in flight)\n")),
         "{ledger}"
     );
 }

@@ -152,6 +152,10 @@ fn a_message_the_server_refuses_is_dropped_and_counted_alone() {
         &s, &written
     ) == 60));
     assert_eq!(stat(&s, &format!("dst.http;d#0;http,{url};a;dropped")), 1);
+    assert_eq!(
+        stat(&s, &format!("dst.http;d#0;http,{url};a;dropped_refused")),
+        1
+    );
     let stderr = s.stderr();
     assert!(
         stderr.contains("refused 1 messages for good: HTTP 400: {\"error\":\"refused\"}; dropped"),
@@ -177,6 +181,13 @@ fn retries_run_out_and_response_action_decides() {
         stat(&s, &format!("dst.http;d#0;http,{url};a;written")) == 5
     }));
     assert_eq!(stat(&s, &format!("dst.http;d#0;http,{url};a;dropped")), 5);
+    assert_eq!(
+        stat(
+            &s,
+            &format!("dst.http;d#0;http,{url};a;dropped_retries_exhausted")
+        ),
+        5
+    );
     assert!(
         s.stderr().contains("2 times; dropping them (retries(2))"),
         "{}",

@@ -760,9 +760,6 @@ fn certificates_are_read_again_without_dropping_connections() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs();
-    assert!(
-        at > now + 9 * 86400 && at <= now + 10 * 86400 + 60,
-        "{at}"
-    );
+    assert!(at > now + 9 * 86400 && at <= now + 10 * 86400 + 60, "{at}");
     wait_for_text(&internal, "expires in 9 days", limit);
 }

@@ -28,6 +28,8 @@ pub struct Books {
     pub written: u64,
     pub dropped: u64,
     pub queued: u64,
+    /// Of `queued`, what a sender took and has not finished with.
+    pub in_flight: u64,
     /// `dropped` by reason (`queue_full`), those that happened.
     pub reasons: BTreeMap<&'static str, u64>,
 }
@@ -90,6 +92,7 @@ impl Ledger {
                         "written" => books.written = v,
                         "dropped" => books.dropped = v,
                         "queued" => books.queued = v,
+                        "in_flight" => books.in_flight = v,
                         kind => {
                             if let Some(reason) = kind.strip_prefix("dropped_") {
                                 books.reasons.insert(reason, v);
@@ -158,9 +161,14 @@ impl Ledger {
                 }
                 (off, _) => format!("  <- {} counted twice", -off),
             };
+            let in_flight = if b.in_flight > 0 {
+                format!(" ({} in flight)", b.in_flight)
+            } else {
+                String::new()
+            };
             let _ = writeln!(
                 out,
-                "{name}: processed {} = written {} + dropped {}{reasons} + queued {}{verdict}",
+                "{name}: processed {} = written {} + dropped {}{reasons} + queued {}{in_flight}{verdict}",
                 b.processed, b.written, b.dropped, b.queued
             );
         }

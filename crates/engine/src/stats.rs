@@ -59,6 +59,7 @@ impl Counter {
                 | "memory_limit"
                 | "expires_at"
                 | "oldest_queued_since"
+                | "in_flight"
         )
     }
 }
@@ -224,6 +225,7 @@ pub struct MadeOnUse {
     listed: Option<(Arc<Registry>, [String; 3])>,
     reasons: [OnceLock<Arc<AtomicU64>>; DropReason::ALL.len()],
     oldest: OnceLock<Arc<AtomicU64>>,
+    in_flight: OnceLock<Arc<AtomicU64>>,
 }
 
 impl MadeOnUse {
@@ -252,6 +254,24 @@ impl DestCounters {
         self.made_on_use
             .reason(reason)
             .fetch_add(messages, Ordering::Relaxed);
+    }
+
+    /// Messages a sender took from the queue and has not finished with (`in_flight`, part of
+    /// `queued`): `taken` more, `finished` fewer.
+    pub fn in_flight(&self, taken: u64, finished: u64) {
+        let gauge = self
+            .made_on_use
+            .in_flight
+            .get_or_init(|| self.made_on_use.make("in_flight"));
+        gauge.fetch_add(taken, Ordering::Relaxed);
+        gauge.fetch_sub(finished, Ordering::Relaxed);
+    }
+
+    /// How many it dropped for `reason`.
+    pub fn dropped_for(&self, reason: DropReason) -> u64 {
+        self.made_on_use.reasons[reason as usize]
+            .get()
+            .map_or(0, |c| c.load(Ordering::Relaxed))
     }
 
     /// Sets `oldest_queued_since`: when the oldest message waiting in its queue was queued,

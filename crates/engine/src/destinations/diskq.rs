@@ -653,13 +653,14 @@ impl BatchQueue for DiskQueue {
                 .expect("disk buffer lock")
                 .0;
         }
-        let mut bytes = 0;
+        let (mut bytes, mut messages) = (0, 0u64);
         let mut to_read = Vec::new();
         while bytes < max_bytes {
             let Some(mut r) = state.records.pop_front() else {
                 break;
             };
             bytes += r.size as usize;
+            messages += u64::from(r.messages);
             match r.cached.take() {
                 Some(b) => {
                     state.cached -= b.len();
@@ -675,6 +676,9 @@ impl BatchQueue for DiskQueue {
         }
         let finished = state.flushed && state.records.is_empty();
         drop(state);
+        if messages > 0 {
+            self.counters.in_flight(messages, 0);
+        }
         // Records not in memory are read back outside the lock.
         // One open per segment: a backlog is read back record after record.
         let mut open: Option<(u64, File)> = None;
@@ -710,6 +714,7 @@ impl BatchQueue for DiskQueue {
         }
         drop(state);
         batches.clear();
+        self.counters.in_flight(0, messages);
         self.counters.queued.fetch_sub(messages, Ordering::Relaxed);
         self.work.notify_one();
         if let Some(to) = last {
@@ -737,6 +742,7 @@ impl BatchQueue for DiskQueue {
         let mut state = self.lock();
         for b in batches.drain(..).rev() {
             let mut r = state.taken.pop_back().expect("put back what was taken");
+            self.counters.in_flight(0, u64::from(r.messages));
             state.cached += b.len();
             self.counters.hold(b.data.len() as u64);
             r.cached = Some(b);
@@ -1201,6 +1207,7 @@ mod tests {
                 }
             }
             proptest::prop_assert_eq!(q.counters.dropped.load(Ordering::Relaxed), dropped);
+            proptest::prop_assert_eq!(q.counters.dropped_for(DropReason::DiskBufferFull), dropped);
             // What is left comes out whole and in order after one more start.
             held.clear();
             q.stop();

@@ -187,17 +187,19 @@ impl BatchQueue for Queue {
                 .expect("queue lock")
                 .0;
         }
-        let mut bytes = 0;
+        let (mut bytes, mut messages) = (0, 0);
         while bytes < max_bytes {
             let Some(b) = state.batches.pop_front() else {
                 break;
             };
             state.queued_at.pop_front();
             bytes += b.data.len();
+            messages += b.len();
             into.push(b);
         }
         if bytes > 0 {
             state.show_oldest(&self.counters);
+            self.counters.in_flight(messages as u64, 0);
         }
         state.stopping
     }
@@ -206,6 +208,7 @@ impl BatchQueue for Queue {
         let counted: usize = batches.iter().filter(|b| b.counted()).map(Batch::len).sum();
         let messages: usize = batches.iter().map(Batch::len).sum();
         let bytes: usize = batches.iter().map(|b| b.data.len()).sum();
+        self.counters.in_flight(0, messages as u64);
         self.counters
             .queued
             .fetch_sub(messages as u64, Ordering::Relaxed);
@@ -242,6 +245,8 @@ impl BatchQueue for Queue {
             .front()
             .copied()
             .unwrap_or_else(crate::stats::unix_now);
+        let messages: usize = batches.iter().map(Batch::len).sum();
+        self.counters.in_flight(0, messages as u64);
         for b in batches.drain(..).rev() {
             state.batches.push_front(b);
             state.queued_at.push_front(at);
@@ -283,6 +288,7 @@ mod tests {
         assert_eq!(q.push_counting(batch(3, None)), 0);
         assert_eq!(q.push_counting(batch(4, None)), 2);
         assert_eq!(q.counters.dropped.load(Ordering::Relaxed), 2);
+        assert_eq!(q.counters.dropped_for(DropReason::QueueFull), 2);
         let mut taken = Vec::new();
         q.take(Duration::ZERO, usize::MAX, &mut taken);
         assert_eq!(taken[1].data, b"m0\nm1\n");
