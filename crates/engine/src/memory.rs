@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-/// The limit when `memory-limit()` is not given: a quarter of the machine's memory, at least
-/// 256 MiB.
+/// The limit when `memory-limit()` is not given: a quarter of the machine's memory — or of
+/// the container's, when its control group has a smaller limit — at least 256 MiB.
 pub fn default_limit() -> u64 {
     // SAFETY: sysconf(3) has no preconditions.
     let (pages, page) = unsafe {
@@ -30,7 +30,15 @@ pub fn default_limit() -> u64 {
         )
     };
     let physical = (pages.max(0) as u64).saturating_mul(page.max(0) as u64);
-    (physical / 4).max(256 << 20)
+    let contained = [
+        "/sys/fs/cgroup/memory.max",                   // cgroup v2 (a container's root)
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes", // cgroup v1
+    ]
+    .iter()
+    .filter_map(|p| std::fs::read_to_string(p).ok()?.trim().parse::<u64>().ok())
+    .min()
+    .unwrap_or(u64::MAX);
+    (physical.min(contained) / 4).max(256 << 20)
 }
 
 /// The process's budget.
