@@ -7,6 +7,7 @@
 #   python3         the SysLogHandler client test
 #   openssl         the CLI that makes the TLS tests' certificates
 #   curl            the OpenSearch tests' client
+#   tinyproxy       an HTTP proxy for http()'s proxy() test
 #   systemd-journal-remote  writes the journal files the systemd-journal() tests read
 #   lintian         checks the Debian package (tests/package.rs)
 #   cargo-deb       builds it (a crate, with `cargo install`)
@@ -28,6 +29,7 @@ command -v logger >/dev/null || need+=(bsdutils)
 command -v python3 >/dev/null || need+=(python3)
 command -v openssl >/dev/null || need+=(openssl)
 command -v curl >/dev/null || need+=(curl)
+[ -x /usr/bin/tinyproxy ] || need+=(tinyproxy)
 [ -x /lib/systemd/systemd-journal-remote ] || need+=(systemd-journal-remote)
 command -v lintian >/dev/null || need+=(lintian)
 if [ ${#need[@]} -gt 0 ]; then

@@ -117,6 +117,7 @@ pub const OPTIONS: &[(&str, &str, &str)] = &[
     ("prefix", "a parser: what the names of the pairs it sets start with", "driver's"),
     ("program-override", "`$PROGRAM` of every message of the source", "the message's"),
     ("program-template", "`db-parser()`: the program that chooses the ruleset", "$PROGRAM"),
+    ("proxy", "`http()` and its kind: an HTTP proxy, `http://[user:password@]host:port`; `https://` URLs go through a tunnel it opens (`CONNECT`)", "none"),
     ("quote-pairs", "`csv-parser()`: pairs of characters that quote a column", "none"),
     ("quotes", "`csv-parser()`: characters that quote a column", "\" and '"),
     ("rate", "`udp-balancer()`, `program()`: a rate (messages, restarts) per second", "driver's"),

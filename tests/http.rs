@@ -287,6 +287,10 @@ fn bad_http_options_are_refused_with_what_to_write() {
             "give the user in user() and password()",
         ),
         (
+            r#"http(url("http://x/") proxy("socks5://p:1080"))"#,
+            "sluice speaks to HTTP proxies",
+        ),
+        (
             r#"http(url("http://x/") headers("Bad header"))"#,
             "is not a header",
         ),
@@ -411,4 +415,78 @@ fn compressed_requests_and_answers() {
             s.stderr()
         );
     }
+}
+
+/// tinyproxy (Debian's, installed by `.ci/install-test-deps.sh`) on a port of its own,
+/// letting tunnels through to `tunnel_port`; `None` (and a SKIPPED note) when it is absent,
+/// unless CI requires the peers.
+fn tinyproxy(tunnel_port: u16) -> Option<(std::process::Child, u16, tempfile::TempDir)> {
+    if !std::path::Path::new("/usr/bin/tinyproxy").exists() {
+        assert!(
+            std::env::var_os("SLUICE_REQUIRE_PEERS").is_none(),
+            "tinyproxy is not installed: run .ci/install-test-deps.sh"
+        );
+        eprintln!("SKIPPED: tinyproxy is not installed (run .ci/install-test-deps.sh)");
+        return None;
+    }
+    let (dir, port) = (tempfile::tempdir().unwrap(), free_port());
+    let conf = dir.path().join("tinyproxy.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "Port {port}\nListen 127.0.0.1\nTimeout 60\nAllow 127.0.0.1\nMaxClients 20\nLogLevel Connect\nConnectPort {tunnel_port}\n"
+        ),
+    )
+    .unwrap();
+    let child = std::process::Command::new("/usr/bin/tinyproxy")
+        .args(["-d", "-c"])
+        .arg(&conf)
+        .stdout(std::fs::File::create(dir.path().join("log")).unwrap())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(common::wait_until(Duration::from_secs(10), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    }));
+    Some((child, port, dir))
+}
+
+/// `proxy()`: plain requests go to the proxy naming the whole URL, HTTPS ones through a
+/// tunnel it opens, checked against the server's certificate as without a proxy.
+#[test]
+fn requests_go_through_an_http_proxy() {
+    let pki = Pki::new();
+    let id = pki.identity("server");
+    let secure = HttpServer::start(&[
+        "--cert",
+        id.cert.to_str().unwrap(),
+        "--key",
+        id.key.to_str().unwrap(),
+    ]);
+    let plain = HttpServer::start(&[]);
+    let Some((mut proxy, proxy_port, proxy_dir)) = tinyproxy(secure.port) else {
+        return;
+    };
+    let (_a, a) = sluice(&format!(
+        r#"http(url("{}") proxy("http://127.0.0.1:{proxy_port}") batch-lines(10))"#,
+        plain.url("/through")
+    ));
+    let (_b, b) = sluice(&format!(
+        r#"http(url("https://localhost:{}/tunnelled") tls(ca-file("{}"))
+                proxy("http://127.0.0.1:{proxy_port}") batch-lines(10))"#,
+        secure.port,
+        pki.ca().display()
+    ));
+    send_tcp(a, &messages(25, 1), Framing::Newline);
+    send_tcp(b, &messages(25, 1), Framing::Newline);
+    let got = plain.wait_for(Duration::from_secs(30), |r| count(r) >= 25);
+    assert_eq!(sequence(&got), (0..25).collect::<Vec<_>>());
+    let tunnelled = secure.wait_for(Duration::from_secs(30), |r| count(r) >= 25);
+    assert_eq!(sequence(&tunnelled), (0..25).collect::<Vec<_>>());
+    // Both went through the proxy.
+    let log = std::fs::read_to_string(proxy_dir.path().join("log")).unwrap();
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+    assert!(log.contains("CONNECT"), "{log}");
+    assert!(log.contains("/through"), "{log}");
 }

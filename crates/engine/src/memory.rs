@@ -31,7 +31,7 @@ pub fn default_limit() -> u64 {
     };
     let physical = (pages.max(0) as u64).saturating_mul(page.max(0) as u64);
     let contained = [
-        "/sys/fs/cgroup/memory.max",                   // cgroup v2 (a container's root)
+        "/sys/fs/cgroup/memory.max", // cgroup v2 (a container's root)
         "/sys/fs/cgroup/memory/memory.limit_in_bytes", // cgroup v1
     ]
     .iter()

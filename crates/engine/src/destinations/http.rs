@@ -192,6 +192,72 @@ pub struct HttpOptions {
     pub time_reopen: Duration,
     pub log_fifo_size: usize,
     pub disk_buffer: Option<(DiskBufferOptions, String)>,
+    /// `proxy()`: every connection goes through it.
+    pub proxy: Option<Proxy>,
+}
+
+/// An HTTP proxy (`proxy("http://[user:password@]host:port")`): `http://` requests go to it
+/// naming the whole URL; `https://` ones through a tunnel it opens (`CONNECT`).
+#[derive(Clone, Debug)]
+pub struct Proxy {
+    pub host: String,
+    pub port: u16,
+    /// `Basic …` of the URL's user and password.
+    pub authorization: Option<String>,
+}
+
+/// The most of a proxy's answer to `CONNECT` sluice reads.
+const MAX_PROXY_ANSWER: usize = 16 << 10;
+/// How long a proxy has to open a tunnel.
+const TUNNEL_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl Proxy {
+    /// Asks the proxy behind `sock` for a tunnel to `host:port`; fails with what it answered.
+    fn tunnel(&self, sock: &socket2::Socket, host: &str, port: u16) -> std::io::Result<()> {
+        use std::io::{Read, Write};
+        let authority = if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        let authorization = self
+            .authorization
+            .as_ref()
+            .map_or(String::new(), |a| format!("Proxy-Authorization: {a}\r\n"));
+        let mut stream: &socket2::Socket = sock;
+        stream.write_all(
+            format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n{authorization}\r\n")
+                .as_bytes(),
+        )?;
+        // Byte by byte up to the blank line: what follows it is the server's TLS.
+        let (mut answer, deadline) = (Vec::new(), Instant::now() + TUNNEL_TIMEOUT);
+        let mut byte = [0u8; 1];
+        while !answer.ends_with(b"\r\n\r\n") {
+            match stream.read(&mut byte) {
+                Ok(0) => return Err(std::io::Error::other("the proxy closed the connection")),
+                Ok(_) => answer.push(byte[0]),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                Err(e) => return Err(e),
+            }
+            if answer.len() > MAX_PROXY_ANSWER || Instant::now() > deadline {
+                return Err(std::io::Error::other("the proxy did not answer CONNECT"));
+            }
+        }
+        let status = answer.split(|&b| b == b'\r').next().unwrap_or_default();
+        let status = String::from_utf8_lossy(&status[..status.len().min(QUOTED)]);
+        if status
+            .split(' ')
+            .nth(1)
+            .is_some_and(|code| code.starts_with('2'))
+        {
+            Ok(())
+        } else {
+            Err(std::io::Error::other(format!(
+                "the proxy {}:{} refused a tunnel to {authority}: {status}",
+                self.host, self.port
+            )))
+        }
+    }
 }
 
 pub struct HttpDestination {
@@ -294,7 +360,17 @@ impl Servers for HttpOptions {
     /// Connects to `url()` number `i`, with the TLS handshake done for `https://`.
     fn open(&self, i: usize) -> std::io::Result<Connected> {
         let target = &self.requests.targets[i];
-        let sock = dial(&target.host, target.port, Type::STREAM, &Dial::default())?;
+        let sock = match &self.proxy {
+            Some(p) => {
+                let sock = dial(&p.host, p.port, Type::STREAM, &Dial::default())?;
+                sock.set_read_timeout(Some(TICK))?;
+                if target.tls {
+                    p.tunnel(&sock, &target.host, target.port)?;
+                }
+                sock
+            }
+            None => dial(&target.host, target.port, Type::STREAM, &Dial::default())?,
+        };
         sock.set_read_timeout(Some(TICK))?;
         let link = match (&self.tls, target.tls) {
             (Some(config), true) => Link::secure(sock, config, &target.host)?,
@@ -313,7 +389,11 @@ impl Servers for HttpOptions {
 
     fn probe(&self, i: usize) -> bool {
         let target = &self.requests.targets[i];
-        dial(&target.host, target.port, Type::STREAM, &Dial::default()).is_ok()
+        let (host, port) = match &self.proxy {
+            Some(p) => (p.host.as_str(), p.port),
+            None => (target.host.as_str(), target.port),
+        };
+        dial(host, port, Type::STREAM, &Dial::default()).is_ok()
     }
 }
 

@@ -1,7 +1,7 @@
 //! The declaration of `http()` (its runtime is [`crate::destinations::http`]): syslog-ng's
 //! options, read into the request every message goes out in.
 
-use super::super::http::{Action, Coding, HttpDestination, HttpOptions, Requests, Target};
+use super::super::http::{Action, Coding, HttpDestination, HttpOptions, Proxy, Requests, Target};
 use super::{Built, DestinationContext, FormatOptions, Queue, Threaded};
 use crate::destinations::format::{Format, Formatter};
 use crate::tls::TlsOptions;
@@ -38,6 +38,7 @@ pub(super) const OPTIONS: &[Declared] = &[
     read("tls", "tls(peer-verify(no))"),
     read("content_compression", "content-compression(\"gzip\")"),
     read("accept_encoding", "accept-encoding(\"gzip, deflate\")"),
+    read("proxy", "proxy(\"http://proxy.example:3128\")"),
 ];
 
 /// syslog-ng's options of `http()` that sluice does not have yet.
@@ -52,7 +53,6 @@ pub(super) const LATER: &[Declared] = &[
     not_yet("peer_verify"),
     not_yet("use_system_cert_store"),
     not_yet("auth"),
-    not_yet("proxy"),
 ];
 
 /// `http(url("http://10.0.0.1:8080/logs") …)`.
@@ -268,10 +268,14 @@ pub(super) fn requests(
             format!("{driver}() needs url(): {}", kind.example),
         ));
     }
+    let proxy = match o.last("proxy") {
+        Some(opt) => proxy(opt.value()?)?,
+        None => None,
+    };
     let mut targets = Vec::new();
     let mut any_tls = false;
     for v in &urls {
-        let t = target(v, method, &common)?;
+        let t = target(v, method, &common, proxy.as_ref())?;
         any_tls |= t.tls;
         targets.push(t);
     }
@@ -334,6 +338,7 @@ pub(super) fn requests(
         time_reopen: queue.time_reopen,
         log_fifo_size: queue.log_fifo_size,
         disk_buffer,
+        proxy,
     };
     let (component, id) = cx.counted_as(node);
     let counters = cx
@@ -360,8 +365,53 @@ fn header_value(value: &str, at: Option<&Node>) -> Result<String, ConfigError> {
     Ok(value.to_string())
 }
 
-/// One `url()`: `http://host[:port]/path?query` or `https://…`.
-fn target(v: &sluice_config::Value, method: &str, common: &str) -> Result<Target, ConfigError> {
+/// `proxy("http://[user:password@]host:port")`: an HTTP proxy, as curl takes one; empty: none.
+fn proxy(v: &sluice_config::Value) -> Result<Option<Proxy>, ConfigError> {
+    if v.text.trim().is_empty() {
+        return Ok(None);
+    }
+    let bad = |why: &str| ConfigError::new(v.pos, format!("proxy(\"{}\"): {why}", v.text));
+    let uri: http::Uri = v
+        .text
+        .parse()
+        .map_err(|e| bad(&format!("not a URL ({e})")))?;
+    if uri.scheme_str().is_some_and(|s| s != "http") {
+        return Err(bad(
+            "sluice speaks to HTTP proxies: proxy(\"http://host:port\")",
+        ));
+    }
+    let authority = uri.authority().ok_or_else(|| bad("no server"))?;
+    let (credentials, server) = match authority.as_str().rsplit_once('@') {
+        Some((c, s)) => (Some(c), s),
+        None => (None, authority.as_str()),
+    };
+    let server: http::uri::Authority = server.parse().map_err(|_| bad("no server"))?;
+    let authorization = credentials.map(|c| {
+        use base64::Engine as _;
+        format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(c)
+        )
+    });
+    Ok(Some(Proxy {
+        host: server
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string(),
+        port: server.port_u16().unwrap_or(1080),
+        authorization,
+    }))
+}
+
+/// One `url()`: `http://host[:port]/path?query` or `https://…`. Through an HTTP proxy, an
+/// `http://` request names the whole URL (an `https://` one goes through a tunnel).
+fn target(
+    v: &sluice_config::Value,
+    method: &str,
+    common: &str,
+    proxy: Option<&Proxy>,
+) -> Result<Target, ConfigError> {
     let bad = |why: &str| ConfigError::new(v.pos, format!("url(\"{}\"): {why}", v.text));
     if v.text.contains('$') {
         return Err(ConfigError::not_supported(v.pos, "a template in url()"));
@@ -387,10 +437,23 @@ fn target(v: &sluice_config::Value, method: &str, common: &str) -> Result<Target
         .trim_end_matches(']');
     let port = authority.port_u16().unwrap_or(if tls { 443 } else { 80 });
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {}\r\n{common}",
-        authority.as_str()
-    );
+    let head = match proxy.filter(|_| !tls) {
+        Some(p) => {
+            let authorization = p
+                .authorization
+                .as_ref()
+                .map_or(String::new(), |a| format!("Proxy-Authorization: {a}\r\n"));
+            format!(
+                "{method} http://{}{path} HTTP/1.1\r\nHost: {}\r\n{authorization}{common}",
+                authority.as_str(),
+                authority.as_str()
+            )
+        }
+        None => format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\n{common}",
+            authority.as_str()
+        ),
+    };
     Ok(Target {
         url: v.text.clone(),
         host: host.to_string(),
