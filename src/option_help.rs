@@ -6,6 +6,7 @@
 /// (option, what it does, default) — the option as written, `-` for `_`.
 pub const OPTIONS: &[(&str, &str, &str)] = &[
     ("accept-encoding", "`http()` and its kind: the compressions answers may come in (`gzip`, `deflate`, `identity`, `all`), read when they do", "none asked"),
+    ("accept-redirects", "`http()` and its kind: `no` only: sluice does not follow a redirect (a 3xx answer is sent again later, as a 5xx)", "no"),
     ("aggregate", "the message a context makes when it ends: `value(NAME TEMPLATE)`, `tags()`, `inherit-mode()`", "required"),
     ("base-dir", "the directory `wildcard-file()` looks in", "required"),
     ("batch-bytes", "the most bytes a sender puts in one batch or request", "driver's"),

@@ -291,6 +291,10 @@ fn bad_http_options_are_refused_with_what_to_write() {
             "sluice speaks to HTTP proxies",
         ),
         (
+            r#"http(url("http://x/") accept-redirects(yes))"#,
+            "sluice does not follow redirects",
+        ),
+        (
             r#"http(url("http://x/") headers("Bad header"))"#,
             "is not a header",
         ),
@@ -313,10 +317,6 @@ fn bad_http_options_are_refused_with_what_to_write() {
         (
             r#"http(url("http://x/") response-action(404 => maybe))"#,
             "unknown response action 'maybe'",
-        ),
-        (
-            r#"http(url("http://x/") accept-redirects(yes))"#,
-            "not supported yet",
         ),
     ] {
         let conf = format!(

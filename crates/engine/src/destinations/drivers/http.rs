@@ -39,11 +39,11 @@ pub(super) const OPTIONS: &[Declared] = &[
     read("content_compression", "content-compression(\"gzip\")"),
     read("accept_encoding", "accept-encoding(\"gzip, deflate\")"),
     read("proxy", "proxy(\"http://proxy.example:3128\")"),
+    read("accept_redirects", "accept-redirects(no)"),
 ];
 
 /// syslog-ng's options of `http()` that sluice does not have yet.
 pub(super) const LATER: &[Declared] = &[
-    not_yet("accept_redirects"),
     not_yet("ca_dir"),
     not_yet("ca_file"),
     not_yet("cert_file"),
@@ -267,6 +267,15 @@ pub(super) fn requests(
             node.pos,
             format!("{driver}() needs url(): {}", kind.example),
         ));
+    }
+    // A server's answer says what became of a request, never where logs go next.
+    if let Some(opt) = o.last("accept_redirects") {
+        if opt.bool()? {
+            return Err(ConfigError::new(
+                opt.pos,
+                "sluice does not follow redirects: an answer of a server does not choose where logs go (a redirect to an inner address would send them there); give the final URL in url()",
+            ));
+        }
     }
     let proxy = match o.last("proxy") {
         Some(opt) => proxy(opt.value()?)?,
