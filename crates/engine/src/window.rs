@@ -253,11 +253,13 @@ impl ReadBudget {
             .acquire_many_owned(n)
             .await
             .expect("read budgets are never closed");
+        crate::memory::budget().hold(u64::from(n));
         Loan(Some(permit))
     }
 }
 
 /// Bytes lent to one read by its source's [`ReadBudget`]; they go back when it is dropped.
+/// They are drawn from the memory budget too ([`crate::memory`]) while lent.
 #[derive(Debug, Default)]
 pub struct Loan(Option<OwnedSemaphorePermit>);
 
@@ -266,8 +268,18 @@ impl Loan {
     pub fn keep(&mut self, n: usize) {
         if let Some(permit) = &mut self.0 {
             if let Some(rest) = permit.num_permits().checked_sub(n) {
-                drop(permit.split(rest));
+                if permit.split(rest).is_some() {
+                    crate::memory::budget().release(rest as u64);
+                }
             }
+        }
+    }
+}
+
+impl Drop for Loan {
+    fn drop(&mut self) {
+        if let Some(permit) = &self.0 {
+            crate::memory::budget().release(permit.num_permits() as u64);
         }
     }
 }

@@ -34,6 +34,8 @@ pub(super) const HTTP_OPTIONS: &[Declared] = &[
     read("tls", "tls(peer-verify(no))"),
     read("content_compression", "content-compression(\"gzip\")"),
     read("accept_encoding", "accept-encoding(\"gzip\")"),
+    read("proxy", "proxy(\"http://proxy.example:3128\")"),
+    read("accept_redirects", "accept-redirects(no)"),
 ];
 
 /// A document unless `template()` says otherwise: syslog-ng's.
