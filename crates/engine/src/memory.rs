@@ -1,6 +1,6 @@
 //! The memory budget (`options { memory-limit() }`): the bytes of messages sluice holds on
-//! their way out — destination queues, a disk buffer's cache, files' pending writes — drawn
-//! from one process-wide budget, so that no number of connections, senders or dead servers
+//! their way in and out — sources' large reads, destination queues, a disk buffer's cache,
+//! files' pending writes — drawn from one process-wide budget, so that no number of connections, senders or dead servers
 //! makes memory grow without end.
 //!
 //! Two marks:
