@@ -59,7 +59,9 @@ fn the_package_builds_passes_lintian_installs_and_removes() {
         .unwrap();
     let size = deb.metadata().unwrap().len();
     eprintln!("{}: {size} bytes", deb.display());
-    assert!(size <= 6 << 20, "the package is {size} bytes");
+    // Stripped, the package is ~6 MiB (librdkafka and OpenSSL inside); the release binary
+    // with its debug information is over 100 MiB.
+    assert!(size <= 8 << 20, "the package is {size} bytes: is the binary stripped?");
     // lintian: no errors (warnings are said).
     let lint = Command::new("lintian")
         .args(["--tag-display-limit", "0"])

@@ -170,8 +170,6 @@ pub enum DropReason {
     FileNameRefused,
     /// A file that cannot be opened (no permission, a directory in the way).
     Unwritable,
-    /// Larger than the destination or its server takes.
-    Oversize,
     /// Written at once or not at all, with no one to take them (a terminal, a pipe's reader).
     Unavailable,
     /// Still queued at a stop with no server taking them (and no disk buffer to keep them).
@@ -181,14 +179,13 @@ pub enum DropReason {
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 10] = [
+    pub const ALL: [DropReason; 9] = [
         DropReason::QueueFull,
         DropReason::DiskBufferFull,
         DropReason::Refused,
         DropReason::RetriesExhausted,
         DropReason::FileNameRefused,
         DropReason::Unwritable,
-        DropReason::Oversize,
         DropReason::Unavailable,
         DropReason::Stopped,
         DropReason::MemoryLimit,
@@ -203,7 +200,6 @@ impl DropReason {
             DropReason::RetriesExhausted => "dropped_retries_exhausted",
             DropReason::FileNameRefused => "dropped_file_name_refused",
             DropReason::Unwritable => "dropped_unwritable",
-            DropReason::Oversize => "dropped_oversize",
             DropReason::Unavailable => "dropped_unavailable",
             DropReason::Stopped => "dropped_stopped",
             DropReason::MemoryLimit => "dropped_memory_limit",

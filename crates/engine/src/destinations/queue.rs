@@ -296,6 +296,17 @@ mod tests {
         assert_eq!(q.push_counting(batch(1, None)), 1);
         q.done(&mut taken);
         assert_eq!(q.push_counting(batch(1, None)), 0);
+        // Stopping with no server: what was taken and what waits are dropped as stopped.
+        q.push_counting(batch(2, None));
+        let mut taken = Vec::new();
+        q.take(Duration::ZERO, 1, &mut taken);
+        q.abandon(&mut taken);
+        assert_eq!(q.counters.dropped_for(DropReason::Stopped), 3);
+        assert_eq!(q.counters.queued.load(Ordering::Relaxed), 0);
+        assert_eq!(
+            q.counters.dropped.load(Ordering::Relaxed),
+            q.counters.dropped_for(DropReason::QueueFull) + 3
+        );
     }
 
     #[tokio::test]
