@@ -35,6 +35,17 @@ fn messages(n: usize, hosts: usize) -> Vec<u8> {
         .into_bytes()
 }
 
+/// The test server over HTTPS, with the certificate `pki` made for localhost.
+fn https_server(pki: &Pki) -> HttpServer {
+    let id = pki.identity("server");
+    HttpServer::start(&[
+        "--cert",
+        id.cert.to_str().unwrap(),
+        "--key",
+        id.key.to_str().unwrap(),
+    ])
+}
+
 /// The `seq=` numbers in the bodies of `requests`, in order.
 fn sequence(requests: &[Request]) -> Vec<usize> {
     requests
@@ -257,13 +268,7 @@ fn a_server_down_then_up_loses_nothing() {
 #[test]
 fn https_with_the_servers_certificate_checked() {
     let pki = Pki::new();
-    let id = pki.identity("server");
-    let server = HttpServer::start(&[
-        "--cert",
-        id.cert.to_str().unwrap(),
-        "--key",
-        id.key.to_str().unwrap(),
-    ]);
+    let server = https_server(&pki);
     let (_s, port) = sluice(&format!(
         r#"http(url("https://localhost:{}/secure") tls(ca-file("{}")) batch-lines(10))"#,
         server.port,
@@ -456,13 +461,7 @@ fn tinyproxy(tunnel_port: u16) -> Option<(std::process::Child, u16, tempfile::Te
 #[test]
 fn requests_go_through_an_http_proxy() {
     let pki = Pki::new();
-    let id = pki.identity("server");
-    let secure = HttpServer::start(&[
-        "--cert",
-        id.cert.to_str().unwrap(),
-        "--key",
-        id.key.to_str().unwrap(),
-    ]);
+    let secure = https_server(&pki);
     let plain = HttpServer::start(&[]);
     let Some((mut proxy, proxy_port, proxy_dir)) = tinyproxy(secure.port) else {
         return;

@@ -610,6 +610,22 @@ impl DiskQueue {
     }
 }
 
+impl Drop for DiskQueue {
+    /// A buffer dropped with batches in memory (a reload removed its destination; they are on
+    /// disk or reported) gives their bytes back to the memory budget.
+    fn drop(&mut self) {
+        let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        let held: usize = state
+            .unwritten
+            .iter()
+            .chain(state.held.iter())
+            .chain(state.records.iter().filter_map(|r| r.cached.as_ref()))
+            .map(|b| b.data.len())
+            .sum();
+        self.counters.release(held as u64);
+    }
+}
+
 impl BatchQueue for DiskQueue {
     fn push(&self, batch: Batch) {
         if batch.is_empty() {
