@@ -61,7 +61,10 @@ fn the_package_builds_passes_lintian_installs_and_removes() {
     eprintln!("{}: {size} bytes", deb.display());
     // Stripped, the package is ~6 MiB (librdkafka and OpenSSL inside); the release binary
     // with its debug information is over 100 MiB.
-    assert!(size <= 8 << 20, "the package is {size} bytes: is the binary stripped?");
+    assert!(
+        size <= 8 << 20,
+        "the package is {size} bytes: is the binary stripped?"
+    );
     // lintian: no errors (warnings are said).
     let lint = Command::new("lintian")
         .args(["--tag-display-limit", "0"])
