@@ -183,12 +183,7 @@ impl Ledger {
 
 /// A destination driver's name in the ledger.
 fn name(c: &Counter) -> String {
-    [c.component.as_str(), &c.id, &c.instance]
-        .iter()
-        .filter(|p| !p.is_empty())
-        .copied()
-        .collect::<Vec<_>>()
-        .join(" ")
+    crate::stats::joined(&[&c.component, &c.id, &c.instance], " ")
 }
 
 /// How long [`settled`] reads the books again while they do not balance.

@@ -85,8 +85,9 @@ impl Budget {
         self.used.load(Ordering::Relaxed) >= self.limit.load(Ordering::Relaxed)
     }
 
-    /// Says that `destination` drops for the budget: at most once a minute for all.
-    pub fn say_dropping(&self, destination: &str) {
+    /// Says that a destination (named by `destination()`, made only when said) drops for the
+    /// budget: at most once a minute for all.
+    pub fn say_dropping(&self, destination: impl FnOnce() -> String) {
         let now = crate::stats::unix_now();
         let last = self.said.load(Ordering::Relaxed);
         if now >= last + 60
@@ -96,7 +97,8 @@ impl Budget {
                 .is_ok()
         {
             crate::own_log::error(format!(
-                "{destination}: three quarters of memory-limit({}) in use; messages of paths without flow control are dropped (counted as dropped_memory_limit) until less is held",
+                "{}: three quarters of memory-limit({}) in use; messages of paths without flow control are dropped (counted as dropped_memory_limit) until less is held",
+                destination(),
                 self.limit.load(Ordering::Relaxed)
             ));
         }

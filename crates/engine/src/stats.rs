@@ -37,12 +37,7 @@ pub struct Counter {
 impl Counter {
     /// The name `query` lists: the non-empty parts joined with dots.
     pub fn query_name(&self) -> String {
-        [self.component.as_str(), &self.id, &self.instance, self.kind]
-            .iter()
-            .filter(|p| !p.is_empty())
-            .copied()
-            .collect::<Vec<_>>()
-            .join(".")
+        joined(&[&self.component, &self.id, &self.instance, self.kind], ".")
     }
 
     /// Gauges show a state (how much is queued now); counters only grow until reset.
@@ -204,11 +199,6 @@ impl DropReason {
             DropReason::Stopped => "dropped_stopped",
             DropReason::MemoryLimit => "dropped_memory_limit",
         }
-    }
-
-    /// The reason alone: `queue_full`.
-    pub fn name(self) -> &'static str {
-        &self.kind()["dropped_".len()..]
     }
 }
 
@@ -572,12 +562,7 @@ impl Registry {
             .snapshot()
             .into_iter()
             .map(|(c, v)| {
-                let what = [c.id.as_str(), &c.instance]
-                    .iter()
-                    .filter(|p| !p.is_empty())
-                    .copied()
-                    .collect::<Vec<_>>()
-                    .join(",");
+                let what = joined(&[&c.id, &c.instance], ",");
                 format!("{}='{}({what})={v}'", c.kind, c.component)
             })
             .collect();
@@ -613,8 +598,10 @@ pub async fn watch_pauses(stats: Arc<Registry>, after: Duration) {
     loop {
         tick.tick().await;
         let now = unix_now();
-        let in_use = stats.of_kind("window_in_use");
         for (c, since) in stats.of_kind("paused_since") {
+            if since == 0 && said.is_empty() {
+                continue;
+            }
             let name = format!("source {} ({}, {})", c.id, c.component, c.instance);
             if let Some(&was) = said.get(&name) {
                 if since != was {
@@ -627,12 +614,9 @@ pub async fn watch_pauses(stats: Arc<Registry>, after: Duration) {
                 continue;
             }
             if since > 0 && now.saturating_sub(since) >= after.as_secs() {
-                let credits = in_use
-                    .iter()
-                    .find(|(u, _)| {
-                        (&u.component, &u.id, &u.instance) == (&c.component, &c.id, &c.instance)
-                    })
-                    .map_or(0, |(_, v)| *v);
+                let credits = stats
+                    .counter(&c.component, &c.id, &c.instance, "window_in_use")
+                    .load(Ordering::Relaxed);
                 crate::own_log::warning(format!(
                     "{name}: flow control has paused reading for {}s: its destinations have not yet delivered what it read (window_in_use {credits}); it reads again as they deliver",
                     now.saturating_sub(since)
@@ -678,6 +662,16 @@ pub async fn watch_listen_drops(stats: Arc<Registry>) {
             last = (o, d);
         }
     }
+}
+
+/// The non-empty parts of a counter's name, joined with `separator`.
+pub(crate) fn joined(parts: &[&str], separator: &str) -> String {
+    parts
+        .iter()
+        .filter(|p| !p.is_empty())
+        .copied()
+        .collect::<Vec<_>>()
+        .join(separator)
 }
 
 /// A Prometheus label value, escaped.

@@ -45,8 +45,8 @@ const DEFAULTS: &[(&str, &str)] = &[
     // Delivery reports carry no copy of the payload back.
     ("delivery.report.only.error", "false"),
     // librdkafka waits 5 ms for more records before it sends a partial batch; 50 ms fills
-    // more of each request: a third less CPU per record here and the broker's less too
-    // (BENCHMARKS.md, twenty-sixth session), and log records can wait that long.
+    // more of each request: a third less CPU per record here and less for the broker too
+    // (docs/performance.md), and log records can wait that long.
     ("linger.ms", "50"),
 ];
 
