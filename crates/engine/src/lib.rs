@@ -375,7 +375,7 @@ impl Running {
         .await
         .context("stopping the destinations the new configuration dropped")?;
         // Kept sources read their certificates again too.
-        tls::own_cert::refresh_all();
+        tls::reloading::refresh_all();
         Ok(())
     }
 }
@@ -534,7 +534,7 @@ async fn serve(
     services.spawn(correlation::run(ctx.clone()));
     services.spawn(stats::watch_pauses(stats.clone(), stats::PAUSE_WARNING));
     services.spawn(stats::watch_listen_drops(stats.clone()));
-    services.spawn(tls::own_cert::watch(stats.clone()));
+    services.spawn(tls::reloading::watch(stats.clone()));
     sluice_model::correlation::set_internal(Box::new(own_log::post_made));
     stats.set_max_dynamics(globals.stats_max_dynamics);
     let budget = memory::budget();

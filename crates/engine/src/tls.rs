@@ -12,6 +12,7 @@
 //! modes accept any certificate (its signature over the handshake is still checked: the peer
 //! holds the key).
 
+pub use reloading::Reloading;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{ring as provider, CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::pki_types::pem::PemObject;
@@ -29,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 mod openssl_trust;
-pub mod own_cert;
+pub mod reloading;
 pub use openssl_trust::{explain, explain_io};
 use openssl_trust::{Anchors, Refused};
 
@@ -300,7 +301,7 @@ impl TlsOptions {
         Ok(())
     }
 
-    fn error(&self, message: impl Into<String>) -> ConfigError {
+    pub(crate) fn error(&self, message: impl Into<String>) -> ConfigError {
         ConfigError::new(self.pos, message)
     }
 
@@ -343,7 +344,7 @@ impl TlsOptions {
     }
 
     /// The certificate chain and key this side presents, if `cert-file()` is given.
-    fn identity(&self) -> Result<Option<Identity>, ConfigError> {
+    pub(crate) fn identity(&self) -> Result<Option<Identity>, ConfigError> {
         if let Some(identity) = self.pkcs12()? {
             return Ok(Some(identity));
         }
@@ -455,6 +456,18 @@ impl TlsOptions {
         }
     }
 
+    /// A listening source's configuration, built again when its files change
+    /// ([`reloading`]).
+    pub fn server(&self) -> Result<Arc<Reloading<rustls::ServerConfig>>, ConfigError> {
+        Reloading::load(self, TlsOptions::server_config)
+    }
+
+    /// A forwarding destination's configuration, built again when its files change
+    /// ([`reloading`]).
+    pub fn client(&self) -> Result<Arc<Reloading<rustls::ClientConfig>>, ConfigError> {
+        Reloading::load(self, TlsOptions::client_config)
+    }
+
     /// The configuration of a listening source.
     pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, ConfigError> {
         let provider = self.provider()?;
@@ -497,14 +510,13 @@ impl TlsOptions {
             algorithms: provider.signature_verification_algorithms,
             ignore_validity_period: self.ignore_validity_period,
         });
-        drop(identity);
-        // Read again on reload and when its files change (`own_cert`).
-        let own = own_cert::ServerCert::load(self, provider.clone()).map_err(|e| self.error(e))?;
+        let (chain, key) = identity;
+        let own = openssl_trust::certified_key(chain, key, &provider).map_err(|e| self.error(e))?;
         let config = rustls::ServerConfig::builder_with_provider(provider)
             .with_protocol_versions(&self.versions())
             .map_err(|e| self.error(e.to_string()))?
             .with_client_cert_verifier(verifier)
-            .with_cert_resolver(own);
+            .with_cert_resolver(Arc::new(openssl_trust::OwnCertificate(own)));
         // No TLS 1.3 session tickets: syslog clients do not resume sessions, and a ticket a
         // client never reads makes its close a reset, which can discard the end of what it
         // sent before sluice read it.
@@ -607,7 +619,7 @@ pub fn unverified_client() -> Arc<rustls::ClientConfig> {
 }
 
 /// A certificate chain (this side's own certificate first) and its private key.
-type Identity = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
+pub(crate) type Identity = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
 
 /// Debian's bundle of the system's CA certificates (package `ca-certificates`).
 const SYSTEM_CAS: &str = "/etc/ssl/certs/ca-certificates.crt";

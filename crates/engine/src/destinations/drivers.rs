@@ -758,7 +758,7 @@ fn network(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Buil
         }
     }
     let tls = match (want_tls, &address.tls) {
-        (Some(_), Some(t)) => Some(t.client_config()?),
+        (Some(_), Some(t)) => Some(t.client()?),
         (Some(pos), None) => {
             return Err(ConfigError::new(
                 pos,

@@ -186,7 +186,7 @@ impl Requests {
 #[derive(Debug)]
 pub struct HttpOptions {
     pub requests: Arc<Requests>,
-    pub tls: Option<Arc<rustls::ClientConfig>>,
+    pub tls: Option<Arc<crate::tls::Reloading<rustls::ClientConfig>>>,
     pub workers: usize,
     pub retries: u32,
     pub time_reopen: Duration,
@@ -373,7 +373,7 @@ impl Servers for HttpOptions {
         };
         sock.set_read_timeout(Some(TICK))?;
         let link = match (&self.tls, target.tls) {
-            (Some(config), true) => Link::secure(sock, config, &target.host)?,
+            (Some(config), true) => Link::secure(sock, &config.current(), &target.host)?,
             _ => Link { sock, tls: None },
         };
         link.sock.set_read_timeout(Some(TICK))?;

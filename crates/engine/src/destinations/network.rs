@@ -70,7 +70,7 @@ pub struct NetworkOptions {
     /// and server, or `persist-name()`).
     pub disk_buffer: Option<(DiskBufferOptions, String)>,
     /// TLS over the stream ([`crate::tls`]).
-    pub tls: Option<Arc<rustls::ClientConfig>>,
+    pub tls: Option<Arc<crate::tls::Reloading<rustls::ClientConfig>>>,
     /// `relp()`: RELP over the stream ([`super::relp`]).
     pub relp: bool,
 }
@@ -240,7 +240,7 @@ impl NetworkOptions {
     fn open_tls(&self, i: usize) -> std::io::Result<Link> {
         let sock = self.open_socket(i)?;
         match &self.tls {
-            Some(config) => Link::secure(sock, config, &self.servers[i]),
+            Some(config) => Link::secure(sock, &config.current(), &self.servers[i]),
             None => Ok(Link { sock, tls: None }),
         }
     }

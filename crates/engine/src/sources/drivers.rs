@@ -490,7 +490,7 @@ fn network(node: &Node, o: &mut Options, common: Common) -> Result<Built, Config
         ));
     }
     let server_tls = match (tls, &tls_options) {
-        (true, Some(t)) => Some(t.server_config()?),
+        (true, Some(t)) => Some(t.server()?),
         (true, None) => {
             return Err(ConfigError::new(
                 tpos,

@@ -71,7 +71,7 @@ pub struct StreamSource {
     /// of `max-connections()`: the other half stays for peers that got through.
     pub unauthenticated: Arc<std::sync::atomic::AtomicUsize>,
     /// `transport(tls)`: connections are TLS ([`crate::tls`]).
-    pub tls: Option<Arc<rustls::ServerConfig>>,
+    pub tls: Option<Arc<crate::tls::Reloading<rustls::ServerConfig>>>,
     /// Connections closed because their TLS handshake failed (an untrusted peer, no
     /// certificate where one is required, not TLS at all): `tls_handshake_failures`.
     pub tls_failures: Arc<std::sync::atomic::AtomicU64>,
@@ -448,7 +448,7 @@ impl StreamSource {
         pending: Option<Unauthenticated>,
         ctx: &Context,
     ) {
-        let config = self.tls.clone().expect("a TLS source");
+        let config = self.tls.as_ref().expect("a TLS source").current();
         let acceptor = tokio_rustls::TlsAcceptor::from(config);
         // rustls reads the socket 4 KiB at a time: from a buffer, that is a copy instead of a
         // system call.

@@ -185,7 +185,8 @@ pub fn certified_key(
     Ok(Arc::new(CertifiedKey::new(chain, signing)))
 }
 
-/// A client certificate rustls presents whatever the server asks for.
+/// The certificate rustls presents whatever the peer asks for (a destination's to its
+/// server, a source's to its clients).
 #[derive(Debug)]
 pub struct OwnCertificate(pub Arc<CertifiedKey>);
 
@@ -200,6 +201,12 @@ impl ResolvesClientCert for OwnCertificate {
 
     fn has_certs(&self) -> bool {
         true
+    }
+}
+
+impl rustls::server::ResolvesServerCert for OwnCertificate {
+    fn resolve(&self, _hello: rustls::server::ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.0.clone())
     }
 }
 

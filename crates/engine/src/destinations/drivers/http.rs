@@ -297,7 +297,7 @@ pub(super) fn requests(
         Some(mut t) => {
             // As curl does: the server is named in the handshake.
             t.sni = true;
-            Some(t.client_config()?)
+            Some(t.client()?)
         }
         None => None,
     };
