@@ -726,11 +726,7 @@ fn certificates_are_read_again_without_dropping_connections() {
     std::fs::rename(live.path().join("cert.new"), &cert).unwrap();
     let internal = s.dir.path().join("internal.log");
     let limit = Duration::from_secs(15);
-    wait_for_text(
-        &internal,
-        "read again; new connections are offered it",
-        limit,
-    );
+    wait_for_text(&internal, "read again; new connections use them", limit);
     // The connection made before goes on.
     writeln!(to_before, "<13>Nov 27 10:00:01 host app: still here").unwrap();
     assert_eq!(wait_lines(&s.out, 2, Duration::from_secs(10)), 2);
@@ -762,4 +758,113 @@ fn certificates_are_read_again_without_dropping_connections() {
         .as_secs();
     assert!(at > now + 9 * 86400 && at <= now + 10 * 86400 + 60, "{at}");
     wait_for_text(&internal, "expires in 9 days", limit);
+}
+
+/// The CAs peers are checked against are read again too, on both ends: a relay's
+/// destination trusts its server once its `ca-file()` holds the right CA and it reloads;
+/// the server accepts the relay's certificate once its own `ca-file()` changes on disk (no
+/// reload). The message that waited meanwhile arrives once.
+#[test]
+fn trusted_cas_are_read_again_on_both_ends() {
+    let pki = Pki::new();
+    let live = tempfile::tempdir().unwrap();
+    let (server_ca, relay_ca) = (
+        live.path().join("server-ca.pem"),
+        live.path().join("relay-ca.pem"),
+    );
+    let rogue_ca = pki.dir.path().join("rogue-ca.pem");
+    std::fs::copy(&rogue_ca, &server_ca).unwrap();
+    std::fs::copy(&rogue_ca, &relay_ca).unwrap();
+    let (server_id, client_id) = (pki.identity("server"), pki.identity("client"));
+    let port = free_port();
+    let mut server = Running::start(
+        Server::Sluice,
+        &format!(
+            r#"source s {{ network(ip(127.0.0.1) port({port}) transport(tls)
+                   tls(ca-file("{}") cert-file("{}") key-file("{}") peer-verify(required-trusted))); }};
+            source s_int {{ internal(); }};
+            destination d {{ file("@OUT@/all.log" template("$MSG\n")); }};
+            destination d_int {{ file("@DIR@/internal.log"); }};
+            log {{ source(s); destination(d); }};
+            log {{ source(s_int); destination(d_int); }};"#,
+            server_ca.display(),
+            server_id.cert.display(),
+            server_id.key.display()
+        ),
+    );
+    server.wait_tcp(port);
+    let port_in = free_port();
+    let relay = relay(
+        port_in,
+        &format!(
+            r#"network("127.0.0.1" port({port}) transport(tls) time-reopen(1)
+                tls(ca-file("{}") cert-file("{}") key-file("{}")))"#,
+            relay_ca.display(),
+            client_id.cert.display(),
+            client_id.key.display()
+        ),
+    );
+    common::send_tcp(
+        port_in,
+        b"<13>Nov 27 10:00:00 host app: waited\n",
+        common::Framing::Newline,
+    );
+    // The relay refuses the server's certificate: the message waits.
+    let limit = Duration::from_secs(15);
+    assert!(common::wait_until(limit, || common::counted(
+        &relay,
+        "dst.*.queued"
+    ) == 1));
+    assert!(
+        common::wait_until(limit, || relay.stderr().contains("not signed by a CA")),
+        "{}",
+        relay.stderr()
+    );
+
+    // The relay's CA file gets the right CA, and the relay reloads: it trusts the server now,
+    // and the server refuses the relay's certificate.
+    std::fs::copy(pki.ca(), &relay_ca).unwrap();
+    let (ok, said) = common::ctl(&relay, &["reload"]);
+    assert!(ok, "{said}");
+    assert!(
+        common::wait_until(limit, || common::stat(&server, "tls_handshake_failures")
+            >= 1),
+        "{}",
+        server.stderr()
+    );
+    // In TLS 1.3 the refusal comes after the relay's handshake is over: the relay waits for
+    // the verdict before it sends, and the message stays queued.
+    assert!(
+        common::wait_until(limit, || relay
+            .stderr()
+            .contains("the peer refused sluice's certificate")),
+        "{}",
+        relay.stderr()
+    );
+    assert_eq!(common::counted(&relay, "dst.*.queued"), 1);
+    assert_eq!(
+        common::wait_lines(&server.out, 1, Duration::from_millis(500)),
+        0
+    );
+
+    // The server's CA file changes on disk: read within seconds, without a reload.
+    std::fs::copy(pki.ca(), live.path().join("ca.new")).unwrap();
+    std::fs::rename(live.path().join("ca.new"), &server_ca).unwrap();
+    wait_for_text(
+        &server.dir.path().join("internal.log"),
+        "read again; new connections use them",
+        limit,
+    );
+    assert_eq!(
+        common::wait_lines(&server.out, 1, Duration::from_secs(20)),
+        1,
+        "{}\n{}\n{}",
+        common::ctl(&relay, &["stats"]).1,
+        relay.stderr(),
+        server.stderr()
+    );
+    assert_eq!(
+        std::fs::read_to_string(server.out.join("all.log")).unwrap(),
+        "waited\n"
+    );
 }

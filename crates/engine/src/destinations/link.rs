@@ -327,6 +327,9 @@ impl Link {
                 }
             }
         }
+        if tls.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_3) {
+            await_verdict(&sock, &mut tls, started.elapsed())?;
+        }
         tls.set_buffer_limit(None);
         sock.set_read_timeout(None)?;
         sock.set_write_timeout(Some(TICK))?;
@@ -392,6 +395,42 @@ impl Link {
             Err(e) => !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted),
             Ok(_) => true,
         }
+    }
+}
+
+/// The shortest and longest wait for a TLS 1.3 server's verdict on the client.
+const VERDICT_WAIT: (Duration, Duration) = (Duration::from_millis(50), Duration::from_secs(1));
+
+/// Waits for a TLS 1.3 server's verdict on this client. In TLS 1.3 the server checks the
+/// client's certificate (or that it sent none) after the client's last handshake message, so
+/// a refusal arrives when the handshake is over on this side: what was written meanwhile
+/// would go down with the connection, and go again down with every new one. The verdict is an
+/// alert (an error here), a session ticket (a server that sends them sends them once it
+/// accepted the client), or silence for twice as long as the handshake took (at least 50 ms,
+/// at most 1 s): accepted.
+fn await_verdict(
+    sock: &Socket,
+    tls: &mut rustls::ClientConnection,
+    handshake: Duration,
+) -> std::io::Result<()> {
+    let (least, most) = VERDICT_WAIT;
+    sock.set_read_timeout(Some((handshake * 2).clamp(least, most)))?;
+    let refused = |why: String| {
+        std::io::Error::new(
+            ErrorKind::ConnectionRefused,
+            format!("TLS handshake failed: {why}"),
+        )
+    };
+    match tls.read_tls(&mut &*sock) {
+        Ok(0) => Err(refused(
+            "the server closed the connection at the end of the handshake".into(),
+        )),
+        Ok(_) => match tls.process_new_packets() {
+            Ok(_) => Ok(()),
+            Err(e) => Err(refused(crate::tls::explain(&e))),
+        },
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => Ok(()),
+        Err(e) => Err(e),
     }
 }
 

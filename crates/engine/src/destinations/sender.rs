@@ -115,8 +115,9 @@ pub(super) struct Sender {
     pub(super) last_probe: Instant,
     /// Drops said so far, shared by the senders of one destination (its workers).
     pub(super) reported_drops: Arc<AtomicU64>,
-    /// Since when no server accepts connections, and when that was last reported.
-    pub(super) failing: Option<(Instant, Instant)>,
+    /// Since when no server accepts connections, when that was last reported, and the
+    /// reasons said since.
+    pub(super) failing: Option<(Instant, Instant, Vec<String>)>,
     pub(super) retire: Arc<AtomicBool>,
 }
 
@@ -412,7 +413,7 @@ impl Sender {
                                 self.servers.name(self.server)
                             ));
                         }
-                        if let Some((since, _)) = self.failing.take() {
+                        if let Some((since, _, _)) = self.failing.take() {
                             own_log::notice(format!(
                                 "{}: connected to {} after {:.0}s without a server",
                                 self.label,
@@ -426,15 +427,21 @@ impl Sender {
                         return true;
                     }
                     Err(e) => {
-                        // The first failure of a streak is reported, then once a minute.
+                        // The first failure of a streak is reported, then once a minute,
+                        // and each new reason when it first happens.
                         let now = Instant::now();
+                        let why = format!("{} {e}", self.server);
                         let report = match &mut self.failing {
                             None => {
-                                self.failing = Some((now, now));
+                                self.failing = Some((now, now, vec![why]));
                                 true
                             }
-                            Some((_, last)) if last.elapsed() >= REPORT_AGAIN => {
-                                *last = now;
+                            Some((_, last, said)) if last.elapsed() >= REPORT_AGAIN => {
+                                (*last, *said) = (now, vec![why]);
+                                true
+                            }
+                            Some((_, _, said)) if !said.contains(&why) => {
+                                said.push(why);
                                 true
                             }
                             Some(_) => false,
