@@ -9,6 +9,7 @@ use common::{
     counted, free_port, free_space_of, free_udp_port, read_tree, rss_kib, send_raw_tcp, wait_lines,
     wait_until, Running, Server, SmallDisk,
 };
+use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -900,4 +901,66 @@ fn a_flood_stays_within_the_memory_limit() {
         "memory-limit(16M): lossy queue held {held} bytes, dropped {dropped}; budget in use {used}; resident {rss} KiB"
     );
     assert!(rss < 16 * 1024 + 64 * 1024, "{rss} KiB resident");
+}
+
+/// Open connections draw from the memory budget too, at most half of it: with
+/// `memory-limit(1M)`, 64 plain connections (8 KiB each) are served and the next are refused
+/// and counted, while those open go on; one that closes makes room for another.
+#[test]
+fn connections_take_at_most_half_of_the_memory_limit() {
+    let port = free_port();
+    let mut s = Running::start(
+        Server::Sluice,
+        &format!(
+            r#"@version: 3.38
+            options {{ memory-limit(1M); }};
+            source s {{ network(ip(127.0.0.1) port({port}) max-connections(1000)); }};
+            destination d {{ file("@OUT@/all.log" template("$MSG\n")); }};
+            log {{ source(s); destination(d); }};"#
+        ),
+    );
+    s.wait_tcp(port);
+    let connect = || std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let limit = Duration::from_secs(15);
+    // The harness's probe of the port is gone.
+    assert!(wait_until(limit, || counted(
+        &s,
+        "global.memory.connections_memory"
+    ) == 0));
+    let mut open: Vec<std::net::TcpStream> = (0..80).map(|_| connect()).collect();
+    assert!(
+        wait_until(limit, || counted(
+            &s,
+            "src.network.s.*.rejected_connections"
+        ) == 16),
+        "{}",
+        common::ctl(&s, &["stats"]).1
+    );
+    assert_eq!(counted(&s, "src.network.s.*.connections"), 64);
+    assert_eq!(counted(&s, "global.memory.connections_memory"), 64 << 13);
+    assert!(
+        s.stderr()
+            .contains("open connections would hold more than half of memory-limit()"),
+        "{}",
+        s.stderr()
+    );
+    // Those admitted are served; the refused ones were closed.
+    for (i, conn) in open.iter_mut().enumerate() {
+        let _ = writeln!(conn, "<13>Nov 27 10:00:00 host app: {i}");
+    }
+    assert_eq!(wait_lines(&s.out, 64, limit), 64);
+    common::wait_stable(&s.out, Duration::from_millis(300), limit);
+    let served = std::fs::read_to_string(s.out.join("all.log")).unwrap();
+    assert_eq!(served.lines().count(), 64);
+    // One closes: room for one more.
+    let first: usize = served.lines().next().unwrap().parse().unwrap();
+    open.remove(first);
+    assert!(wait_until(limit, || counted(
+        &s,
+        "src.network.s.*.connections"
+    ) == 63));
+    let mut late = connect();
+    writeln!(late, "<13>Nov 27 10:00:00 host app: late").unwrap();
+    assert_eq!(wait_lines(&s.out, 65, limit), 65);
+    assert_eq!(counted(&s, "src.network.s.*.rejected_connections"), 16);
 }

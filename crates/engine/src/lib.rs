@@ -541,6 +541,13 @@ async fn serve(
     budget.set_limit(globals.memory_limit.unwrap_or_else(memory::default_limit));
     stats.register("global", "memory", "", "memory_usage", budget.used.clone());
     stats.register("global", "memory", "", "memory_limit", budget.limit.clone());
+    stats.register(
+        "global",
+        "memory",
+        "",
+        "connections_memory",
+        budget.connections.clone(),
+    );
     if globals.stats_freq > 0 {
         let stats = stats.clone();
         let every = std::time::Duration::from_secs(globals.stats_freq);

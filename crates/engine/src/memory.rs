@@ -1,9 +1,11 @@
 //! The memory budget (`options { memory-limit() }`): the bytes of messages sluice holds on
 //! their way in and out — sources' large reads, destination queues, a disk buffer's cache,
-//! files' pending writes — drawn from one process-wide budget, so that no number of connections, senders or dead servers
-//! makes memory grow without end.
+//! files' pending writes — and what each open connection holds (its buffers, its TLS state),
+//! drawn from one process-wide budget, so that no number of connections, senders or dead
+//! servers makes memory grow without end.
 //!
-//! Two marks:
+//! Connections may take at most half of the limit: past it a new connection is refused
+//! ([`Budget::admit`]), while those open go on. Then two marks for everything together:
 //! - past three quarters of the limit, messages on paths without flow control are dropped at
 //!   their destination's queue, counted as `dropped_memory_limit`: a dead server on such a
 //!   path can never take the room the flow-controlled paths need;
@@ -13,7 +15,8 @@
 //!
 //! What a destination holds is charged through [`crate::stats::DestCounters::hold`] and
 //! [`crate::stats::DestCounters::release`], beside its own `memory_usage` gauge. The use and
-//! the limit are gauges too: `global;memory;;a;memory_usage` and `…;memory_limit`.
+//! the limit are gauges too: `global;memory;;a;memory_usage`, `…;memory_limit`, and of the
+//! use what connections hold, `…;connections_memory`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
@@ -46,6 +49,8 @@ pub fn default_limit() -> u64 {
 pub struct Budget {
     pub used: Arc<AtomicU64>,
     pub limit: Arc<AtomicU64>,
+    /// Of `used`, what open connections hold.
+    pub connections: Arc<AtomicU64>,
     /// When the last drop for the budget was said, in seconds since the epoch.
     said: AtomicU64,
 }
@@ -53,6 +58,7 @@ pub struct Budget {
 static BUDGET: LazyLock<Budget> = LazyLock::new(|| Budget {
     used: Arc::default(),
     limit: Arc::new(AtomicU64::new(default_limit())),
+    connections: Arc::default(),
     said: AtomicU64::new(0),
 });
 
@@ -72,6 +78,22 @@ impl Budget {
 
     pub fn release(&self, bytes: u64) {
         self.used.fetch_sub(bytes, Ordering::Relaxed);
+    }
+
+    /// Charges what a connection holds while it is open (`bytes`), unless the connections
+    /// would then hold more than half of the limit: `None`, the connection is to be refused.
+    pub fn admit(&'static self, bytes: u64) -> Option<Held> {
+        let half = self.limit.load(Ordering::Relaxed) / 2;
+        self.connections
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+                (held + bytes <= half).then_some(held + bytes)
+            })
+            .ok()?;
+        self.hold(bytes);
+        Some(Held {
+            budget: self,
+            bytes,
+        })
     }
 
     /// Past three quarters of the limit: paths without flow control drop.
@@ -110,6 +132,22 @@ impl Budget {
         while self.spent() {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+    }
+}
+
+/// What an open connection holds of the budget; given back when it is dropped.
+#[derive(Debug)]
+pub struct Held {
+    budget: &'static Budget,
+    bytes: u64,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.budget
+            .connections
+            .fetch_sub(self.bytes, Ordering::Relaxed);
+        self.budget.release(self.bytes);
     }
 }
 
