@@ -436,3 +436,61 @@ fn reopen_after_logrotate() {
         std::fs::remove_file(&rotated).unwrap();
     }
 }
+
+/// A disk buffer shows when its oldest waiting message was queued (`oldest_queued_since`),
+/// also for a backlog it finds at the start (counted from that start), and 0 once drained.
+#[test]
+fn a_disk_buffer_shows_its_oldest_message() {
+    let (port, fwd) = (free_port(), free_port());
+    let buffer = tempfile::tempdir().unwrap();
+    let conf = format!(
+        r#"@version: 3.38
+        source s_net {{ network(ip(127.0.0.1) port({port})); }};
+        destination d_fwd {{ network("127.0.0.1" port({fwd}) time-reopen(1)
+            disk-buffer(reliable(yes) disk-buf-size(1048576) dir("{}"))); }};
+        log {{ source(s_net); destination(d_fwd); flags(flow-control); }};"#,
+        buffer.path().display()
+    );
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    };
+    let oldest = |s: &Running| counted(s, "dst.network.d_fwd*.oldest_queued_since");
+    let limit = Duration::from_secs(10);
+    let sent_at = now();
+    let mut first = Running::start(Server::Sluice, &conf);
+    first.wait_tcp(port);
+    send_tcp(port, &input(50), Framing::Newline);
+    assert!(wait_until(limit, || counted(
+        &first,
+        "dst.network.d_fwd*.queued"
+    ) == 50));
+    let at = oldest(&first);
+    assert!(at >= sent_at && at <= now(), "{at}");
+    first.terminate();
+    drop(first);
+
+    // The next start finds the 50 and counts them from itself.
+    std::thread::sleep(Duration::from_millis(1100));
+    let started_at = now();
+    let mut second = Running::start(Server::Sluice, &conf);
+    second.wait_tcp(port);
+    let at = oldest(&second);
+    assert!(
+        at >= started_at && at <= now(),
+        "{at}, started {started_at}"
+    );
+    // The server comes: drained, nothing waits.
+    let server = std::net::TcpListener::bind(("127.0.0.1", fwd)).unwrap();
+    let (mut conn, _) = server.accept().unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 65536];
+    while got.iter().filter(|b| **b == b'\n').count() < 50 {
+        let n = conn.read(&mut buf).unwrap();
+        assert!(n > 0);
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(wait_until(limit, || oldest(&second) == 0));
+}

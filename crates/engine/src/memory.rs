@@ -179,10 +179,31 @@ mod tests {
     }
 
     #[test]
+    fn connections_take_half_at_most() {
+        let b: &'static Budget = Box::leak(Box::new(Budget {
+            used: Arc::default(),
+            limit: Arc::new(AtomicU64::new(100)),
+            connections: Arc::default(),
+            said: AtomicU64::new(0),
+        }));
+        let first = b.admit(30).expect("room");
+        let second = b.admit(20).expect("room up to half");
+        assert!(b.admit(1).is_none());
+        assert_eq!(b.used.load(Ordering::Relaxed), 50);
+        drop(first);
+        assert_eq!(b.used.load(Ordering::Relaxed), 20);
+        let third = b.admit(30).expect("room again");
+        assert_eq!(b.connections.load(Ordering::Relaxed), 50);
+        drop((second, third));
+        assert_eq!(b.used.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
     fn marks() {
         let b = Budget {
             used: Arc::default(),
             limit: Arc::new(AtomicU64::new(100)),
+            connections: Arc::default(),
             said: AtomicU64::new(0),
         };
         b.hold(74);

@@ -260,8 +260,9 @@ impl DestCounters {
             .map_or(0, |c| c.load(Ordering::Relaxed))
     }
 
-    /// Sets `oldest_queued_since`: when the oldest message waiting in its queue was queued,
-    /// in seconds since the epoch; 0 when none waits.
+    /// Sets `oldest_queued_since`: when the oldest message not yet sent (waiting in its
+    /// queue or held by its sender) was queued, in seconds since the epoch; 0 when none
+    /// waits.
     pub fn oldest_queued(&self, since: u64) {
         self.made_on_use
             .oldest

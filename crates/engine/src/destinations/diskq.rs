@@ -73,6 +73,9 @@ struct Record {
     size: u64,
     messages: u32,
     cached: Option<Batch>,
+    /// When the queue took its batch, seconds since the epoch; for a backlog from before
+    /// the start, the start.
+    queued_at: u64,
 }
 
 #[derive(Default)]
@@ -234,6 +237,7 @@ pub fn read_record(file: &File, offset: u64, len: u64) -> std::io::Result<Record
             data,
             ends,
             ack: None,
+            queued_at: 0,
         },
     })
 }
@@ -302,6 +306,7 @@ fn recover(label: &str, dir: &Path) -> std::io::Result<Recovered> {
                         size,
                         messages: batch.len() as u32,
                         cached: None,
+                        queued_at: crate::stats::unix_now(),
                     });
                     offset += size;
                 }
@@ -404,6 +409,9 @@ impl DiskQueue {
         q.counters
             .processed
             .fetch_add(messages.saturating_sub(before), Ordering::Relaxed);
+        if messages > 0 {
+            q.counters.oldest_queued(q.lock().oldest());
+        }
         let writer = SegmentWriter::open(&q.dir, recovered.end)?;
         let q2 = q.clone();
         let handle = std::thread::Builder::new()
@@ -543,6 +551,7 @@ impl DiskQueue {
                 acks.push(b.ack.take());
                 let size = record_size(&b);
                 let messages = b.len() as u32;
+                let queued_at = b.queued_at;
                 let cached = if state.cached + b.len() <= self.opts.cache_messages {
                     state.cached += b.len();
                     Some(b)
@@ -555,6 +564,7 @@ impl DiskQueue {
                     size,
                     messages,
                     cached,
+                    queued_at,
                 });
             }
             drop(state);
@@ -626,11 +636,25 @@ impl Drop for DiskQueue {
     }
 }
 
+impl State {
+    /// When the oldest message not yet sent (held by the sender, or waiting) was queued;
+    /// 0: none.
+    fn oldest(&self) -> u64 {
+        let records = self.taken.iter().chain(self.records.iter()).next();
+        let batches = self.unwritten.iter().chain(self.held.iter()).next();
+        records
+            .map(|r| r.queued_at)
+            .or(batches.map(|b| b.queued_at))
+            .unwrap_or(0)
+    }
+}
+
 impl BatchQueue for DiskQueue {
-    fn push(&self, batch: Batch) {
+    fn push(&self, mut batch: Batch) {
         if batch.is_empty() {
             return;
         }
+        batch.queued_at = crate::stats::unix_now();
         let size = record_size(&batch);
         let mut state = self.lock();
         let fits =
@@ -646,8 +670,10 @@ impl BatchQueue for DiskQueue {
         }
         if fits {
             state.unwritten.push_back(batch);
+            self.counters.oldest_queued(state.oldest());
         } else if batch.ack.is_some() {
             state.held.push_back(batch);
+            self.counters.oldest_queued(state.oldest());
         } else {
             self.counters
                 .queued
@@ -690,6 +716,9 @@ impl BatchQueue for DiskQueue {
             }
             state.taken.push_back(r);
         }
+        if messages > 0 {
+            self.counters.oldest_queued(state.oldest());
+        }
         let finished = state.flushed && state.records.is_empty();
         drop(state);
         if messages > 0 {
@@ -728,6 +757,7 @@ impl BatchQueue for DiskQueue {
                 offset: r.at.offset + r.size,
             });
         }
+        self.counters.oldest_queued(state.oldest());
         drop(state);
         batches.clear();
         self.counters.in_flight(0, messages);
@@ -764,6 +794,7 @@ impl BatchQueue for DiskQueue {
             r.cached = Some(b);
             state.records.push_front(r);
         }
+        self.counters.oldest_queued(state.oldest());
         drop(state);
         self.ready.notify_one();
     }

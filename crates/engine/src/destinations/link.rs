@@ -626,6 +626,7 @@ mod tests {
             data: vec![b'x'; len],
             ends: vec![len as u32],
             ack: None,
+            queued_at: 0,
         };
         let batches = [batch(10), batch(0), batch(5)];
         let mut pos = Position::default();

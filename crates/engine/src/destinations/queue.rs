@@ -24,6 +24,9 @@ pub struct Batch {
     pub ends: Vec<u32>,
     /// Held until the batch is sent when its path asked for flow control.
     pub ack: Option<Ack>,
+    /// When a destination's queue took the batch, seconds since the epoch (0 before):
+    /// `oldest_queued_since`.
+    pub queued_at: u64,
 }
 
 impl Batch {
@@ -32,6 +35,7 @@ impl Batch {
             data: Vec::new(),
             ends: Vec::new(),
             ack,
+            queued_at: 0,
         }
     }
 
@@ -101,8 +105,8 @@ pub trait BatchQueue: Send + Sync {
 #[derive(Default)]
 struct State {
     batches: VecDeque<Batch>,
-    /// When each of `batches` was queued, seconds since the epoch (`oldest_queued_since`).
-    queued_at: VecDeque<u64>,
+    /// When each batch the sender took and has not finished was queued, oldest first.
+    taken: VecDeque<u64>,
     /// Messages of queued batches that count against `log-fifo-size()`, including batches
     /// the sender took and has not finished.
     counted: usize,
@@ -110,9 +114,10 @@ struct State {
 }
 
 impl State {
-    /// `oldest_queued_since` of the batches waiting (not those a sender holds).
+    /// `oldest_queued_since`: of the batches the sender holds, else of those waiting.
     fn show_oldest(&self, counters: &DestCounters) {
-        counters.oldest_queued(self.queued_at.front().copied().unwrap_or(0));
+        let waiting = self.batches.front().map(|b| b.queued_at);
+        counters.oldest_queued(self.taken.front().copied().or(waiting).unwrap_or(0));
     }
 }
 
@@ -158,8 +163,8 @@ impl Queue {
                 .queued
                 .fetch_add(batch.len() as u64, Ordering::Relaxed);
             self.counters.hold(batch.data.len() as u64);
+            batch.queued_at = crate::stats::unix_now();
             state.batches.push_back(batch);
-            state.queued_at.push_back(crate::stats::unix_now());
             state.show_oldest(&self.counters);
             self.ready.notify_one();
         }
@@ -192,7 +197,7 @@ impl BatchQueue for Queue {
             let Some(b) = state.batches.pop_front() else {
                 break;
             };
-            state.queued_at.pop_front();
+            state.taken.push_back(b.queued_at);
             bytes += b.data.len();
             messages += b.len();
             into.push(b);
@@ -213,7 +218,12 @@ impl BatchQueue for Queue {
             .queued
             .fetch_sub(messages as u64, Ordering::Relaxed);
         self.counters.release(bytes as u64);
-        self.state.lock().expect("queue lock").counted -= counted;
+        let mut state = self.state.lock().expect("queue lock");
+        state.counted -= counted;
+        let n = batches.len().min(state.taken.len());
+        state.taken.drain(..n);
+        state.show_oldest(&self.counters);
+        drop(state);
         batches.clear();
     }
 
@@ -239,17 +249,11 @@ impl BatchQueue for Queue {
 
     fn put_back(&self, batches: &mut Vec<Batch>) {
         let mut state = self.state.lock().expect("queue lock");
-        // Queued before everything waiting: as old as the oldest, at least.
-        let at = state
-            .queued_at
-            .front()
-            .copied()
-            .unwrap_or_else(crate::stats::unix_now);
         let messages: usize = batches.iter().map(Batch::len).sum();
         self.counters.in_flight(0, messages as u64);
         for b in batches.drain(..).rev() {
+            state.taken.pop_back();
             state.batches.push_front(b);
-            state.queued_at.push_front(at);
         }
         state.show_oldest(&self.counters);
         self.ready.notify_one();
