@@ -289,6 +289,21 @@ fn the_ledger_accounts_for_every_message() {
         let line = line.replace("@OUT@", &s.out.to_string_lossy());
         assert!(ledger.contains(&line), "{line} in:\n{ledger}");
     }
+    // Each log path: what its sources offered it, routed on or filtered in it; each named
+    // by its place in the configuration file.
+    for (path, books) in [
+        ("log#1", "offered 10 = routed 10 + filtered 0"),
+        ("log#2", "offered 10 = routed 6 + filtered 4"),
+        ("log#3", "offered 3 = routed 2 + filtered 1"),
+        ("log#5", "offered 10 = routed 10 + filtered 0"),
+    ] {
+        let line = ledger
+            .lines()
+            .find(|l| l.starts_with(&format!("{path} ")))
+            .unwrap_or_else(|| panic!("no {path} in:\n{ledger}"));
+        assert!(line.ends_with(&format!(": {books}")), "{line}");
+        assert!(line.contains(".conf:"), "{line}");
+    }
     let (_, prometheus) = ctl(&s, &["stats", "--format", "prometheus"]);
     assert!(
         prometheus.contains(

@@ -276,11 +276,20 @@ pub fn build_with(
         b.parser(&name, pos)?;
     }
     let mut paths = Vec::new();
+    // Each top-level path's books (`sluice ctl ledger`): `path;log#N;FILE:LINE;a;processed`
+    // (offered to it) and `…;routed` (went through it).
+    let mut path_counters = Vec::new();
     for s in config.statements.iter().filter(|s| s.kind == "log") {
         let Body::Nodes(nodes) = &s.body else {
             continue;
         };
         paths.push(LogPath::build(nodes, true, &mut b)?);
+        let (file, line, _) = config.map.origin(s.pos.line);
+        let (id, at) = (format!("log#{}", paths.len()), format!("{file}:{line}"));
+        path_counters.push((
+            b.stats.counter("path", &id, &at, "processed"),
+            b.stats.counter("path", &id, &at, "routed"),
+        ));
     }
     let router = Router::new(paths);
     // Correlation contexts (open, ended, ended early) of each stateful parser, numbered in
@@ -387,6 +396,7 @@ pub fn build_with(
                 unrouted: b.stats.counter("center", "", "unrouted", "processed"),
                 queued: b.stats.counter("center", "", "queued", "processed"),
                 destinations: b.dest_counted,
+                paths: path_counters,
             },
         }),
         stats: b.stats,

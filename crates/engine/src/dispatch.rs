@@ -9,7 +9,7 @@
 
 use crate::destinations::{Destination, Outbox};
 use crate::window::Ack;
-use sluice_model::path::{SourceId, Stateful};
+use sluice_model::path::{PathTally, SourceId, Stateful};
 use sluice_model::{LogMessage, Router};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -65,6 +65,9 @@ pub struct DispatchCounters {
     pub queued: Arc<AtomicU64>,
     /// Indexed like `destinations`.
     pub destinations: Vec<Arc<AtomicU64>>,
+    /// Per top-level log path, in the configuration's order: the messages offered to it
+    /// (`path;log#N;FILE:LINE;a;processed`) and those that went through it (`…;routed`).
+    pub paths: Vec<(Arc<AtomicU64>, Arc<AtomicU64>)>,
 }
 
 /// Per-thread buffers reused from batch to batch.
@@ -76,6 +79,8 @@ struct Scratch {
     /// nothing a flow-controlled path carries can be dropped).
     flow_control: Vec<bool>,
     filter: Vec<u8>,
+    /// What each top-level path did with the batch, counted once per batch.
+    paths: Vec<PathTally>,
 }
 
 thread_local! {
@@ -154,14 +159,22 @@ impl Dispatcher {
             let n = self.destinations.len();
             scratch.routed.resize_with(n, Vec::new);
             scratch.flow_control.resize(n, false);
+            scratch
+                .paths
+                .resize(self.router.path_count(), PathTally::default());
             let source = msgs.first().map(|m| m.origin.source_id);
             let fixed = source
                 .and_then(|s| self.router.fixed_route(s))
                 .filter(|_| from.is_none())
                 .filter(|_| msgs.iter().all(|m| Some(m.origin.source_id) == source));
             let mut unrouted = 0;
-            if let Some(route) = fixed {
+            if let Some(fixed) = fixed {
                 // Every message goes the same way: no need to ask per message.
+                let route = &fixed.destinations;
+                for &p in &fixed.paths {
+                    scratch.paths[p].offered += msgs.len() as u64;
+                    scratch.paths[p].routed += msgs.len() as u64;
+                }
                 for &(dest, flow_control) in route {
                     scratch.routed[dest as usize].extend(0..msgs.len() as u32);
                     scratch.flow_control[dest as usize] |= flow_control;
@@ -181,7 +194,10 @@ impl Dispatcher {
                         reached = true;
                     };
                     match from {
-                        None => self.router.route(msgs, i, &mut scratch.filter, out),
+                        None => {
+                            self.router
+                                .route(msgs, i, &mut scratch.filter, out, &mut scratch.paths)
+                        }
                         Some((stateful, by)) => {
                             self.router
                                 .resume(stateful, by, msgs, i, &mut scratch.filter, out)
@@ -194,6 +210,15 @@ impl Dispatcher {
                 self.counted
                     .unrouted
                     .fetch_add(unrouted as u64, Ordering::Relaxed);
+            }
+            for (tally, (offered, routed)) in scratch.paths.iter_mut().zip(&self.counted.paths) {
+                if tally.offered > 0 {
+                    // Offered first: the ledger reads `routed` before it, so that a reading
+                    // under load never shows more routed than offered.
+                    offered.fetch_add(tally.offered, Ordering::Relaxed);
+                    routed.fetch_add(tally.routed, Ordering::Relaxed);
+                    *tally = PathTally::default();
+                }
             }
             for (d, dest) in self.destinations.iter().enumerate() {
                 let indices = &mut scratch.routed[d];

@@ -1,10 +1,13 @@
 //! `sluice ctl ledger`: where every message went, from the counters alone.
 //!
-//! Two sets of books, each of which must balance:
+//! Books that must balance:
 //! - the center: what the source statements read is what the center received, and each
 //!   received message either reached a destination or reached none (`unrouted`: filtered
 //!   out, stopped by a parser or `flags(final)`, or no log path reads its source — routing,
 //!   not a drop);
+//! - every top-level log path (`log#N`, in the configuration's order, with its file and
+//!   line): what its sources offered it went through it (`routed`: on to its destinations)
+//!   or was filtered in it (a filter, a parser, a `final` inside);
 //! - every destination driver: what was routed to it (`processed`) is `written`, `dropped`
 //!   (by reason, [`crate::stats::DropReason`]) or still `queued` (in memory, on disk, or in
 //!   flight to a server).
@@ -58,6 +61,19 @@ pub struct Ledger {
     pub paused: u64,
     /// By destination driver: `component id instance` (`dst.file d_file#0 /var/log/x`).
     pub destinations: BTreeMap<String, Books>,
+    /// By top-level log path, in the configuration's order.
+    pub paths: Vec<PathBooks>,
+}
+
+/// One top-level log path's books.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct PathBooks {
+    /// `log#N`, 1 for the first `log {}` statement.
+    pub number: u32,
+    /// Where the statement is: `FILE:LINE`.
+    pub at: String,
+    pub offered: u64,
+    pub routed: u64,
 }
 
 impl Ledger {
@@ -67,6 +83,7 @@ impl Ledger {
         // The last state first (see the module's notes).
         let rank = |c: &Counter| match c.kind {
             "processed" if c.component.starts_with("dst.") => 2,
+            "processed" if c.component == "path" => 1,
             "queued" => 1,
             _ => 0,
         };
@@ -85,6 +102,27 @@ impl Ledger {
                 ("center", "received", "processed") => ledger.received = v,
                 ("center", "unrouted", "processed") => ledger.unrouted = v,
                 (_, _, "paused_readers") => ledger.paused += v,
+                ("path", at, kind @ ("processed" | "routed")) => {
+                    let Some(number) = c.id.strip_prefix("log#").and_then(|n| n.parse().ok())
+                    else {
+                        continue;
+                    };
+                    let i = match ledger.paths.iter().position(|p| p.number == number) {
+                        Some(i) => i,
+                        None => {
+                            ledger.paths.push(PathBooks {
+                                number,
+                                at: at.to_string(),
+                                ..PathBooks::default()
+                            });
+                            ledger.paths.len() - 1
+                        }
+                    };
+                    match kind {
+                        "processed" => ledger.paths[i].offered = v,
+                        _ => ledger.paths[i].routed = v,
+                    }
+                }
                 (component, _, kind) if component.starts_with("dst.") => {
                     let books = ledger.destinations.entry(name(&c)).or_default();
                     match kind {
@@ -103,6 +141,7 @@ impl Ledger {
                 _ => {}
             }
         }
+        ledger.paths.sort_by_key(|p| p.number);
         ledger
     }
 
@@ -115,6 +154,7 @@ impl Ledger {
     pub fn balanced(&self) -> bool {
         self.center_balances()
             && self.unrouted <= self.received
+            && self.paths.iter().all(|p| p.routed <= p.offered)
             && self
                 .destinations
                 .values()
@@ -141,6 +181,22 @@ impl Ledger {
                 (false, false) => "  <- read != received".into(),
             }
         );
+        for p in &self.paths {
+            let verdict = if p.routed <= p.offered {
+                ""
+            } else {
+                "  <- routed more than offered"
+            };
+            let _ = writeln!(
+                out,
+                "log#{} {}: offered {} = routed {} + filtered {}{verdict}",
+                p.number,
+                p.at,
+                p.offered,
+                p.routed,
+                p.offered.saturating_sub(p.routed)
+            );
+        }
         for (name, b) in &self.destinations {
             let reasons: Vec<String> = b
                 .reasons

@@ -34,7 +34,7 @@ pub mod values;
 pub use filter::Filter;
 pub use ingest::Ingest;
 pub use message::{Endpoints, LineAsWritten, LogMessage, MessageVec, Origin, Tags};
-pub use path::{DestId, LogPath, Router, SourceId};
+pub use path::{DestId, LogPath, PathTally, Router, SourceId};
 pub use template::Template;
 pub use time::{Today, UnixTime, Zone};
 

@@ -401,7 +401,7 @@ impl LogPath {
                     private = false;
                 }
                 Element::Nested(children) => {
-                    run_siblings(children, None, None, msgs, at, scratch, out);
+                    run_siblings(children, None, None, msgs, at, scratch, out, None);
                     private = false;
                 }
                 Element::Junction(channels) => {
@@ -565,6 +565,7 @@ fn filter_element(f: Arc<Filter>, tally: Option<Arc<Tally>>) -> Element {
 /// is `Some` at the top level. `last` is the last path that may take the message there
 /// ([`last_path`]): it may change the message itself rather than a copy when no destination
 /// was given it before.
+#[allow(clippy::too_many_arguments)]
 fn run_siblings(
     paths: &[LogPath],
     source: Option<SourceId>,
@@ -573,6 +574,7 @@ fn run_siblings(
     at: usize,
     scratch: &mut Vec<u8>,
     out: &mut dyn FnMut(DestId, u32, bool),
+    mut tally: Option<&mut [PathTally]>,
 ) -> bool {
     let given = std::cell::Cell::new(false);
     let mut watch = |d: DestId, version: u32, flow_control: bool| {
@@ -581,9 +583,12 @@ fn run_siblings(
     };
     let walked = walk_siblings(paths, source, |i, p| {
         let private = last == Some(i) && !given.get();
-        Ok::<_, std::convert::Infallible>(
-            p.run(0, msgs, at, private, scratch, &mut watch).is_some(),
-        )
+        let matched = p.run(0, msgs, at, private, scratch, &mut watch).is_some();
+        if let Some(t) = tally.as_deref_mut().and_then(|t| t.get_mut(i)) {
+            t.offered += 1;
+            t.routed += u64::from(matched);
+        }
+        Ok::<_, std::convert::Infallible>(matched)
     });
     let Ok(matched) = walked;
     matched
@@ -616,6 +621,27 @@ fn walk_siblings<E>(
         }
     }
     Ok(matched)
+}
+
+/// What one top-level log path did with the messages it was offered: `offered` (its sources'
+/// messages that got to it: not stopped by a `final` path before it) = `routed` (through
+/// the whole path) + filtered (stopped in it by a filter, a parser, a `final` inside).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PathTally {
+    pub offered: u64,
+    pub routed: u64,
+}
+
+/// The top-level paths every message from `source` goes through when its route is fixed
+/// ([`fixed_route`]: every path matches).
+fn fixed_paths(paths: &[LogPath], source: SourceId) -> Vec<usize> {
+    let mut taken = Vec::new();
+    let walked = walk_siblings(paths, Some(source), |i, _| {
+        taken.push(i);
+        Ok::<_, std::convert::Infallible>(true)
+    });
+    let Ok(_) = walked;
+    taken
 }
 
 /// What [`Router::fixed_route`] answers for `source`, worked out once.
@@ -661,6 +687,15 @@ fn last_path(paths: &[LogPath], source: SourceId) -> Option<usize> {
     in_pass(true).or_else(|| in_pass(false))
 }
 
+/// Where every message from one source goes when nothing on its paths looks at it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FixedRoute {
+    /// The destinations, with their flow-control flags, in order.
+    pub destinations: Vec<(DestId, bool)>,
+    /// The top-level paths (by index) the route goes through.
+    pub paths: Vec<usize>,
+}
+
 /// All top-level log paths of a configuration.
 #[derive(Clone, Debug, Default)]
 pub struct Router {
@@ -669,7 +704,7 @@ pub struct Router {
     /// and are looked up per message).
     last_paths: Vec<Option<usize>>,
     /// [`fixed_route`] for every source id the paths name.
-    fixed_routes: Vec<Option<Vec<(DestId, bool)>>>,
+    fixed_routes: Vec<Option<FixedRoute>>,
     /// The parsers that keep state, in their places.
     stateful: Vec<Stateful>,
 }
@@ -681,7 +716,14 @@ impl Router {
             (0..=max).map(|s| last_path(&paths, s)).collect()
         });
         let fixed_routes = named.map_or(Vec::new(), |max| {
-            (0..=max).map(|s| fixed_route(&paths, s)).collect()
+            (0..=max)
+                .map(|s| {
+                    Some(FixedRoute {
+                        destinations: fixed_route(&paths, s)?,
+                        paths: fixed_paths(&paths, s),
+                    })
+                })
+                .collect()
         });
         let mut stateful = Vec::new();
         paths.iter().for_each(|p| p.find_stateful(&mut stateful));
@@ -730,27 +772,43 @@ impl Router {
     /// reaches when nothing on its paths looks at the message (no filter, rewrite, parser,
     /// junction or `if`) and no destination is reached twice: the caller may then deliver a
     /// whole batch without routing each message. `None` otherwise.
-    pub fn fixed_route(&self, source: SourceId) -> Option<&[(DestId, bool)]> {
-        self.fixed_routes.get(usize::from(source))?.as_deref()
+    pub fn fixed_route(&self, source: SourceId) -> Option<&FixedRoute> {
+        self.fixed_routes.get(usize::from(source))?.as_ref()
+    }
+
+    /// How many top-level log paths there are: the length of a [`PathTally`] slice.
+    pub fn path_count(&self) -> usize {
+        self.paths.len()
     }
 
     /// Calls `out` with each destination `msgs[at]` reaches and the version of the message it
     /// gets there: `at` itself, or a rewritten copy the router appended to `msgs`. Once per
     /// arrival: a message that two paths deliver to one destination is written twice, as in
     /// syslog-ng. The third argument says whether the path there asked for flow control.
+    /// Each top-level path's [`PathTally`] (by index) counts what it did with the message.
     pub fn route(
         &self,
         msgs: &mut Vec<LogMessage>,
         at: usize,
         scratch: &mut Vec<u8>,
         out: &mut dyn FnMut(DestId, u32, bool),
+        tally: &mut [PathTally],
     ) {
         let source = msgs[at].origin.source_id;
         let last = match self.last_paths.get(usize::from(source)) {
             Some(last) => *last,
             None => last_path(&self.paths, source),
         };
-        run_siblings(&self.paths, Some(source), last, msgs, at, scratch, out);
+        run_siblings(
+            &self.paths,
+            Some(source),
+            last,
+            msgs,
+            at,
+            scratch,
+            out,
+            Some(tally),
+        );
     }
 
     /// Whether any path from `source` may be reached by its messages.
@@ -795,15 +853,63 @@ mod tests {
             path(&[0, 1, 2], PathFlags::default(), vec![to(5)]),
             path(&[2], fallback, vec![to(6)]),
         ]);
+        let fixed = |destinations: &[(DestId, bool)], paths: &[usize]| FixedRoute {
+            destinations: destinations.to_vec(),
+            paths: paths.to_vec(),
+        };
         // The nested `final` path stops its siblings; the top-level one stops the rest.
         assert_eq!(
             router.fixed_route(0),
-            Some(&[(1, false), (3, false), (2, true)][..])
+            Some(&fixed(&[(1, false), (3, false), (2, true)], &[0, 1]))
         );
-        assert_eq!(router.fixed_route(1), Some(&[(2, true)][..]));
+        assert_eq!(router.fixed_route(1), Some(&fixed(&[(2, true)], &[1])));
         // A fallback path runs only when no other path took the message.
-        assert_eq!(router.fixed_route(2), Some(&[(5, false)][..]));
+        assert_eq!(router.fixed_route(2), Some(&fixed(&[(5, false)], &[2])));
         assert_eq!(router.fixed_route(7), None);
+    }
+
+    #[test]
+    fn each_top_level_path_tallies_what_it_was_offered_and_routed() {
+        let (final_, drop_unmatched) = (
+            PathFlags {
+                final_: true,
+                ..PathFlags::default()
+            },
+            PathFlags {
+                drop_unmatched: true,
+                ..PathFlags::default()
+            },
+        );
+        let none = Arc::new(Filter::Severity(0));
+        let router = Router::new(vec![
+            // Filters out everything.
+            path(
+                &[0],
+                PathFlags::default(),
+                vec![Element::Filter(none.clone(), None), to(1)],
+            ),
+            path(&[0], final_, vec![to(2)]),
+            // After a final path: offered nothing.
+            path(&[0], PathFlags::default(), vec![to(3)]),
+            path(
+                &[1],
+                drop_unmatched,
+                vec![Element::Filter(none, None), to(4)],
+            ),
+        ]);
+        let mut msgs = vec![crate::testing::message("<13>Jan  1 00:00:00 host app: x")];
+        let mut tally = vec![PathTally::default(); router.path_count()];
+        let mut reached = Vec::new();
+        router.route(
+            &mut msgs,
+            0,
+            &mut Vec::new(),
+            &mut |d, _, _| reached.push(d),
+            &mut tally,
+        );
+        assert_eq!(reached, [2]);
+        let t = |offered, routed| PathTally { offered, routed };
+        assert_eq!(tally, [t(1, 0), t(1, 1), t(0, 0), t(0, 0)]);
     }
 
     #[test]
