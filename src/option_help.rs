@@ -71,6 +71,7 @@ pub const OPTIONS: &[(&str, &str, &str)] = &[
     ("inject-mode", "where a correlating parser's messages go: `pass-through`, `aggregate-only`, `internal`", "pass-through"),
     ("ip", "the address a source listens on or a destination sends to", "0.0.0.0 (sources)"),
     ("ip-protocol", "4 or 6: the family of the address", "4"),
+    ("kafka-logging", "`kafka()`, `kafka-c()`: what of librdkafka's own log reaches sluice's: `disabled`, `kafka` (all of it at its severities), `trace` (all of it as debug messages)", "warnings and worse, as errors"),
     ("keep-alive", "connections and programs are kept over a reload", "yes"),
     ("keep-hostname", "`$HOST` is the header's host name rather than the sender's", "no"),
     ("keep-timestamp", "`$DATE` is the header's time rather than the time received", "yes"),

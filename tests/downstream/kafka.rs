@@ -680,3 +680,35 @@ fn tls_to_the_broker_with_its_certificate_checked() {
     r.stop();
     assert_eq!(seen.len(), N, "{}", r.stderr());
 }
+
+/// `kafka-logging()` decides what of librdkafka's own log reaches sluice's: by default its
+/// warnings and errors, with `kafka` all of it, with `disabled` none (its errors about the
+/// client, a broker that is away, are said either way). No broker: the bootstrap server is
+/// a closed port.
+#[test]
+fn kafka_logging_says_what_of_librdkafkas_log_is_shown() {
+    let dead = free_port();
+    let mut said = Vec::new();
+    for logging in ["", "kafka-logging(kafka)", "kafka-logging(disabled)"] {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let options = format!(r#"bootstrap-servers("127.0.0.1:{dead}") topic("t") {logging}"#);
+        let mut s = sluice(dir.path(), port, &options);
+        send(port, 0, 1);
+        let started = Instant::now();
+        while !s.stderr().contains("brokers are down") {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "{}",
+                s.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        s.kill_9();
+        said.push(s.stderr());
+    }
+    assert!(said[0].contains("librdkafka FAIL: "), "{}", said[0]);
+    assert!(said[1].contains("librdkafka FAIL: "), "{}", said[1]);
+    assert!(!said[2].contains("librdkafka "), "{}", said[2]);
+}

@@ -81,12 +81,44 @@ pub fn config_pairs(
     Ok(())
 }
 
+/// `kafka-logging()`: what of librdkafka's own log reaches sluice's (its errors outside any
+/// one record — a broker away, a password refused — always do).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KafkaLogging {
+    /// Not given: warnings and worse, as errors, each text once a minute.
+    #[default]
+    Warnings,
+    /// `disabled`: none of it.
+    Disabled,
+    /// `kafka`: all of it, at librdkafka's own severities.
+    Kafka,
+    /// `trace`: all of it, as debug messages (shown with `-d` or `sluice ctl debug on`).
+    Trace,
+}
+
+/// `kafka-logging(disabled|kafka|trace)`.
+pub fn logging(o: &mut Options) -> Result<KafkaLogging, ConfigError> {
+    let Some(opt) = o.last("kafka_logging") else {
+        return Ok(KafkaLogging::Warnings);
+    };
+    match opt.string()?.to_ascii_lowercase().as_str() {
+        "disabled" => Ok(KafkaLogging::Disabled),
+        "kafka" => Ok(KafkaLogging::Kafka),
+        "trace" => Ok(KafkaLogging::Trace),
+        other => Err(ConfigError::new(
+            opt.pos,
+            format!("kafka-logging({other}): say disabled, kafka or trace"),
+        )),
+    }
+}
+
 /// What a librdkafka client says of itself, in sluice's log under its driver's label: the
 /// same text at most once a minute (a broker that is away, or a password it refuses, is
 /// reported at every retry, and the texts differ only in their numbers: "after 336ms in
 /// state AUTH_REQ"), and whether librdkafka called an error fatal.
 pub struct Said {
     pub label: Arc<str>,
+    logging: KafkaLogging,
     /// What was said lately, without its digits, and when.
     recent: Mutex<Vec<(String, Instant)>>,
     /// librdkafka said the client cannot go on (a fatal idempotence error).
@@ -94,9 +126,10 @@ pub struct Said {
 }
 
 impl Said {
-    pub fn new(label: Arc<str>) -> Said {
+    pub fn new(label: Arc<str>, logging: KafkaLogging) -> Said {
         Said {
             label,
+            logging,
             recent: Mutex::default(),
             fatal: AtomicBool::new(false),
         }
@@ -116,11 +149,23 @@ impl Said {
         }
     }
 
-    /// librdkafka's log: warnings and worse.
+    /// librdkafka's log, as `kafka-logging()` says.
     pub fn log(&self, level: RDKafkaLogLevel, fac: &str, text: &str) {
         use RDKafkaLogLevel::*;
-        if matches!(level, Emerg | Alert | Critical | Error | Warning) {
-            self.say(format!("librdkafka {fac}: {text}"));
+        match self.logging {
+            KafkaLogging::Disabled => {}
+            KafkaLogging::Warnings => {
+                if matches!(level, Emerg | Alert | Critical | Error | Warning) {
+                    self.say(format!("librdkafka {fac}: {text}"));
+                }
+            }
+            KafkaLogging::Kafka => own_log::emit(
+                level as u8,
+                format!("{}: librdkafka {fac}: {text}", self.label),
+            ),
+            KafkaLogging::Trace => {
+                own_log::emit_debug(|| format!("{}: librdkafka {fac}: {text}", self.label))
+            }
         }
     }
 

@@ -77,6 +77,8 @@ pub struct KafkaOptions {
     /// `flush-timeout-on-reload()`: how long a reload waits for them before the new
     /// destination takes the records over and produces them again (1 s, as syslog-ng).
     pub flush_timeout_on_reload: Duration,
+    /// `kafka-logging()`: what of librdkafka's own log reaches sluice's.
+    pub logging: crate::kafka::KafkaLogging,
 }
 
 /// Appends one record to `batch`: its topic (a u16 length first), its key (a u32 length, or
@@ -363,7 +365,7 @@ impl Servers for KafkaOptions {
 
     /// Makes a producer; it connects in the background, and its records wait until it has.
     fn open(&self, _: usize) -> std::io::Result<Connected> {
-        let reports = Reports::new(Said::new(self.label.clone()));
+        let reports = Reports::new(Said::new(self.label.clone(), self.logging));
         let producer: ThreadedProducer<Reports> = self
             .client_config()
             .create_with_context(reports)

@@ -959,6 +959,7 @@ const KAFKA: &[Declared] = &[
     read("topic", "topic(\"logs\" => \"-1\")"),
     read("config", "config(\"group.id\" => \"central\")"),
     read("poll_timeout", "poll-timeout(100)"),
+    read("kafka_logging", "kafka-logging(disabled)"),
 ];
 
 /// syslog-ng 4's options of `kafka()` that sluice does not have: one consumer per source
@@ -971,7 +972,6 @@ const KAFKA_LATER: &[Declared] = &[
     not_yet("disable_bookmarks"),
     not_yet("ignore_saved_bookmarks"),
     not_yet("separated_worker_queues"),
-    not_yet("kafka_logging"),
 ];
 
 /// `kafka(bootstrap-servers("10.0.0.1:9092") topic("logs"))`: a member of a consumer group.
@@ -1029,6 +1029,7 @@ fn kafka(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigEr
         group_id,
         config,
         poll_timeout,
+        logging: crate::kafka::logging(o)?,
     };
     // librdkafka checks the properties' names and values now: a wrong one is a
     // configuration error, not a consumer that fails when it starts. (Without making a

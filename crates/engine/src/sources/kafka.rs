@@ -82,6 +82,8 @@ pub struct KafkaSource {
     pub config: Vec<(String, String)>,
     /// `poll-timeout()`: the longest one poll waits for records.
     pub poll_timeout: Duration,
+    /// `kafka-logging()`: what of librdkafka's own log reaches sluice's.
+    pub logging: crate::kafka::KafkaLogging,
 }
 
 impl KafkaSource {
@@ -108,7 +110,7 @@ impl KafkaSource {
     /// Makes the consumer; it joins its group when it subscribes.
     pub fn consumer(&self) -> Result<BaseConsumer<Consuming>, KafkaError> {
         self.client_config().create_with_context(Consuming {
-            said: Said::new(self.label()),
+            said: Said::new(self.label(), self.logging),
         })
     }
 }

@@ -32,6 +32,7 @@ pub(super) const OPTIONS: &[Declared] = &[
         "flush-timeout-on-shutdown(5000)",
     ),
     read("flush_timeout_on_reload", "flush-timeout-on-reload(500)"),
+    read("kafka_logging", "kafka-logging(disabled)"),
 ];
 
 /// syslog-ng's options of `kafka-c()` that sluice does not have yet.
@@ -158,6 +159,7 @@ pub(super) fn build(
         poll_timeout,
         flush_timeout_on_shutdown,
         flush_timeout_on_reload,
+        logging: crate::kafka::logging(o)?,
     };
     // librdkafka checks the properties' names and values now: a wrong one is a
     // configuration error, not a producer that fails at its first message. (Without making
