@@ -712,3 +712,34 @@ fn kafka_logging_says_what_of_librdkafkas_log_is_shown() {
     assert!(said[1].contains("librdkafka FAIL: "), "{}", said[1]);
     assert!(!said[2].contains("librdkafka "), "{}", said[2]);
 }
+
+/// `store-metadata(no)`: no `.kafka.*` pairs; `disable-bookmarks(yes)`: nothing committed,
+/// so the next start reads the topic again from where `auto.offset.reset` says;
+/// `strategy-hint(subscribe)` with listed partitions reads the whole topic, as syslog-ng 4
+/// does; `persist-store(remote)` is what sluice does anyway.
+#[test]
+fn a_consumer_without_bookmarks_or_metadata_reads_again_from_the_start() {
+    let Some(k) = broker() else { return };
+    let _alone = crate::alone();
+    k.create_topic("unmarked", 2);
+    const N: usize = 1_000;
+    k.produce("unmarked", produced(0, N));
+    let more =
+        "store-metadata(no) disable-bookmarks(yes) persist-store(remote) strategy-hint(subscribe)";
+    let config = consumer_config(k, r#""unmarked" => "0""#, "unmarked-readers", more);
+    for round in 1..=2 {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = InDir::start(Command::new(sluice_bin()), dir.path(), &config);
+        // Both partitions, though the topic named one: subscribed.
+        let seen = wait_consumed(&[dir.path()], N, Duration::from_secs(60));
+        s.stop();
+        assert_eq!(seen.len(), N, "round {round}: {}", s.stderr());
+        let text = std::fs::read_to_string(dir.path().join("out.log")).unwrap();
+        // The template's four `.kafka.*` fields are empty: the line starts with spaces.
+        assert!(
+            text.lines().all(|l| l.starts_with("    web")),
+            "round {round}: {}",
+            &text[..text.len().min(300)]
+        );
+    }
+}

@@ -960,16 +960,17 @@ const KAFKA: &[Declared] = &[
     read("config", "config(\"group.id\" => \"central\")"),
     read("poll_timeout", "poll-timeout(100)"),
     read("kafka_logging", "kafka-logging(disabled)"),
+    read("store_metadata", "store-metadata(no)"),
+    read("disable_bookmarks", "disable-bookmarks(yes)"),
+    read("persist_store", "persist-store(remote)"),
+    read("strategy_hint", "strategy-hint(subscribe)"),
 ];
 
 /// syslog-ng 4's options of `kafka()` that sluice does not have: one consumer per source
-/// (run more sluices in the group to read in parallel), offsets always in the group.
+/// (run more sluices in the group to read in parallel).
 #[cfg(feature = "kafka")]
 const KAFKA_LATER: &[Declared] = &[
     not_yet("workers"),
-    not_yet("strategy_hint"),
-    not_yet("persist_store"),
-    not_yet("disable_bookmarks"),
     not_yet("ignore_saved_bookmarks"),
     not_yet("separated_worker_queues"),
 ];
@@ -979,8 +980,46 @@ const KAFKA_LATER: &[Declared] = &[
 fn kafka(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigError> {
     let example = "kafka(bootstrap-servers(\"10.0.0.1:9092\") topic(\"logs\"))";
     let bootstrap_servers = crate::kafka::bootstrap_servers(node, o, "kafka")?;
+    // syslog-ng 4: listed partitions are assigned unless `strategy-hint(subscribe)`, which
+    // subscribes to their whole topics (the group shares them).
+    let subscribe = match o.last("strategy_hint") {
+        None => false,
+        Some(opt) => match opt.string()?.as_str() {
+            "assign" => false,
+            "subscribe" => true,
+            other => {
+                return Err(ConfigError::new(
+                    opt.pos,
+                    format!("strategy-hint({other}): say assign or subscribe"),
+                ))
+            }
+        },
+    };
+    if let Some(opt) = o.last("persist_store") {
+        match opt.string()?.as_str() {
+            "remote" => {}
+            "local" => return Err(ConfigError::new(
+                opt.pos,
+                "persist-store(local): sluice keeps a kafka() source's offsets in its consumer group, committed once delivered (persist-store(remote)); a local file would be a second truth beside the group's",
+            )),
+            other => {
+                return Err(ConfigError::new(
+                    opt.pos,
+                    format!("persist-store({other}): say remote"),
+                ))
+            }
+        }
+    }
     let topics = match o.last("topic") {
-        Some(t) => kafka_topics(t)?,
+        Some(t) => match kafka_topics(t)? {
+            Topics::Assign(parts) if subscribe => {
+                let mut whole: Vec<String> = parts.into_iter().map(|(t, _)| t).collect();
+                whole.sort_unstable();
+                whole.dedup();
+                Topics::Subscribe(whole)
+            }
+            topics => topics,
+        },
         None => {
             return Err(ConfigError::new(
                 node.pos,
@@ -1030,6 +1069,16 @@ fn kafka(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigEr
         config,
         poll_timeout,
         logging: crate::kafka::logging(o)?,
+        store_metadata: o
+            .last("store_metadata")
+            .map(Node::bool)
+            .transpose()?
+            .unwrap_or(true),
+        disable_bookmarks: o
+            .last("disable_bookmarks")
+            .map(Node::bool)
+            .transpose()?
+            .unwrap_or(false),
     };
     // librdkafka checks the properties' names and values now: a wrong one is a
     // configuration error, not a consumer that fails when it starts. (Without making a

@@ -84,6 +84,11 @@ pub struct KafkaSource {
     pub poll_timeout: Duration,
     /// `kafka-logging()`: what of librdkafka's own log reaches sluice's.
     pub logging: crate::kafka::KafkaLogging,
+    /// `store-metadata()`: messages carry `.kafka.topic` and the rest (yes).
+    pub store_metadata: bool,
+    /// `disable-bookmarks(yes)`: no offset is stored, so none is committed: the group's
+    /// next member starts where `auto.offset.reset` says, or at the last commit before.
+    pub disable_bookmarks: bool,
 }
 
 impl KafkaSource {
@@ -219,6 +224,8 @@ struct Batch {
     last: Vec<(usize, i32, i64)>,
     /// Each partition's number as its messages' `.kafka.partition`, shared by them.
     partitions: Vec<(i32, Arc<[u8]>)>,
+    /// `store-metadata()`: the messages carry their record's place as pairs.
+    metadata: bool,
 }
 
 /// One record of a [`Batch`].
@@ -323,6 +330,9 @@ impl super::ThreadBatch for Batch {
         for r in &self.records {
             ingest.push_message(&self.values[start..r.end], origin, recvd, today, msgs);
             start = r.end;
+            if !self.metadata {
+                continue;
+            }
             let msg = msgs.last_mut().expect("a message was pushed");
             msg.values
                 .set(names.topic, Text::Shared(self.topics[r.topic].clone()));
@@ -397,7 +407,11 @@ impl KafkaSource {
             }
         };
         let (kept_tx, kept_rx) = mpsc::unbounded_channel();
-        let keeper = tokio::spawn(keep_offsets(consumer.clone(), kept_rx));
+        let keeper = tokio::spawn(keep_offsets(
+            consumer.clone(),
+            kept_rx,
+            !self.disable_bookmarks,
+        ));
         let window = self.local.reader.window();
         super::dispatch_batches(ctx, &self.local, "kafka()", &window, &mut batches, &kept_tx).await;
         // The thread ends at its next poll or batch.
@@ -439,7 +453,10 @@ impl KafkaSource {
     ) {
         let spec = &self.local.reader;
         while !batches.is_closed() {
-            let mut batch = Batch::default();
+            let mut batch = Batch {
+                metadata: self.store_metadata,
+                ..Batch::default()
+            };
             let mut wait = self.poll_timeout;
             for _ in 0..most {
                 match consumer.poll(wait) {
@@ -465,16 +482,20 @@ impl KafkaSource {
 /// Stores each batch's offsets once it is delivered, in order, and only then gives the
 /// batch's credits back. A batch that was not delivered (lost at a stop) ends the storing:
 /// the group's next member repeats from the last offsets committed.
+/// Without `store` (`disable-bookmarks(yes)`), only the credits.
 async fn keep_offsets(
     consumer: Arc<BaseConsumer<Consuming>>,
     mut kept: mpsc::UnboundedReceiver<(TopicPartitionList, oneshot::Receiver<Delivered>)>,
+    store: bool,
 ) {
     while let Some((offsets, done)) = kept.recv().await {
         let Ok(credits) = done.await else {
             return;
         };
         // A partition a rebalance took away is refused: its new owner reads it again.
-        let _ = consumer.store_offsets(&offsets);
+        if store {
+            let _ = consumer.store_offsets(&offsets);
+        }
         drop(credits);
     }
 }
