@@ -107,7 +107,9 @@ impl Ledger {
                     else {
                         continue;
                     };
-                    let i = match ledger.paths.iter().position(|p| p.number == number) {
+                    // A reload that moved a path leaves its old counters beside the new.
+                    let same = |p: &PathBooks| p.number == number && p.at == at;
+                    let i = match ledger.paths.iter().position(same) {
                         Some(i) => i,
                         None => {
                             ledger.paths.push(PathBooks {
@@ -141,7 +143,9 @@ impl Ledger {
                 _ => {}
             }
         }
-        ledger.paths.sort_by_key(|p| p.number);
+        ledger
+            .paths
+            .sort_by(|a, b| (a.number, &a.at).cmp(&(b.number, &b.at)));
         ledger
     }
 
@@ -264,6 +268,33 @@ mod tests {
     use crate::stats::DropReason;
     use std::sync::atomic::Ordering;
     use std::sync::Arc;
+
+    #[test]
+    fn each_log_path_has_books_of_its_own_even_after_it_moved() {
+        let r = Arc::new(Registry::default());
+        let path = |id: &str, at: &str, offered: u64, routed: u64| {
+            r.counter("path", id, at, "processed")
+                .fetch_add(offered, Ordering::Relaxed);
+            r.counter("path", id, at, "routed")
+                .fetch_add(routed, Ordering::Relaxed);
+        };
+        path("log#2", "s.conf:9", 10, 4);
+        path("log#1", "s.conf:5", 10, 10);
+        // A reload moved log#2: its old counters stay beside the new ones.
+        path("log#2", "s.conf:12", 3, 3);
+        let ledger = Ledger::read(&r);
+        assert!(ledger.balanced(), "{}", ledger.text());
+        let text = ledger.text();
+        let lines: Vec<&str> = text.lines().skip(1).take(3).collect();
+        assert_eq!(
+            lines,
+            [
+                "log#1 s.conf:5: offered 10 = routed 10 + filtered 0",
+                "log#2 s.conf:12: offered 3 = routed 3 + filtered 0",
+                "log#2 s.conf:9: offered 10 = routed 4 + filtered 6",
+            ]
+        );
+    }
 
     #[test]
     fn books_balance_when_every_message_is_accounted_for() {
