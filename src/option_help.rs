@@ -67,6 +67,7 @@ pub const OPTIONS: &[(&str, &str, &str)] = &[
     ("having", "`grouping-by()`: a filter over a context's messages; its aggregate is made only when it holds", "always"),
     ("headers", "`http()`: header lines of each request", "none"),
     ("host-override", "`$HOST` of every message of the source", "the message's"),
+    ("ignore-saved-bookmarks", "`kafka()`: each partition starts where `auto.offset.reset` says the first time it is given after a start, not at the group's committed offset", "no"),
     ("index", "`elasticsearch-http()`, `opensearch()`: the template of a document's index (`logs-${YEAR}.${MONTH}.${DAY}`)", "required"),
     ("inherit-environment", "a `program()` gets sluice's environment", "yes"),
     ("inject-mode", "where a correlating parser's messages go: `pass-through`, `aggregate-only`, `internal`", "pass-through"),

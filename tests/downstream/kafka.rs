@@ -743,3 +743,31 @@ fn a_consumer_without_bookmarks_or_metadata_reads_again_from_the_start() {
         );
     }
 }
+
+/// `ignore-saved-bookmarks(yes)`: a group that committed everything reads the topic again
+/// from `auto.offset.reset`'s end, whether its partitions are shared (subscribed) or named
+/// (assigned).
+#[test]
+fn ignore_saved_bookmarks_reads_from_the_start_again() {
+    let Some(k) = broker() else { return };
+    let _alone = crate::alone();
+    k.create_topic("rewound", 2);
+    const N: usize = 1_000;
+    k.produce("rewound", produced(0, N));
+    let first = tempfile::tempdir().unwrap();
+    let mut s = consumer(first.path(), k, r#""rewound""#, "rewinders");
+    assert_eq!(
+        wait_consumed(&[first.path()], N, Duration::from_secs(60)).len(),
+        N
+    );
+    // Stopped: the group committed everything.
+    s.stop();
+    for topic in [r#""rewound""#, r#""rewound" => "0,1""#] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = consumer_config(k, topic, "rewinders", "ignore-saved-bookmarks(yes)");
+        let mut s = InDir::start(Command::new(sluice_bin()), dir.path(), &config);
+        let seen = wait_consumed(&[dir.path()], N, Duration::from_secs(60));
+        s.stop();
+        assert_eq!(seen.len(), N, "{topic}: {}", s.stderr());
+    }
+}

@@ -964,16 +964,13 @@ const KAFKA: &[Declared] = &[
     read("disable_bookmarks", "disable-bookmarks(yes)"),
     read("persist_store", "persist-store(remote)"),
     read("strategy_hint", "strategy-hint(subscribe)"),
+    read("ignore_saved_bookmarks", "ignore-saved-bookmarks(yes)"),
 ];
 
 /// syslog-ng 4's options of `kafka()` that sluice does not have: one consumer per source
 /// (run more sluices in the group to read in parallel).
 #[cfg(feature = "kafka")]
-const KAFKA_LATER: &[Declared] = &[
-    not_yet("workers"),
-    not_yet("ignore_saved_bookmarks"),
-    not_yet("separated_worker_queues"),
-];
+const KAFKA_LATER: &[Declared] = &[not_yet("workers"), not_yet("separated_worker_queues")];
 
 /// `kafka(bootstrap-servers("10.0.0.1:9092") topic("logs"))`: a member of a consumer group.
 #[cfg(feature = "kafka")]
@@ -1076,6 +1073,11 @@ fn kafka(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigEr
             .unwrap_or(true),
         disable_bookmarks: o
             .last("disable_bookmarks")
+            .map(Node::bool)
+            .transpose()?
+            .unwrap_or(false),
+        ignore_saved_bookmarks: o
+            .last("ignore_saved_bookmarks")
             .map(Node::bool)
             .transpose()?
             .unwrap_or(false),

@@ -25,15 +25,17 @@ use crate::kafka::Said;
 use crate::own_log as log;
 use crate::window::Delivered;
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance, RebalanceProtocol};
 use rdkafka::error::KafkaError;
+use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientContext, Message, Offset, TopicPartitionList};
 use sluice_model::values::{name_id, NameId};
 use sluice_model::{Ingest, LogMessage, Origin, Today, UnixTime};
 use sluice_protocol::Text;
+use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -89,6 +91,9 @@ pub struct KafkaSource {
     /// `disable-bookmarks(yes)`: no offset is stored, so none is committed: the group's
     /// next member starts where `auto.offset.reset` says, or at the last commit before.
     pub disable_bookmarks: bool,
+    /// `ignore-saved-bookmarks(yes)`: each partition starts where `auto.offset.reset` says,
+    /// not at the group's committed offset, the first time it is given after a start.
+    pub ignore_saved_bookmarks: bool,
 }
 
 impl KafkaSource {
@@ -112,10 +117,33 @@ impl KafkaSource {
         format!("source {}: kafka()", self.local.source_name).into()
     }
 
+    /// `auto.offset.reset`: where a partition without a committed offset starts.
+    fn reset_to(&self) -> &str {
+        let given = self
+            .config
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "auto.offset.reset");
+        match given {
+            Some((_, v)) => v,
+            None => DEFAULTS
+                .iter()
+                .find(|(k, _)| *k == "auto.offset.reset")
+                .map_or("earliest", |(_, v)| v),
+        }
+    }
+
     /// Makes the consumer; it joins its group when it subscribes.
     pub fn consumer(&self) -> Result<BaseConsumer<Consuming>, KafkaError> {
         self.client_config().create_with_context(Consuming {
             said: Said::new(self.label(), self.logging),
+            ignore_saved: self.ignore_saved_bookmarks.then(|| {
+                let end = match self.reset_to() {
+                    "latest" | "largest" | "end" => Offset::End,
+                    _ => Offset::Beginning,
+                };
+                (end, Mutex::default())
+            }),
         })
     }
 }
@@ -160,20 +188,33 @@ impl super::Source for KafkaSource {
 /// partitions a rebalance gives and takes.
 pub struct Consuming {
     said: Said,
+    /// `ignore-saved-bookmarks(yes)`: where a partition given for the first time since the
+    /// start is read from instead of the group's committed offset (`auto.offset.reset`'s
+    /// end), and the partitions given so far.
+    ignore_saved: Option<(Offset, Mutex<HashSet<(String, i32)>>)>,
 }
 
-impl ClientContext for Consuming {
-    fn log(&self, level: RDKafkaLogLevel, fac: &str, text: &str) {
-        self.said.log(level, fac, text);
+impl Consuming {
+    /// With `ignore-saved-bookmarks(yes)`, sets the start of each partition in `list` given
+    /// for the first time to `auto.offset.reset`'s end.
+    fn ignore_saved(&self, list: &mut TopicPartitionList) {
+        let Some((from, seen)) = &self.ignore_saved else {
+            return;
+        };
+        let mut seen = seen.lock().expect("partitions lock");
+        let given: Vec<(String, i32)> = list
+            .elements()
+            .iter()
+            .map(|e| (e.topic().to_string(), e.partition()))
+            .filter(|place| seen.insert(place.clone()))
+            .collect();
+        for (topic, partition) in given {
+            // A topic and partition of the list itself: this cannot fail.
+            let _ = list.set_partition_offset(&topic, partition, *from);
+        }
     }
 
-    fn error(&self, error: KafkaError, reason: &str) {
-        self.said.error(error, reason);
-    }
-}
-
-impl ConsumerContext for Consuming {
-    fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+    fn said_rebalance(&self, rebalance: &Rebalance<'_>) {
         let list = |l: &TopicPartitionList| {
             l.elements()
                 .iter()
@@ -189,6 +230,62 @@ impl ConsumerContext for Consuming {
                 list(l)
             )),
             Rebalance::Error(e) => self.said.say(format!("rebalancing failed: {e}")),
+        }
+    }
+}
+
+impl ClientContext for Consuming {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, text: &str) {
+        self.said.log(level, fac, text);
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.said.error(error, reason);
+    }
+}
+
+impl ConsumerContext for Consuming {
+    /// rdkafka's own handling (take what is given, let go of what is taken away, by the
+    /// group's protocol), with the start of newly given partitions set first when the saved
+    /// offsets are to be ignored.
+    fn rebalance(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        err: RDKafkaRespErr,
+        list: &mut TopicPartitionList,
+    ) {
+        let cooperative = matches!(
+            consumer.rebalance_protocol(),
+            RebalanceProtocol::Cooperative
+        );
+        let done = match err {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
+                self.ignore_saved(list);
+                let done = if cooperative {
+                    consumer.incremental_assign(list)
+                } else {
+                    consumer.assign(list)
+                };
+                self.said_rebalance(&Rebalance::Assign(list));
+                done
+            }
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
+                let done = if cooperative {
+                    consumer.incremental_unassign(list)
+                } else {
+                    consumer.unassign()
+                };
+                self.said_rebalance(&Rebalance::Revoke(list));
+                done
+            }
+            other => {
+                let code: rdkafka::error::RDKafkaErrorCode = other.into();
+                self.said_rebalance(&Rebalance::Error(KafkaError::Rebalance(code)));
+                consumer.unassign()
+            }
+        };
+        if let Err(e) = done {
+            self.said.say(format!("rebalancing failed: {e}"));
         }
     }
 }
@@ -439,6 +536,7 @@ impl KafkaSource {
                     // From the group's committed offset (else `auto.offset.reset`).
                     list.add_partition_offset(topic, *partition, Offset::Stored)?;
                 }
+                consumer.context().ignore_saved(&mut list);
                 consumer.assign(&list)
             }
         }
