@@ -191,8 +191,11 @@ pub struct Consuming {
     /// `ignore-saved-bookmarks(yes)`: where a partition given for the first time since the
     /// start is read from instead of the group's committed offset (`auto.offset.reset`'s
     /// end), and the partitions given so far.
-    ignore_saved: Option<(Offset, Mutex<HashSet<(String, i32)>>)>,
+    ignore_saved: Option<(Offset, Mutex<Given>)>,
 }
+
+/// Partitions given to a consumer so far: `(topic, partition)`.
+type Given = HashSet<(String, i32)>;
 
 impl Consuming {
     /// With `ignore-saved-bookmarks(yes)`, sets the start of each partition in `list` given
