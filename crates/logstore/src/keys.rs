@@ -22,7 +22,7 @@ use rsa::{Oaep, RsaPrivateKey, RsaPublicKey};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use zeroize::Zeroize;
 
 /// 32 bytes of key material.
@@ -260,7 +260,30 @@ pub struct SealKey {
     state: Mutex<(u64, Secret)>,
 }
 
+/// The sealing keys in use, by their file's canonical path: every destination that names one
+/// file (two in a configuration, or the old and the new one across a reload) advances one
+/// key, under one lock — two keys read from one file would each write it (the second
+/// one's rename finding its temporary file taken by the first) and hand out an index twice.
+static SHARED: Mutex<Vec<(PathBuf, std::sync::Weak<SealKey>)>> = Mutex::new(Vec::new());
+
 impl SealKey {
+    /// The sealing key in `path`: the one already in use for that file, else read.
+    pub fn shared(path: &Path) -> Result<Arc<SealKey>, String> {
+        let canonical = fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut shared = SHARED.lock().expect("sealing keys lock");
+        shared.retain(|(_, key)| key.strong_count() > 0);
+        if let Some(key) = shared
+            .iter()
+            .find(|(p, _)| *p == canonical)
+            .and_then(|(_, key)| key.upgrade())
+        {
+            return Ok(key);
+        }
+        let key = Arc::new(SealKey::read(path)?);
+        shared.push((canonical, Arc::downgrade(&key)));
+        Ok(key)
+    }
+
     pub fn read(path: &Path) -> Result<SealKey, String> {
         let text = fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let bad = || format!("{}: not a logstore sealing key", path.display());
@@ -377,6 +400,39 @@ fn write_new(path: &Path, bytes: &[u8]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two destinations naming one sealing key file (or the old and new one of a reload)
+    /// advance one key: every index is handed out once, and the file is never raced for.
+    #[test]
+    fn one_file_is_one_key_however_many_use_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (seal, verify) = (dir.path().join("seal"), dir.path().join("verify"));
+        SealKey::generate(&seal, &verify).unwrap();
+        let a = SealKey::shared(&seal).unwrap();
+        let b = SealKey::shared(&dir.path().join(".").join("seal")).unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        let taken: Vec<u64> = std::thread::scope(|s| {
+            let one = s.spawn(|| {
+                (0..50)
+                    .map(|_| a.next_segment(b"x").unwrap().0)
+                    .collect::<Vec<u64>>()
+            });
+            let two = s.spawn(|| {
+                (0..50)
+                    .map(|_| b.next_segment(b"y").unwrap().0)
+                    .collect::<Vec<u64>>()
+            });
+            let mut all: Vec<u64> = one.join().unwrap();
+            all.extend(two.join().unwrap());
+            all
+        });
+        let mut sorted = taken.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..100).collect::<Vec<u64>>());
+        drop((a, b));
+        // None left: the next use reads the file, which holds the next index.
+        assert_eq!(SealKey::shared(&seal).unwrap().state.lock().unwrap().0, 100);
+    }
 
     #[test]
     fn the_verifier_derives_every_segment_key_the_server_used() {

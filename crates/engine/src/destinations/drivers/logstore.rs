@@ -10,7 +10,6 @@ use sluice_logstore::authority::Authority;
 use sluice_logstore::timestamp;
 use sluice_logstore::{Recipient, SealKey, StoreOptions};
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// The options of `logstore()` itself: syslog-ng PE's names, and `seal-key()`.
@@ -102,7 +101,7 @@ pub(super) fn build(
     }
     if let Some(opt) = o.last("seal_key") {
         let v = opt.value()?;
-        let key = SealKey::read(Path::new(&v.text)).map_err(|e| {
+        let key = SealKey::shared(Path::new(&v.text)).map_err(|e| {
             ConfigError::new(
                 v.pos,
                 format!(
@@ -111,7 +110,7 @@ pub(super) fn build(
                 ),
             )
         })?;
-        store.seal = Some(Arc::new(key));
+        store.seal = Some(key);
     }
     let policy = match o.last("timestamp_policy") {
         Some(opt) => {
