@@ -132,6 +132,15 @@ impl<'n> Options<'n> {
         self.all(name).last()
     }
 
+    /// The yes/no option `name` (the last one written), `default` when it is not.
+    pub fn yes_no(&mut self, name: &str, default: bool) -> Result<bool, ConfigError> {
+        Ok(self
+            .last(name)
+            .map(Node::bool)
+            .transpose()?
+            .unwrap_or(default))
+    }
+
     /// The last option written under any of `names`: one option with several names
     /// (`port()` and `localport()`).
     pub fn last_of(&mut self, names: &[&str]) -> Option<&'n Node> {

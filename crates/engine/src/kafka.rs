@@ -105,9 +105,12 @@ pub fn logging(o: &mut Options) -> Result<KafkaLogging, ConfigError> {
         "disabled" => Ok(KafkaLogging::Disabled),
         "kafka" => Ok(KafkaLogging::Kafka),
         "trace" => Ok(KafkaLogging::Trace),
-        other => Err(ConfigError::new(
+        other => Err(ConfigError::unknown(
             opt.pos,
-            format!("kafka-logging({other}): say disabled, kafka or trace"),
+            "kafka-logging",
+            other,
+            "",
+            &["disabled", "kafka", "trace"],
         )),
     }
 }
@@ -149,6 +152,11 @@ impl Said {
         }
     }
 
+    /// One line of librdkafka's log, under the driver's label.
+    fn line(&self, fac: &str, text: &str) -> String {
+        format!("{}: librdkafka {fac}: {text}", self.label)
+    }
+
     /// librdkafka's log, as `kafka-logging()` says.
     pub fn log(&self, level: RDKafkaLogLevel, fac: &str, text: &str) {
         use RDKafkaLogLevel::*;
@@ -159,13 +167,8 @@ impl Said {
                     self.say(format!("librdkafka {fac}: {text}"));
                 }
             }
-            KafkaLogging::Kafka => own_log::emit(
-                level as u8,
-                format!("{}: librdkafka {fac}: {text}", self.label),
-            ),
-            KafkaLogging::Trace => {
-                own_log::emit_debug(|| format!("{}: librdkafka {fac}: {text}", self.label))
-            }
+            KafkaLogging::Kafka => own_log::emit(level as u8, self.line(fac, text)),
+            KafkaLogging::Trace => own_log::emit_debug(|| self.line(fac, text)),
         }
     }
 

@@ -844,10 +844,6 @@ pub fn program_command<'a>(
             format!("program() needs a command: program(\"{example}\")"),
         )
     })?;
-    let inherit_environment = o
-        .last("inherit_environment")
-        .map(Node::bool)
-        .transpose()?
-        .unwrap_or(true);
+    let inherit_environment = o.yes_no("inherit_environment", true)?;
     Ok((command, inherit_environment))
 }

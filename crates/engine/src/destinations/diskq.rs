@@ -410,7 +410,7 @@ impl DiskQueue {
             .processed
             .fetch_add(messages.saturating_sub(before), Ordering::Relaxed);
         if messages > 0 {
-            q.counters.oldest_queued(q.lock().oldest());
+            q.lock().show_oldest(&q.counters);
         }
         let writer = SegmentWriter::open(&q.dir, recovered.end)?;
         let q2 = q.clone();
@@ -637,15 +637,15 @@ impl Drop for DiskQueue {
 }
 
 impl State {
-    /// When the oldest message not yet sent (held by the sender, or waiting) was queued;
-    /// 0: none.
-    fn oldest(&self) -> u64 {
+    /// `oldest_queued_since`: when the oldest message not yet sent (held by the sender, or
+    /// waiting) was queued; 0: none.
+    fn show_oldest(&self, counters: &DestCounters) {
         let records = self.taken.iter().chain(self.records.iter()).next();
         let batches = self.unwritten.iter().chain(self.held.iter()).next();
-        records
+        let oldest = records
             .map(|r| r.queued_at)
-            .or(batches.map(|b| b.queued_at))
-            .unwrap_or(0)
+            .or(batches.map(|b| b.queued_at));
+        counters.oldest_queued(oldest.unwrap_or(0));
     }
 }
 
@@ -670,10 +670,8 @@ impl BatchQueue for DiskQueue {
         }
         if fits {
             state.unwritten.push_back(batch);
-            self.counters.oldest_queued(state.oldest());
         } else if batch.ack.is_some() {
             state.held.push_back(batch);
-            self.counters.oldest_queued(state.oldest());
         } else {
             self.counters
                 .queued
@@ -682,6 +680,7 @@ impl BatchQueue for DiskQueue {
                 .drop(DropReason::DiskBufferFull, batch.len() as u64);
             return;
         }
+        state.show_oldest(&self.counters);
         drop(state);
         self.work.notify_one();
     }
@@ -717,7 +716,7 @@ impl BatchQueue for DiskQueue {
             state.taken.push_back(r);
         }
         if messages > 0 {
-            self.counters.oldest_queued(state.oldest());
+            state.show_oldest(&self.counters);
         }
         let finished = state.flushed && state.records.is_empty();
         drop(state);
@@ -757,7 +756,7 @@ impl BatchQueue for DiskQueue {
                 offset: r.at.offset + r.size,
             });
         }
-        self.counters.oldest_queued(state.oldest());
+        state.show_oldest(&self.counters);
         drop(state);
         batches.clear();
         self.counters.in_flight(0, messages);
@@ -794,7 +793,7 @@ impl BatchQueue for DiskQueue {
             r.cached = Some(b);
             state.records.push_front(r);
         }
-        self.counters.oldest_queued(state.oldest());
+        state.show_oldest(&self.counters);
         drop(state);
         self.ready.notify_one();
     }

@@ -943,11 +943,7 @@ fn forward(
             .map(Node::u64)
             .transpose()?
             .map(|n| n as usize),
-        so_keepalive: o
-            .last("so_keepalive")
-            .map(Node::bool)
-            .transpose()?
-            .unwrap_or(false),
+        so_keepalive: o.yes_no("so_keepalive", false)?,
         log_fifo_size: queue.log_fifo_size,
         disk_buffer: None,
         tls: None,

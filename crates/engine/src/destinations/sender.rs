@@ -23,6 +23,36 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// A streak of failed connects: the first failure is reported, then once a minute, and each
+/// new reason (of each server) when it first happens.
+pub(super) struct Failing {
+    since: Instant,
+    said_at: Option<Instant>,
+    said: Vec<String>,
+}
+
+impl Failing {
+    fn new() -> Failing {
+        Failing {
+            since: Instant::now(),
+            said_at: None,
+            said: Vec::new(),
+        }
+    }
+
+    /// Whether `why` is to be reported now.
+    fn worth_saying(&mut self, why: String) -> bool {
+        if self.said_at.is_none_or(|at| at.elapsed() >= REPORT_AGAIN) {
+            self.said_at = Some(Instant::now());
+            self.said.clear();
+        } else if self.said.contains(&why) {
+            return false;
+        }
+        self.said.push(why);
+        true
+    }
+}
+
 /// What became of batches handed over, once the sender waited for them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Settled {
@@ -115,9 +145,8 @@ pub(super) struct Sender {
     pub(super) last_probe: Instant,
     /// Drops said so far, shared by the senders of one destination (its workers).
     pub(super) reported_drops: Arc<AtomicU64>,
-    /// Since when no server accepts connections, when that was last reported, and the
-    /// reasons said since.
-    pub(super) failing: Option<(Instant, Instant, Vec<String>)>,
+    /// Since when no server accepts connections, and what was said of it.
+    pub(super) failing: Option<Failing>,
     pub(super) retire: Arc<AtomicBool>,
 }
 
@@ -413,7 +442,7 @@ impl Sender {
                                 self.servers.name(self.server)
                             ));
                         }
-                        if let Some((since, _, _)) = self.failing.take() {
+                        if let Some(Failing { since, .. }) = self.failing.take() {
                             own_log::notice(format!(
                                 "{}: connected to {} after {:.0}s without a server",
                                 self.label,
@@ -427,25 +456,11 @@ impl Sender {
                         return true;
                     }
                     Err(e) => {
-                        // The first failure of a streak is reported, then once a minute,
-                        // and each new reason when it first happens.
-                        let now = Instant::now();
                         let why = format!("{} {e}", self.server);
-                        let report = match &mut self.failing {
-                            None => {
-                                self.failing = Some((now, now, vec![why]));
-                                true
-                            }
-                            Some((_, last, said)) if last.elapsed() >= REPORT_AGAIN => {
-                                (*last, *said) = (now, vec![why]);
-                                true
-                            }
-                            Some((_, _, said)) if !said.contains(&why) => {
-                                said.push(why);
-                                true
-                            }
-                            Some(_) => false,
-                        };
+                        let report = self
+                            .failing
+                            .get_or_insert_with(Failing::new)
+                            .worth_saying(why);
                         if report {
                             own_log::error(format!(
                                 "{}: cannot connect to {}: {e}; trying every {}s",

@@ -517,11 +517,7 @@ fn network(node: &Node, o: &mut Options, common: Common) -> Result<Built, Config
     };
     let addr = SocketAddr::new(ip, port);
     let so_rcvbuf = so_rcvbuf(o)?;
-    let so_reuseport = o
-        .last("so_reuseport")
-        .map(Node::bool)
-        .transpose()?
-        .unwrap_or(false);
+    let so_reuseport = o.yes_no("so_reuseport", false)?;
     let max_connections = max_connections(o)?;
     let listen_backlog = listen_backlog(o)?;
     let keep_alive = o
@@ -645,11 +641,10 @@ fn unix(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigErr
         o.last(name).map(Node::bool).transpose()?;
     }
     // As syslog-ng 3.38: on unless turned off, here or in options {}.
-    let pass_credentials = o
-        .last("pass_unix_credentials")
-        .map(Node::bool)
-        .transpose()?
-        .unwrap_or(common.cx.globals.pass_unix_credentials);
+    let pass_credentials = o.yes_no(
+        "pass_unix_credentials",
+        common.cx.globals.pass_unix_credentials,
+    )?;
     let so_rcvbuf = so_rcvbuf(o)?;
     let max_connections = max_connections(o)?;
     let listen_backlog = listen_backlog(o)?;
@@ -985,9 +980,12 @@ fn kafka(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigEr
             "assign" => false,
             "subscribe" => true,
             other => {
-                return Err(ConfigError::new(
+                return Err(ConfigError::unknown(
                     opt.pos,
-                    format!("strategy-hint({other}): say assign or subscribe"),
+                    "strategy-hint",
+                    other,
+                    "",
+                    &["assign", "subscribe"],
                 ))
             }
         },
@@ -1000,9 +998,12 @@ fn kafka(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigEr
                 "persist-store(local): sluice keeps a kafka() source's offsets in its consumer group, committed once delivered (persist-store(remote)); a local file would be a second truth beside the group's",
             )),
             other => {
-                return Err(ConfigError::new(
+                return Err(ConfigError::unknown(
                     opt.pos,
-                    format!("persist-store({other}): say remote"),
+                    "persist-store",
+                    other,
+                    "",
+                    &["remote", "local"],
                 ))
             }
         }
@@ -1066,21 +1067,9 @@ fn kafka(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigEr
         config,
         poll_timeout,
         logging: crate::kafka::logging(o)?,
-        store_metadata: o
-            .last("store_metadata")
-            .map(Node::bool)
-            .transpose()?
-            .unwrap_or(true),
-        disable_bookmarks: o
-            .last("disable_bookmarks")
-            .map(Node::bool)
-            .transpose()?
-            .unwrap_or(false),
-        ignore_saved_bookmarks: o
-            .last("ignore_saved_bookmarks")
-            .map(Node::bool)
-            .transpose()?
-            .unwrap_or(false),
+        store_metadata: o.yes_no("store_metadata", true)?,
+        disable_bookmarks: o.yes_no("disable_bookmarks", false)?,
+        ignore_saved_bookmarks: o.yes_no("ignore_saved_bookmarks", false)?,
     };
     // librdkafka checks the properties' names and values now: a wrong one is a
     // configuration error, not a consumer that fails when it starts. (Without making a
@@ -1234,11 +1223,7 @@ fn wildcard_file(node: &Node, o: &mut Options, common: Common) -> Result<Built, 
     };
     let filename = needed(o, "filename_pattern", "filename-pattern(\"*.log\")")?;
     let exclude = o.last("exclude_pattern").map(Node::value).transpose()?;
-    let recursive = o
-        .last("recursive")
-        .map(Node::bool)
-        .transpose()?
-        .unwrap_or(false);
+    let recursive = o.yes_no("recursive", false)?;
     let max_files = o
         .last("max_files")
         .map(Node::u64)

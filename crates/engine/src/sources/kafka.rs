@@ -117,33 +117,19 @@ impl KafkaSource {
         format!("source {}: kafka()", self.local.source_name).into()
     }
 
-    /// `auto.offset.reset`: where a partition without a committed offset starts.
-    fn reset_to(&self) -> &str {
-        let given = self
-            .config
-            .iter()
-            .rev()
-            .find(|(k, _)| k == "auto.offset.reset");
-        match given {
-            Some((_, v)) => v,
-            None => DEFAULTS
-                .iter()
-                .find(|(k, _)| *k == "auto.offset.reset")
-                .map_or("earliest", |(_, v)| v),
-        }
-    }
-
     /// Makes the consumer; it joins its group when it subscribes.
     pub fn consumer(&self) -> Result<BaseConsumer<Consuming>, KafkaError> {
-        self.client_config().create_with_context(Consuming {
+        let config = self.client_config();
+        // Where `auto.offset.reset` (of `config()`, else sluice's default) starts a partition.
+        let reset = match config.get("auto.offset.reset") {
+            Some("latest" | "largest" | "end") => Offset::End,
+            _ => Offset::Beginning,
+        };
+        config.create_with_context(Consuming {
             said: Said::new(self.label(), self.logging),
-            ignore_saved: self.ignore_saved_bookmarks.then(|| {
-                let end = match self.reset_to() {
-                    "latest" | "largest" | "end" => Offset::End,
-                    _ => Offset::Beginning,
-                };
-                (end, Mutex::default())
-            }),
+            ignore_saved: self
+                .ignore_saved_bookmarks
+                .then(|| (reset, Mutex::default())),
         })
     }
 }

@@ -1002,11 +1002,7 @@ fn db_parser(_: &Node, o: &mut Options, names: &Names) -> Result<Built, ConfigEr
     for shadowed in loaded.shadowed() {
         names.note(format!("db-parser(): {shadowed}"));
     }
-    let drop_unmatched = o
-        .last("drop_unmatched")
-        .map(Node::bool)
-        .transpose()?
-        .unwrap_or(false);
+    let drop_unmatched = o.yes_no("drop_unmatched", false)?;
     let compile = |opt: Option<&Node>| -> Result<Option<Template>, ConfigError> {
         let Some(opt) = opt else {
             return Ok(None);

@@ -127,11 +127,7 @@ pub(super) fn build(
         }
         None => None,
     };
-    let sync_send = o
-        .last("sync_send")
-        .map(Node::bool)
-        .transpose()?
-        .unwrap_or(false);
+    let sync_send = o.yes_no("sync_send", false)?;
     let poll_timeout = Duration::from_millis(
         o.last("poll_timeout")
             .map(Node::u64)
