@@ -94,7 +94,7 @@ pub const OPTIONS: &[(&str, &str, &str)] = &[
     ("max-contexts", "correlation contexts a parser keeps open; past it the one nearest its end ends early", "1000000"),
     ("max-field-size", "`systemd-journal()`: bytes of a field kept", "65536"),
     ("max-files", "`wildcard-file()`: files followed at once", "100"),
-    ("memory-limit", "`options {}`: the bytes of messages held on their way in and out and what open connections hold, all together (`512M`); connections take at most half (new ones are refused past it), past three quarters paths without flow control drop (`dropped_memory_limit`), past it sources pause", "a quarter of the machine's memory (or of the control group's limit), at least 256M"),
+    ("memory-limit", "`options {}`: the bytes of messages held on their way in and out, what open connections hold, counters and correlation contexts, all together (`512M`); connections take at most half (new ones are refused past it), past three quarters paths without flow control drop (`dropped_memory_limit`), no new dynamic counter is made and correlation contexts end early (`contexts_evicted`), past it sources pause", "a quarter of the machine's memory (or of the control group's limit), at least 256M"),
     ("message", "`kafka-c()`: the template of a record's value", "$ISODATE $HOST $MSGHDR$MSG"),
     ("message-template", "`db-parser()`: the text to classify", "$MSG"),
     ("method", "`http()`: the request method", "POST"),

@@ -903,6 +903,56 @@ fn a_flood_stays_within_the_memory_limit() {
     assert!(rss < 16 * 1024 + 64 * 1024, "{rss} KiB resident");
 }
 
+/// Correlation contexts and the statistics' counters draw from the memory budget too: a
+/// flood of messages that each open a context of their own (about 2.5 KiB held each, 100 MB
+/// for all) and carry a host name of their own (a dynamic counter each at `stats-level(2)`)
+/// ends contexts early and makes no more counters once the budget is tight, and loses no
+/// message.
+#[test]
+fn contexts_and_counters_draw_from_the_memory_limit() {
+    let port = free_port();
+    let mut s = Running::start(
+        Server::Sluice,
+        &format!(
+            r#"@version: 3.38
+            options {{ memory-limit(16M); stats-level(2); log-msg-size(4096); }};
+            source s {{ network(ip(127.0.0.1) port({port}) keep-hostname(yes)); }};
+            parser p {{ grouping-by(key("$MSG") scope(global) timeout(3600)
+                aggregate(value("MESSAGE" "ended $(context-length)"))); }};
+            destination d {{ file("@OUT@/all.log" template("$MSG\n")); }};
+            log {{ source(s); parser(p); destination(d); flags(flow-control); }};"#
+        ),
+    );
+    s.wait_tcp(port);
+    let n = 40_000;
+    let flood: String = (0..n)
+        .map(|i| format!("<13>Nov 27 10:00:00 h{i} app: {i:08} {}\n", "x".repeat(980)))
+        .collect();
+    send_raw_tcp(port, flood.as_bytes());
+    let limit = Duration::from_secs(60);
+    assert!(
+        wait_until(limit, || counted(&s, "source.s.processed") >= n),
+        "not all read"
+    );
+    let evicted = counted(&s, "*.contexts_evicted");
+    let refused = counted(&s, "global.dynamic_counters.dropped");
+    let used = counted(&s, "global.memory.memory_usage");
+    let rss = rss_kib(s.child.id());
+    eprintln!(
+        "memory-limit(16M): {evicted} contexts ended early, counts of {refused} messages found no counter; budget in use {used}; resident {rss} KiB"
+    );
+    assert!(evicted > n / 2, "{evicted}");
+    assert!(refused > n / 2, "{refused}");
+    assert!(used < (16 << 20) + (1 << 20), "{used}");
+    assert!(rss < 16 * 1024 + 64 * 1024, "{rss} KiB resident");
+    // Every message reached the file, and each context ended early made its aggregate.
+    common::wait_stable(&s.out, Duration::from_millis(1500), limit);
+    let all = std::fs::read_to_string(s.out.join("all.log")).unwrap();
+    let ended = all.lines().filter(|l| l.starts_with("ended ")).count() as u64;
+    assert_eq!(all.lines().count() as u64 - ended, n);
+    assert_eq!(ended, evicted);
+}
+
 /// Open connections draw from the memory budget too, at most half of it: with
 /// `memory-limit(1M)`, 64 plain connections (8 KiB each) are served and the next are refused
 /// and counted, while those open go on; one that closes makes room for another.

@@ -6,6 +6,7 @@
 //! `SourceName;SourceId;SourceInstance;…;Type`). Counting costs one relaxed atomic add per
 //! read or per batch, never a lookup.
 
+use crate::memory::Charge;
 use sluice_model::LogMessage;
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -75,6 +76,9 @@ struct Counters {
     /// when the first is refused.
     dynamic: usize,
     max_dynamic: usize,
+    /// What the counters hold, charged to the memory budget; while it is tight, no dynamic
+    /// counter is made either.
+    charge: Charge,
 }
 
 impl Default for Counters {
@@ -84,9 +88,14 @@ impl Default for Counters {
             index: HashMap::new(),
             dynamic: 0,
             max_dynamic: STATS_MAX_DYNAMICS,
+            charge: Charge::default(),
         }
     }
 }
+
+/// What a counter holds besides its names (held twice, in the list and in the index): the
+/// counter and its value, its place in the index, the names' allocations.
+const COUNTER_BYTES: u64 = 400;
 
 impl Counters {
     fn get(
@@ -109,6 +118,8 @@ impl Counters {
         if dynamic {
             self.dynamic += 1;
         }
+        self.charge
+            .add(COUNTER_BYTES + 2 * (component.len() + id.len() + instance.len()) as u64);
         let value = Arc::new(AtomicU64::new(0));
         self.index.insert(key, self.list.len());
         self.list.push(Counter {
@@ -120,6 +131,12 @@ impl Counters {
             dynamic,
         });
         value
+    }
+
+    /// Whether no dynamic counter is to be made: `stats-max-dynamics()` are, or the memory
+    /// budget is tight.
+    fn dynamics_full(&self) -> bool {
+        self.dynamic >= self.max_dynamic || self.charge.budget().tight()
     }
 }
 
@@ -363,7 +380,7 @@ impl Registry {
             let mut all = self.counters.lock().expect("stats lock");
             for ((component, instance), n) in counts.iter() {
                 let dynamic = matches!(*component, "src.host" | "src.sender" | "src.program");
-                if dynamic && all.dynamic >= all.max_dynamic {
+                if dynamic && all.dynamics_full() {
                     let known = all.index.contains_key(&(
                         component.to_string(),
                         String::new(),
@@ -389,7 +406,8 @@ impl Registry {
     }
 
     /// `stats-max-dynamics()`: the most counters [`Registry::count_messages`] makes; counts for
-    /// new hosts, senders or programs past it are dropped and counted.
+    /// new hosts, senders or programs past it (or while the memory budget is tight) are
+    /// dropped and counted.
     pub fn set_max_dynamics(&self, max: usize) {
         self.counters.lock().expect("stats lock").max_dynamic = max;
     }
@@ -783,5 +801,38 @@ mod tests {
         r.count_messages(3, &msgs);
         assert_ne!(r.get("*.processed", true), before);
         assert_eq!(r.snapshot().iter().filter(|(c, _)| c.dynamic).count(), 4);
+    }
+
+    #[test]
+    fn counters_are_charged_and_no_dynamic_one_is_made_while_the_budget_is_tight() {
+        let budget: &'static crate::memory::Budget =
+            Box::leak(Box::new(crate::memory::Budget::new(1 << 40)));
+        let r = Registry {
+            counters: Mutex::new(Counters {
+                charge: Charge::new(budget),
+                ..Counters::default()
+            }),
+        };
+        let message = |i: usize| format!("<13>Nov 24 10:00:00 host{i} app: m");
+        let frames: Vec<String> = (0..10).map(message).collect();
+        let msgs: Vec<LogMessage> = frames.iter().map(sluice_model::testing::message).collect();
+        r.count_messages(2, &msgs);
+        // Ten hosts and one sender.
+        let held = budget.used.load(Ordering::Relaxed);
+        assert!(held > 11 * COUNTER_BYTES, "{held}");
+        budget.set_limit(held);
+        let frames: Vec<String> = (10..110).map(message).collect();
+        let more: Vec<LogMessage> = frames.iter().map(sluice_model::testing::message).collect();
+        r.count_messages(2, &more);
+        r.count_messages(2, &msgs);
+        let refused = r.get("global.dynamic_counters.dropped", false);
+        assert!(refused.trim().ends_with("=100"), "{refused}");
+        assert_eq!(r.snapshot().iter().filter(|(c, _)| c.dynamic).count(), 11);
+        assert!(r
+            .get("src.host.host0.processed", false)
+            .trim()
+            .ends_with("=2"));
+        drop(r);
+        assert_eq!(budget.used.load(Ordering::Relaxed), 0);
     }
 }

@@ -109,7 +109,7 @@ impl Window {
         if self.budgeted && budget.spent() {
             self.flow.pause();
             let _paused = Paused(&self.flow);
-            budget.room().await;
+            crate::memory::room().await;
         }
         match self.credits.try_acquire_many(n) {
             Ok(permit) => permit.forget(),

@@ -15,8 +15,12 @@
 //! in the order they arrive. The number of open contexts is bounded: past the bound, the
 //! context nearest its end is ended early ([`State::evicted`] counts them), its timeout
 //! actions fired like any other's, so a flood of unique keys cannot exhaust memory.
+//! What contexts hold is charged to the memory budget ([`crate::memory`]); while the budget
+//! is tight, each message that joins a context first ends the one of its shard nearest its
+//! end the same way, so long contexts cannot exhaust it either.
 
 use crate::kept::Kept;
+use crate::memory::{Budget, Charge};
 use crate::message::LogMessage;
 use hashbrown::HashTable;
 use std::collections::BTreeMap;
@@ -151,7 +155,13 @@ pub struct Context<T> {
     pub owner: T,
     /// When it ends, in the clock's seconds, and its place among the shard's deadlines.
     deadline: (u64, u64),
+    /// What its key and messages hold, charged to the memory budget until it is dropped.
+    charge: Charge,
 }
+
+/// What a context holds besides its key and messages: the context, its place in its shard's
+/// table and list of deadlines.
+const CONTEXT_BYTES: u64 = 160;
 
 /// The contexts whose keys hash to one shard. Each key is stored once, in its context; the
 /// deadlines find their context by its hash.
@@ -242,6 +252,8 @@ pub struct State<T> {
     /// [`State::tick`]'s caller.
     due: Mutex<Vec<Context<T>>>,
     limit_per_shard: usize,
+    /// What contexts are charged to: the process's.
+    budget: &'static Budget,
     /// Contexts joined so far: their order, for contexts that end in the same second.
     joined: AtomicU64,
     open: Arc<AtomicU64>,
@@ -252,6 +264,11 @@ pub struct State<T> {
 impl<T> State<T> {
     /// State for at most `max_contexts` open contexts.
     pub fn new(max_contexts: usize) -> State<T> {
+        State::with_budget(max_contexts, crate::memory::budget())
+    }
+
+    /// State whose contexts draw from `budget` (for tests: the process has one).
+    pub fn with_budget(max_contexts: usize, budget: &'static Budget) -> State<T> {
         State {
             shards: (0..SHARDS)
                 .map(|_| {
@@ -265,6 +282,7 @@ impl<T> State<T> {
             last_tick: AtomicI64::new(0),
             due: Mutex::new(Vec::new()),
             limit_per_shard: max_contexts.div_ceil(SHARDS).max(1),
+            budget,
             joined: AtomicU64::new(0),
             open: Arc::default(),
             ended: Arc::default(),
@@ -325,6 +343,12 @@ impl<T> State<T> {
         {
             ended.extend(shard.remove(hash, &key));
         }
+        if self.budget.tight() {
+            if let Some(oldest) = shard.pop_due(u64::MAX) {
+                self.evicted.fetch_add(1, Ordering::Relaxed);
+                ended.push(oldest);
+            }
+        }
         if shard.get_mut(hash, &key).is_none() {
             while shard.contexts.len() >= self.limit_per_shard {
                 match shard.pop_due(u64::MAX) {
@@ -335,11 +359,14 @@ impl<T> State<T> {
                     None => break,
                 }
             }
+            let mut charge = Charge::new(self.budget);
+            charge.add(CONTEXT_BYTES + key.0.len() as u64);
             let context = Context {
                 key: key.clone(),
                 messages: Vec::new(),
                 owner: open(),
                 deadline: (0, 0),
+                charge,
             };
             shard
                 .contexts
@@ -347,7 +374,13 @@ impl<T> State<T> {
             self.open.fetch_add(1, Ordering::Relaxed);
         }
         let context = shard.get_mut(hash, &key).expect("opened above");
+        let had = context.messages.len();
         let keep = f(context);
+        let added: u64 = context.messages[had.min(context.messages.len())..]
+            .iter()
+            .map(Kept::held_bytes)
+            .sum();
+        context.charge.add(added);
         let joined = if keep {
             shard.schedule(hash, &key, (clock.saturating_add(timeout), self.order()));
             Joined::Open
@@ -426,6 +459,7 @@ impl<T> State<T> {
                     Some(newer) => {
                         context.messages.append(&mut newer.messages);
                         newer.messages = std::mem::take(&mut context.messages);
+                        newer.charge.absorb(&mut context.charge);
                         newer.deadline.0.max(context.deadline.0)
                     }
                     None => {
@@ -490,7 +524,7 @@ impl<T> State<T> {
         self.ended.load(Ordering::Relaxed)
     }
 
-    /// Contexts ended early because too many were open.
+    /// Contexts ended early because too many were open or the memory budget was tight.
     pub fn evicted(&self) -> u64 {
         self.evicted.load(Ordering::Relaxed)
     }
@@ -531,6 +565,38 @@ mod tests {
             },
         );
         n
+    }
+
+    #[test]
+    fn contexts_are_charged_and_end_early_while_the_budget_is_tight() {
+        let budget: &'static Budget = Box::leak(Box::new(Budget::new(1 << 40)));
+        let state = State::<()>::with_budget(1_000_000, budget);
+        let msg = at(
+            "<13>Jan  1 00:00:00 h1 sshd[1]: a message of some length",
+            100,
+        );
+        for i in 0..1000 {
+            add(&state, &msg, Scope::Global, &format!("{i:04}"), 60);
+        }
+        let held = budget.used.load(Ordering::Relaxed);
+        assert!(
+            held > 1000 * (CONTEXT_BYTES + msg.raw.len() as u64),
+            "{held}"
+        );
+        assert_eq!(state.evicted(), 0);
+        // Tight from here: each join ends the context of its shard nearest its end, so what
+        // the contexts hold stays where it was.
+        budget.set_limit(held);
+        for i in 1000..2000 {
+            add(&state, &msg, Scope::Global, &format!("{i:04}"), 60);
+        }
+        assert_eq!((state.evicted(), state.open()), (1000, 1000));
+        let ended = state.tick(2_000_000_000_000_000);
+        assert_eq!(ended.len(), 1000);
+        drop(ended);
+        assert_eq!(budget.used.load(Ordering::Relaxed), held);
+        drop(state.end_all());
+        assert_eq!(budget.used.load(Ordering::Relaxed), 0);
     }
 
     #[test]

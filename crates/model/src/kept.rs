@@ -75,6 +75,17 @@ impl Kept {
         self.0.borrow_dependent()
     }
 
+    /// What this message holds, for the memory budget: its frame, its fields and pairs, and
+    /// the cell around them (the origin is shared, and not counted).
+    pub fn held_bytes(&self) -> u64 {
+        let msg = self.get();
+        (std::mem::size_of::<Owned>()
+            + std::mem::size_of::<LogMessage>()
+            + msg.raw.len()
+            + msg.values.heap_bytes()
+            + msg.tags.heap_bytes()) as u64
+    }
+
     /// Changes the message (a synthetic one as it is made).
     pub fn change(&mut self, f: impl FnOnce(&mut LogMessage<'_>)) {
         self.0.with_dependent_mut(|_, msg| f(msg));

@@ -8,6 +8,7 @@
 //! - [`values`]: name-value pairs that rewrite rules and parsers set; [`list`]: syslog-ng's
 //!   comma-separated list values.
 //! - [`rewrite`]: rewrite rules (`set`, `subst`, `set-tag`, …).
+//! - [`memory`]: the memory budget's books, which correlation contexts draw from too.
 //! - [`path`]: log paths and the router that decides which destinations a message reaches,
 //!   and which version of it (rewritten on the way) each one gets.
 
@@ -21,6 +22,7 @@ pub mod kept;
 pub mod kmsg;
 pub mod list;
 pub mod macros;
+pub mod memory;
 pub mod message;
 pub mod parsers;
 pub mod path;

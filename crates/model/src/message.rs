@@ -75,6 +75,11 @@ pub struct Tags {
 pub type TagId = u32;
 
 impl Tags {
+    /// What the tags past the first 64 hold on the heap.
+    pub fn heap_bytes(&self) -> usize {
+        self.more.capacity() * std::mem::size_of::<TagId>()
+    }
+
     pub fn insert(&mut self, tag: TagId) {
         if tag < 64 {
             self.bits |= 1 << tag;

@@ -200,6 +200,20 @@ impl Values {
         self.0.is_empty()
     }
 
+    /// What the pairs hold on the heap (their list and the values they own), for the memory
+    /// budget.
+    pub fn heap_bytes(&self) -> usize {
+        let owned: usize = self
+            .0
+            .iter()
+            .map(|(_, _, v)| match v {
+                Text::Owned(bytes) => bytes.len(),
+                _ => 0,
+            })
+            .sum();
+        self.0.capacity() * std::mem::size_of::<(NameId, ValueType, Text)>() + owned
+    }
+
     /// Every name with its value, in the order names were first set.
     pub fn iter(&self) -> impl Iterator<Item = (NameId, &Text)> {
         self.iter_typed().map(|(n, _, v)| (n, v))

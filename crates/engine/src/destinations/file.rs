@@ -1432,7 +1432,7 @@ impl Writer {
         c.drop(reason, messages);
         c.release(bytes);
         if over_budget {
-            crate::memory::budget().say_dropping(|| self.label.to_string());
+            crate::memory::say_dropping(|| self.label.to_string());
         } else if !self.said_full {
             self.said_full = true;
             own_log::error(format!(

@@ -145,7 +145,7 @@ impl Queue {
             // Without flow control past three quarters of memory-limit(): the newest go.
             self.counters
                 .drop(DropReason::MemoryLimit, batch.len() as u64);
-            crate::memory::budget().say_dropping(|| self.counters.label());
+            crate::memory::say_dropping(|| self.counters.label());
             return batch.len();
         }
         let mut state = self.state.lock().expect("queue lock");
