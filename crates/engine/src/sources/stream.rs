@@ -5,6 +5,7 @@
 
 use super::{read_stream, Context, ReaderSpec, Retire, UnixSocket};
 use crate::dns::{self, NameOptions};
+use crate::memory::Charge;
 use crate::own_log as log;
 use sluice_model::values::{name_id, NameId};
 use sluice_model::{Endpoints, Origin};
@@ -26,8 +27,10 @@ const ACCEPT_WAKE: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// What an open connection holds of the memory budget ([`crate::memory`]): the resident
 /// memory 2,000 connections added, each having sent a message (release build, `ps` RSS),
-/// 8.4 KiB a plain one and 26.5 KiB a TLS one (rustls's state and buffers). A busy
-/// connection's larger reads are charged as they happen ([`crate::window::ReadBudget`]).
+/// 8.4 KiB a plain one and 26.5 KiB a TLS one (rustls's state and buffers; 21 KiB since a
+/// TLS socket's read buffer is only held while data is, measured with 4,000). A busy
+/// connection's larger reads are charged as they happen ([`crate::window::ReadBudget`],
+/// [`SocketBuffer`]).
 const CONNECTION_MEMORY: u64 = 8 << 10;
 const TLS_CONNECTION_MEMORY: u64 = 28 << 10;
 
@@ -470,9 +473,7 @@ impl StreamSource {
     ) {
         let config = self.tls.as_ref().expect("a TLS source").current();
         let acceptor = tokio_rustls::TlsAcceptor::from(config);
-        // rustls reads the socket 4 KiB at a time: from a buffer, that is a copy instead of a
-        // system call.
-        let buffered = tokio::io::BufReader::with_capacity(TLS_READ, Prefixed::new(leftover, s));
+        let buffered = SocketBuffer::new(Prefixed::new(leftover, s));
         let handshake = acceptor.accept(buffered);
         let mut tls = match tokio::time::timeout(self.handshake_timeout, handshake).await {
             Ok(Ok(tls)) => tls,
@@ -663,9 +664,6 @@ fn open_files_limit() -> Option<u64> {
     (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0).then_some(limit.rlim_cur)
 }
 
-/// What a TLS connection reads from its socket at once.
-const TLS_READ: usize = 128 << 10;
-
 /// A connection's place among those still in their TLS handshake or PROXY header; let go
 /// when dropped.
 struct Unauthenticated(Arc<std::sync::atomic::AtomicUsize>);
@@ -772,26 +770,36 @@ impl<S: AsyncRead + Unpin> AsyncRead for Filling<S> {
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for Filling<S> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut TaskContext<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.0).poll_write(cx, buf)
-    }
+/// Writes to a reading wrapper go straight to the stream it wraps (`field`).
+macro_rules! writes_go_through {
+    ($wrapper:ident, $field:tt) => {
+        impl<S: AsyncWrite + Unpin> AsyncWrite for $wrapper<S> {
+            fn poll_write(
+                mut self: Pin<&mut Self>,
+                cx: &mut TaskContext<'_>,
+                buf: &[u8],
+            ) -> Poll<std::io::Result<usize>> {
+                Pin::new(&mut self.$field).poll_write(cx, buf)
+            }
 
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.0).poll_flush(cx)
-    }
+            fn poll_flush(
+                mut self: Pin<&mut Self>,
+                cx: &mut TaskContext<'_>,
+            ) -> Poll<std::io::Result<()>> {
+                Pin::new(&mut self.$field).poll_flush(cx)
+            }
 
-    fn poll_shutdown(
-        mut self: Pin<&mut Self>,
-        cx: &mut TaskContext<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.0).poll_shutdown(cx)
-    }
+            fn poll_shutdown(
+                mut self: Pin<&mut Self>,
+                cx: &mut TaskContext<'_>,
+            ) -> Poll<std::io::Result<()>> {
+                Pin::new(&mut self.$field).poll_shutdown(cx)
+            }
+        }
+    };
 }
+
+writes_go_through!(Filling, 0);
 
 /// A connection whose first bytes were already read (with a PROXY header): they are read
 /// again first, here by the TLS handshake. Writes go to the connection.
@@ -827,26 +835,84 @@ impl<S: AsyncRead + Unpin> AsyncRead for Prefixed<S> {
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for Prefixed<S> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut TaskContext<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+writes_go_through!(Prefixed, inner);
+
+/// A TLS connection's socket, read through a buffer: rustls reads 4 KiB at a time, and from
+/// a buffer that is a copy instead of a system call. The buffer is there only while data is:
+/// taken when rustls wants to read, given back once it is read out and the socket has no
+/// more, so an idle connection holds none of it. While taken it is charged to the memory
+/// budget, and while the budget is tight a small one (a TLS record's size) is taken instead.
+struct SocketBuffer<S> {
+    inner: S,
+    buf: Vec<u8>,
+    /// How much of `buf` was handed out.
+    at: usize,
+    charge: Charge,
+}
+
+/// The buffer's size, and while the memory budget is tight.
+const TLS_READ: usize = 128 << 10;
+const TLS_READ_TIGHT: usize = 16 << 10;
+
+impl<S> SocketBuffer<S> {
+    fn new(inner: S) -> SocketBuffer<S> {
+        SocketBuffer {
+            inner,
+            buf: Vec::new(),
+            at: 0,
+            charge: Charge::default(),
+        }
     }
 
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(
-        mut self: Pin<&mut Self>,
-        cx: &mut TaskContext<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
+    fn give_back(&mut self) {
+        self.buf = Vec::new();
+        self.at = 0;
+        self.charge = Charge::default();
     }
 }
+
+impl<S: AsyncRead + Unpin> AsyncRead for SocketBuffer<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        out: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = &mut *self;
+        if this.at == this.buf.len() {
+            if this.buf.capacity() == 0 {
+                let size = if crate::memory::budget().tight() {
+                    TLS_READ_TIGHT
+                } else {
+                    TLS_READ
+                };
+                this.buf.reserve_exact(size);
+                this.charge.add(this.buf.capacity() as u64);
+            }
+            this.buf.clear();
+            this.at = 0;
+            let mut read = ReadBuf::uninit(this.buf.spare_capacity_mut());
+            match Pin::new(&mut this.inner).poll_read(cx, &mut read) {
+                Poll::Ready(Ok(())) if !read.filled().is_empty() => {
+                    let n = read.filled().len();
+                    // SAFETY: the read initialized the first `n` bytes of the spare capacity
+                    // (what `ReadBuf` calls filled), and `n` is within the capacity.
+                    unsafe { this.buf.set_len(n) };
+                }
+                // The end, an error, or nothing there now: nothing is held meanwhile.
+                other => {
+                    this.give_back();
+                    return other;
+                }
+            }
+        }
+        let n = (this.buf.len() - this.at).min(out.remaining());
+        out.put_slice(&this.buf[this.at..this.at + n]);
+        this.at += n;
+        Poll::Ready(Ok(()))
+    }
+}
+
+writes_go_through!(SocketBuffer, inner);
 
 enum Stream {
     Tcp(tokio::net::TcpStream),
