@@ -133,6 +133,7 @@ pub const OPTIONS: &[(&str, &str, &str)] = &[
     ("retries", "times a batch is sent again before it is dropped", "3"),
     ("scope", "`grouping-by()`: which messages share a key: `process`, `program`, `host`, `global`", "global"),
     ("seal-key", "`logstore()`: the sealing key `sluice logstore keygen` made; frames are sealed forward-securely", "none (chained, not sealed)"),
+    ("separated-worker-queues", "`kafka()` source: each of its `workers()` takes batches from a queue of its own, dealt to in turn (`no`: all take from one)", "no"),
     ("send-time-zone", "the time zone written stamps are in", "the message's"),
     ("so-keepalive", "TCP keepalives on connections", "no"),
     ("so-rcvbuf", "the socket's receive buffer, in bytes", "the kernel's"),
@@ -170,7 +171,7 @@ pub const OPTIONS: &[(&str, &str, &str)] = &[
     ("values", "a rewrite or parser's pairs (a glob of names)", "none"),
     ("where", "`grouping-by()`: only messages this filter matches are grouped", "every message"),
     ("worker-partition-key", "the template that keeps messages of a key on one worker", "none"),
-    ("workers", "senders a destination runs in parallel", "1; 4 (elasticsearch-http, opensearch)"),
+    ("workers", "senders a destination runs in parallel; of a `kafka()` source, its reading thread and the tasks that parse and dispatch what it reads", "1; 4 (elasticsearch-http, opensearch); 2 (kafka() source: a thread and a task)"),
 ];
 
 /// (section of the reference, the driver's first name, what it does).

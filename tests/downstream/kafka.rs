@@ -360,6 +360,42 @@ fn a_consumer_killed_9_reads_again_from_its_groups_commit_and_loses_nothing() {
     eprintln!("{N} records, the consumer killed -9 after {at}: 0 lost, {again} read again");
 }
 
+/// `workers()`: batches parsed and dispatched by several tasks, dealt to queues of their own
+/// or taken from one, still lose nothing at a `kill -9`: offsets are stored in the order the
+/// batches were read, whichever task delivered them first.
+#[test]
+fn workers_in_parallel_lose_nothing_at_a_kill_9() {
+    let Some(k) = broker() else { return };
+    let _alone = crate::alone();
+    k.create_topic("worked", 4);
+    const N: usize = 200_000;
+    k.produce("worked", produced(0, N));
+    let dir = tempfile::tempdir().unwrap();
+    let start = |more: &str| {
+        let config = consumer_config(k, r#""worked""#, "workers", more);
+        InDir::start(Command::new(sluice_bin()), dir.path(), &config)
+    };
+    let mut s = start("workers(4) separated-worker-queues(yes)");
+    let started = Instant::now();
+    let mut at = 0;
+    while at < N / 4 {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "{}",
+            s.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+        at = consumed(&[dir.path()]).len();
+    }
+    s.kill_9();
+    let mut s = start("workers(3)");
+    let seen = wait_consumed(&[dir.path()], N, Duration::from_secs(120));
+    s.stop();
+    let again: usize = seen.values().map(|c| c - 1).sum();
+    none_lost(&seen, N, &s.stderr());
+    eprintln!("{N} records by 3 then 2 tasks, killed -9 after {at}: 0 lost, {again} read again");
+}
+
 #[test]
 fn a_reload_that_changes_the_source_reads_nothing_twice() {
     let Some(k) = broker() else { return };

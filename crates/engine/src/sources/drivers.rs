@@ -99,7 +99,7 @@ pub static DRIVERS: &[SourceDriver] = &[
     #[cfg(feature = "kafka")]
     SourceDriver {
         names: &["kafka"],
-        options: &[KAFKA, KAFKA_LATER],
+        options: &[KAFKA],
         sample: "kafka(bootstrap-servers(\"127.0.0.1:9\") topic(\"logs\"))",
         build: kafka,
     },
@@ -960,12 +960,9 @@ const KAFKA: &[Declared] = &[
     read("persist_store", "persist-store(remote)"),
     read("strategy_hint", "strategy-hint(subscribe)"),
     read("ignore_saved_bookmarks", "ignore-saved-bookmarks(yes)"),
+    read("workers", "workers(3)"),
+    read("separated_worker_queues", "separated-worker-queues(yes)"),
 ];
-
-/// syslog-ng 4's options of `kafka()` that sluice does not have: one consumer per source
-/// (run more sluices in the group to read in parallel).
-#[cfg(feature = "kafka")]
-const KAFKA_LATER: &[Declared] = &[not_yet("workers"), not_yet("separated_worker_queues")];
 
 /// `kafka(bootstrap-servers("10.0.0.1:9092") topic("logs"))`: a member of a consumer group.
 #[cfg(feature = "kafka")]
@@ -1070,6 +1067,18 @@ fn kafka(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigEr
         store_metadata: o.yes_no("store_metadata", true)?,
         disable_bookmarks: o.yes_no("disable_bookmarks", false)?,
         ignore_saved_bookmarks: o.yes_no("ignore_saved_bookmarks", false)?,
+        // syslog-ng's worker 0 fetches, the others process: two (its default) is the
+        // reading thread and one task.
+        workers: super::Workers {
+            tasks: o
+                .last("workers")
+                .map(Node::u64)
+                .transpose()?
+                .unwrap_or(2)
+                .clamp(2, 64) as usize
+                - 1,
+            separated: o.yes_no("separated_worker_queues", false)?,
+        },
     };
     // librdkafka checks the properties' names and values now: a wrong one is a
     // configuration error, not a consumer that fails when it starts. (Without making a

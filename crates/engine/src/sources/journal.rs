@@ -229,6 +229,7 @@ impl JournalSource {
             &window,
             &mut batches,
             &kept_tx,
+            super::Workers::ONE,
         )
         .await;
         // The thread ends at its next wait or batch.
@@ -241,6 +242,10 @@ impl JournalSource {
 
 impl super::ThreadBatch for Batch {
     type Place = String;
+
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
 
     fn messages<'a>(
         &'a self,
@@ -260,8 +265,8 @@ impl super::ThreadBatch for Batch {
     }
 
     /// The cursor of its last entry.
-    fn place(self) -> String {
-        self.cursor
+    fn place(&self) -> String {
+        self.cursor.clone()
     }
 }
 

@@ -4,8 +4,12 @@
 //! A thread of the source's own polls a librdkafka consumer (the `rdkafka` crate; its poll
 //! blocks) and hands batches of records on; the source's task parses each record's value as
 //! the source's `format()` says into a message carrying `.kafka.topic`, `.kafka.partition`,
-//! `.kafka.offset` and `.kafka.key`, and dispatches them. A full window stops the task, a
-//! full channel the thread: topics are read no faster than destinations write.
+//! `.kafka.offset` and `.kafka.key`, and dispatches them — or, with `workers(N)` past 2, N − 1
+//! tasks do in parallel (one queue, or `separated-worker-queues(yes)` one each, dealt to in
+//! turn), as syslog-ng's worker 0 fetches and the others process. A full window stops the
+//! tasks, a full channel the thread: topics are read no faster than destinations write.
+//! With several workers, batches may reach destinations out of the order they were read;
+//! their offsets are still stored in that order.
 //!
 //! Offsets: librdkafka stores no offset by itself (`enable.auto.offset.store=false`). Each
 //! batch's acknowledgement comes back when every destination wrote its messages (as on a
@@ -94,6 +98,9 @@ pub struct KafkaSource {
     /// `ignore-saved-bookmarks(yes)`: each partition starts where `auto.offset.reset` says,
     /// not at the group's committed offset, the first time it is given after a start.
     pub ignore_saved_bookmarks: bool,
+    /// `workers()`, less the reading thread, and `separated-worker-queues()`: the tasks that
+    /// parse and dispatch its batches.
+    pub workers: super::Workers,
 }
 
 impl KafkaSource {
@@ -400,6 +407,10 @@ impl Batch {
 impl super::ThreadBatch for Batch {
     type Place = TopicPartitionList;
 
+    fn len(&self) -> usize {
+        self.records.len()
+    }
+
     /// Each record's value parsed, with its place as pairs.
     fn messages<'a>(
         &'a self,
@@ -439,7 +450,7 @@ impl super::ThreadBatch for Batch {
     }
 
     /// The offsets to store: the next one to read of each partition.
-    fn place(self) -> TopicPartitionList {
+    fn place(&self) -> TopicPartitionList {
         self.offsets()
     }
 }
@@ -499,7 +510,16 @@ impl KafkaSource {
             !self.disable_bookmarks,
         ));
         let window = self.local.reader.window();
-        super::dispatch_batches(ctx, &self.local, "kafka()", &window, &mut batches, &kept_tx).await;
+        super::dispatch_batches(
+            ctx,
+            &self.local,
+            "kafka()",
+            &window,
+            &mut batches,
+            &kept_tx,
+            self.workers,
+        )
+        .await;
         // The thread ends at its next poll or batch.
         drop(batches);
         drop(kept_tx);

@@ -584,6 +584,8 @@ impl Local {
 pub(super) trait ThreadBatch: Send + 'static {
     /// What is kept once every destination delivered the batch: a cursor, offsets.
     type Place: Send + 'static;
+    /// How many messages it holds (the credits it takes).
+    fn len(&self) -> usize;
     /// Parses the batch into `msgs`, as `spec` and `ingest` say.
     fn messages<'a>(
         &'a self,
@@ -594,13 +596,35 @@ pub(super) trait ThreadBatch: Send + 'static {
         msgs: &mut Vec<sluice_model::LogMessage<'a>>,
     );
     /// Where the input stands after the batch.
-    fn place(self) -> Self::Place;
+    fn place(&self) -> Self::Place;
 }
 
+/// Who parses and dispatches a reading thread's batches: the source's task alone (one), or
+/// `tasks` tasks in parallel (`kafka(workers())`, less its reading thread), all taking from
+/// one queue or each from a queue of its own that batches are dealt to in turn
+/// (`separated-worker-queues(yes)`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Workers {
+    pub tasks: usize,
+    pub separated: bool,
+}
+
+impl Workers {
+    pub const ONE: Workers = Workers {
+        tasks: 1,
+        separated: false,
+    };
+}
+
+/// A batch on its way to a worker, with the credits it holds.
+type Dealt<B> = (B, Ack);
+
 /// Dispatches the batches a reading thread sends on `batches` until `ctx` stops (or the
-/// thread ends), each with credits of `window` held until every destination delivered it;
-/// each batch's place goes to `kept` with the news of its delivery, in order. `peer` names
-/// the source in what is said of a stop.
+/// thread ends). Each batch takes credits of `window`, held until every destination
+/// delivered it, and its place goes to `kept` with the news of its delivery — both in the
+/// order the batches were read, before a worker parses it, so that the keeper (which stores
+/// places in that order, and only then gives the credits back) never waits for a batch
+/// that waits for credits. `peer` names the source in what is said of a stop.
 pub(super) async fn dispatch_batches<B: ThreadBatch>(
     ctx: &Context,
     local: &Local,
@@ -608,10 +632,38 @@ pub(super) async fn dispatch_batches<B: ThreadBatch>(
     window: &Window,
     batches: &mut tokio::sync::mpsc::Receiver<B>,
     kept: &tokio::sync::mpsc::UnboundedSender<(B::Place, oneshot::Receiver<Delivered>)>,
+    workers: Workers,
 ) {
     let mut routed = Routed::new(local.origin(Vec::new()));
+    let mut queues = Vec::new();
+    let mut tasks = tokio::task::JoinSet::new();
+    if workers.tasks > 1 {
+        let queue_count = if workers.separated { workers.tasks } else { 1 };
+        let mut receivers = Vec::new();
+        for _ in 0..queue_count {
+            let (tx, rx) = tokio::sync::mpsc::channel::<Dealt<B>>(1);
+            queues.push(tx);
+            receivers.push(Arc::new(tokio::sync::Mutex::new(rx)));
+        }
+        for i in 0..workers.tasks {
+            let queue = receivers[i % receivers.len()].clone();
+            let (ctx, local) = (ctx.clone(), local.clone());
+            tasks.spawn(async move {
+                let mut routed = Routed::new(local.origin(Vec::new()));
+                loop {
+                    let next = queue.lock().await.recv().await;
+                    let Some((batch, ack)) = next else {
+                        break;
+                    };
+                    if !dispatch_batch(&ctx, &local, &mut routed, &batch, &ack) {
+                        break;
+                    }
+                }
+            });
+        }
+    }
     let mut shutdown = ctx.shutdown.clone();
-    loop {
+    for turn in 0.. {
         let next = tokio::select! {
             biased;
             _ = shutdown.wait_for(|s| *s) => None,
@@ -620,28 +672,45 @@ pub(super) async fn dispatch_batches<B: ThreadBatch>(
         let Some(batch) = next else {
             break;
         };
-        let dispatcher = ctx.dispatcher.get();
-        let ingest = routed.ingest(&dispatcher, &local.reader);
-        let Some(origin) = routed.origin(&dispatcher).cloned() else {
-            break;
-        };
-        let recvd = UnixTime::now(&ingest.local_zone);
-        let mut msgs = Vec::new();
-        batch.messages(&local.reader, &ingest, &origin, recvd, &mut msgs);
-        let n = msgs.len();
-        local.reader.counted.add(n);
         let (delivered, done) = oneshot::channel();
-        let Some(ack) = ctx
-            .credits_acknowledged(window, n as u32, peer, delivered)
-            .await
-        else {
+        let n = batch.len().min(u32::MAX as usize) as u32;
+        let Some(ack) = ctx.credits_acknowledged(window, n, peer, delivered).await else {
             break;
         };
-        dispatcher.dispatch(&mut msgs, &ack);
-        drop(msgs);
-        drop(ack);
         let _ = kept.send((batch.place(), done));
+        let dispatched = match queues.get(turn % queues.len().max(1)) {
+            None => dispatch_batch(ctx, local, &mut routed, &batch, &ack),
+            Some(queue) => queue.send((batch, ack)).await.is_ok(),
+        };
+        if !dispatched {
+            break;
+        }
     }
+    // The workers dispatch what they were dealt, and end.
+    drop(queues);
+    while tasks.join_next().await.is_some() {}
+}
+
+/// Parses `batch` and dispatches its messages, holding `ack`; `false` when the source is
+/// not in the configuration any more (the batch is not delivered).
+fn dispatch_batch<B: ThreadBatch>(
+    ctx: &Context,
+    local: &Local,
+    routed: &mut Routed,
+    batch: &B,
+    ack: &Ack,
+) -> bool {
+    let dispatcher = ctx.dispatcher.get();
+    let ingest = routed.ingest(&dispatcher, &local.reader);
+    let Some(origin) = routed.origin(&dispatcher).cloned() else {
+        return false;
+    };
+    let recvd = UnixTime::now(&ingest.local_zone);
+    let mut msgs = Vec::new();
+    batch.messages(&local.reader, &ingest, &origin, recvd, &mut msgs);
+    local.reader.counted.add(msgs.len());
+    dispatcher.dispatch(&mut msgs, ack);
+    true
 }
 
 /// A reader whose place in its input is kept once what it read is delivered (a file): told
