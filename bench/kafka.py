@@ -130,7 +130,7 @@ def consume_once(mode, broker, args, round_no):
             open(conf, "w").write(f"""@version: 3.38
 options {{ stats-freq(0); }};
 source s {{ kafka(bootstrap-servers("{broker.bootstrap}") topic("{topic}") log-iw-size(100000)
-    config("group.id" => "{group}")); }};
+    config("group.id" => "{group}") {args.options}); }};
 destination d {{ file("{out}" template("x")); }};
 log {{ source(s); destination(d); }};
 """)
@@ -195,7 +195,8 @@ def main():
     p.add_argument("--count", type=int, default=1_000_000)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--partitions", type=int, default=1)
-    p.add_argument("--options", default="", help="more kafka-c() options, for both servers")
+    p.add_argument("--options", default="",
+                   help="more kafka-c() options, for both servers (with --consume: kafka() source options)")
     p.add_argument("--modes", default=",".join(MODES))
     p.add_argument("--consume", action="store_true", help="time the kafka() source instead")
     p.add_argument("--no-build", action="store_true")

@@ -286,6 +286,23 @@ fn wait_consumed(dirs: &[&std::path::Path], n: usize, limit: Duration) -> HashMa
     }
 }
 
+/// Kills consumer `s` with `kill -9` once `dir` holds `n` records; how many it held then.
+fn kill_9_after(mut s: InDir, dir: &std::path::Path, n: usize) -> usize {
+    let started = Instant::now();
+    let mut at = 0;
+    while at < n {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "{}",
+            s.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+        at = consumed(&[dir]).len();
+    }
+    s.kill_9();
+    at
+}
+
 #[test]
 fn a_consumer_reads_every_record_once_with_its_place() {
     let Some(k) = broker() else { return };
@@ -339,19 +356,8 @@ fn a_consumer_killed_9_reads_again_from_its_groups_commit_and_loses_nothing() {
     const N: usize = 200_000;
     k.produce("replayed", produced(0, N));
     let dir = tempfile::tempdir().unwrap();
-    let mut s = consumer(dir.path(), k, r#""replayed" => "-1""#, "replaying");
-    let started = Instant::now();
-    let mut at = 0;
-    while at < N / 4 {
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "{}",
-            s.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-        at = consumed(&[dir.path()]).len();
-    }
-    s.kill_9();
+    let s = consumer(dir.path(), k, r#""replayed" => "-1""#, "replaying");
+    let at = kill_9_after(s, dir.path(), N / 4);
     let mut s = consumer(dir.path(), k, r#""replayed" => "-1""#, "replaying");
     let seen = wait_consumed(&[dir.path()], N, Duration::from_secs(120));
     s.stop();
@@ -375,19 +381,11 @@ fn workers_in_parallel_lose_nothing_at_a_kill_9() {
         let config = consumer_config(k, r#""worked""#, "workers", more);
         InDir::start(Command::new(sluice_bin()), dir.path(), &config)
     };
-    let mut s = start("workers(4) separated-worker-queues(yes)");
-    let started = Instant::now();
-    let mut at = 0;
-    while at < N / 4 {
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "{}",
-            s.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-        at = consumed(&[dir.path()]).len();
-    }
-    s.kill_9();
+    let at = kill_9_after(
+        start("workers(4) separated-worker-queues(yes)"),
+        dir.path(),
+        N / 4,
+    );
     let mut s = start("workers(3)");
     let seen = wait_consumed(&[dir.path()], N, Duration::from_secs(120));
     s.stop();
