@@ -29,36 +29,54 @@ use crate::wire::{put_bytes, put_varint, unzigzag, zigzag, Cursor, Malformed};
 pub const GRAMS: usize = 37 * 37 * 37;
 const GRAM_WORDS: usize = GRAMS.div_ceil(64);
 
-/// The class of each byte: 1-26 letters (either case), 27-36 digits, 0 the rest.
-static CLASS: [u8; 256] = {
-    let mut t = [0u8; 256];
-    let mut i = 0;
-    while i < 26 {
-        t[b'a' as usize + i] = 1 + i as u8;
-        t[b'A' as usize + i] = 1 + i as u8;
-        i += 1;
+/// The class of a byte: 1-26 letters (either case), 27-36 digits, 0 the rest. Without a
+/// table or a branch, so that a block of bytes is classed in vector registers.
+#[inline(always)]
+fn class_of(byte: u8) -> u8 {
+    let letter = (byte | 0x20).wrapping_sub(b'a');
+    let digit = byte.wrapping_sub(b'0');
+    if letter < 26 {
+        letter + 1
+    } else if digit < 10 {
+        digit + 27
+    } else {
+        0
     }
-    let mut d = 0;
-    while d < 10 {
-        t[b'0' as usize + d] = 27 + d as u8;
-        d += 1;
-    }
-    t
-};
+}
 
-/// The trigrams of `text`, each as its bit number.
-fn grams(text: &[u8], mut each: impl FnMut(usize)) {
-    if text.len() < 3 {
-        return;
+/// The trigrams of `text`, each as its bit number (below [`GRAMS`], so 16 bits hold it).
+/// A block at a time: the bytes classed, then the trigrams' numbers made, each pass with no
+/// state carried from byte to byte (both run in vector registers); only setting the bits
+/// is a byte at a time. Blocks overlap by two bytes, so each trigram is made once.
+fn grams(text: &[u8], mut each: impl FnMut(u16)) {
+    const BLOCK: usize = 256;
+    let mut classes = [0u8; BLOCK];
+    let mut numbers = [0u16; BLOCK];
+    let mut at = 0;
+    while at + 2 < text.len() {
+        let block = &text[at..text.len().min(at + BLOCK)];
+        for (c, &byte) in classes.iter_mut().zip(block) {
+            *c = class_of(byte);
+        }
+        let made = block.len() - 2;
+        for (i, n) in numbers[..made].iter_mut().enumerate() {
+            *n = u16::from(classes[i]) * 1369
+                + u16::from(classes[i + 1]) * 37
+                + u16::from(classes[i + 2]);
+        }
+        for &n in &numbers[..made] {
+            each(n);
+        }
+        at += made;
     }
-    let mut a = CLASS[text[0] as usize] as usize;
-    let mut b = CLASS[text[1] as usize] as usize;
-    for &byte in &text[2..] {
-        let c = CLASS[byte as usize] as usize;
-        each(a * 1369 + b * 37 + c);
-        a = b;
-        b = c;
-    }
+}
+
+/// A bitmap of trigrams as it is built: a word for every 64 numbers a `u16` can hold, so
+/// that setting a bit needs no bounds check; the first [`GRAM_WORDS`] are the index's.
+type GramWords = [u64; 1 << 10];
+
+fn set_gram(words: &mut GramWords, n: u16) {
+    words[usize::from(n >> 6)] |= 1 << (n & 63);
 }
 
 /// The length of `line` from `start` to its end, its last newline left out.
@@ -126,7 +144,10 @@ pub struct ChunkBuilder {
     stamp: (i64, i64),
     hosts: Table,
     programs: Table,
-    grams: Box<[u64; GRAM_WORDS]>,
+    /// Where each record's text is in `bytes`: their trigrams are taken when the chunk is,
+    /// all at once into one bitmap that stays in the cache. (Set record by record, the
+    /// bitmaps of a thousand archives — a file per host — missed it at every bit.)
+    texts: Vec<(u32, u32)>,
 }
 
 impl Default for ChunkBuilder {
@@ -143,7 +164,7 @@ impl Default for ChunkBuilder {
             stamp: (i64::MAX, i64::MIN),
             hosts: Table::default(),
             programs: Table::default(),
-            grams: Box::new([0; GRAM_WORDS]),
+            texts: Vec::new(),
         }
     }
 }
@@ -183,28 +204,32 @@ impl ChunkBuilder {
         put_varint(out, u64::from(self.hosts.place(e.host)));
         put_varint(out, u64::from(self.programs.place(e.program)));
         put_varint(out, e.line.len() as u64);
+        let line_at = self.bytes.len() as u32;
         self.bytes.extend_from_slice(e.line);
-        match e.text {
+        let text = match e.text {
             Text::InLine { start, len } if rest_of(e.line, start) == Some(len) => {
                 out.push(0);
                 put_varint(out, u64::from(start));
+                (line_at + start, len)
             }
             Text::InLine { start, len } => {
                 out.push(1);
                 put_varint(out, u64::from(start));
                 put_varint(out, u64::from(len));
+                (line_at + start, len)
             }
             Text::Own(t) => {
                 out.push(2);
                 put_varint(out, t.len() as u64);
+                let at = self.bytes.len() as u32;
                 self.bytes.extend_from_slice(t);
+                (at, t.len() as u32)
             }
-        }
+        };
+        self.texts.push(text);
         self.prev_recvd = e.recvd;
         self.prev_stamp = stamp_secs;
         self.prev_offset = e.offset;
-        let words = &mut *self.grams;
-        grams(e.text(), |g| words[g / 64] |= 1 << (g % 64));
         self.count += 1;
         self.recvd = (self.recvd.0.min(e.recvd), self.recvd.1.max(e.recvd));
         self.stamp = (self.stamp.0.min(e.stamp), self.stamp.1.max(e.stamp));
@@ -212,6 +237,9 @@ impl ChunkBuilder {
 
     /// The index and the records of the chunk, which starts empty again.
     pub fn take(&mut self, index: &mut Vec<u8>, records: &mut Vec<u8>) {
+        // Grown once, not doubling its way there (a copy of the chunk at every step).
+        records.reserve(10 + self.fields.len() + self.bytes.len());
+        index.reserve(4 + 5 * 8 + GRAM_WORDS * 8 + 64);
         index.extend_from_slice(&self.count.to_le_bytes());
         for v in [
             self.recvd.0,
@@ -224,7 +252,12 @@ impl ChunkBuilder {
         }
         self.hosts.write(index);
         self.programs.write(index);
-        for w in self.grams.iter() {
+        let mut words: GramWords = [0; 1 << 10];
+        for &(at, len) in &self.texts {
+            let text = &self.bytes[at as usize..(at + len) as usize];
+            grams(text, |n| set_gram(&mut words, n));
+        }
+        for w in &words[..GRAM_WORDS] {
             index.extend_from_slice(&w.to_le_bytes());
         }
         put_varint(records, self.fields.len() as u64);
@@ -245,7 +278,11 @@ impl ChunkBuilder {
         self.stamp = (i64::MAX, i64::MIN);
         self.hosts.clear();
         self.programs.clear();
-        self.grams.fill(0);
+        if self.texts.capacity() > (KEPT / 8).max(4 * self.texts.len()) {
+            self.texts = Vec::new();
+        } else {
+            self.texts.clear();
+        }
     }
 }
 
@@ -295,8 +332,9 @@ impl Index {
     /// Whether some text of the chunk may hold `literal` (in any case).
     pub fn may_hold(&self, literal: &[u8]) -> bool {
         let mut all = true;
-        grams(literal, |g| {
-            all &= self.grams[g / 64] & (1 << (g % 64)) != 0
+        grams(literal, |n| {
+            let n = usize::from(n);
+            all &= self.grams[n / 64] & (1 << (n % 64)) != 0
         });
         all
     }
@@ -440,6 +478,46 @@ impl<'a> Iterator for Records<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Trigrams as the index defines them: a byte's class from a table, one byte at a time.
+    fn grams_one_by_one(text: &[u8]) -> Vec<u16> {
+        let class = |b: u8| match b {
+            b'a'..=b'z' => b - b'a' + 1,
+            b'A'..=b'Z' => b - b'A' + 1,
+            b'0'..=b'9' => b - b'0' + 27,
+            _ => 0,
+        };
+        text.windows(3)
+            .map(|w| {
+                u16::from(class(w[0])) * 1369 + u16::from(class(w[1])) * 37 + u16::from(class(w[2]))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn trigrams_of_blocks_are_those_of_the_bytes_one_by_one() {
+        let every_byte: Vec<u8> = (0..=255u8).chain((0..=255u8).rev()).collect();
+        let mut seed = 7u32;
+        let random: Vec<u8> = (0..2000)
+            .map(|_| {
+                seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                (seed >> 16) as u8
+            })
+            .collect();
+        for len in [0, 1, 2, 3, 4, 255, 256, 257, 258, 259, 511, 512, 513, 2000] {
+            for text in [
+                &random[..len.min(random.len())],
+                &every_byte[..len.min(512)],
+            ] {
+                let mut got = Vec::new();
+                grams(text, |n| got.push(n));
+                assert_eq!(got, grams_one_by_one(text), "{len}");
+            }
+        }
+        assert!(grams_one_by_one(b"999")
+            .iter()
+            .all(|&n| usize::from(n) < GRAMS));
+    }
 
     fn entry<'a>(recvd: i64, host: &'a [u8], line: &'a [u8], text: Text<'a>) -> Entry<'a> {
         Entry {
