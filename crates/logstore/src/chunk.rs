@@ -235,11 +235,12 @@ impl ChunkBuilder {
         self.stamp = (self.stamp.0.min(e.stamp), self.stamp.1.max(e.stamp));
     }
 
-    /// The index and the records of the chunk, which starts empty again.
-    pub fn take(&mut self, index: &mut Vec<u8>, records: &mut Vec<u8>) {
-        // Grown once, not doubling its way there (a copy of the chunk at every step).
-        records.reserve(10 + self.fields.len() + self.bytes.len());
-        index.reserve(4 + 5 * 8 + GRAM_WORDS * 8 + 64);
+    /// The records of the chunk and its index but for the trigrams ([`Taken::finish`]
+    /// adds them); the builder starts empty again.
+    pub fn take(&mut self) -> Taken {
+        // Grown once, not doubling their way there (a copy of the chunk at every step).
+        let mut records = Vec::with_capacity(10 + self.fields.len() + self.bytes.len());
+        let mut index = Vec::with_capacity(4 + 5 * 8 + GRAM_WORDS * 8 + 64);
         index.extend_from_slice(&self.count.to_le_bytes());
         for v in [
             self.recvd.0,
@@ -250,19 +251,17 @@ impl ChunkBuilder {
         ] {
             index.extend_from_slice(&v.to_le_bytes());
         }
-        self.hosts.write(index);
-        self.programs.write(index);
-        let mut words: GramWords = [0; 1 << 10];
-        for &(at, len) in &self.texts {
-            let text = &self.bytes[at as usize..(at + len) as usize];
-            grams(text, |n| set_gram(&mut words, n));
-        }
-        for w in &words[..GRAM_WORDS] {
-            index.extend_from_slice(&w.to_le_bytes());
-        }
-        put_varint(records, self.fields.len() as u64);
+        self.hosts.write(&mut index);
+        self.programs.write(&mut index);
+        put_varint(&mut records, self.fields.len() as u64);
         records.extend_from_slice(&self.fields);
+        let bytes_at = records.len() as u32;
         records.extend_from_slice(&self.bytes);
+        let texts = self
+            .texts
+            .iter()
+            .map(|&(at, len)| (bytes_at + at, len))
+            .collect();
         // The buffers are kept for the next chunk, unless they are much larger than this one
         // needed: an archive that went quiet (thousands of them, with a file per host) lets
         // go of what its busy chunks grew.
@@ -283,6 +282,36 @@ impl ChunkBuilder {
         } else {
             self.texts.clear();
         }
+        Taken {
+            index,
+            records,
+            texts,
+        }
+    }
+}
+
+/// A chunk taken from its builder, its index not finished: the trigrams of its texts are
+/// set by [`Taken::finish`], on a sealer's thread, not on the one thread an archive's writer
+/// has.
+pub struct Taken {
+    index: Vec<u8>,
+    pub records: Vec<u8>,
+    /// Where each record's text is in `records`.
+    texts: Vec<(u32, u32)>,
+}
+
+impl Taken {
+    /// The chunk's index and its records.
+    pub fn finish(mut self) -> (Vec<u8>, Vec<u8>) {
+        let mut words: GramWords = [0; 1 << 10];
+        for &(at, len) in &self.texts {
+            let text = &self.records[at as usize..(at + len) as usize];
+            grams(text, |n| set_gram(&mut words, n));
+        }
+        for w in &words[..GRAM_WORDS] {
+            self.index.extend_from_slice(&w.to_le_bytes());
+        }
+        (self.index, self.records)
     }
 }
 
@@ -543,8 +572,7 @@ mod tests {
         ));
         b.add(&entry(90, b"b", b"{}", Text::Own(b"Accepted key")));
         b.add(&entry(120, b"a", b"z\n", Text::InLine { start: 0, len: 1 }));
-        let (mut index, mut data) = (Vec::new(), Vec::new());
-        b.take(&mut index, &mut data);
+        let (index, data) = b.take().finish();
         assert!(b.is_empty());
         let index = Index::read(&index).unwrap();
         assert_eq!(index.records, 3);

@@ -341,12 +341,11 @@ impl Store {
         }
         self.opened = None;
         let records = self.chunk.records();
-        let (mut index, mut data) = (Vec::new(), Vec::new());
         UNSEALED.fetch_sub(self.chunk.len() as i64, Ordering::Relaxed);
-        self.chunk.take(&mut index, &mut data);
+        let taken = self.chunk.take();
         let seq = self.next_seq;
         self.next_seq += 1;
-        let plain_len = data.len() as u32;
+        let plain_len = taken.records.len() as u32;
         let (tx, parts) = mpsc::sync_channel(1);
         let (level, key, segment) = (self.opts.level, self.data_key.clone(), self.segment);
         crypt::sealers().run(Box::new(move || {
@@ -362,6 +361,7 @@ impl Store {
                 }
                 part
             };
+            let (index, data) = taken.finish();
             let _ = tx.send((part(PART_INDEX, &index), part(PART_DATA, &data)));
         }));
         self.sealing.push_back(Sealing {
