@@ -680,7 +680,14 @@ pub(super) async fn dispatch_batches<B: ThreadBatch>(
         let _ = kept.send((batch.place(), done));
         let dispatched = match queues.get(turn % queues.len().max(1)) {
             None => dispatch_batch(ctx, local, &mut routed, &batch, &ack),
-            Some(queue) => queue.send((batch, ack)).await.is_ok(),
+            Some(queue) => match queue.send((batch, ack)).await {
+                Ok(()) => true,
+                // Its worker stopped: the batch was not delivered, whatever the credits do.
+                Err(returned) => {
+                    (returned.0).1.fail();
+                    false
+                }
+            },
         };
         if !dispatched {
             break;
@@ -692,7 +699,8 @@ pub(super) async fn dispatch_batches<B: ThreadBatch>(
 }
 
 /// Parses `batch` and dispatches its messages, holding `ack`; `false` when the source is
-/// not in the configuration any more (the batch is not delivered).
+/// not in the configuration any more: the batch is not delivered, and `ack` says so (its
+/// credits go back without the keeper being told of a delivery).
 fn dispatch_batch<B: ThreadBatch>(
     ctx: &Context,
     local: &Local,
@@ -703,6 +711,7 @@ fn dispatch_batch<B: ThreadBatch>(
     let dispatcher = ctx.dispatcher.get();
     let ingest = routed.ingest(&dispatcher, &local.reader);
     let Some(origin) = routed.origin(&dispatcher).cloned() else {
+        ack.fail();
         return false;
     };
     let recvd = UnixTime::now(&ingest.local_zone);
