@@ -257,11 +257,11 @@ impl ChunkBuilder {
         records.extend_from_slice(&self.fields);
         let bytes_at = records.len() as u32;
         records.extend_from_slice(&self.bytes);
-        let texts = self
-            .texts
-            .iter()
-            .map(|&(at, len)| (bytes_at + at, len))
-            .collect();
+        // The spans go with the chunk, moved to where `bytes` begins in the records.
+        let mut texts = std::mem::take(&mut self.texts);
+        for (at, _) in &mut texts {
+            *at += bytes_at;
+        }
         // The buffers are kept for the next chunk, unless they are much larger than this one
         // needed: an archive that went quiet (thousands of them, with a file per host) lets
         // go of what its busy chunks grew.
@@ -277,11 +277,6 @@ impl ChunkBuilder {
         self.stamp = (i64::MAX, i64::MIN);
         self.hosts.clear();
         self.programs.clear();
-        if self.texts.capacity() > (KEPT / 8).max(4 * self.texts.len()) {
-            self.texts = Vec::new();
-        } else {
-            self.texts.clear();
-        }
         Taken {
             index,
             records,

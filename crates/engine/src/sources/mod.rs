@@ -678,16 +678,17 @@ pub(super) async fn dispatch_batches<B: ThreadBatch>(
             break;
         };
         let _ = kept.send((batch.place(), done));
-        let dispatched = match queues.get(turn % queues.len().max(1)) {
-            None => dispatch_batch(ctx, local, &mut routed, &batch, &ack),
-            Some(queue) => match queue.send((batch, ack)).await {
+        let dispatched = if queues.is_empty() {
+            dispatch_batch(ctx, local, &mut routed, &batch, &ack)
+        } else {
+            match queues[turn % queues.len()].send((batch, ack)).await {
                 Ok(()) => true,
                 // Its worker stopped: the batch was not delivered, whatever the credits do.
                 Err(returned) => {
                     (returned.0).1.fail();
                     false
                 }
-            },
+            }
         };
         if !dispatched {
             break;
