@@ -26,13 +26,16 @@ use super::{Destination, Outbox};
 use crate::kafka::{valid_topic, Said};
 use crate::stats::DestCounters;
 use crate::window::Ack;
+use rdkafka::bindings as rdsys;
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::types::RDKafkaRespErr;
 use rdkafka::ClientContext;
 use sluice_model::LogMessage;
 use std::cell::RefCell;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::ffi::{c_void, CString};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -103,6 +106,7 @@ pub fn push_record(batch: &mut Batch, topic: &[u8], key: Option<&[u8]>, value: &
 }
 
 /// A record as [`push_record`] put it in a batch.
+#[derive(Clone, Copy)]
 struct Record<'a> {
     topic: &'a [u8],
     key: Option<&'a [u8]>,
@@ -371,6 +375,7 @@ impl Servers for KafkaOptions {
             .create_with_context(reports)
             .map_err(|e| std::io::Error::other(format!("librdkafka: {e}")))?;
         Ok(Box::new(Producing {
+            topics: TopicHandles::default(),
             producer,
             fallback_topic: self.fallback_topic.clone(),
             sync_send: self.sync_send,
@@ -405,6 +410,8 @@ impl KafkaOptions {
 
 /// A lane's producer: the wire of a `kafka-c()` sender.
 struct Producing {
+    /// Before the producer, so dropped before it.
+    topics: TopicHandles,
     producer: ThreadedProducer<Reports>,
     fallback_topic: Option<String>,
     sync_send: bool,
@@ -417,6 +424,57 @@ struct Producing {
     handed: VecDeque<Handed>,
     /// Refusals of records of a send handed over that is not the one being settled.
     later: Vec<(usize, KafkaError)>,
+}
+
+/// `RD_KAFKA_PARTITION_UA`: the partitioner picks (a macro in C, not in the bindings).
+const PARTITION_UNASSIGNED: i32 = -1;
+
+/// librdkafka's handles of the topics a wire produces to, by name; at most
+/// [`TopicHandles::MOST`] (topics come from a template), all let go when more are wanted.
+#[derive(Default)]
+struct TopicHandles {
+    by_name: HashMap<Vec<u8>, TopicHandle>,
+}
+
+/// One `rd_kafka_topic_t` reference, given back when dropped.
+struct TopicHandle(*mut rdsys::rd_kafka_topic_t);
+
+// SAFETY: librdkafka's topic handles may be used and destroyed from any thread.
+unsafe impl Send for TopicHandle {}
+
+impl Drop for TopicHandle {
+    fn drop(&mut self) {
+        // SAFETY: made by `rd_kafka_topic_new`, given back once; the producer outlives it
+        // (`Producing` drops its handles before its producer).
+        unsafe { rdsys::rd_kafka_topic_destroy(self.0) }
+    }
+}
+
+impl TopicHandles {
+    const MOST: usize = 1000;
+
+    /// The handle of `topic` (a valid topic name), made on first use; `None` when librdkafka
+    /// makes none.
+    fn handle(
+        &mut self,
+        client: *mut rdsys::rd_kafka_t,
+        topic: &[u8],
+    ) -> Option<*mut rdsys::rd_kafka_topic_t> {
+        if let Some(h) = self.by_name.get(topic) {
+            return Some(h.0);
+        }
+        if self.by_name.len() >= Self::MOST {
+            self.by_name.clear();
+        }
+        let name = CString::new(topic).ok()?;
+        // SAFETY: `client` is a live producer; a null configuration takes the defaults.
+        let rkt = unsafe { rdsys::rd_kafka_topic_new(client, name.as_ptr(), std::ptr::null_mut()) };
+        if rkt.is_null() {
+            return None;
+        }
+        self.by_name.insert(topic.to_vec(), TopicHandle(rkt));
+        Some(rkt)
+    }
 }
 
 /// A send handed over to librdkafka.
@@ -435,13 +493,18 @@ fn opaque(send: u32, n: usize) -> usize {
 
 /// The records of `batches` from `from` on, as [`push_record`] put them.
 fn records_of(batches: &[Batch], from: Position) -> Vec<&[u8]> {
-    let mut records = Vec::new();
-    let mut at = from;
-    while at.batch < batches.len() {
-        let b = &batches[at.batch];
-        let i = at.message(batches);
-        records.push(&b.data[b.start(i)..b.ends[i] as usize]);
-        at.skip_messages(batches, 1);
+    let Some(rest) = batches.get(from.batch..) else {
+        return Vec::new();
+    };
+    let mut records = Vec::with_capacity(rest.iter().map(Batch::len).sum());
+    let mut first = from.message(batches);
+    for b in rest {
+        let mut start = b.start(first);
+        for &end in &b.ends[first..] {
+            records.push(&b.data[start..end as usize]);
+            start = end as usize;
+        }
+        first = 0;
     }
     records
 }
@@ -538,14 +601,131 @@ impl Producing {
             fates: vec![Fate::Unsent; records.len()],
             produced: 0,
         };
-        for (n, bytes) in records.iter().enumerate() {
-            self.produce(&mut handed, n, bytes, false, give_up, stall)?;
-            if self.sync_send {
+        if self.sync_send {
+            for (n, bytes) in records.iter().enumerate() {
+                self.produce(&mut handed, n, bytes, false, give_up, stall)?;
                 self.wait(&mut handed, records, give_up, stall)?;
             }
+        } else {
+            // Runs of records for one topic go in one call; a record whose topic is not a
+            // topic name (or that is damaged) is decided on its own.
+            let mut run: Vec<Record> = Vec::new();
+            let mut first = 0;
+            for (n, bytes) in records.iter().enumerate() {
+                let record = Record::read(bytes).filter(|r| valid_topic(r.topic));
+                if let Some(r) = record {
+                    if run.first().is_some_and(|f| f.topic == r.topic) {
+                        run.push(r);
+                        continue;
+                    }
+                }
+                self.produce_run(&mut handed, first, &run, give_up, stall)?;
+                run.clear();
+                first = n;
+                match record {
+                    Some(r) => run.push(r),
+                    None => {
+                        self.produce(&mut handed, n, bytes, false, give_up, stall)?;
+                        first = n + 1;
+                    }
+                }
+            }
+            self.produce_run(&mut handed, first, &run, give_up, stall)?;
         }
         self.handed.push_back(handed);
         Ok(())
+    }
+
+    /// Produces `run`, records of one topic numbered from `first` in `handed`, in one call
+    /// to librdkafka (`rd_kafka_produce_batch`: the topic found, the clock read and the
+    /// topic's lock taken once for the run, not per record as `producev` does), waiting
+    /// while its queue is full.
+    fn produce_run(
+        &mut self,
+        handed: &mut Handed,
+        first: usize,
+        run: &[Record],
+        give_up: GiveUp,
+        stall: &mut Option<Instant>,
+    ) -> Result<(), Failure> {
+        let Some(topic) = run.first().map(|r| r.topic) else {
+            return Ok(());
+        };
+        let client = self.producer.client().native_ptr();
+        let Some(rkt) = self.topics.handle(client, topic) else {
+            let reports = self.producer.context();
+            for n in first..first + run.len() {
+                handed.fates[n] = Fate::Refused;
+            }
+            reports.said.say(format!(
+                "librdkafka has no handle for topic '{}'; {} records dropped",
+                String::from_utf8_lossy(topic),
+                run.len()
+            ));
+            return Ok(());
+        };
+        let mut pending: Vec<usize> = (0..run.len()).collect();
+        loop {
+            let mut messages: Vec<rdsys::rd_kafka_message_t> = pending
+                .iter()
+                .map(|&i| {
+                    let r = &run[i];
+                    let (key, key_len) = r.key.map_or((std::ptr::null_mut(), 0), |k| {
+                        (k.as_ptr() as *mut c_void, k.len())
+                    });
+                    rdsys::rd_kafka_message_t {
+                        err: RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR,
+                        rkt: std::ptr::null_mut(),
+                        partition: 0,
+                        payload: r.value.as_ptr() as *mut c_void,
+                        len: r.value.len(),
+                        key,
+                        key_len,
+                        offset: 0,
+                        _private: opaque(handed.send, first + i) as *mut c_void,
+                    }
+                })
+                .collect();
+            // SAFETY: `rkt` is a live handle of this producer's; every message points into
+            // `run`, which outlives the call, and librdkafka copies what it keeps (F_COPY);
+            // the count is the array's length.
+            unsafe {
+                rdsys::rd_kafka_produce_batch(
+                    rkt,
+                    PARTITION_UNASSIGNED,
+                    rdsys::RD_KAFKA_MSG_F_COPY,
+                    messages.as_mut_ptr(),
+                    messages.len() as i32,
+                );
+            }
+            let reports = self.producer.context();
+            let mut full = Vec::new();
+            for (m, &i) in messages.iter().zip(&pending) {
+                match m.err {
+                    RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR => {
+                        handed.produced += 1;
+                        handed.fates[first + i] = Fate::Waiting;
+                    }
+                    RDKafkaRespErr::RD_KAFKA_RESP_ERR__QUEUE_FULL => full.push(i),
+                    e => {
+                        handed.fates[first + i] = Fate::Refused;
+                        let e = KafkaError::MessageProduction(e.into());
+                        reports
+                            .said
+                            .say(format!("a record was refused ({e}); dropped"));
+                    }
+                }
+            }
+            if full.is_empty() {
+                return Ok(());
+            }
+            pending = full;
+            // Room comes with reports: of the oldest send, or of this one.
+            let oldest = self.handed.front().unwrap_or(handed);
+            let (send, count) = (oldest.send, reports.reported(oldest.send) + 1);
+            reports.wait_for(send, count, POLL.min(Duration::from_millis(10)));
+            stalled(stall, give_up, self.flush_timeout())?;
+        }
     }
 
     /// Waits until every record of the oldest send handed over has its report; returns how
@@ -731,5 +911,37 @@ mod tests {
         let r = Record::read(&b.data[b.ends[0] as usize..]).unwrap();
         assert_eq!((r.topic, r.key, r.value), (&b"t"[..], None, &b""[..]));
         assert!(Record::read(&[5, 0, b'a']).is_none());
+    }
+
+    #[test]
+    fn the_records_of_a_send_start_where_it_is() {
+        let mut batches = vec![Batch::new(None), Batch::new(None), Batch::new(None)];
+        for (b, values) in batches.iter_mut().zip([&["a", "b", "c"][..], &[], &["d"]]) {
+            for v in values {
+                push_record(b, b"t", None, v.as_bytes());
+            }
+        }
+        let values = |from: Position| -> Vec<Vec<u8>> {
+            records_of(&batches, from)
+                .iter()
+                .map(|r| Record::read(r).unwrap().value.to_vec())
+                .collect()
+        };
+        assert_eq!(values(Position::default()), [b"a", b"b", b"c", b"d"]);
+        let second = Position {
+            byte: batches[0].ends[0] as usize,
+            ..Position::default()
+        };
+        assert_eq!(values(second), [b"b", b"c", b"d"]);
+        let last = Position {
+            batch: 2,
+            ..Position::default()
+        };
+        assert_eq!(values(last), [b"d"]);
+        let past = Position {
+            batch: 3,
+            ..Position::default()
+        };
+        assert!(values(past).is_empty());
     }
 }
