@@ -434,6 +434,62 @@ fn a_reload_that_changes_the_source_reads_nothing_twice() {
     eprintln!("{N} records, the source reloaded at {at}: 0 lost, 0 read twice");
 }
 
+/// A reload that takes the `kafka()` source out while its workers hold batches read and not
+/// yet dispatched: those batches are not told delivered, so their offsets are not committed,
+/// and the group's next member (the source put back by the next reload) reads them.
+#[test]
+fn a_source_removed_mid_batch_leaves_its_records_to_the_group() {
+    let Some(k) = broker() else { return };
+    let _alone = crate::alone();
+    k.create_topic("removed", 4);
+    const N: usize = 200_000;
+    k.produce("removed", produced(0, N));
+    let dir = tempfile::tempdir().unwrap();
+    let with_source = consumer_config(
+        k,
+        r#""removed""#,
+        "removing",
+        "workers(3) separated-worker-queues(yes)",
+    );
+    let mut s = InDir::start(Command::new(sluice_bin()), dir.path(), &with_source);
+    let started = Instant::now();
+    while consumed(&[dir.path()]).len() < N / 4 {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "{}",
+            s.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let without_source = format!(
+        r#"source n {{ tcp(ip(127.0.0.1) port({})); }};
+        destination f {{ file("@DIR@/other.log"); }};
+        log {{ source(n); destination(f); }};"#,
+        free_port()
+    );
+    reload(dir.path(), &without_source);
+    let at = consumed(&[dir.path()]).len();
+    // The old member leaves the group (its session ends with it); then the source is back.
+    std::thread::sleep(Duration::from_secs(2));
+    let between = consumed(&[dir.path()]).len();
+    reload(dir.path(), &with_source);
+    wait_consumed(&[dir.path()], N, Duration::from_secs(120));
+    std::thread::sleep(Duration::from_secs(1));
+    s.stop();
+    let seen = consumed(&[dir.path()]);
+    let missing = (0..N).filter(|i| !seen.contains_key(i)).count();
+    let twice = seen.values().filter(|&&c| c > 1).count();
+    assert_eq!(
+        missing,
+        0,
+        "removed at {at}, {between} read before it came back\n{}",
+        s.stderr()
+    );
+    eprintln!(
+        "{N} records, the source removed at {at} ({between} when it came back): 0 lost, {twice} read twice"
+    );
+}
+
 #[test]
 fn records_are_those_syslog_ngs_kafka_c_produces() {
     let Some(k) = broker() else { return };
