@@ -115,6 +115,23 @@ pub fn logging(o: &mut Options) -> Result<KafkaLogging, ConfigError> {
     }
 }
 
+/// Implements rdkafka's `ClientContext` for a context type with a [`Said`] in its `said`:
+/// librdkafka's log and errors are said as `Said` says them.
+macro_rules! client_context_says {
+    ($context:ty) => {
+        impl rdkafka::ClientContext for $context {
+            fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, text: &str) {
+                self.said.log(level, fac, text);
+            }
+
+            fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
+                self.said.error(error, reason);
+            }
+        }
+    };
+}
+pub(crate) use client_context_says;
+
 /// What a librdkafka client says of itself, in sluice's log under its driver's label: the
 /// same text at most once a minute (a broker that is away, or a password it refuses, is
 /// reported at every retry, and the texts differ only in their numbers: "after 336ms in

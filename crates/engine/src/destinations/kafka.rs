@@ -27,11 +27,10 @@ use crate::kafka::{valid_topic, Said};
 use crate::stats::DestCounters;
 use crate::window::Ack;
 use rdkafka::bindings as rdsys;
-use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::types::RDKafkaRespErr;
-use rdkafka::ClientContext;
 use sluice_model::LogMessage;
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
@@ -202,15 +201,7 @@ impl Reports {
     }
 }
 
-impl ClientContext for Reports {
-    fn log(&self, level: RDKafkaLogLevel, fac: &str, text: &str) {
-        self.said.log(level, fac, text);
-    }
-
-    fn error(&self, error: KafkaError, reason: &str) {
-        self.said.error(error, reason);
-    }
-}
+crate::kafka::client_context_says!(Reports);
 
 impl ProducerContext for Reports {
     type DeliveryOpaque = usize;

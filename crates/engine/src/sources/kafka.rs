@@ -28,11 +28,11 @@ use super::{Context, Local, Retire};
 use crate::kafka::Said;
 use crate::own_log as log;
 use crate::window::Delivered;
-use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance, RebalanceProtocol};
 use rdkafka::error::KafkaError;
 use rdkafka::types::RDKafkaRespErr;
-use rdkafka::{ClientContext, Message, Offset, TopicPartitionList};
+use rdkafka::{Message, Offset, TopicPartitionList};
 use sluice_model::values::{name_id, NameId};
 use sluice_model::{Ingest, LogMessage, Origin, Today, UnixTime};
 use sluice_protocol::Text;
@@ -230,15 +230,7 @@ impl Consuming {
     }
 }
 
-impl ClientContext for Consuming {
-    fn log(&self, level: RDKafkaLogLevel, fac: &str, text: &str) {
-        self.said.log(level, fac, text);
-    }
-
-    fn error(&self, error: KafkaError, reason: &str) {
-        self.said.error(error, reason);
-    }
-}
+crate::kafka::client_context_says!(Consuming);
 
 impl ConsumerContext for Consuming {
     /// rdkafka's own handling (take what is given, let go of what is taken away, by the
