@@ -286,19 +286,26 @@ fn wait_consumed(dirs: &[&std::path::Path], n: usize, limit: Duration) -> HashMa
     }
 }
 
-/// Kills consumer `s` with `kill -9` once `dir` holds `n` records; how many it held then.
-fn kill_9_after(mut s: InDir, dir: &std::path::Path, n: usize) -> usize {
+/// Waits until consumer `s` has written `n` records into `dir`; how many it had then.
+fn wait_for_records(s: &InDir, dir: &std::path::Path, n: usize) -> usize {
     let started = Instant::now();
-    let mut at = 0;
-    while at < n {
+    loop {
+        let at = consumed(&[dir]).len();
+        if at >= n {
+            return at;
+        }
         assert!(
             started.elapsed() < Duration::from_secs(120),
             "{}",
             s.stderr()
         );
         std::thread::sleep(Duration::from_millis(20));
-        at = consumed(&[dir]).len();
     }
+}
+
+/// Kills consumer `s` with `kill -9` once `dir` holds `n` records; how many it held then.
+fn kill_9_after(mut s: InDir, dir: &std::path::Path, n: usize) -> usize {
+    let at = wait_for_records(&s, dir, n);
     s.kill_9();
     at
 }
@@ -403,15 +410,7 @@ fn a_reload_that_changes_the_source_reads_nothing_twice() {
     k.produce("reloaded", produced(0, N));
     let dir = tempfile::tempdir().unwrap();
     let mut s = consumer(dir.path(), k, r#""reloaded""#, "reloading");
-    let started = Instant::now();
-    while consumed(&[dir.path()]).len() < N / 4 {
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "{}",
-            s.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_records(&s, dir.path(), N / 4);
     // Mid-stream, the source changes: the old consumer leaves the group once what it read is
     // delivered and committed, and the new one reads on from there.
     reload(
@@ -452,15 +451,7 @@ fn a_source_removed_mid_batch_leaves_its_records_to_the_group() {
         "workers(3) separated-worker-queues(yes)",
     );
     let mut s = InDir::start(Command::new(sluice_bin()), dir.path(), &with_source);
-    let started = Instant::now();
-    while consumed(&[dir.path()]).len() < N / 4 {
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "{}",
-            s.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_records(&s, dir.path(), N / 4);
     let without_source = format!(
         r#"source n {{ tcp(ip(127.0.0.1) port({})); }};
         destination f {{ file("@DIR@/other.log"); }};
