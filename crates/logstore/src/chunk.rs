@@ -79,6 +79,13 @@ fn set_gram(words: &mut GramWords, n: u16) {
     words[usize::from(n >> 6)] |= 1 << (n & 63);
 }
 
+/// Whether trigram `n` is set in a bitmap read from an index (a missing word holds none).
+fn has_gram(words: &[u64], n: u16) -> bool {
+    words
+        .get(usize::from(n >> 6))
+        .is_some_and(|w| w & (1 << (n & 63)) != 0)
+}
+
 /// The length of `line` from `start` to its end, its last newline left out.
 fn rest_of(line: &[u8], start: u32) -> Option<u32> {
     let end = line.len() - usize::from(line.last() == Some(&b'\n'));
@@ -356,10 +363,7 @@ impl Index {
     /// Whether some text of the chunk may hold `literal` (in any case).
     pub fn may_hold(&self, literal: &[u8]) -> bool {
         let mut all = true;
-        grams(literal, |n| {
-            let n = usize::from(n);
-            all &= self.grams[n / 64] & (1 << (n % 64)) != 0
-        });
+        grams(literal, |n| all &= has_gram(&self.grams, n));
         all
     }
 

@@ -698,24 +698,19 @@ impl Producing {
                         handed.fates[first + i] = Fate::Waiting;
                     }
                     RDKafkaRespErr::RD_KAFKA_RESP_ERR__QUEUE_FULL => full.push(i),
-                    e => {
-                        handed.fates[first + i] = Fate::Refused;
-                        let e = KafkaError::MessageProduction(e.into());
-                        reports
-                            .said
-                            .say(format!("a record was refused ({e}); dropped"));
-                    }
+                    e => refuse(
+                        handed,
+                        first + i,
+                        &KafkaError::MessageProduction(e.into()),
+                        &reports.said,
+                    ),
                 }
             }
             if full.is_empty() {
                 return Ok(());
             }
             pending = full;
-            // Room comes with reports: of the oldest send, or of this one.
-            let oldest = self.handed.front().unwrap_or(handed);
-            let (send, count) = (oldest.send, reports.reported(oldest.send) + 1);
-            reports.wait_for(send, count, POLL.min(Duration::from_millis(10)));
-            stalled(stall, give_up, self.flush_timeout())?;
+            self.wait_for_room(handed, give_up, stall)?;
         }
     }
 
@@ -730,6 +725,22 @@ impl Producing {
         let mut handed = self.handed.pop_front().expect("a send was handed over");
         self.wait(&mut handed, records, give_up, stall)?;
         Ok(handed.fates.iter().filter(|f| **f == Fate::Refused).count())
+    }
+
+    /// Waits while librdkafka's queue is full: room comes with reports, of the oldest send
+    /// handed over or of `handed`.
+    fn wait_for_room(
+        &self,
+        handed: &Handed,
+        give_up: GiveUp,
+        stall: &mut Option<Instant>,
+    ) -> Result<(), Failure> {
+        let reports = self.producer.context();
+        let oldest = self.handed.front().unwrap_or(handed);
+        let (send, count) = (oldest.send, reports.reported(oldest.send) + 1);
+        reports.wait_for(send, count, POLL.min(Duration::from_millis(10)));
+        stalled(stall, give_up, self.flush_timeout())?;
+        Ok(())
     }
 
     /// Produces record `n` of `handed` (to `fallback-topic()` when `fallback`), waiting while
@@ -784,17 +795,10 @@ impl Producing {
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
                     r = back;
-                    // Room comes with reports: of the oldest send, or of this one.
-                    let oldest = self.handed.front().unwrap_or(handed);
-                    let (send, count) = (oldest.send, reports.reported(oldest.send) + 1);
-                    reports.wait_for(send, count, POLL.min(Duration::from_millis(10)));
-                    stalled(stall, give_up, self.flush_timeout())?;
+                    self.wait_for_room(handed, give_up, stall)?;
                 }
                 Err((e, _)) => {
-                    handed.fates[n] = Fate::Refused;
-                    reports
-                        .said
-                        .say(format!("a record was refused ({e}); dropped"));
+                    refuse(handed, n, &e, &reports.said);
                     return Ok(());
                 }
             }
@@ -833,11 +837,7 @@ impl Producing {
                         self.produce(handed, n, records[n], true, give_up, stall)?;
                     }
                     Some(Fate::Waiting | Fate::FallingBack) => {
-                        handed.fates[n] = Fate::Refused;
-                        self.producer
-                            .context()
-                            .said
-                            .say(format!("a record was refused ({e}); dropped"));
+                        refuse(handed, n, &e, &self.producer.context().said);
                     }
                     _ => {}
                 }
@@ -870,6 +870,12 @@ impl Producing {
             }
         }
     }
+}
+
+/// Record `n` of `handed` is refused for good: dropped, and said why.
+fn refuse(handed: &mut Handed, n: usize, e: &KafkaError, said: &Said) {
+    handed.fates[n] = Fate::Refused;
+    said.say(format!("a record was refused ({e}); dropped"));
 }
 
 /// Whether the broker refused a record for its topic (`fallback-topic()` takes it then).
