@@ -72,6 +72,26 @@ impl Lanes<'_> {
         &mut self.batches[lane]
     }
 
+    /// Makes room for `messages` of `bytes` in all, so that formatting them does not grow the
+    /// batches by copying: in the lane they all go to, or spread over the lanes by a
+    /// partition key.
+    pub(super) fn reserve(&mut self, bytes: usize, messages: usize) {
+        let lanes = match self.partition_key {
+            Some(_) => &mut self.batches[..],
+            None => std::slice::from_mut(&mut self.batches[self.turn]),
+        };
+        let n = lanes.len();
+        for batch in lanes {
+            batch.data.reserve(bytes / n);
+            batch.ends.reserve(messages / n);
+        }
+    }
+
+    /// The bytes of messages in the lanes' batches.
+    pub(super) fn bytes(&self) -> usize {
+        self.batches.iter().map(|b| b.data.len()).sum()
+    }
+
     /// Queues each lane's batch that has messages, when the delivery commits.
     pub(super) fn push(self, outbox: &mut Outbox) {
         for (i, batch) in self.batches.into_iter().enumerate() {

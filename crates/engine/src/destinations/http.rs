@@ -334,12 +334,14 @@ impl Destination for HttpDestination {
         let mut lanes = self
             .delivery
             .lanes(ack, flow_control, self.partition_key.as_ref());
+        lanes.reserve(self.body.size_hint(which.len()), which.len());
         for &i in which {
             let msg = &msgs[i as usize];
             let batch = lanes.batch_for(msg);
             self.body.append(msg, &mut batch.data);
             batch.end_message();
         }
+        self.body.learn_size(lanes.bytes(), which.len());
         lanes.push(outbox);
     }
 

@@ -320,6 +320,9 @@ impl Destination for KafkaDestination {
         let mut lanes = self
             .delivery
             .lanes(ack, flow_control, self.partition_key.as_ref());
+        // The message template's size hint learns whole records (topic and key too): it
+        // serves only here.
+        lanes.reserve(self.message.size_hint(which.len()), which.len());
         let mut value = Vec::new();
         TOPIC_AND_KEY.with_borrow_mut(|(topic, key)| {
             for &i in which {
@@ -336,6 +339,7 @@ impl Destination for KafkaDestination {
                 push_record(lanes.batch_for(msg), topic, k, &value);
             }
         });
+        self.message.learn_size(lanes.bytes(), which.len());
         lanes.push(outbox);
     }
 
