@@ -214,13 +214,18 @@ impl DateOptions {
     }
 }
 
-/// `msg`'s timestamp (`$S_DATE`, `$S_STAMP`, a file's line) in `format`: the stamp as written
-/// when it shows so ([`LogMessage::bsd_stamp_as_written`]), formatted otherwise.
+/// `msg`'s timestamp (`$S_DATE`, `$S_STAMP`, `$S_ISODATE`, a file's line) in `format`: the
+/// stamp as written when it shows so ([`LogMessage::bsd_stamp_as_written`],
+/// [`LogMessage::iso_stamp_as_written`]), formatted otherwise.
 #[inline]
 pub fn write_msg_stamp(msg: &LogMessage, format: TsFormat, opts: &DateOptions, out: &mut Vec<u8>) {
     if opts.shows_as_written(format) {
         if let Some(text) = msg.bsd_stamp_as_written() {
             return out.extend_from_slice(&text);
+        }
+    } else if format == TsFormat::Iso && opts.frac_digits == 0 && opts.zone.is_none() {
+        if let Some(text) = msg.iso_stamp_as_written() {
+            return out.extend_from_slice(text);
         }
     }
     time::write_stamp(out, opts.shown(msg.stamp), format, opts.frac_digits);
@@ -414,6 +419,9 @@ impl Macro {
             }
             Macro::Date(Which::Stamp, DateField::Stamp) => {
                 write_msg_stamp(msg, dates.ts_format, dates, out)
+            }
+            Macro::Date(Which::Stamp, DateField::IsoDate) => {
+                write_msg_stamp(msg, TsFormat::Iso, dates, out)
             }
             Macro::Date(which, field) => {
                 let t = match which {
@@ -687,6 +695,45 @@ mod tests {
             time::write_stamp(&mut formatted, msg.stamp, TsFormat::Bsd, 0);
             assert_eq!(formatted, bsd.as_bytes(), "{stamp}");
         }
+    }
+
+    #[test]
+    fn an_iso_stamp_is_copied_only_when_formatting_it_gives_the_same_bytes() {
+        let plain = DateOptions::default();
+        // The stamp; whether its bytes are copied; how `$ISODATE` shows it.
+        for (stamp, copied, iso) in [
+            ("2026-01-05T13:56:09+01:00", true, "2026-01-05T13:56:09+01:00"),
+            ("2026-07-15T09:05:01-05:30", true, "2026-07-15T09:05:01-05:30"),
+            ("2026-01-05T13:56:09+00:00", true, "2026-01-05T13:56:09+00:00"),
+            // A fraction is left out without frac-digits().
+            ("2026-07-15T09:05:01.250-05:00", false, "2026-07-15T09:05:01-05:00"),
+            ("2026-01-05T13:56:09Z", false, "2026-01-05T13:56:09+00:00"),
+            ("2026-01-05T13:56:09-00:00", false, "2026-01-05T13:56:09+00:00"),
+            ("2026-01-05 13:56:09+01:00", false, "2026-01-05T13:56:09+01:00"),
+            // 75 minutes are an hour and 15.
+            ("2026-01-05T13:56:09+01:75", false, "2026-01-05T13:56:09+02:15"),
+            ("2026-02-29T10:00:00Z", false, "2026-03-01T10:00:00+00:00"),
+            // No offset, or no year: the source's zone (Budapest, UTC+1 in January).
+            ("2026-01-05T13:56:09", false, "2026-01-05T13:56:09+01:00"),
+            ("Jan  5 13:56:09", false, "2026-01-05T13:56:09+01:00"),
+        ] {
+            let msg = received(&format!("<13>{stamp} host prog[1]: text"));
+            assert_eq!(msg.iso_stamp_as_written().is_some(), copied, "{stamp}");
+            assert_eq!(shown(&msg, TsFormat::Iso, &plain), iso, "{stamp}");
+            let mut formatted = Vec::new();
+            time::write_stamp(&mut formatted, msg.stamp, TsFormat::Iso, 0);
+            assert_eq!(formatted, iso.as_bytes(), "{stamp}");
+        }
+        // With fractions asked for, or another zone, it is formatted.
+        let msg = received("<13>2026-01-05T13:56:09+01:00 host prog[1]: text");
+        let fraction = DateOptions {
+            frac_digits: 3,
+            ..DateOptions::default()
+        };
+        assert_eq!(
+            shown(&msg, TsFormat::Iso, &fraction),
+            "2026-01-05T13:56:09.000+01:00"
+        );
     }
 
     #[test]

@@ -211,6 +211,18 @@ impl LogMessage<'_> {
         }
     }
 
+    /// The header's timestamp as an ISO stamp without fractions shows it in the offset it was
+    /// written in (`$ISODATE`), when the header's own bytes read exactly so: copied instead of
+    /// formatting the time again.
+    #[inline]
+    pub fn iso_stamp_as_written(&self) -> Option<&[u8; 25]> {
+        // Ingest keeps `stamp_text` only for a stamp that shows as written.
+        let at = self.fields.stamp_text? as usize;
+        let text = self.raw.get(at..at + 25)?.try_into().ok()?;
+        let written = self.fields.stamp.as_ref()?;
+        sluice_protocol::timestamp::is_canonical_iso(text, written).then_some(text)
+    }
+
     /// The BSD stamp at `at`, when it is written exactly as a BSD stamp of its time is formatted.
     #[inline]
     fn stamp_written_at(&self, at: usize) -> Option<&[u8; 15]> {

@@ -343,6 +343,27 @@ pub fn is_canonical_bsd(text: &[u8; 15], wc: &WallClock) -> bool {
         && text[13] != b' '
 }
 
+/// Whether `text`, the start of an ISO stamp read as `wc`, is that stamp exactly as an ISO
+/// stamp of `wc` without fractions is formatted (`2026-11-24T13:50:17+01:00`: every number in
+/// digits, a `T`, no fraction, the offset in digits — not `Z`, and `-` only west of UTC).
+/// Such a stamp can be shown again by copying it.
+pub fn is_canonical_iso(text: &[u8; 25], wc: &WallClock) -> bool {
+    let Some(offset) = wc.offset else {
+        return false;
+    };
+    wc.year.is_some()
+        && wc.second < 60
+        && text.iter().enumerate().all(|(i, &b)| match i {
+            4 | 7 => b == b'-',
+            10 => b == b'T',
+            13 | 16 | 22 => b == b':',
+            19 => b == if offset < 0 { b'-' } else { b'+' },
+            // Minutes of the offset past 59 were read as more hours.
+            23 => (b'0'..=b'5').contains(&b),
+            _ => b.is_ascii_digit(),
+        })
+}
+
 /// The ISO timestamp of an RFC5424 header: the time and the bytes consumed.
 #[inline]
 pub fn scan_rfc5424(s: &[u8]) -> Option<(WallClock, usize)> {
