@@ -10,7 +10,8 @@ turn, after `--warmup` records (2,000,000 unless told) warmed the broker's JVM u
   kcat       `kcat -P -l FILE` of the same 300-byte lines, made before the clock starts (what
              the broker takes from librdkafka when the shipper costs nothing),
   kcat-idempotent  the same with `-X enable.idempotence=true`, as sluice's kafka-c() produces
-             (librdkafka's idempotent producer costs about twice the CPU per record),
+             (librdkafka's idempotent producer; with the broker warm it costs kcat a sixth
+             more CPU per record),
   syslog-ng  syslog-ng 3.38's kafka-c() (Debian's syslog-ng-mod-rdkafka),
   sluice     sluice's kafka-c() with the same options,
 the servers fed 300-byte messages over 4 TCP connections by `sluice loggen -S -s 300` on a
