@@ -88,6 +88,20 @@ fn broker() -> Option<&'static Kafka> {
     kafka()
 }
 
+/// The broker with `topic` made (`partitions` of it) and records `0..n` produced into it,
+/// the test running alone; `None` without a broker.
+fn filled(
+    topic: &str,
+    partitions: i32,
+    n: usize,
+) -> Option<(&'static Kafka, std::sync::MutexGuard<'static, ()>)> {
+    let k = broker()?;
+    let alone = crate::alone();
+    k.create_topic(topic, partitions);
+    k.produce(topic, produced(0, n));
+    Some((k, alone))
+}
+
 #[test]
 fn every_message_arrives_once_keyed_by_host() {
     let Some(k) = broker() else { return };
@@ -312,11 +326,10 @@ fn kill_9_after(mut s: InDir, dir: &std::path::Path, n: usize) -> usize {
 
 #[test]
 fn a_consumer_reads_every_record_once_with_its_place() {
-    let Some(k) = broker() else { return };
-    let _alone = crate::alone();
-    k.create_topic("collected", 4);
     const N: usize = 100_000;
-    k.produce("collected", produced(0, N));
+    let Some((k, _alone)) = filled("collected", 4, N) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let mut s = consumer(dir.path(), k, r#""collected""#, "readers");
     wait_consumed(&[dir.path()], N, Duration::from_secs(120));
@@ -357,11 +370,10 @@ fn a_consumer_reads_every_record_once_with_its_place() {
 
 #[test]
 fn a_consumer_killed_9_reads_again_from_its_groups_commit_and_loses_nothing() {
-    let Some(k) = broker() else { return };
-    let _alone = crate::alone();
-    k.create_topic("replayed", 2);
     const N: usize = 200_000;
-    k.produce("replayed", produced(0, N));
+    let Some((k, _alone)) = filled("replayed", 2, N) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let s = consumer(dir.path(), k, r#""replayed" => "-1""#, "replaying");
     let at = kill_9_after(s, dir.path(), N / 4);
@@ -378,11 +390,10 @@ fn a_consumer_killed_9_reads_again_from_its_groups_commit_and_loses_nothing() {
 /// batches were read, whichever task delivered them first.
 #[test]
 fn workers_in_parallel_lose_nothing_at_a_kill_9() {
-    let Some(k) = broker() else { return };
-    let _alone = crate::alone();
-    k.create_topic("worked", 4);
     const N: usize = 200_000;
-    k.produce("worked", produced(0, N));
+    let Some((k, _alone)) = filled("worked", 4, N) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let start = |more: &str| {
         let config = consumer_config(k, r#""worked""#, "workers", more);
@@ -403,11 +414,10 @@ fn workers_in_parallel_lose_nothing_at_a_kill_9() {
 
 #[test]
 fn a_reload_that_changes_the_source_reads_nothing_twice() {
-    let Some(k) = broker() else { return };
-    let _alone = crate::alone();
-    k.create_topic("reloaded", 2);
     const N: usize = 100_000;
-    k.produce("reloaded", produced(0, N));
+    let Some((k, _alone)) = filled("reloaded", 2, N) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let mut s = consumer(dir.path(), k, r#""reloaded""#, "reloading");
     wait_for_records(&s, dir.path(), N / 4);
@@ -438,11 +448,10 @@ fn a_reload_that_changes_the_source_reads_nothing_twice() {
 /// and the group's next member (the source put back by the next reload) reads them.
 #[test]
 fn a_source_removed_mid_batch_leaves_its_records_to_the_group() {
-    let Some(k) = broker() else { return };
-    let _alone = crate::alone();
-    k.create_topic("removed", 4);
     const N: usize = 200_000;
-    k.produce("removed", produced(0, N));
+    let Some((k, _alone)) = filled("removed", 4, N) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let with_source = consumer_config(
         k,
@@ -800,11 +809,10 @@ fn kafka_logging_says_what_of_librdkafkas_log_is_shown() {
 /// does; `persist-store(remote)` is what sluice does anyway.
 #[test]
 fn a_consumer_without_bookmarks_or_metadata_reads_again_from_the_start() {
-    let Some(k) = broker() else { return };
-    let _alone = crate::alone();
-    k.create_topic("unmarked", 2);
     const N: usize = 1_000;
-    k.produce("unmarked", produced(0, N));
+    let Some((k, _alone)) = filled("unmarked", 2, N) else {
+        return;
+    };
     let more =
         "store-metadata(no) disable-bookmarks(yes) persist-store(remote) strategy-hint(subscribe)";
     let config = consumer_config(k, r#""unmarked" => "0""#, "unmarked-readers", more);
@@ -830,11 +838,10 @@ fn a_consumer_without_bookmarks_or_metadata_reads_again_from_the_start() {
 /// (assigned).
 #[test]
 fn ignore_saved_bookmarks_reads_from_the_start_again() {
-    let Some(k) = broker() else { return };
-    let _alone = crate::alone();
-    k.create_topic("rewound", 2);
     const N: usize = 1_000;
-    k.produce("rewound", produced(0, N));
+    let Some((k, _alone)) = filled("rewound", 2, N) else {
+        return;
+    };
     let first = tempfile::tempdir().unwrap();
     let mut s = consumer(first.path(), k, r#""rewound""#, "rewinders");
     assert_eq!(
