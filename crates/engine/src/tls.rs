@@ -468,12 +468,14 @@ impl TlsOptions {
         Reloading::load(self, TlsOptions::client_config)
     }
 
-    /// The configuration of a listening source.
-    pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, ConfigError> {
+    /// The configuration of a listening source, with `identity` read from its files.
+    fn server_config(
+        &self,
+        identity: Option<Identity>,
+    ) -> Result<Arc<rustls::ServerConfig>, ConfigError> {
         let provider = self.provider()?;
-        let identity = self
-            .identity()?
-            .ok_or_else(|| self.error("a TLS source needs key-file() and cert-file()"))?;
+        let identity =
+            identity.ok_or_else(|| self.error("a TLS source needs key-file() and cert-file()"))?;
         let mode = self.peer_verify;
         let mut anchors = Anchors::default();
         let trusted = if mode.trusted() {
@@ -526,10 +528,12 @@ impl TlsOptions {
         Ok(Arc::new(config))
     }
 
-    /// The configuration of a forwarding destination.
-    pub fn client_config(&self) -> Result<Arc<rustls::ClientConfig>, ConfigError> {
+    /// The configuration of a forwarding destination, with `identity` read from its files.
+    fn client_config(
+        &self,
+        identity: Option<Identity>,
+    ) -> Result<Arc<rustls::ClientConfig>, ConfigError> {
         let provider = self.provider()?;
-        let identity = self.identity()?;
         let mode = self.peer_verify;
         let mut anchors = Anchors::default();
         let trusted = if mode.trusted() {

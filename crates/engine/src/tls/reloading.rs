@@ -10,7 +10,7 @@
 //! Each own certificate's end of validity is a gauge (`tls;;CERT-FILE;a;expires_at`,
 //! seconds since the epoch), and sluice warns once a day from 30 days before it.
 
-use super::TlsOptions;
+use super::{Identity, TlsOptions};
 use crate::own_log;
 use crate::stats::Registry;
 use sluice_config::ConfigError;
@@ -27,11 +27,14 @@ pub const EXPIRY_WARNING: Duration = Duration::from_secs(30 * 86400);
 /// What tells the files changed: each one's path, length, inode and time of change.
 type FileState = Vec<(PathBuf, Option<(u64, u64, SystemTime)>)>;
 
+/// Builds a configuration from the options and the own identity read from their files.
+type Build<C> = fn(&TlsOptions, Option<Identity>) -> Result<Arc<C>, ConfigError>;
+
 /// A TLS configuration (rustls's `ServerConfig` for a source, `ClientConfig` for a
 /// destination) as its files say now; [`Reloading::current`] at each handshake.
 pub struct Reloading<C> {
     options: TlsOptions,
-    build: fn(&TlsOptions) -> Result<Arc<C>, ConfigError>,
+    build: Build<C>,
     current: RwLock<Arc<C>>,
     /// The own certificate's `notAfter`, seconds since the epoch; 0 without one.
     not_after: AtomicU64,
@@ -63,13 +66,9 @@ static LIVE: Mutex<Vec<Weak<dyn Refresh>>> = Mutex::new(Vec::new());
 impl<C: Send + Sync + 'static> Reloading<C> {
     /// Builds the configuration `options` describe with `build` and lists it with those
     /// [`refresh_all`] and [`watch`] look after.
-    pub fn load(
-        options: &TlsOptions,
-        build: fn(&TlsOptions) -> Result<Arc<C>, ConfigError>,
-    ) -> Result<Arc<Reloading<C>>, ConfigError> {
+    pub fn load(options: &TlsOptions, build: Build<C>) -> Result<Arc<Reloading<C>>, ConfigError> {
         let files = file_state(options);
-        let config = build(options)?;
-        let not_after = not_after(options).map_err(|e| options.error(e))?;
+        let (config, not_after) = built(options, build)?;
         let reloading = Arc::new(Reloading {
             options: options.clone(),
             build,
@@ -100,10 +99,7 @@ impl<C: Send + Sync + 'static> Refresh for Reloading<C> {
         if !force && now == files.0 {
             return;
         }
-        let built = (self.build)(&self.options)
-            .map_err(|e| e.message)
-            .and_then(|config| Ok((config, not_after(&self.options)?)));
-        match built {
+        match built(&self.options, self.build).map_err(|e| e.message) {
             Ok((config, not_after)) => {
                 *self.current.write().expect("TLS configuration lock") = config;
                 self.not_after.store(not_after, Ordering::Relaxed);
@@ -157,14 +153,18 @@ impl<C: Send + Sync + 'static> Refresh for Reloading<C> {
     }
 }
 
-/// The end of the own certificate's validity; 0 without one.
-fn not_after(options: &TlsOptions) -> Result<u64, String> {
-    let Some((chain, _)) = options.identity().map_err(|e| e.message)? else {
-        return Ok(0);
+/// The configuration `build` makes of the options, and the end of the own certificate's
+/// validity (0 without one): the certificate and key are read once for both, so the
+/// gauge is always that of the certificate in use.
+fn built<C>(options: &TlsOptions, build: Build<C>) -> Result<(Arc<C>, u64), ConfigError> {
+    let identity = options.identity()?;
+    let not_after = match &identity {
+        None => 0,
+        Some((chain, _)) => X509Certificate::from_der(chain[0].as_ref())
+            .map(|(_, c)| c.validity().not_after.timestamp().max(1) as u64)
+            .map_err(|e| options.error(format!("cert-file() cannot be read: {e}")))?,
     };
-    X509Certificate::from_der(chain[0].as_ref())
-        .map(|(_, c)| c.validity().not_after.timestamp().max(1) as u64)
-        .map_err(|e| format!("cert-file() cannot be read: {e}"))
+    Ok((build(options, identity)?, not_after))
 }
 
 /// Every file the options read, with what tells it changed; a directory's files as it
