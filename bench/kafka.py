@@ -6,7 +6,7 @@ usage: bench/kafka.py [--count N] [--rounds N] [--partitions N] [--warmup N] [--
 
 Starts Kafka 3.9 in KRaft mode (one node, 1 GiB heap) from the jars .ci/install-test-deps.sh
 fetched, then each round runs on a fresh topic (`--partitions`, default 1), each mode first in
-turn, after `--warmup` records (2,000,000 unless told) warmed the broker's JVM up:
+turn, after `--warmup` records (8,000,000 unless told) warmed the broker's JVM up:
   kcat       `kcat -P -l FILE` of the same 300-byte lines, made before the clock starts (what
              the broker takes from librdkafka when the shipper costs nothing),
   kcat-idempotent  the same with `-X enable.idempotence=true`, as sluice's kafka-c() produces
@@ -18,8 +18,11 @@ the servers fed 300-byte messages over 4 TCP connections by `sluice loggen -S -s
 flow-controlled path. A run ends when the topic's end offsets (`kcat -Q`) add up to the count.
 
 Prints msg/s and the shipper's CPU µs per record (kcat's own for its row; the broker's and the
-load generator's beside them: the servers share two cores with both, kcat with the broker only), the medians, sluice against kcat (the issue's 80 % bar) and against syslog-ng's CPU (its
-1/5 bar). Needs kcat (`apt-get install kcat`).
+load generator's beside them: the servers share two cores with both, kcat with the broker only),
+the medians, sluice against kcat (the issue's 80 % bar) and against syslog-ng's CPU (its 1/5
+bar), then round by round the rate the cores would allow sluice and kcat at the CPU a record
+their runs took (shipper, load generator and broker together), and the ratio of the two: the
+rate bar this machine allows when nothing waits. Needs kcat (`apt-get install kcat`).
 
 With --consume, the other way: each round fills a fresh topic with the lines (`kcat -P`), then
   kcat-consume    `kcat -G` (a consumer group member) reads them all to /dev/null,
@@ -31,6 +34,7 @@ timed from the first record read to the last (the group's join is left out).
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -161,7 +165,8 @@ def warm_up(broker, count, partitions):
     """`count` records through `kcat -P` into a topic of their own before the first round,
     half of them idempotent (as sluice's producer is): a broker JVM that is still compiling
     favours whoever comes later (the first round's broker CPU per record was ~2 µs against
-    the ~0.8 of the rest)."""
+    the ~0.8 of the rest; after 2,000,000 records it still fell from 1.2 µs in the first
+    round to 0.5 in the third)."""
     if count <= 0:
         return
     broker.create_topic("warmup")
@@ -208,7 +213,30 @@ def run_once(mode, broker, args, round_no):
     rate = total / (t1 - t0) if not note else 0.0
     print(f"{mode:10s} count={total} wall={t1 - t0:.2f}s rate={rate:,.0f} msg/s shipper-cpu={cpu:.2f} us/msg "
           f"broker-cpu={broker_cpu:.1f} us/msg loader-cpu={loader:.2f} us/msg{note}", flush=True)
-    return rate, cpu, broker_cpu
+    return rate, cpu, broker_cpu, loader
+
+
+def print_cpu_ceilings(results):
+    """Round by round, the rate the machine's cores allow sluice and kcat: all of them busy,
+    at the CPU a record each run took (the shipper's, the load generator's, the broker's).
+    Their ratio is what the rate bar can be on this machine when nothing waits."""
+    ours, theirs = results.get("sluice"), results.get("kcat")
+    if not ours or not theirs:
+        return
+    cores = os.cpu_count()
+    print(f"\nwhat {cores} cores allow at each run's CPU a record (shipper + load generator + broker):")
+    ratios = []
+    for r, (a, b) in enumerate(zip(ours, theirs)):
+        sluice_us, kcat_us = a[1] + a[3] + a[2], b[1] + b[3] + b[2]
+        if sluice_us <= 0 or kcat_us <= 0:
+            continue
+        ratios.append(kcat_us / sluice_us)
+        print(f"round {r + 1}: sluice {sluice_us:.2f} us a record -> {cores * 1e6 / sluice_us:,.0f} msg/s "
+              f"(ran at {a[0] / (cores * 1e6 / sluice_us):.0%} of it); kcat {kcat_us:.2f} -> "
+              f"{cores * 1e6 / kcat_us:,.0f} (ran at {b[0] / (cores * 1e6 / kcat_us):.0%}); "
+              f"sluice's ceiling {ratios[-1]:.1%} of kcat's")
+    if ratios:
+        print(f"sluice's CPU ceiling / kcat's, median: {statistics.median(ratios):.1%}")
 
 
 def main():
@@ -220,7 +248,7 @@ def main():
                    help="more kafka-c() options, for both servers (with --consume: kafka() source options)")
     p.add_argument("--modes", default=",".join(MODES))
     p.add_argument("--consume", action="store_true", help="time the kafka() source instead")
-    p.add_argument("--warmup", type=int, default=2_000_000,
+    p.add_argument("--warmup", type=int, default=8_000_000,
                    help="records produced before the first round, not measured (0: none)")
     p.add_argument("--no-build", action="store_true")
     args = p.parse_args()
@@ -253,6 +281,7 @@ def main():
                 print(f"sluice-consume / kcat-consume: {a / b:.1%} of the rate")
         return
     downstream.print_medians(results, "msg", "broker", "kcat", "80 %", also=["kcat-idempotent"])
+    print_cpu_ceilings(results)
 
 
 if __name__ == "__main__":
