@@ -473,10 +473,59 @@ fn push2(out: &mut Vec<u8>, n: u8) {
     out.extend_from_slice(&[b'0' + n / 10 % 10, b'0' + n % 10]);
 }
 
+/// A stamp a thread formatted last, without a fraction: what it was of, and its text.
+#[derive(Clone, Copy)]
+struct LastStamp {
+    secs: i64,
+    offset: i32,
+    format: TsFormat,
+    len: u8,
+    text: [u8; LastStamp::MOST],
+}
+
+impl LastStamp {
+    /// The longest text kept: an ISO stamp of a ten-digit year is 31 bytes.
+    const MOST: usize = 32;
+}
+
+thread_local! {
+    /// The messages of a burst share their second: the last stamp formatted is copied
+    /// rather than formatted again.
+    static LAST_STAMP: std::cell::Cell<Option<LastStamp>> = const { std::cell::Cell::new(None) };
+}
+
 /// Writes `t` in `format` with `frac_digits` digits of fractional seconds. Every message
-/// passes here, so the date is computed without the weekday and day of the year, and each
-/// stamp is assembled in an array and appended at once.
+/// passes here: a stamp without a fraction of the same second, offset and format as the
+/// last this thread wrote is copied from it ([`LAST_STAMP`]); others are formatted
+/// ([`format_stamp`]).
 pub fn write_stamp(out: &mut Vec<u8>, t: UnixTime, format: TsFormat, frac_digits: u8) {
+    if frac_digits > 0 || format == TsFormat::Unix {
+        return format_stamp(out, t, format, frac_digits);
+    }
+    let same = |l: &LastStamp| l.secs == t.secs && l.offset == t.offset && l.format == format;
+    if let Some(last) = LAST_STAMP.get().filter(same) {
+        out.extend_from_slice(&last.text[..usize::from(last.len)]);
+        return;
+    }
+    let start = out.len();
+    format_stamp(out, t, format, 0);
+    let written = &out[start..];
+    if written.len() <= LastStamp::MOST {
+        let mut text = [0; LastStamp::MOST];
+        text[..written.len()].copy_from_slice(written);
+        LAST_STAMP.set(Some(LastStamp {
+            secs: t.secs,
+            offset: t.offset,
+            format,
+            len: written.len() as u8,
+            text,
+        }));
+    }
+}
+
+/// Formats `t` as [`write_stamp`] writes it. The date is computed without the weekday and
+/// day of the year, and each stamp is assembled in an array and appended at once.
+fn format_stamp(out: &mut Vec<u8>, t: UnixTime, format: TsFormat, frac_digits: u8) {
     if format == TsFormat::Unix {
         push_num(out, t.secs);
         write_fraction(out, t.micros, frac_digits);
@@ -724,6 +773,42 @@ mod tests {
         assert_eq!(fmt(TsFormat::Iso, 3), "2025-01-05T14:56:09.123+01:00");
         assert_eq!(fmt(TsFormat::Full, 0), "2025 Jan  5 14:56:09");
         assert_eq!(fmt(TsFormat::Unix, 6), "1736085369.123456");
+    }
+
+    #[test]
+    fn a_stamp_copied_from_the_last_reads_as_formatting_it_does() {
+        // Runs of the same second, alternating formats and offsets, a year past 9999 and
+        // one before 0, and fractions between: each as formatting it alone gives.
+        let mut seed = 3u64;
+        let mut next = |below: u64| {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            (seed >> 33) % below
+        };
+        let seconds = [
+            0,
+            1_736_085_369,
+            1_736_085_370,
+            253_402_300_800,
+            -62_167_219_201,
+        ];
+        let formats = [TsFormat::Bsd, TsFormat::Iso, TsFormat::Full, TsFormat::Unix];
+        let (mut got, mut want) = (Vec::new(), Vec::new());
+        for _ in 0..5000 {
+            let t = UnixTime {
+                secs: seconds[next(seconds.len() as u64) as usize],
+                micros: next(1_000_000) as u32,
+                offset: [0, 3600, -12600][next(3) as usize],
+            };
+            let format = formats[next(4) as usize];
+            let frac = if next(8) == 0 { 3 } else { 0 };
+            for _ in 0..1 + next(3) {
+                got.clear();
+                want.clear();
+                write_stamp(&mut got, t, format, frac);
+                format_stamp(&mut want, t, format, frac);
+                assert_eq!(got, want, "{t:?} {format:?} {frac}");
+            }
+        }
     }
 
     #[test]
