@@ -188,6 +188,19 @@ impl Kafka {
     /// Every record of `topic` (all its partitions, from the start) until `want` were read
     /// or nothing more came for 10 s: `(key, value)` pairs.
     pub fn records(&self, topic: &str, want: usize) -> Vec<(Option<Vec<u8>>, Vec<u8>)> {
+        self.records_with_partitions(topic, want)
+            .into_iter()
+            .map(|(_, key, value)| (key, value))
+            .collect()
+    }
+
+    /// As [`Kafka::records`], each with its partition: `(partition, key, value)`.
+    #[allow(clippy::type_complexity)]
+    pub fn records_with_partitions(
+        &self,
+        topic: &str,
+        want: usize,
+    ) -> Vec<(i32, Option<Vec<u8>>, Vec<u8>)> {
         use rdkafka::consumer::{BaseConsumer, Consumer};
         use rdkafka::{Message, Offset, TopicPartitionList};
         let consumer: BaseConsumer = rdkafka::ClientConfig::new()
@@ -211,6 +224,7 @@ impl Kafka {
             if let Some(m) = consumer.poll(Duration::from_millis(200)) {
                 let m = m.unwrap();
                 got.push((
+                    m.partition(),
                     m.key().map(<[u8]>::to_vec),
                     m.payload().unwrap_or_default().to_vec(),
                 ));

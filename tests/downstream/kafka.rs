@@ -134,6 +134,45 @@ fn every_message_arrives_once_keyed_by_host() {
     }
 }
 
+/// Records without a key go to a partition for a while, then to another: librdkafka's
+/// sticky partitioner chooses for the first record of a run, and the run goes whole where it
+/// sent that one (`sticky.partitioning.linger.ms`, here 5 ms, says for how long).
+#[test]
+fn keyless_records_go_to_one_partition_at_a_time_and_to_each_in_turn() {
+    let Some(k) = broker() else { return };
+    let _alone = crate::alone();
+    k.create_topic("keyless", 3);
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let options = format!(
+        r#"bootstrap-servers("{}") topic("keyless") message("$MSG")
+        config("sticky.partitioning.linger.ms" => "5")"#,
+        k.bootstrap
+    );
+    let mut s = sluice(dir.path(), port, &options);
+    const N: usize = 300_000;
+    send(port, 0, N);
+    let records = k.records_with_partitions("keyless", N);
+    s.stop();
+    let mut partition_of = vec![None; N];
+    for (partition, key, value) in &records {
+        assert_eq!(key, &None);
+        let n: usize = String::from_utf8_lossy(&value[4..]).parse().unwrap();
+        assert_eq!(partition_of[n].replace(*partition), None, "seq {n} twice");
+    }
+    let missing = partition_of.iter().filter(|p| p.is_none()).count();
+    assert_eq!(missing, 0, "{}", s.stderr());
+    // Every partition had its turns; records went in runs, not one by one.
+    let mut per_partition = [0usize; 3];
+    for p in partition_of.iter().flatten() {
+        per_partition[*p as usize] += 1;
+    }
+    let turns = partition_of.windows(2).filter(|w| w[0] != w[1]).count();
+    eprintln!("{N} keyless records: {per_partition:?} by partition, {turns} changes of partition");
+    assert!(per_partition.iter().all(|&c| c > 0), "{per_partition:?}");
+    assert!(turns < N / 100, "{turns} changes of partition");
+}
+
 #[test]
 fn a_broker_killed_and_started_again_loses_nothing() {
     let Some(k) = broker() else { return };

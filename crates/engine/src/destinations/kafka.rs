@@ -11,6 +11,10 @@
 //! the record is dropped and counted). Only then does the sender drop the batches' Acks, so a
 //! flow-controlled path acknowledges its source once the broker did.
 //!
+//! Records of one topic go to librdkafka a run at a time. A run with keys is partitioned by
+//! librdkafka record by record; a keyless run goes whole to the partition librdkafka's
+//! sticky partitioner chose for the last keyless record that asked ([`Sticky`]).
+//!
 //! The producer is idempotent (`enable.idempotence`, hence `acks=all`), and records wait in
 //! librdkafka for as long as the brokers are away (`message.timeout.ms=0`): librdkafka's own
 //! retries never duplicate, and nothing times out into a drop. `config()` passes any other
@@ -31,6 +35,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::types::RDKafkaRespErr;
+use rdkafka::Message;
 use sluice_model::LogMessage;
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
@@ -142,6 +147,9 @@ struct Reports {
     awaited: AtomicU64,
     /// Refused records, `(opaque, error)`, as they came: pushed before they are counted.
     refused: Mutex<Vec<(usize, KafkaError)>>,
+    /// The partitions librdkafka chose for the records that asked ([`ASK`]), `(opaque,
+    /// partition)`, as they came.
+    chosen: Mutex<Vec<(usize, i32)>>,
     wake: Mutex<()>,
     arrived: Condvar,
     said: Said,
@@ -157,6 +165,7 @@ impl Reports {
             awaited_slot: AtomicUsize::new(0),
             awaited: AtomicU64::new(u64::MAX),
             refused: Mutex::default(),
+            chosen: Mutex::default(),
             wake: Mutex::new(()),
             arrived: Condvar::new(),
             said,
@@ -199,6 +208,11 @@ impl Reports {
     fn refusals(&self) -> Vec<(usize, KafkaError)> {
         std::mem::take(&mut *self.refused.lock().expect("refusals lock"))
     }
+
+    /// The partitions chosen for records that asked, since the last call.
+    fn chosen(&self) -> Vec<(usize, i32)> {
+        std::mem::take(&mut *self.chosen.lock().expect("partitions lock"))
+    }
 }
 
 crate::kafka::client_context_says!(Reports);
@@ -207,8 +221,18 @@ impl ProducerContext for Reports {
     type DeliveryOpaque = usize;
 
     fn delivery(&self, result: &DeliveryResult<'_>, record: usize) {
+        let (asked, record) = (record & ASK != 0, record & !ASK);
         let refused = match result {
-            Ok(_) => false,
+            Ok(m) => {
+                if asked {
+                    let partition = m.partition();
+                    self.chosen
+                        .lock()
+                        .expect("partitions lock")
+                        .push((record, partition));
+                }
+                false
+            }
             Err((e, _)) => {
                 self.refused
                     .lock()
@@ -371,6 +395,7 @@ impl Servers for KafkaOptions {
             .map_err(|e| std::io::Error::other(format!("librdkafka: {e}")))?;
         Ok(Box::new(Producing {
             topics: TopicHandles::default(),
+            stickiness: stickiness(producer.client().native_ptr()),
             producer,
             fallback_topic: self.fallback_topic.clone(),
             sync_send: self.sync_send,
@@ -407,6 +432,8 @@ impl KafkaOptions {
 struct Producing {
     /// Before the producer, so dropped before it.
     topics: TopicHandles,
+    /// How long keyless runs go to the partition librdkafka chose for one ([`Sticky`]).
+    stickiness: Duration,
     producer: ThreadedProducer<Reports>,
     fallback_topic: Option<String>,
     sync_send: bool,
@@ -424,15 +451,19 @@ struct Producing {
 /// `RD_KAFKA_PARTITION_UA`: the partitioner picks (a macro in C, not in the bindings).
 const PARTITION_UNASSIGNED: i32 = -1;
 
-/// librdkafka's handles of the topics a wire produces to, by name; at most
-/// [`TopicHandles::MOST`] (topics come from a template), all let go when more are wanted.
+/// librdkafka's handles of the topics a wire produces to, by name, each with where its
+/// keyless records go; at most [`TopicHandles::MOST`] (topics come from a template), all let
+/// go when more are wanted.
 #[derive(Default)]
 struct TopicHandles {
     by_name: HashMap<Vec<u8>, TopicHandle>,
 }
 
 /// One `rd_kafka_topic_t` reference, given back when dropped.
-struct TopicHandle(*mut rdsys::rd_kafka_topic_t);
+struct TopicHandle {
+    rkt: *mut rdsys::rd_kafka_topic_t,
+    sticky: Sticky,
+}
 
 // SAFETY: librdkafka's topic handles may be used and destroyed from any thread.
 unsafe impl Send for TopicHandle {}
@@ -441,7 +472,7 @@ impl Drop for TopicHandle {
     fn drop(&mut self) {
         // SAFETY: made by `rd_kafka_topic_new`, given back once; the producer outlives it
         // (`Producing` drops its handles before its producer).
-        unsafe { rdsys::rd_kafka_topic_destroy(self.0) }
+        unsafe { rdsys::rd_kafka_topic_destroy(self.rkt) }
     }
 }
 
@@ -456,7 +487,7 @@ impl TopicHandles {
         topic: &[u8],
     ) -> Option<*mut rdsys::rd_kafka_topic_t> {
         if let Some(h) = self.by_name.get(topic) {
-            return Some(h.0);
+            return Some(h.rkt);
         }
         if self.by_name.len() >= Self::MOST {
             self.by_name.clear();
@@ -467,9 +498,101 @@ impl TopicHandles {
         if rkt.is_null() {
             return None;
         }
-        self.by_name.insert(topic.to_vec(), TopicHandle(rkt));
+        let sticky = Sticky::default();
+        self.by_name
+            .insert(topic.to_vec(), TopicHandle { rkt, sticky });
         Some(rkt)
     }
+
+    /// Where the keyless records of `topic` (a topic with a handle) go.
+    fn sticky(&mut self, topic: &[u8]) -> &mut Sticky {
+        &mut self.by_name.get_mut(topic).expect("a topic handle").sticky
+    }
+
+    /// Takes the partitions librdkafka chose for records that asked: each topic's runs go to
+    /// its partition until `until`.
+    fn answered(&mut self, chosen: Vec<(usize, i32)>, until: Instant) {
+        for (record, partition) in chosen {
+            for h in self.by_name.values_mut() {
+                if h.sticky.answer(record, partition, until) {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Where a topic's keyless records go. librdkafka's sticky partitioner sends them all to
+/// one partition for `sticky.partitioning.linger.ms`, then to another; but it runs for every
+/// record — the partition looked up, its lock taken to see that it has a leader, the clock
+/// read: 40 % of the sender thread's CPU. So a wire lets it choose for the first record of a
+/// run only, learns from that record's delivery report which partition it chose, and sends
+/// whole runs there (librdkafka takes a run for one partition in one step) until the
+/// stickiness has passed; then librdkafka chooses again.
+#[derive(Default, Debug)]
+struct Sticky {
+    /// The opaque of the last record that asked where it went.
+    asked: Option<usize>,
+    /// The partition chosen for it, and until when runs go there.
+    chosen: Option<(i32, Instant)>,
+}
+
+impl Sticky {
+    /// The partition a run produced at `now` goes to; `None`: librdkafka's partitioner
+    /// chooses (and the run's first record asks where it went).
+    fn partition(&self, now: Instant) -> Option<i32> {
+        self.chosen
+            .filter(|&(_, until)| now < until)
+            .map(|(p, _)| p)
+    }
+
+    /// Record `opaque`'s report is to say where it went.
+    fn ask(&mut self, opaque: usize) {
+        self.asked = Some(opaque);
+    }
+
+    /// The partition chosen for record `opaque`: taken when it is this topic's last record
+    /// that asked (runs go there until `until`); returns whether it was.
+    fn answer(&mut self, opaque: usize, partition: i32, until: Instant) -> bool {
+        if self.asked != Some(opaque) {
+            return false;
+        }
+        self.asked = None;
+        self.chosen = Some((partition, until));
+        true
+    }
+
+    /// The partition chosen is not there any more (a topic made again with fewer):
+    /// librdkafka chooses again.
+    fn forget(&mut self) {
+        self.chosen = None;
+    }
+}
+
+/// librdkafka's `sticky.partitioning.linger.ms` as `client` has it (by default twice
+/// `linger.ms`); zero when keyless records are to be spread record by record.
+fn stickiness(client: *mut rdsys::rd_kafka_t) -> Duration {
+    let mut value = [0 as std::ffi::c_char; 32];
+    let mut size = value.len();
+    // SAFETY: `client` is a live producer, its configuration lives as long; librdkafka
+    // writes at most `size` bytes, a C string, into `value`.
+    let read = unsafe {
+        rdsys::rd_kafka_conf_get(
+            rdsys::rd_kafka_conf(client),
+            c"sticky.partitioning.linger.ms".as_ptr(),
+            value.as_mut_ptr(),
+            &mut size,
+        )
+    };
+    if read != rdsys::rd_kafka_conf_res_t::RD_KAFKA_CONF_OK {
+        return Duration::ZERO;
+    }
+    // SAFETY: a C string librdkafka wrote into `value`.
+    let text = unsafe { std::ffi::CStr::from_ptr(value.as_ptr()) };
+    text.to_str()
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .map_or(Duration::ZERO, Duration::from_millis)
 }
 
 /// A send handed over to librdkafka.
@@ -481,10 +604,14 @@ struct Handed {
     produced: u64,
 }
 
-/// A record's opaque: its send, and its place in that send.
+/// A record's opaque: its send, and its place in that send (below 2^31: the bit above is
+/// [`ASK`]'s).
 fn opaque(send: u32, n: usize) -> usize {
-    ((send as usize) << 32) | (n & 0xffff_ffff)
+    ((send as usize) << 32) | (n & 0x7fff_ffff)
 }
+
+/// In a record's opaque: its report is to say which partition librdkafka chose for it.
+const ASK: usize = 1 << 31;
 
 /// The records of `batches` from `from` on, as [`push_record`] put them.
 fn records_of(batches: &[Batch], from: Position) -> Vec<&[u8]> {
@@ -659,8 +786,19 @@ impl Producing {
             ));
             return Ok(());
         };
+        // Keyless runs go to the partition librdkafka last chose for one (see [`Sticky`]).
+        let keyless = !self.stickiness.is_zero() && run.iter().all(|r| r.key.is_none());
+        if keyless {
+            let chosen = self.producer.context().chosen();
+            if !chosen.is_empty() {
+                self.topics
+                    .answered(chosen, Instant::now() + self.stickiness);
+            }
+        }
         let mut pending: Vec<usize> = (0..run.len()).collect();
         loop {
+            let sticky = self.topics.sticky(topic);
+            let partition = sticky.partition(Instant::now()).filter(|_| keyless);
             let mut messages: Vec<rdsys::rd_kafka_message_t> = pending
                 .iter()
                 .map(|&i| {
@@ -681,27 +819,39 @@ impl Producing {
                     }
                 })
                 .collect();
+            if keyless && partition.is_none() {
+                let asking = opaque(handed.send, first + pending[0]);
+                sticky.ask(asking);
+                messages[0]._private = (asking | ASK) as *mut c_void;
+            }
             // SAFETY: `rkt` is a live handle of this producer's; every message points into
             // `run`, which outlives the call, and librdkafka copies what it keeps (F_COPY);
             // the count is the array's length.
             unsafe {
                 rdsys::rd_kafka_produce_batch(
                     rkt,
-                    PARTITION_UNASSIGNED,
+                    partition.unwrap_or(PARTITION_UNASSIGNED),
                     rdsys::RD_KAFKA_MSG_F_COPY,
                     messages.as_mut_ptr(),
                     messages.len() as i32,
                 );
             }
             let reports = self.producer.context();
-            let mut full = Vec::new();
+            let (mut again, mut full, mut gone) = (Vec::new(), false, false);
             for (m, &i) in messages.iter().zip(&pending) {
                 match m.err {
                     RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR => {
                         handed.produced += 1;
                         handed.fates[first + i] = Fate::Waiting;
                     }
-                    RDKafkaRespErr::RD_KAFKA_RESP_ERR__QUEUE_FULL => full.push(i),
+                    RDKafkaRespErr::RD_KAFKA_RESP_ERR__QUEUE_FULL => {
+                        full = true;
+                        again.push(i);
+                    }
+                    RDKafkaRespErr::RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION if partition.is_some() => {
+                        gone = true;
+                        again.push(i);
+                    }
                     e => refuse(
                         handed,
                         first + i,
@@ -710,11 +860,16 @@ impl Producing {
                     ),
                 }
             }
-            if full.is_empty() {
+            if again.is_empty() {
                 return Ok(());
             }
-            pending = full;
-            self.wait_for_room(handed, give_up, stall)?;
+            pending = again;
+            if gone {
+                self.topics.sticky(topic).forget();
+            }
+            if full {
+                self.wait_for_room(handed, give_up, stall)?;
+            }
         }
     }
 
@@ -898,6 +1053,41 @@ fn topic_refused(e: &KafkaError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keyless_runs_go_where_librdkafka_sent_the_last_that_asked_until_it_is_time() {
+        let now = Instant::now();
+        let later = now + Duration::from_millis(100);
+        let mut s = Sticky::default();
+        // Nothing learned yet: librdkafka chooses, and the run's first record asks.
+        assert_eq!(s.partition(now), None);
+        s.ask(opaque(1, 0));
+        s.ask(opaque(2, 7));
+        // The answer to an ask that a later one replaced is not taken.
+        assert!(!s.answer(opaque(1, 0), 3, later));
+        assert_eq!(s.partition(now), None);
+        assert!(s.answer(opaque(2, 7), 2, later));
+        assert_eq!(s.partition(now), Some(2));
+        assert!(!s.answer(opaque(2, 7), 0, later), "answered once");
+        // Its time over, librdkafka chooses again.
+        assert_eq!(s.partition(later), None);
+        s.ask(opaque(3, 0));
+        assert!(s.answer(opaque(3, 0), 1, later + Duration::from_millis(100)));
+        assert_eq!(s.partition(later), Some(1));
+        s.forget();
+        assert_eq!(s.partition(later), None);
+    }
+
+    #[test]
+    fn a_record_that_asks_keeps_its_send_and_place() {
+        for (send, n) in [(0, 0), (1, 5), (u32::MAX, (1 << 31) - 1)] {
+            let o = opaque(send, n);
+            assert_eq!(o & ASK, 0);
+            let asked = o | ASK;
+            assert_eq!(((asked & !ASK) >> 32) as u32, send);
+            assert_eq!((asked & !ASK) & 0xffff_ffff, n);
+        }
+    }
 
     #[test]
     fn a_record_reads_back_as_it_was_pushed() {
