@@ -89,8 +89,14 @@ pub struct KafkaOptions {
 }
 
 /// Appends one record to `batch`: its topic (a u16 length first), its key (a u32 length, or
-/// `u32::MAX` for none) and its value (the rest, up to the message's end).
-pub fn push_record(batch: &mut Batch, topic: &[u8], key: Option<&[u8]>, value: &[u8]) {
+/// `u32::MAX` for none) and its value (the rest, up to the message's end), which `value`
+/// writes in place.
+pub fn push_record(
+    batch: &mut Batch,
+    topic: &[u8],
+    key: Option<&[u8]>,
+    value: impl FnOnce(&mut Vec<u8>),
+) {
     let topic = &topic[..topic.len().min(u16::MAX as usize)];
     batch
         .data
@@ -105,7 +111,7 @@ pub fn push_record(batch: &mut Batch, topic: &[u8], key: Option<&[u8]>, value: &
         }
         None => batch.data.extend_from_slice(&u32::MAX.to_le_bytes()),
     }
-    batch.data.extend_from_slice(value);
+    value(&mut batch.data);
     batch.end_message();
 }
 
@@ -347,7 +353,6 @@ impl Destination for KafkaDestination {
         // The message template's size hint learns whole records (topic and key too): it
         // serves only here.
         lanes.reserve(self.message.size_hint(which.len()), which.len());
-        let mut value = Vec::new();
         TOPIC_AND_KEY.with_borrow_mut(|(topic, key)| {
             for &i in which {
                 let msg = &msgs[i as usize];
@@ -357,10 +362,10 @@ impl Destination for KafkaDestination {
                 if let Some(k) = &self.key {
                     k.append(msg, key);
                 }
-                value.clear();
-                self.message.append(msg, &mut value);
                 let k = self.key.as_ref().map(|_| &key[..]);
-                push_record(lanes.batch_for(msg), topic, k, &value);
+                push_record(lanes.batch_for(msg), topic, k, |value| {
+                    self.message.append(msg, value)
+                });
             }
         });
         self.message.learn_size(lanes.bytes(), which.len());
@@ -1092,8 +1097,8 @@ mod tests {
     #[test]
     fn a_record_reads_back_as_it_was_pushed() {
         let mut b = Batch::new(None);
-        push_record(&mut b, b"logs", Some(b"web1"), b"hello");
-        push_record(&mut b, b"t", None, b"");
+        push_record(&mut b, b"logs", Some(b"web1"), |v| v.extend(b"hello"));
+        push_record(&mut b, b"t", None, |_| {});
         let r = Record::read(&b.data[..b.ends[0] as usize]).unwrap();
         assert_eq!(
             (r.topic, r.key, r.value),
@@ -1109,7 +1114,7 @@ mod tests {
         let mut batches = vec![Batch::new(None), Batch::new(None), Batch::new(None)];
         for (b, values) in batches.iter_mut().zip([&["a", "b", "c"][..], &[], &["d"]]) {
             for v in values {
-                push_record(b, b"t", None, v.as_bytes());
+                push_record(b, b"t", None, |value| value.extend(v.as_bytes()));
             }
         }
         let values = |from: Position| -> Vec<Vec<u8>> {
