@@ -294,6 +294,7 @@ impl Delivery {
             let sender = Sender {
                 label: self.label.clone(),
                 servers: self.servers.clone(),
+                gather: self.servers.gather(),
                 pacing: self.pacing.clone(),
                 queue: lane.queue.clone(),
                 conn,

@@ -25,13 +25,13 @@ use super::diskq::DiskBufferOptions;
 use super::format::Formatter;
 use super::link::{stalled, Connected, Failure, GiveUp, Position, Wire};
 use super::queue::Batch;
-use super::sender::{Pacing, Servers};
+use super::sender::{Pacing, Servers, MAX_GATHER};
 use super::{Destination, Outbox};
 use crate::kafka::{valid_topic, Said};
 use crate::stats::DestCounters;
 use crate::window::Ack;
 use rdkafka::bindings as rdsys;
-use rdkafka::config::ClientConfig;
+use rdkafka::config::{ClientConfig, NativeClientConfig};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::types::RDKafkaRespErr;
@@ -86,6 +86,25 @@ pub struct KafkaOptions {
     pub flush_timeout_on_reload: Duration,
     /// `kafka-logging()`: what of librdkafka's own log reaches sluice's.
     pub logging: crate::kafka::KafkaLogging,
+    /// The most a send hands librdkafka: [`send_size`] of the configuration.
+    pub gather: usize,
+}
+
+/// The most a sender hands librdkafka at once, for a producer configured as `conf` says.
+/// An idempotent producer keeps at most five requests (each at most `batch.size`, and
+/// `message.max.bytes`) in flight to a partition; with more records ready its broker thread
+/// wakes over and over without sending (`perf` of a `bench/kafka.py` round with 4 MiB sends:
+/// the clock and `poll` at the top of that thread). Two sends of two requests' worth, with
+/// their tails, stay within the five.
+pub fn send_size(conf: &NativeClientConfig) -> usize {
+    if conf.get("enable.idempotence").ok().as_deref() != Some("true") {
+        return MAX_GATHER;
+    }
+    let number = |key| conf.get(key).ok().and_then(|v| v.parse::<usize>().ok());
+    let request = number("batch.size")
+        .unwrap_or(1_000_000)
+        .min(number("message.max.bytes").unwrap_or(1_000_000));
+    (2 * request).clamp(64 << 10, MAX_GATHER)
 }
 
 /// Appends one record to `batch`: its topic (a u16 length first), its key (a u32 length, or
@@ -381,6 +400,10 @@ impl Destination for KafkaDestination {
 impl Servers for KafkaOptions {
     fn connect_at_start(&self) -> bool {
         true
+    }
+
+    fn gather(&self) -> usize {
+        self.gather
     }
 
     fn count(&self) -> usize {
@@ -1058,6 +1081,22 @@ fn topic_refused(e: &KafkaError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_idempotent_producer_is_handed_two_requests_worth_a_send() {
+        let size = |more: &[(&str, &str)]| {
+            let mut c = ClientConfig::new();
+            for (k, v) in DEFAULTS.iter().chain(more) {
+                c.set(*k, *v);
+            }
+            send_size(&c.create_native_config().unwrap())
+        };
+        assert_eq!(size(&[]), 2_000_000);
+        assert_eq!(size(&[("batch.size", "300000")]), 600_000);
+        assert_eq!(size(&[("message.max.bytes", "500000")]), 1_000_000);
+        assert_eq!(size(&[("batch.size", "1000")]), 64 << 10);
+        assert_eq!(size(&[("enable.idempotence", "false")]), MAX_GATHER);
+    }
 
     #[test]
     fn keyless_runs_go_where_librdkafka_sent_the_last_that_asked_until_it_is_time() {

@@ -69,8 +69,9 @@ fn giving_up(stopping: bool, queue: &dyn BatchQueue, retire: &AtomicBool) -> boo
     stopping || queue.is_stopping() || retire.load(Ordering::SeqCst)
 }
 
-/// The most a sender gathers for one write.
-const MAX_GATHER: usize = 4 << 20;
+/// The most a sender gathers for one write, unless its servers say less
+/// ([`Servers::gather`]).
+pub(super) const MAX_GATHER: usize = 4 << 20;
 
 /// Where a sender sends: its servers, and how to open a connection to one.
 pub(super) trait Servers: Send + Sync + 'static {
@@ -87,6 +88,10 @@ pub(super) trait Servers: Send + Sync + 'static {
     /// producer takes a second to get its producer id) gets that second before the load.
     fn connect_at_start(&self) -> bool {
         false
+    }
+    /// The most a sender gathers for one send (the bytes of its messages, at least one).
+    fn gather(&self) -> usize {
+        MAX_GATHER
     }
 }
 
@@ -135,6 +140,8 @@ pub(super) struct Sender {
     pub(super) label: Arc<str>,
     /// Where it sends.
     pub(super) servers: Arc<dyn Servers>,
+    /// The most it gathers for one send: [`Servers::gather`].
+    pub(super) gather: usize,
     pub(super) pacing: Pacing,
     pub(super) queue: Arc<dyn BatchQueue>,
     pub(super) conn: Option<Connected>,
@@ -174,7 +181,7 @@ impl Sender {
                 self.take(&mut batches)
             } else {
                 // The server is answering for what was handed over: take only what is there.
-                self.queue.take(Duration::ZERO, MAX_GATHER, &mut batches)
+                self.queue.take(Duration::ZERO, self.gather, &mut batches)
             };
             if self.retire.load(Ordering::SeqCst) {
                 if self.finish_handed(&mut handed, stopping) == Settled::Not {
@@ -325,7 +332,7 @@ impl Sender {
     /// Takes what is queued; with a `batch-timeout()`, waits that long for a full batch.
     /// Returns whether the queue is stopping.
     fn take(&mut self, batches: &mut Vec<Batch>) -> bool {
-        let mut stopping = self.queue.take(TICK, MAX_GATHER, batches);
+        let mut stopping = self.queue.take(TICK, self.gather, batches);
         let batch = self.pacing.batch;
         if batch.timeout.is_zero() || batches.is_empty() {
             return stopping;
@@ -335,10 +342,10 @@ impl Sender {
             let messages = batches.iter().map(Batch::len).sum();
             let bytes: usize = batches.iter().map(|b| b.data.len()).sum();
             let left = until.saturating_duration_since(Instant::now());
-            if stopping || left.is_zero() || bytes >= MAX_GATHER || batch.full(messages, bytes) {
+            if stopping || left.is_zero() || bytes >= self.gather || batch.full(messages, bytes) {
                 return stopping;
             }
-            stopping = self.queue.take(left, MAX_GATHER - bytes, batches);
+            stopping = self.queue.take(left, self.gather - bytes, batches);
         }
     }
 
