@@ -86,8 +86,6 @@ pub struct KafkaOptions {
     pub flush_timeout_on_reload: Duration,
     /// `kafka-logging()`: what of librdkafka's own log reaches sluice's.
     pub logging: crate::kafka::KafkaLogging,
-    /// The most a send hands librdkafka: [`send_size`] of the configuration.
-    pub gather: usize,
 }
 
 /// The most a sender hands librdkafka at once, for a producer configured as `conf` says.
@@ -96,7 +94,7 @@ pub struct KafkaOptions {
 /// wakes over and over without sending (`perf` of a `bench/kafka.py` round with 4 MiB sends:
 /// the clock and `poll` at the top of that thread). Two sends of two requests' worth, with
 /// their tails, stay within the five.
-pub fn send_size(conf: &NativeClientConfig) -> usize {
+fn send_size(conf: &NativeClientConfig) -> usize {
     if conf.get("enable.idempotence").ok().as_deref() != Some("true") {
         return MAX_GATHER;
     }
@@ -402,8 +400,12 @@ impl Servers for KafkaOptions {
         true
     }
 
+    /// [`send_size`] of the configuration, as librdkafka reads it (checked when the
+    /// destination was built).
     fn gather(&self) -> usize {
-        self.gather
+        self.client_config()
+            .create_native_config()
+            .map_or(MAX_GATHER, |conf| send_size(&conf))
     }
 
     fn count(&self) -> usize {

@@ -1,9 +1,7 @@
 //! The declaration of `kafka-c()` (its runtime is [`crate::destinations::kafka`]):
 //! syslog-ng's options, read into the producers' configuration and the record templates.
 
-use super::super::kafka::{
-    send_size, KafkaDestination, KafkaOptions, KafkaQueueing, KafkaTemplates,
-};
+use super::super::kafka::{KafkaDestination, KafkaOptions, KafkaQueueing, KafkaTemplates};
 use super::{Built, DestinationContext, FormatOptions, Queue, Threaded};
 use crate::destinations::format::{Format, Formatter};
 use crate::destinations::sender::Pacing;
@@ -148,7 +146,7 @@ pub(super) fn build(
         key.dates = format.dates.clone();
         Formatter::new(Format::Template(key), false)
     });
-    let mut opts = KafkaOptions {
+    let opts = KafkaOptions {
         label: cx.label().into(),
         bootstrap_servers: bootstrap_servers.clone(),
         config,
@@ -158,16 +156,13 @@ pub(super) fn build(
         flush_timeout_on_shutdown,
         flush_timeout_on_reload,
         logging: crate::kafka::logging(o)?,
-        gather: 0,
     };
     // librdkafka checks the properties' names and values now: a wrong one is a
     // configuration error, not a producer that fails at its first message. (Without making
     // a client: a syntax check connects to no broker.)
-    let native = opts
-        .client_config()
+    opts.client_config()
         .create_native_config()
         .map_err(|e| ConfigError::new(node.pos, format!("kafka-c(): {e}")))?;
-    opts.gather = send_size(&native);
     let disk_buffer = queue.disk_buffer(o, || {
         let all = format!("{bootstrap_servers},{topic_text}");
         format!("{}-kafka-{:08x}", cx.name, crc32fast::hash(all.as_bytes()))
