@@ -16,17 +16,24 @@
 //! (Times in microseconds since the epoch; the first "previous recvd" is the index's, the
 //! first previous stamp is recvd.)
 //! Index: record count, recvd min/max, stamp min/max (i64), hosts, programs (a count, then
-//! each as length and bytes), the trigram bitmap ([`GRAMS`] bits).
+//! each as length and bytes), the trigram bitmap ([`GRAMS`] bits), then the stride of the
+//! trigrams' offsets (u8; an index without it, as sluice wrote before, has stride 1).
 //!
 //! Trigrams are of the text folded to 37 classes (letters without case, digits, the rest as
-//! one): a substring of the text has all its trigrams in the bitmap, so a chunk whose bitmap
-//! lacks one of a literal's trigrams cannot hold the literal (in any case).
+//! one), those that start at an even offset of a text (stride 2): setting a bit per trigram is
+//! the index's cost, and half of them answer nearly as well. A literal inside a text starts at
+//! an even or an odd offset; its trigrams at offsets of that parity are the text's trigrams at
+//! even offsets, so a chunk whose bitmap lacks one of its even trigrams and one of its odd
+//! ones cannot hold it (in any case). A literal of three bytes has no odd trigram: any chunk
+//! may hold it.
 
 use crate::entry::{Entry, Text};
 use crate::wire::{put_bytes, put_varint, unzigzag, zigzag, Cursor, Malformed};
 
 /// 37 classes to the power of three.
 pub const GRAMS: usize = 37 * 37 * 37;
+/// Every how many offsets of a text a trigram is set in the bitmap.
+const STRIDE: u8 = 2;
 const GRAM_WORDS: usize = GRAMS.div_ceil(64);
 
 /// The class of a byte: 1-26 letters (either case), 27-36 digits, 0 the rest. Without a
@@ -44,11 +51,13 @@ fn class_of(byte: u8) -> u8 {
     }
 }
 
-/// The trigrams of `text`, each as its bit number (below [`GRAMS`], so 16 bits hold it).
-/// A block at a time: the bytes classed, then the trigrams' numbers made, each pass with no
-/// state carried from byte to byte (both run in vector registers); only setting the bits
-/// is a byte at a time. Blocks overlap by two bytes, so each trigram is made once.
-fn grams(text: &[u8], mut each: impl FnMut(u16)) {
+/// The trigrams of `text` that start at an offset that is a multiple of `stride` (1 or 2),
+/// each as its bit number (below [`GRAMS`], so 16 bits hold it). A block at a time: the bytes
+/// classed, then the trigrams' numbers made, each pass with no state carried from byte to
+/// byte (both run in vector registers); only setting the bits is a trigram at a time. Blocks
+/// overlap by two bytes, so each trigram is made once, and hold an even number of trigrams
+/// but the last, so a block starts at an even offset.
+fn grams(text: &[u8], stride: usize, mut each: impl FnMut(u16)) {
     const BLOCK: usize = 256;
     let mut classes = [0u8; BLOCK];
     let mut numbers = [0u16; BLOCK];
@@ -64,7 +73,7 @@ fn grams(text: &[u8], mut each: impl FnMut(u16)) {
                 + u16::from(classes[i + 1]) * 37
                 + u16::from(classes[i + 2]);
         }
-        for &n in &numbers[..made] {
+        for &n in numbers[..made].iter().step_by(stride) {
             each(n);
         }
         at += made;
@@ -308,11 +317,12 @@ impl Taken {
         let mut words: GramWords = [0; 1 << 10];
         for &(at, len) in &self.texts {
             let text = &self.records[at as usize..(at + len) as usize];
-            grams(text, |n| set_gram(&mut words, n));
+            grams(text, usize::from(STRIDE), |n| set_gram(&mut words, n));
         }
         for w in &words[..GRAM_WORDS] {
             self.index.extend_from_slice(&w.to_le_bytes());
         }
+        self.index.push(STRIDE);
         (self.index, self.records)
     }
 }
@@ -327,6 +337,9 @@ pub struct Index {
     pub hosts: Vec<Vec<u8>>,
     pub programs: Vec<Vec<u8>>,
     grams: Vec<u64>,
+    /// Every how many offsets of a text a trigram was set (1 in indexes written before
+    /// [`STRIDE`]).
+    stride: u8,
 }
 
 impl Index {
@@ -349,6 +362,16 @@ impl Index {
             .chunks_exact(8)
             .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")))
             .collect();
+        let stride = match c.rest() {
+            [] => 1,
+            [s @ (1 | 2)] => *s,
+            _ => {
+                return Err(Malformed {
+                    what: "index trigram stride",
+                    at: c.at(),
+                })
+            }
+        };
         Ok(Index {
             records,
             recvd,
@@ -357,14 +380,21 @@ impl Index {
             hosts,
             programs,
             grams,
+            stride,
         })
     }
 
-    /// Whether some text of the chunk may hold `literal` (in any case).
+    /// Whether some text of the chunk may hold `literal` (in any case): with every offset's
+    /// trigram in the bitmap, all of the literal's; with every other offset's, all of those
+    /// at its even offsets or all of those at its odd ones.
     pub fn may_hold(&self, literal: &[u8]) -> bool {
-        let mut all = true;
-        grams(literal, |n| all &= has_gram(&self.grams, n));
-        all
+        let mut all = [true; 2];
+        let mut at = 0;
+        grams(literal, 1, |n| {
+            all[at % usize::from(self.stride)] &= has_gram(&self.grams, n);
+            at += 1;
+        });
+        all[0] || (self.stride == 2 && all[1])
     }
 
     /// The records of `data`, the chunk's decompressed data part.
@@ -538,8 +568,12 @@ mod tests {
                 &every_byte[..len.min(512)],
             ] {
                 let mut got = Vec::new();
-                grams(text, |n| got.push(n));
+                grams(text, 1, |n| got.push(n));
                 assert_eq!(got, grams_one_by_one(text), "{len}");
+                let mut even = Vec::new();
+                grams(text, 2, |n| even.push(n));
+                let want: Vec<u16> = grams_one_by_one(text).into_iter().step_by(2).collect();
+                assert_eq!(even, want, "{len}");
             }
         }
         assert!(grams_one_by_one(b"999")
@@ -592,8 +626,71 @@ mod tests {
         for yes in ["failed", "PASSWORD", "d pa", "key", "ab"] {
             assert!(index.may_hold(yes.as_bytes()), "{yes}");
         }
-        for no in ["denied", "passwords", "keys"] {
+        for no in ["denied", "passworx", "keys"] {
             assert!(!index.may_hold(no.as_bytes()), "{no}");
         }
+    }
+
+    #[test]
+    fn every_substring_of_a_text_may_be_held_whatever_its_offset() {
+        let text = b"sshd[4242]: Accepted publickey for root from 10.0.0.7 port 51022";
+        let mut b = ChunkBuilder::default();
+        b.add(&entry(
+            1,
+            b"h",
+            text,
+            Text::InLine {
+                start: 0,
+                len: text.len() as u32,
+            },
+        ));
+        let (bytes, _) = b.take().finish();
+        let index = Index::read(&bytes).unwrap();
+        assert_eq!(index.stride, STRIDE);
+        for len in 0..=12 {
+            for start in 0..=text.len() - len {
+                let literal = &text[start..start + len];
+                assert!(
+                    index.may_hold(literal),
+                    "{:?}",
+                    String::from_utf8_lossy(literal)
+                );
+            }
+        }
+        for no in ["Rejected", "root9x", "Refused", "denied"] {
+            assert!(!index.may_hold(no.as_bytes()), "{no}");
+        }
+    }
+
+    #[test]
+    fn an_index_of_every_offset_is_read_and_asked_as_written() {
+        // As sluice wrote them before the stride: every trigram set, no stride byte.
+        let mut b = ChunkBuilder::default();
+        b.add(&entry(
+            1,
+            b"h",
+            b"Accepted key\n",
+            Text::InLine { start: 0, len: 12 },
+        ));
+        let (mut bytes, _) = b.take().finish();
+        bytes.pop();
+        let gram_at = bytes.len() - GRAM_WORDS * 8;
+        bytes[gram_at..].fill(0);
+        let mut words = [0u64; GRAM_WORDS];
+        grams(b"Accepted key", 1, |n| {
+            words[usize::from(n >> 6)] |= 1 << (n & 63)
+        });
+        for (i, w) in words.iter().enumerate() {
+            bytes[gram_at + 8 * i..gram_at + 8 * i + 8].copy_from_slice(&w.to_le_bytes());
+        }
+        let index = Index::read(&bytes).unwrap();
+        assert_eq!(index.stride, 1);
+        assert!(index.may_hold(b"key") && index.may_hold(b"ted k"));
+        assert!(!index.may_hold(b"keys") && !index.may_hold(b"zzz"));
+        bytes.push(3);
+        assert!(
+            Index::read(&bytes).is_err(),
+            "a stride sluice does not write"
+        );
     }
 }
