@@ -4,8 +4,9 @@
 //! Each chunk's index is decrypted first (a few kilobytes); the chunk is skipped when its
 //! stamps fall outside `--from`/`--to`, or when the expression cannot match it: `host()` and
 //! `program()` are tried on the chunk's table of hosts and programs, and the literals a
-//! `message()` pattern requires must all have their trigrams in the chunk's bitmap (`and`
-//! needs both sides possible, `or` either; anything else is taken as possible). The chunks
+//! `message()` pattern requires must all be possible by the chunk's trigram bitmap
+//! (`Index::may_hold`; `and` needs both sides possible, `or` either; anything else is taken
+//! as possible). The chunks
 //! left are decrypted and every record is matched by the filter itself, as a message made of
 //! the record's fields: the answer is exactly what `cat` and the filter would give.
 
