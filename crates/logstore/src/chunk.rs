@@ -3,10 +3,10 @@
 //! record names its host and program by their place in these tables), and which trigrams the
 //! message texts hold.
 //!
-//! Records, in the data part (compressed together), as two streams — the fields of every
-//! record, then their bytes — which compress better apart than interleaved:
+//! Records, in the data part (compressed together), as two streams — the bytes of every
+//! record, then their fields — which compress better apart than interleaved:
 //! ```text
-//! data = fields length | fields | bytes
+//! data = bytes | fields | fields length (u32)
 //! fields, a record: zigzag(recvd - previous recvd) | zigzag(stamp's second - previous
 //!   stamp's second) | stamp's microseconds | zigzag(offset - previous offset) | pri u8
 //!   | host index | program index | line length | text: 0, start (the rest of the line, but
@@ -16,11 +16,14 @@
 //! (Times in microseconds since the epoch; the first "previous recvd" is the index's, the
 //! first previous stamp is recvd.)
 //! Index: record count, recvd min/max, stamp min/max (i64), hosts, programs (a count, then
-//! each as length and bytes), the trigram bitmap ([`GRAMS`] bits), then the stride of the
-//! trigrams' offsets (u8; an index without it, as sluice wrote before, has stride 1).
+//! each as length and bytes), the trigram bitmap ([`GRAMS`] bits), then the layout (u8, 2).
+//! An index without it is of layout 1, as sluice wrote before: the data part was
+//! `fields length (varint) | fields | bytes` and the bitmap held the trigrams at every
+//! offset. (The bytes first let the builder's buffer of bytes go to the sealers as the data
+//! part: a chunk is not copied to be sealed.)
 //!
 //! Trigrams are of the text folded to 37 classes (letters without case, digits, the rest as
-//! one), those that start at an even offset of a text (stride 2): setting a bit per trigram is
+//! one), those that start at an even offset of a text: setting a bit per trigram is
 //! the index's cost, and half of them answer nearly as well. A literal inside a text starts at
 //! an even or an odd offset; its trigrams at offsets of that parity are the text's trigrams at
 //! even offsets, so a chunk whose bitmap lacks one of its even trigrams and one of its odd
@@ -32,8 +35,8 @@ use crate::wire::{put_bytes, put_varint, unzigzag, zigzag, Cursor, Malformed};
 
 /// 37 classes to the power of three.
 pub const GRAMS: usize = 37 * 37 * 37;
-/// Every how many offsets of a text a trigram is set in the bitmap.
-const STRIDE: u8 = 2;
+/// The layout sluice writes.
+const LAYOUT: u8 = 2;
 const GRAM_WORDS: usize = GRAMS.div_ceil(64);
 
 /// The class of a byte: 1-26 letters (either case), 27-36 digits, 0 the rest. Without a
@@ -254,8 +257,6 @@ impl ChunkBuilder {
     /// The records of the chunk and its index but for the trigrams ([`Taken::finish`]
     /// adds them); the builder starts empty again.
     pub fn take(&mut self) -> Taken {
-        // Grown once, not doubling their way there (a copy of the chunk at every step).
-        let mut records = Vec::with_capacity(10 + self.fields.len() + self.bytes.len());
         let mut index = Vec::with_capacity(4 + 5 * 8 + GRAM_WORDS * 8 + 64);
         index.extend_from_slice(&self.count.to_le_bytes());
         for v in [
@@ -269,24 +270,24 @@ impl ChunkBuilder {
         }
         self.hosts.write(&mut index);
         self.programs.write(&mut index);
-        put_varint(&mut records, self.fields.len() as u64);
+        // The bytes go with the chunk. The next chunk's are given the room this whole chunk
+        // took and a quarter more, so that neither they nor the fields after them grow it by
+        // copying (a chunk's size changes little from one to the next); the room is taken as
+        // it is written, and follows the archive's chunks down when it goes quiet.
+        let whole = self.bytes.len() + self.fields.len() + 4;
+        let next = Vec::with_capacity(whole + whole / 4);
+        let mut records = std::mem::replace(&mut self.bytes, next);
+        records.reserve_exact(self.fields.len() + 4);
         records.extend_from_slice(&self.fields);
-        let bytes_at = records.len() as u32;
-        records.extend_from_slice(&self.bytes);
-        // The spans go with the chunk, moved to where `bytes` begins in the records.
-        let mut texts = std::mem::take(&mut self.texts);
-        for (at, _) in &mut texts {
-            *at += bytes_at;
-        }
-        // The buffers are kept for the next chunk, unless they are much larger than this one
-        // needed: an archive that went quiet (thousands of them, with a file per host) lets
-        // go of what its busy chunks grew.
-        for buf in [&mut self.fields, &mut self.bytes] {
-            if buf.capacity() > KEPT.max(4 * buf.len()) {
-                *buf = Vec::new();
-            } else {
-                buf.clear();
-            }
+        records.extend_from_slice(&(self.fields.len() as u32).to_le_bytes());
+        let texts = std::mem::take(&mut self.texts);
+        // The fields' buffer is kept for the next chunk, unless it is much larger than this
+        // one needed: an archive that went quiet (thousands of them, with a file per host)
+        // lets go of what its busy chunks grew.
+        if self.fields.capacity() > KEPT.max(4 * self.fields.len()) {
+            self.fields = Vec::new();
+        } else {
+            self.fields.clear();
         }
         self.count = 0;
         self.recvd = (i64::MAX, i64::MIN);
@@ -317,12 +318,12 @@ impl Taken {
         let mut words: GramWords = [0; 1 << 10];
         for &(at, len) in &self.texts {
             let text = &self.records[at as usize..(at + len) as usize];
-            grams(text, usize::from(STRIDE), |n| set_gram(&mut words, n));
+            grams(text, 2, |n| set_gram(&mut words, n));
         }
         for w in &words[..GRAM_WORDS] {
             self.index.extend_from_slice(&w.to_le_bytes());
         }
-        self.index.push(STRIDE);
+        self.index.push(LAYOUT);
         (self.index, self.records)
     }
 }
@@ -337,9 +338,8 @@ pub struct Index {
     pub hosts: Vec<Vec<u8>>,
     pub programs: Vec<Vec<u8>>,
     grams: Vec<u64>,
-    /// Every how many offsets of a text a trigram was set (1 in indexes written before
-    /// [`STRIDE`]).
-    stride: u8,
+    /// 1 or [`LAYOUT`] (see the module's comment).
+    layout: u8,
 }
 
 impl Index {
@@ -362,12 +362,12 @@ impl Index {
             .chunks_exact(8)
             .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")))
             .collect();
-        let stride = match c.rest() {
+        let layout = match c.rest() {
             [] => 1,
-            [s @ (1 | 2)] => *s,
+            [LAYOUT] => LAYOUT,
             _ => {
                 return Err(Malformed {
-                    what: "index trigram stride",
+                    what: "index layout",
                     at: c.at(),
                 })
             }
@@ -380,7 +380,7 @@ impl Index {
             hosts,
             programs,
             grams,
-            stride,
+            layout,
         })
     }
 
@@ -388,21 +388,33 @@ impl Index {
     /// trigram in the bitmap, all of the literal's; with every other offset's, all of those
     /// at its even offsets or all of those at its odd ones.
     pub fn may_hold(&self, literal: &[u8]) -> bool {
+        let stride = if self.layout == 1 { 1 } else { 2 };
         let mut all = [true; 2];
         let mut at = 0;
         grams(literal, 1, |n| {
-            all[at % usize::from(self.stride)] &= has_gram(&self.grams, n);
+            all[at % stride] &= has_gram(&self.grams, n);
             at += 1;
         });
-        all[0] || (self.stride == 2 && all[1])
+        all[0] || (stride == 2 && all[1])
     }
 
     /// The records of `data`, the chunk's decompressed data part.
     pub fn records<'a>(&'a self, data: &'a [u8]) -> Records<'a> {
-        let mut c = Cursor::new(data);
-        let (fields, bytes, left) = match c.bytes("record fields") {
-            Ok(fields) => (fields, c.rest(), self.records),
-            Err(_) => (&[][..], &[][..], 1), // one error, then nothing
+        let parts = if self.layout == 1 {
+            let mut c = Cursor::new(data);
+            c.bytes("record fields")
+                .ok()
+                .map(|fields| (fields, c.rest()))
+        } else {
+            data.len().checked_sub(4).and_then(|end| {
+                let len = u32::from_le_bytes(data[end..].try_into().expect("4 bytes"));
+                let at = end.checked_sub(len as usize)?;
+                Some((&data[at..end], &data[..at]))
+            })
+        };
+        let (fields, bytes, left) = match parts {
+            Some((fields, bytes)) => (fields, bytes, self.records),
+            None => (&[][..], &[][..], 1), // one error, then nothing
         };
         Records {
             index: self,
@@ -646,7 +658,7 @@ mod tests {
         ));
         let (bytes, _) = b.take().finish();
         let index = Index::read(&bytes).unwrap();
-        assert_eq!(index.stride, STRIDE);
+        assert_eq!(index.layout, LAYOUT);
         for len in 0..=12 {
             for start in 0..=text.len() - len {
                 let literal = &text[start..start + len];
@@ -663,34 +675,59 @@ mod tests {
     }
 
     #[test]
-    fn an_index_of_every_offset_is_read_and_asked_as_written() {
-        // As sluice wrote them before the stride: every trigram set, no stride byte.
+    fn a_chunk_of_the_first_layout_is_read_and_asked_as_written() {
+        // As sluice wrote them before layout 2: every trigram set, no layout byte, the
+        // fields before the bytes.
         let mut b = ChunkBuilder::default();
-        b.add(&entry(
-            1,
-            b"h",
-            b"Accepted key\n",
-            Text::InLine { start: 0, len: 12 },
-        ));
-        let (mut bytes, _) = b.take().finish();
+        let text = Text::InLine { start: 0, len: 12 };
+        b.add(&entry(1, b"h", b"Accepted key\n", text));
+        b.add(&entry(2, b"i", b"{}", Text::Own(b"Failed")));
+        let (mut bytes, data) = b.take().finish();
+        let index = Index::read(&bytes).unwrap();
+        let want: Vec<Record> = index.records(&data).map(Result::unwrap).collect();
+        let end = data.len() - 4;
+        let fields_len = u32::from_le_bytes(data[end..].try_into().unwrap()) as usize;
+        let mut old = Vec::new();
+        put_varint(&mut old, fields_len as u64);
+        old.extend_from_slice(&data[end - fields_len..end]);
+        old.extend_from_slice(&data[..end - fields_len]);
         bytes.pop();
         let gram_at = bytes.len() - GRAM_WORDS * 8;
-        bytes[gram_at..].fill(0);
         let mut words = [0u64; GRAM_WORDS];
-        grams(b"Accepted key", 1, |n| {
-            words[usize::from(n >> 6)] |= 1 << (n & 63)
-        });
+        for text in [&b"Accepted key"[..], b"Failed"] {
+            grams(text, 1, |n| words[usize::from(n >> 6)] |= 1 << (n & 63));
+        }
         for (i, w) in words.iter().enumerate() {
             bytes[gram_at + 8 * i..gram_at + 8 * i + 8].copy_from_slice(&w.to_le_bytes());
         }
         let index = Index::read(&bytes).unwrap();
-        assert_eq!(index.stride, 1);
+        assert_eq!(index.layout, 1);
         assert!(index.may_hold(b"key") && index.may_hold(b"ted k"));
         assert!(!index.may_hold(b"keys") && !index.may_hold(b"zzz"));
+        let got: Vec<Record> = index.records(&old).map(Result::unwrap).collect();
+        assert_eq!(got, want);
+        assert_eq!(got[1].text, b"Failed");
         bytes.push(3);
         assert!(
             Index::read(&bytes).is_err(),
-            "a stride sluice does not write"
+            "a layout sluice does not write"
         );
+    }
+
+    #[test]
+    fn a_data_part_too_short_for_its_fields_is_one_error() {
+        let mut b = ChunkBuilder::default();
+        b.add(&entry(
+            1,
+            b"h",
+            b"line\n",
+            Text::InLine { start: 0, len: 4 },
+        ));
+        let (bytes, data) = b.take().finish();
+        let index = Index::read(&bytes).unwrap();
+        for cut in [&data[..2], &data[data.len() - 3..], &[0xff; 8][..]] {
+            let got: Vec<_> = index.records(cut).collect();
+            assert!(got.len() == 1 && got[0].is_err(), "{cut:?}");
+        }
     }
 }
