@@ -6,9 +6,9 @@
 //! `program()` are tried on the chunk's table of hosts and programs, and the literals a
 //! `message()` pattern requires must all be possible by the chunk's trigram bitmap
 //! (`Index::may_hold`; `and` needs both sides possible, `or` either; anything else is taken
-//! as possible). The chunks
-//! left are decrypted and every record is matched by the filter itself, as a message made of
-//! the record's fields: the answer is exactly what `cat` and the filter would give.
+//! as possible). The chunks left are decrypted and every record is matched by the filter
+//! itself, as a message made of the record's fields: the answer is exactly what `cat` and the
+//! filter would give.
 
 use super::output::{print, Output};
 use super::{at, keys_of, walk_files, KeyArgs};

@@ -37,6 +37,15 @@ use crate::wire::{put_bytes, put_varint, unzigzag, zigzag, Cursor, Malformed};
 pub const GRAMS: usize = 37 * 37 * 37;
 /// The layout sluice writes.
 const LAYOUT: u8 = 2;
+
+/// Every how many offsets of a text the bitmap of a chunk of `layout` holds a trigram.
+fn stride(layout: u8) -> usize {
+    if layout == 1 {
+        1
+    } else {
+        2
+    }
+}
 const GRAM_WORDS: usize = GRAMS.div_ceil(64);
 
 /// The class of a byte: 1-26 letters (either case), 27-36 digits, 0 the rest. Without a
@@ -318,7 +327,7 @@ impl Taken {
         let mut words: GramWords = [0; 1 << 10];
         for &(at, len) in &self.texts {
             let text = &self.records[at as usize..(at + len) as usize];
-            grams(text, 2, |n| set_gram(&mut words, n));
+            grams(text, stride(LAYOUT), |n| set_gram(&mut words, n));
         }
         for w in &words[..GRAM_WORDS] {
             self.index.extend_from_slice(&w.to_le_bytes());
@@ -388,7 +397,7 @@ impl Index {
     /// trigram in the bitmap, all of the literal's; with every other offset's, all of those
     /// at its even offsets or all of those at its odd ones.
     pub fn may_hold(&self, literal: &[u8]) -> bool {
-        let stride = if self.layout == 1 { 1 } else { 2 };
+        let stride = stride(self.layout);
         let mut all = [true; 2];
         let mut at = 0;
         grams(literal, 1, |n| {
