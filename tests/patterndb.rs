@@ -627,6 +627,10 @@ fn a_changed_database_is_read_again() {
         let want = format!("{text} {class}");
         // Sent again until classified so: the change is read within five seconds.
         common::wait_until(Duration::from_secs(20), || {
+            // A refused connection says what the server said (CI saw one, once, unexplained).
+            if let Err(e) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+                panic!("connect to {port}: {e}; the server said:\n{}", r.stderr());
+            }
             common::send_tcp(port, line.as_bytes(), Framing::Newline);
             std::thread::sleep(Duration::from_millis(500));
             std::fs::read_to_string(&file).is_ok_and(|t| t.contains(&want))
