@@ -420,8 +420,8 @@ impl Store {
 
     /// When frames that need no new entries should be written: chunks with the sealers
     /// soon; tokens now when some came back, soon while heads wait for the authority.
-    pub fn writes_due(&self) -> Option<Instant> {
-        let now = Instant::now();
+    /// `now` is the caller's clock: a writer looks at thousands of archives in a row.
+    pub fn writes_due(&self, now: Instant) -> Option<Instant> {
         let sealing = (!self.sealing.is_empty()).then(|| now + SEALING_LOOK);
         let stamps = self.stamps.as_ref().and_then(|slot| match slot.pending() {
             (true, _) => Some(now),

@@ -1713,7 +1713,11 @@ impl Writer {
             Output::Store(store) => {
                 let written = store_write(store, &slices, awaited);
                 // The next look at the archives is no later than this one's due.
-                let due = store.due().into_iter().chain(store.writes_due()).min();
+                let due = store
+                    .due()
+                    .into_iter()
+                    .chain(store.writes_due(Instant::now()))
+                    .min();
                 self.store_due = self.store_due.into_iter().chain(due).min();
                 return written;
             }
@@ -1796,7 +1800,7 @@ impl Writer {
                 continue;
             }
             let chunk_due = store.due();
-            let writes_due = store.writes_due();
+            let writes_due = store.writes_due(now);
             if chunk_due.is_some_and(|due| due <= now) {
                 store.seal_chunk();
             } else if store.unwritten() == 0
@@ -1815,7 +1819,7 @@ impl Writer {
             store
                 .due()
                 .into_iter()
-                .chain(store.writes_due())
+                .chain(store.writes_due(now))
                 .for_each(&mut soonest);
             match flushed {
                 Ok(()) => self.recovered(at),
