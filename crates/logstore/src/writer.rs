@@ -147,7 +147,7 @@ const UNSEALED_BUDGET: i64 = 128 << 20;
 const EARLY_SEAL: usize = 64 << 10;
 
 /// How long a writer with chunks at the sealers comes back to write them.
-const SEALING_LOOK: Duration = Duration::from_millis(2);
+pub const SEALING_LOOK: Duration = Duration::from_millis(2);
 
 /// How long to wait for chunks with the sealers.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -418,17 +418,16 @@ impl Store {
         }
     }
 
-    /// When frames that need no new entries should be written: chunks with the sealers
-    /// soon; tokens now when some came back, soon while heads wait for the authority.
-    /// `now` is the caller's clock: a writer looks at thousands of archives in a row.
-    pub fn writes_due(&self, now: Instant) -> Option<Instant> {
-        let sealing = (!self.sealing.is_empty()).then(|| now + SEALING_LOOK);
-        let stamps = self.stamps.as_ref().and_then(|slot| match slot.pending() {
+    /// When timestamp frames should be written: now when tokens came back, soon while heads
+    /// wait for the authority. (Chunks with the sealers are written once [`Store::sealing`]
+    /// says they are there, looked at every [`SEALING_LOOK`].) `now` is the caller's clock: a
+    /// writer looks at thousands of archives in a row.
+    pub fn stamps_due(&self, now: Instant) -> Option<Instant> {
+        self.stamps.as_ref().and_then(|slot| match slot.pending() {
             (true, _) => Some(now),
             (false, true) => Some(now + STAMP_LOOK),
             (false, false) => None,
-        });
-        sealing.into_iter().chain(stamps).min()
+        })
     }
 
     /// Seals the open chunk, its timestamp (waiting up to five seconds for it while the

@@ -34,6 +34,7 @@ use super::{Destination, Outbox};
 use crate::own_log;
 use crate::stats::{DestCounters, DropReason};
 use crate::window::Ack;
+use sluice_logstore::writer::SEALING_LOOK;
 use sluice_logstore::{Store, StoreOptions};
 use sluice_model::file_name::FileName;
 use sluice_model::{LogMessage, Template};
@@ -945,6 +946,8 @@ struct Slot {
     pending_messages: usize,
     /// While the file fails: what was said, and when to try again.
     failure: Option<Failure>,
+    /// Listed in [`Writer::at_sealers`].
+    at_sealers: bool,
 }
 
 /// A file that failed to open or to take a write.
@@ -1013,6 +1016,10 @@ fn passing(e: &std::io::Error) -> bool {
 
 /// The first wait before a failed file is tried again; it doubles up to `time-reopen()`.
 const FIRST_RETRY: Duration = Duration::from_millis(100);
+
+/// How often a writer looks at all of its archives at most ([`Writer::seal_due`]): open
+/// chunks are due by `chunk-time()`, in whole seconds, and a file per host makes thousands.
+const LOOK_ALL: Duration = Duration::from_millis(50);
 
 /// Bytes `start..end` waiting to be written to a file: of held job `job`, or of the file's
 /// `copied` buffer when `job` is `COPIED`.
@@ -1089,10 +1096,15 @@ struct Writer {
     failing_messages: usize,
     /// The drop at `log-fifo-size()` was said (again once the failing files empty).
     said_full: bool,
-    /// When the archives are next looked at (`logstore()`, [`Writer::seal_due`]): the first
-    /// open chunk due to be sealed, chunks with the sealers or timestamps to write, a failed
-    /// archive's next try.
+    /// When every archive is next looked at (`logstore()`, [`Writer::seal_due`]): the first
+    /// open chunk due to be sealed, timestamps to write, a failed archive's next try; no
+    /// sooner than [`LOOK_ALL`] after the last look.
     store_due: Option<Instant>,
+    /// The archives with chunks at the sealers, looked at every [`SEALING_LOOK`] (when
+    /// `sealers_due` passes) to write what came back: a few of the thousands a writer may
+    /// hold with a file per host.
+    at_sealers: Vec<usize>,
+    sealers_due: Option<Instant>,
 }
 
 impl Writer {
@@ -1127,6 +1139,8 @@ impl Writer {
             failing_messages: 0,
             said_full: false,
             store_due: None,
+            at_sealers: Vec::new(),
+            sealers_due: None,
         }
     }
 
@@ -1161,6 +1175,7 @@ impl Writer {
                     if let Target::Stores(_) = self.target {
                         self.store_due = self.seal_due();
                     }
+                    self.look_at_sealers_when_due();
                     continue;
                 }
             };
@@ -1210,16 +1225,17 @@ impl Writer {
             if self.store_due.is_some_and(|due| due <= Instant::now()) {
                 self.store_due = self.seal_due();
             }
+            self.look_at_sealers_when_due();
         }
     }
 
     /// How long to wait for work: until small shares are due, or a failing file's next try.
     fn wait(&self, tick: Duration) -> Duration {
         let now = Instant::now();
-        let mut wait = match self.store_due {
-            Some(due) => tick.min(due.saturating_duration_since(now)),
-            None => tick,
-        };
+        let mut wait = tick;
+        for due in self.store_due.into_iter().chain(self.sealers_due) {
+            wait = wait.min(due.saturating_duration_since(now));
+        }
         for &at in &self.dirty {
             match &self.slots[at].failure {
                 None => return LINGER,
@@ -1647,6 +1663,7 @@ impl Writer {
             pending_bytes: 0,
             pending_messages: 0,
             failure: None,
+            at_sealers: false,
         };
         let at = match self.free.pop() {
             Some(at) => {
@@ -1716,9 +1733,13 @@ impl Writer {
                 let due = store
                     .due()
                     .into_iter()
-                    .chain(store.writes_due(Instant::now()))
+                    .chain(store.stamps_due(Instant::now()))
                     .min();
+                let sealing = store.sealing() > 0;
                 self.store_due = self.store_due.into_iter().chain(due).min();
+                if sealing {
+                    self.list_at_sealers(at);
+                }
                 return written;
             }
         };
@@ -1784,57 +1805,89 @@ impl Writer {
         Ok(Output::Store(Box::new(store)))
     }
 
-    /// Seals the open chunks that are due (`chunk-time()`) and writes them, and tries again
-    /// archives whose sealed chunks a write did not take; says when the next is due.
+    /// Looks at every archive ([`Writer::look_at`]); says when to look again: the soonest
+    /// any wants, but no sooner than [`LOOK_ALL`] (a writer may hold thousands).
     fn seal_due(&mut self) -> Option<Instant> {
         let now = Instant::now();
-        let mut next: Option<Instant> = None;
-        let mut soonest = |t: Instant| next = Some(next.map_or(t, |n: Instant| n.min(t)));
-        for at in 0..self.slots.len() {
-            let retry_at = self.slots[at].failure.as_ref().map(|f| f.retry_at);
-            let Some(Output::Store(store)) = &mut self.slots[at].file else {
-                continue;
-            };
-            if let Some(t) = retry_at.filter(|&t| t > now) {
-                soonest(t);
-                continue;
-            }
-            let chunk_due = store.due();
-            let writes_due = store.writes_due(now);
-            if chunk_due.is_some_and(|due| due <= now) {
-                store.seal_chunk();
-            } else if store.unwritten() == 0
-                && store.sealing() == 0
-                && writes_due.is_none_or(|due| due > now)
-            {
-                // Nothing to write yet: come back when the chunk, a chunk with the sealers or
-                // a timestamp is due.
-                chunk_due
-                    .into_iter()
-                    .chain(writes_due)
-                    .for_each(&mut soonest);
+        let next = (0..self.slots.len())
+            .filter_map(|at| self.look_at(at, now))
+            .min();
+        next.map(|t| t.max(now + LOOK_ALL))
+    }
+
+    /// Looks at the archives with chunks at the sealers, when it is time.
+    fn look_at_sealers_when_due(&mut self) {
+        if self.sealers_due.is_none_or(|due| due > Instant::now()) {
+            return;
+        }
+        let now = Instant::now();
+        let listed = std::mem::take(&mut self.at_sealers);
+        for &at in &listed {
+            self.slots[at].at_sealers = false;
+        }
+        for &at in &listed {
+            // Listed twice (its slot was reused meanwhile): looked at, and listed again.
+            if self.slots[at].at_sealers {
                 continue;
             }
-            let flushed = store.write_ready();
-            store
-                .due()
-                .into_iter()
-                .chain(store.writes_due(now))
-                .for_each(&mut soonest);
-            match flushed {
-                Ok(()) => self.recovered(at),
-                Err(e) => {
-                    let said = format!(
-                        "{}: error writing {}: {e}; its sealed chunks are kept and it is tried again",
-                        self.label,
-                        String::from_utf8_lossy(&self.slots[at].name)
-                    );
-                    self.failed(at, said, false);
-                    if let Some(f) = &self.slots[at].failure {
-                        soonest(f.retry_at);
-                    }
-                }
+            let next = self.look_at(at, now);
+            self.store_due = self.store_due.into_iter().chain(next).min();
+        }
+        if self.at_sealers.is_empty() {
+            self.sealers_due = None;
+        }
+    }
+
+    /// Lists archive `at` among those with chunks at the sealers.
+    fn list_at_sealers(&mut self, at: usize) {
+        if !self.slots[at].at_sealers {
+            self.slots[at].at_sealers = true;
+            self.at_sealers.push(at);
+            self.sealers_due = Some(Instant::now() + SEALING_LOOK);
+        }
+    }
+
+    /// Looks at archive `at`: seals its open chunk when due (`chunk-time()`), writes the
+    /// chunks the sealers finished and the timestamps that came back, tries a failed one
+    /// again when it is time, and lists it while chunks are at the sealers. Says when it
+    /// wants the next look.
+    fn look_at(&mut self, at: usize, now: Instant) -> Option<Instant> {
+        let retry_at = self.slots[at].failure.as_ref().map(|f| f.retry_at);
+        let Some(Output::Store(store)) = &mut self.slots[at].file else {
+            return None;
+        };
+        if let Some(t) = retry_at.filter(|&t| t > now) {
+            return Some(t);
+        }
+        let chunk_due = store.due();
+        let stamps_due = store.stamps_due(now);
+        if chunk_due.is_some_and(|due| due <= now) {
+            store.seal_chunk();
+        } else if store.unwritten() == 0
+            && store.sealing() == 0
+            && stamps_due.is_none_or(|due| due > now)
+        {
+            // Nothing to write yet: come back when the chunk or a timestamp is due.
+            return chunk_due.into_iter().chain(stamps_due).min();
+        }
+        let flushed = store.write_ready();
+        let mut next = store.due().into_iter().chain(store.stamps_due(now)).min();
+        let sealing = store.sealing() > 0;
+        match flushed {
+            Ok(()) => self.recovered(at),
+            Err(e) => {
+                let said = format!(
+                    "{}: error writing {}: {e}; its sealed chunks are kept and it is tried again",
+                    self.label,
+                    String::from_utf8_lossy(&self.slots[at].name)
+                );
+                self.failed(at, said, false);
+                let retry_at = self.slots[at].failure.as_ref().map(|f| f.retry_at);
+                next = next.into_iter().chain(retry_at).min();
             }
+        }
+        if sealing {
+            self.list_at_sealers(at);
         }
         next
     }
