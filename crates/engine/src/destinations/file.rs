@@ -1821,6 +1821,7 @@ impl Writer {
             return;
         }
         let now = Instant::now();
+        self.sealers_due = None;
         let listed = std::mem::take(&mut self.at_sealers);
         for &at in &listed {
             self.slots[at].at_sealers = false;
@@ -1833,17 +1834,16 @@ impl Writer {
             let next = self.look_at(at, now);
             self.store_due = self.store_due.into_iter().chain(next).min();
         }
-        if self.at_sealers.is_empty() {
-            self.sealers_due = None;
-        }
     }
 
-    /// Lists archive `at` among those with chunks at the sealers.
+    /// Lists archive `at` among those with chunks at the sealers; the list is looked at
+    /// [`SEALING_LOOK`] after the first was listed (later ones do not put it off).
     fn list_at_sealers(&mut self, at: usize) {
         if !self.slots[at].at_sealers {
             self.slots[at].at_sealers = true;
             self.at_sealers.push(at);
-            self.sealers_due = Some(Instant::now() + SEALING_LOOK);
+            self.sealers_due
+                .get_or_insert_with(|| Instant::now() + SEALING_LOOK);
         }
     }
 
@@ -2105,6 +2105,43 @@ mod tests {
         // Placed with another number of writers: forgotten too.
         known.start_read(3);
         assert!(known.files.is_empty());
+    }
+
+    /// An archive whose chunk went to the sealers has it written within a few milliseconds,
+    /// while other archives keep sending theirs (a file per host under load).
+    #[test]
+    fn archives_at_the_sealers_are_written_while_others_keep_coming() {
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path();
+        let counters = DestCounters::default();
+        let mut writer = writer(dir, crate::options::Globals::new().file, &counters);
+        writer.target = Target::Stores(Arc::new(StoreOptions {
+            chunk_size: 4096,
+            ..StoreOptions::default()
+        }));
+        // More than a chunk's worth of entries for each archive.
+        let mut entries = Vec::new();
+        for n in 0..100 {
+            let line = format!("line {n} of an archive, {}\n", "long ".repeat(10));
+            let entry = sluice_logstore::EntryWriter::begin(&mut entries, 0, 0, 0, 13, b"h", b"p");
+            entries.extend_from_slice(line.as_bytes());
+            entry.finish(&mut entries, line.trim_end().as_bytes());
+        }
+        let first = dir.join("a0.lgs");
+        let len = || std::fs::metadata(&first).map_or(0, |m| m.len());
+        let mut before = None;
+        for n in 0..300 {
+            let job = job(dir, &[(&format!("a{n}.lgs"), &entries)], None);
+            job.count_queued(&counters);
+            writer.hold(job);
+            writer.write_all();
+            writer.look_at_sealers_when_due();
+            if len() > *before.get_or_insert(len()) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        panic!("the first archive's chunk was not written in 300 rounds");
     }
 
     #[test]
