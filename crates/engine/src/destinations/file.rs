@@ -1229,7 +1229,8 @@ impl Writer {
         }
     }
 
-    /// How long to wait for work: until small shares are due, or a failing file's next try.
+    /// How long to wait for work: until small shares are due, a failing file's next try, or
+    /// the archives' next look.
     fn wait(&self, tick: Duration) -> Duration {
         let now = Instant::now();
         let mut wait = tick;
