@@ -6,7 +6,7 @@
 use crate::keys::Secret;
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
 use std::cell::RefCell;
-use std::sync::{mpsc, Arc, Mutex, OnceLock};
+use std::sync::{mpsc, Arc, Condvar, Mutex, OnceLock};
 
 pub const PART_INDEX: u32 = 0;
 pub const PART_DATA: u32 = 1;
@@ -73,26 +73,22 @@ pub type Job = Box<dyn FnOnce() + Send>;
 /// chunks while the writers take entries.
 pub struct Sealers {
     queue: Mutex<mpsc::Sender<Job>>,
+    /// Bytes of the chunks handed over that no sealer has taken up yet.
+    queued: Arc<(Mutex<usize>, Condvar)>,
+    budget: usize,
 }
+
+/// What the chunks waiting for a sealer may hold: a writer that hands over more waits. Each
+/// archive has at most a few chunks out, but thousands of archives (a file per host) that
+/// outrun the sealers would otherwise queue gigabytes.
+pub const QUEUED_BUDGET: usize = 64 << 20;
 
 impl Sealers {
-    pub fn run(&self, job: Job) {
-        self.queue
-            .lock()
-            .expect("sealers lock")
-            .send(job)
-            .expect("the sealers run as long as the process");
-    }
-}
-
-/// The sealers, started when the first chunk is sealed.
-pub fn sealers() -> &'static Sealers {
-    static SEALERS: OnceLock<Sealers> = OnceLock::new();
-    SEALERS.get_or_init(|| {
+    /// Starts `threads` sealers, whose queue holds at most `budget` bytes of chunks.
+    fn start(threads: usize, budget: usize) -> Sealers {
         let (tx, rx) = mpsc::channel::<Job>();
         let rx = Arc::new(Mutex::new(rx));
-        let n = std::thread::available_parallelism().map_or(2, |n| n.get());
-        for i in 0..n {
+        for i in 0..threads {
             let rx = rx.clone();
             std::thread::Builder::new()
                 .name(format!("logstore-sealer-{i}"))
@@ -107,6 +103,84 @@ pub fn sealers() -> &'static Sealers {
         }
         Sealers {
             queue: Mutex::new(tx),
+            queued: Arc::default(),
+            budget,
         }
+    }
+
+    /// Hands `job`, the sealing of a chunk of `bytes`, to the sealers; first waits while the
+    /// chunks queued for them hold their budget (never when none is queued).
+    pub fn run(&self, bytes: usize, job: Job) {
+        let (queued, room) = &*self.queued;
+        let mut held = queued.lock().expect("sealers' queue lock");
+        while *held > 0 && *held + bytes > self.budget {
+            held = room.wait(held).expect("sealers' queue lock");
+        }
+        *held += bytes;
+        drop(held);
+        let taken = self.queued.clone();
+        let job: Job = Box::new(move || {
+            let (queued, room) = &*taken;
+            *queued.lock().expect("sealers' queue lock") -= bytes;
+            room.notify_all();
+            job()
+        });
+        self.queue
+            .lock()
+            .expect("sealers lock")
+            .send(job)
+            .expect("the sealers run as long as the process");
+    }
+}
+
+/// The sealers, started when the first chunk is sealed.
+pub fn sealers() -> &'static Sealers {
+    static SEALERS: OnceLock<Sealers> = OnceLock::new();
+    SEALERS.get_or_init(|| {
+        let n = std::thread::available_parallelism().map_or(2, |n| n.get());
+        Sealers::start(n, QUEUED_BUDGET)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_writer_waits_while_the_chunks_queued_for_the_sealers_fill_their_budget() {
+        let sealers = Arc::new(Sealers::start(1, 100));
+        let (release, held) = mpsc::channel::<()>();
+        let (started, first_started) = mpsc::channel::<()>();
+        // The one sealer takes the first chunk up and stays busy with it.
+        sealers.run(
+            60,
+            Box::new(move || {
+                started.send(()).unwrap();
+                held.recv().unwrap();
+            }),
+        );
+        first_started.recv().unwrap();
+        // The second waits in the queue: 60 of the 100 bytes.
+        sealers.run(60, Box::new(|| {}));
+        // The third would make 120: its writer waits until the sealer takes the second up.
+        let (done, handed) = mpsc::channel();
+        let s = sealers.clone();
+        std::thread::spawn(move || {
+            s.run(60, Box::new(|| {}));
+            done.send(()).unwrap();
+        });
+        assert!(
+            handed.recv_timeout(Duration::from_millis(300)).is_err(),
+            "handed over past the budget"
+        );
+        release.send(()).unwrap();
+        handed
+            .recv_timeout(Duration::from_secs(10))
+            .expect("handed over once a sealer took the second up");
+        // A chunk larger than the whole budget goes when nothing is queued.
+        let (done, handed) = mpsc::channel();
+        sealers.run(1000, Box::new(move || done.send(()).unwrap()));
+        handed.recv_timeout(Duration::from_secs(10)).unwrap();
+    }
 }

@@ -348,22 +348,25 @@ impl Store {
         let plain_len = taken.records.len() as u32;
         let (tx, parts) = mpsc::sync_channel(1);
         let (level, key, segment) = (self.opts.level, self.data_key.clone(), self.segment);
-        crypt::sealers().run(Box::new(move || {
-            let part = |n: u32, plain: &[u8]| {
-                let mut part = Vec::new();
-                if level > 0 {
-                    crypt::compress(level, plain, &mut part);
-                } else {
-                    part.extend_from_slice(plain);
-                }
-                if let Some(key) = &key {
-                    crypt::seal(key, &segment, seq, n, &mut part);
-                }
-                part
-            };
-            let (index, data) = taken.finish();
-            let _ = tx.send((part(PART_INDEX, &index), part(PART_DATA, &data)));
-        }));
+        crypt::sealers().run(
+            plain_len as usize,
+            Box::new(move || {
+                let part = |n: u32, plain: &[u8]| {
+                    let mut part = Vec::new();
+                    if level > 0 {
+                        crypt::compress(level, plain, &mut part);
+                    } else {
+                        part.extend_from_slice(plain);
+                    }
+                    if let Some(key) = &key {
+                        crypt::seal(key, &segment, seq, n, &mut part);
+                    }
+                    part
+                };
+                let (index, data) = taken.finish();
+                let _ = tx.send((part(PART_INDEX, &index), part(PART_DATA, &data)));
+            }),
+        );
         self.sealing.push_back(Sealing {
             seq,
             sealed_at: now_micros(),
