@@ -72,7 +72,8 @@ pub type Job = Box<dyn FnOnce() + Send>;
 /// The sealer threads, one per core, shared by every archive: they compress and encrypt
 /// chunks while the writers take entries.
 pub struct Sealers {
-    queue: Mutex<mpsc::Sender<Job>>,
+    /// Jobs, each with the bytes of its chunk.
+    queue: mpsc::Sender<(usize, Job)>,
     /// Bytes of the chunks handed over that no sealer has taken up yet.
     queued: Arc<(Mutex<usize>, Condvar)>,
     budget: usize,
@@ -86,24 +87,27 @@ pub const QUEUED_BUDGET: usize = 64 << 20;
 impl Sealers {
     /// Starts `threads` sealers, whose queue holds at most `budget` bytes of chunks.
     fn start(threads: usize, budget: usize) -> Sealers {
-        let (tx, rx) = mpsc::channel::<Job>();
+        let (tx, rx) = mpsc::channel::<(usize, Job)>();
         let rx = Arc::new(Mutex::new(rx));
+        let queued: Arc<(Mutex<usize>, Condvar)> = Arc::default();
         for i in 0..threads {
-            let rx = rx.clone();
+            let (rx, queued) = (rx.clone(), queued.clone());
             std::thread::Builder::new()
                 .name(format!("logstore-sealer-{i}"))
                 .spawn(move || loop {
-                    let job = rx.lock().expect("sealers lock").recv();
-                    match job {
-                        Ok(job) => job(),
-                        Err(_) => return,
-                    }
+                    let Ok((bytes, job)) = rx.lock().expect("sealers lock").recv() else {
+                        return;
+                    };
+                    let (held, room) = &*queued;
+                    *held.lock().expect("sealers' queue lock") -= bytes;
+                    room.notify_all();
+                    job();
                 })
                 .expect("start a sealer thread");
         }
         Sealers {
-            queue: Mutex::new(tx),
-            queued: Arc::default(),
+            queue: tx,
+            queued,
             budget,
         }
     }
@@ -118,17 +122,8 @@ impl Sealers {
         }
         *held += bytes;
         drop(held);
-        let taken = self.queued.clone();
-        let job: Job = Box::new(move || {
-            let (queued, room) = &*taken;
-            *queued.lock().expect("sealers' queue lock") -= bytes;
-            room.notify_all();
-            job()
-        });
         self.queue
-            .lock()
-            .expect("sealers lock")
-            .send(job)
+            .send((bytes, job))
             .expect("the sealers run as long as the process");
     }
 }

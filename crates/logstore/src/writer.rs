@@ -146,9 +146,6 @@ static UNSEALED: AtomicI64 = AtomicI64::new(0);
 const UNSEALED_BUDGET: i64 = 128 << 20;
 const EARLY_SEAL: usize = 64 << 10;
 
-/// How long a writer with chunks at the sealers comes back to write them.
-pub const SEALING_LOOK: Duration = Duration::from_millis(2);
-
 /// How long to wait for chunks with the sealers.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Wait {
@@ -310,6 +307,12 @@ impl Store {
         self.opened.map(|t| t + self.opts.chunk_time)
     }
 
+    /// When the archive wants its writer to look again: its open chunk's due or its
+    /// timestamps' ([`Store::stamps_due`]), whichever is first.
+    pub fn next_due(&self, now: Instant) -> Option<Instant> {
+        self.due().into_iter().chain(self.stamps_due(now)).min()
+    }
+
     /// Records in the open chunk.
     pub fn unsealed(&self) -> u32 {
         self.chunk.records()
@@ -422,8 +425,8 @@ impl Store {
     }
 
     /// When timestamp frames should be written: now when tokens came back, soon while heads
-    /// wait for the authority. (Chunks with the sealers are written once [`Store::sealing`]
-    /// says they are there, looked at every [`SEALING_LOOK`].) `now` is the caller's clock: a
+    /// wait for the authority. (Chunks with the sealers are written when the writer looks
+    /// again while [`Store::sealing`] says some are out.) `now` is the caller's clock: a
     /// writer looks at thousands of archives in a row.
     pub fn stamps_due(&self, now: Instant) -> Option<Instant> {
         self.stamps.as_ref().and_then(|slot| match slot.pending() {

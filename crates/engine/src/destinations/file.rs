@@ -34,7 +34,6 @@ use super::{Destination, Outbox};
 use crate::own_log;
 use crate::stats::{DestCounters, DropReason};
 use crate::window::Ack;
-use sluice_logstore::writer::SEALING_LOOK;
 use sluice_logstore::{Store, StoreOptions};
 use sluice_model::file_name::FileName;
 use sluice_model::{LogMessage, Template};
@@ -1021,6 +1020,10 @@ const FIRST_RETRY: Duration = Duration::from_millis(100);
 /// chunks are due by `chunk-time()`, in whole seconds, and a file per host makes thousands.
 const LOOK_ALL: Duration = Duration::from_millis(50);
 
+/// How soon a writer looks at its archives with chunks at the sealers, to write what came
+/// back ([`Writer::at_sealers`]).
+const SEALING_LOOK: Duration = Duration::from_millis(2);
+
 /// Bytes `start..end` waiting to be written to a file: of held job `job`, or of the file's
 /// `copied` buffer when `job` is `COPIED`.
 #[derive(Clone, Copy)]
@@ -1731,11 +1734,7 @@ impl Writer {
             Output::Store(store) => {
                 let written = store_write(store, &slices, awaited);
                 // The next look at the archives is no later than this one's due.
-                let due = store
-                    .due()
-                    .into_iter()
-                    .chain(store.stamps_due(Instant::now()))
-                    .min();
+                let due = store.next_due(Instant::now());
                 let sealing = store.sealing() > 0;
                 self.store_due = self.store_due.into_iter().chain(due).min();
                 if sealing {
@@ -1872,7 +1871,7 @@ impl Writer {
             return chunk_due.into_iter().chain(stamps_due).min();
         }
         let flushed = store.write_ready();
-        let mut next = store.due().into_iter().chain(store.stamps_due(now)).min();
+        let mut next = store.next_due(now);
         let sealing = store.sealing() > 0;
         match flushed {
             Ok(()) => self.recovered(at),
