@@ -1817,10 +1817,13 @@ impl Writer {
 
     /// Looks at the archives with chunks at the sealers, when it is time.
     fn look_at_sealers_when_due(&mut self) {
-        if self.sealers_due.is_none_or(|due| due > Instant::now()) {
+        let Some(due) = self.sealers_due else {
+            return;
+        };
+        let now = Instant::now();
+        if due > now {
             return;
         }
-        let now = Instant::now();
         self.sealers_due = None;
         let listed = std::mem::take(&mut self.at_sealers);
         for &at in &listed {
