@@ -22,6 +22,11 @@ mod reference;
 /// (`no_thp`): memory that readers hold while a burst is in flight is faulted in again after
 /// mimalloc returns it, and each fault of a huge page zeroes 2 MiB — with 1,000 connections a
 /// quarter of all CPU went to `clear_page_erms` (BENCHMARKS.md).
+///
+/// mimalloc also stands in for `malloc` and `free` (`override`), for the C libraries built
+/// into sluice: librdkafka allocates each record in a sender thread and frees it in the
+/// thread that serves its delivery report, the same cross-thread pattern (5 % of `kafka-c()`'s
+/// CPU a record, docs/performance.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
