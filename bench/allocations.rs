@@ -54,8 +54,11 @@ const READ: usize = 256 << 10;
 
 /// The corpus file in the wire format `rfc` names, framed as `peers.py` sends it (`"3164"`:
 /// newline framed, `"5424"`: octet counted), or generated messages in that format when
-/// `../shared/corpus` is absent.
+/// `../shared/corpus` is absent; `"loggen"`: [`loggen_lines`].
 fn input(rfc: &str) -> (Vec<u8>, String) {
+    if rfc == "loggen" {
+        return (loggen_lines(), "`sluice loggen -s 300` lines".into());
+    }
     let name = format!("loghub-rfc{rfc}.log");
     let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../shared/corpus")
@@ -93,6 +96,22 @@ fn input(rfc: &str) -> (Vec<u8>, String) {
     }
 }
 
+/// 100,000 lines as `sluice loggen -s 300` sends them: an ISO stamp without a zone, a
+/// sequence number, padding to 300 bytes.
+fn loggen_lines() -> Vec<u8> {
+    let mut out = Vec::new();
+    for i in 0..100_000 {
+        let line = format!(
+            "<38>2026-11-28T11:00:{:02} sluice-bench prg00000[1234]: seq: {i:010}, thread: 0000, runid: 1795863865, stamp: 2026-11-28T11:00:00 ",
+            i / 2000 % 60
+        );
+        out.extend_from_slice(line.as_bytes());
+        out.resize(out.len() + 300 - line.len(), b'P');
+        out.push(b'\n');
+    }
+    out
+}
+
 fn main() {
     // `cargo bench` passes --bench; `cargo test --all-targets` runs this without it, and speed is
     // not measured in tests.
@@ -113,15 +132,21 @@ fn main() {
     std::fs::create_dir_all(&dir).expect("scratch directory");
     let one_file = format!("file(\"{}/all.log\")", dir.display());
     let per_host = format!("file(\"{}/${{HOST}}.log\")", dir.display());
+    // The template `kafka-c()` and `elasticsearch-http()` benchmarks format with.
+    let iso = format!(
+        "file(\"{}/iso.log\" template(\"$ISODATE $HOST $MSGHDR$MSG\\n\"))",
+        dir.display()
+    );
     for (label, rfc, destination) in [
         ("one file, default format", "3164", &one_file),
         ("one file per host", "3164", &per_host),
         ("RFC5424 (syslog()), one file", "5424", &one_file),
+        ("loggen's lines, $ISODATE template", "loggen", &iso),
     ] {
         if !only.is_empty() && !only.iter().any(|o| label.contains(o.as_str())) {
             continue;
         }
-        let source = if rfc == "3164" { "network" } else { "syslog" };
+        let source = if rfc == "5424" { "syslog" } else { "network" };
         let config = format!(
             "@version: 3.38\noptions {{ keep-hostname(yes); use-dns(no); }};\nsource s {{ {source}(ip(127.0.0.1) port(5999)); }};\ndestination d {{ {destination}; }};\nlog {{ source(s); destination(d); }};\n"
         );
