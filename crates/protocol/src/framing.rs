@@ -10,6 +10,7 @@
 //! rest of the line dropped. An octet-counted frame that announces more than the limit is an
 //! error that closes the connection, unless trimming is on.
 
+use crate::prefetch;
 use std::fmt;
 use std::ops::Range;
 
@@ -68,20 +69,6 @@ const MAX_LENGTH_DIGITS: usize = 10;
 /// header says where the next one is, so the decoder hops through a fresh read buffer one
 /// dependent load at a time; the hardware prefetcher does not follow hops, so it is told.
 const PREFETCH_AHEAD: usize = 2048;
-
-/// Asks the CPU to bring the cache line holding `buf[at]` closer, if `at` is inside `buf`.
-#[inline(always)]
-fn prefetch(buf: &[u8], at: usize) {
-    #[cfg(target_arch = "x86_64")]
-    if let Some(b) = buf.get(at) {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: SSE is part of x86_64; a prefetch only hints and never faults, and the
-        // pointer comes from a live reference.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(b).cast()) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (buf, at);
-}
 
 /// Calls `each` with the position of every line end (`\n` or NUL) in `buf` from `from` on, in
 /// order, until it returns `false`.

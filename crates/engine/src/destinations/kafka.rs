@@ -478,6 +478,15 @@ struct Producing {
     later: Vec<(usize, KafkaError)>,
 }
 
+/// The most records handed to librdkafka in one call. A send is 2 MB of records, which the
+/// readers wrote on other cores: librdkafka copies each record while it is still in this
+/// core's cache when a run is this short (`perf` of a warm round: the first read of each
+/// record was half of `hand_over_records`' samples, the copy of its payload more).
+const RUN_MOST: usize = 256;
+
+/// How many records ahead of the one being read a sender asks the CPU for.
+const PREFETCH_AHEAD: usize = 8;
+
 /// `RD_KAFKA_PARTITION_UA`: the partitioner picks (a macro in C, not in the bindings).
 const PARTITION_UNASSIGNED: i32 = -1;
 
@@ -555,36 +564,46 @@ impl TopicHandles {
 /// Where a topic's keyless records go. librdkafka's sticky partitioner sends them all to
 /// one partition for `sticky.partitioning.linger.ms`, then to another; but it runs for every
 /// record — the partition looked up, its lock taken to see that it has a leader, the clock
-/// read: 40 % of the sender thread's CPU. So a wire lets it choose for the first record of a
-/// run only, learns from that record's delivery report which partition it chose, and sends
-/// whole runs there (librdkafka takes a run for one partition in one step) until the
-/// stickiness has passed; then librdkafka chooses again.
+/// read: 40 % of the sender thread's CPU. So a wire lets it choose for one record only,
+/// learns from that record's delivery report which partition it chose, and sends whole runs
+/// there (librdkafka takes a run for one partition in one step) until the stickiness has
+/// passed. Then one record asks again, alone, while the runs go on to the partition chosen
+/// before until the answer comes (a report comes `linger.ms` later at the soonest): one ask
+/// at a time, asked again only if its answer did not come within [`ASK_AGAIN`].
 #[derive(Default, Debug)]
 struct Sticky {
-    /// The opaque of the last record that asked where it went.
-    asked: Option<usize>,
+    /// The opaque of the record that asked where it went, and when it asked.
+    asked: Option<(usize, Instant)>,
     /// The partition chosen for it, and until when runs go there.
     chosen: Option<(i32, Instant)>,
 }
 
+/// How long an ask waits for its answer before another record asks (a record that was
+/// refused has no answer).
+const ASK_AGAIN: Duration = Duration::from_secs(1);
+
 impl Sticky {
-    /// The partition a run produced at `now` goes to; `None`: librdkafka's partitioner
-    /// chooses (and the run's first record asks where it went).
-    fn partition(&self, now: Instant) -> Option<i32> {
-        self.chosen
-            .filter(|&(_, until)| now < until)
-            .map(|(p, _)| p)
+    /// Where a run produced at `now` goes (`None`: librdkafka's partitioner chooses record by
+    /// record), and whether one of its records is to ask librdkafka to choose anew.
+    fn partition(&self, now: Instant) -> (Option<i32>, bool) {
+        match self.chosen {
+            Some((p, until)) if now < until => (Some(p), false),
+            chosen => (
+                chosen.map(|(p, _)| p),
+                self.asked.is_none_or(|(_, at)| now >= at + ASK_AGAIN),
+            ),
+        }
     }
 
     /// Record `opaque`'s report is to say where it went.
-    fn ask(&mut self, opaque: usize) {
-        self.asked = Some(opaque);
+    fn ask(&mut self, opaque: usize, now: Instant) {
+        self.asked = Some((opaque, now));
     }
 
-    /// The partition chosen for record `opaque`: taken when it is this topic's last record
-    /// that asked (runs go there until `until`); returns whether it was.
+    /// The partition chosen for record `opaque`: taken when it is this topic's record that
+    /// asked (runs go there until `until`); returns whether it was.
     fn answer(&mut self, opaque: usize, partition: i32, until: Instant) -> bool {
-        if self.asked != Some(opaque) {
+        if self.asked.map(|(o, _)| o) != Some(opaque) {
             return false;
         }
         self.asked = None;
@@ -759,14 +778,19 @@ impl Producing {
                 self.wait(&mut handed, records, give_up, stall)?;
             }
         } else {
-            // Runs of records for one topic go in one call; a record whose topic is not a
-            // topic name (or that is damaged) is decided on its own.
-            let mut run: Vec<Record> = Vec::new();
+            // Runs of records for one topic go in one call, at most `RUN_MOST`; a record
+            // whose topic is not a topic name (or that is damaged) is decided on its own.
+            let mut run: Vec<Record> = Vec::with_capacity(RUN_MOST.min(records.len()));
             let mut first = 0;
             for (n, bytes) in records.iter().enumerate() {
+                if let Some(ahead) = records.get(n + PREFETCH_AHEAD) {
+                    for at in (0..ahead.len()).step_by(64) {
+                        sluice_protocol::prefetch(ahead, at);
+                    }
+                }
                 let record = Record::read(bytes).filter(|r| valid_topic(r.topic));
                 if let Some(r) = record {
-                    if run.first().is_some_and(|f| f.topic == r.topic) {
+                    if run.len() < RUN_MOST && run.first().is_some_and(|f| f.topic == r.topic) {
                         run.push(r);
                         continue;
                     }
@@ -828,7 +852,11 @@ impl Producing {
         let mut pending: Vec<usize> = (0..run.len()).collect();
         loop {
             let sticky = self.topics.sticky(topic);
-            let partition = sticky.partition(Instant::now()).filter(|_| keyless);
+            let now = Instant::now();
+            let (partition, ask) = match keyless {
+                true => sticky.partition(now),
+                false => (None, false),
+            };
             let mut messages: Vec<rdsys::rd_kafka_message_t> = pending
                 .iter()
                 .map(|&i| {
@@ -849,22 +877,32 @@ impl Producing {
                     }
                 })
                 .collect();
-            if keyless && partition.is_none() {
+            // The first record asks librdkafka to choose anew (see [`Sticky`]); it goes alone
+            // when the rest of the run has a partition to go to.
+            let mut alone = 0;
+            if ask {
                 let asking = opaque(handed.send, first + pending[0]);
-                sticky.ask(asking);
+                sticky.ask(asking, now);
                 messages[0]._private = (asking | ASK) as *mut c_void;
+                alone = usize::from(partition.is_some());
             }
-            // SAFETY: `rkt` is a live handle of this producer's; every message points into
-            // `run`, which outlives the call, and librdkafka copies what it keeps (F_COPY);
-            // the count is the array's length.
-            unsafe {
-                rdsys::rd_kafka_produce_batch(
-                    rkt,
-                    partition.unwrap_or(PARTITION_UNASSIGNED),
-                    rdsys::RD_KAFKA_MSG_F_COPY,
-                    messages.as_mut_ptr(),
-                    messages.len() as i32,
-                );
+            let (asking, rest) = messages.split_at_mut(alone);
+            for (part, partition) in [(asking, None), (rest, partition)] {
+                if part.is_empty() {
+                    continue;
+                }
+                // SAFETY: `rkt` is a live handle of this producer's; every message points
+                // into `run`, which outlives the call, and librdkafka copies what it keeps
+                // (F_COPY); the count is the slice's length.
+                unsafe {
+                    rdsys::rd_kafka_produce_batch(
+                        rkt,
+                        partition.unwrap_or(PARTITION_UNASSIGNED),
+                        rdsys::RD_KAFKA_MSG_F_COPY,
+                        part.as_mut_ptr(),
+                        part.len() as i32,
+                    );
+                }
             }
             let reports = self.producer.context();
             let (mut again, mut full, mut gone) = (Vec::new(), false, false);
@@ -1101,27 +1139,34 @@ mod tests {
     }
 
     #[test]
-    fn keyless_runs_go_where_librdkafka_sent_the_last_that_asked_until_it_is_time() {
+    fn keyless_runs_go_where_librdkafka_sent_the_one_that_asked_until_it_is_time() {
         let now = Instant::now();
         let later = now + Duration::from_millis(100);
         let mut s = Sticky::default();
-        // Nothing learned yet: librdkafka chooses, and the run's first record asks.
-        assert_eq!(s.partition(now), None);
-        s.ask(opaque(1, 0));
-        s.ask(opaque(2, 7));
-        // The answer to an ask that a later one replaced is not taken.
-        assert!(!s.answer(opaque(1, 0), 3, later));
-        assert_eq!(s.partition(now), None);
-        assert!(s.answer(opaque(2, 7), 2, later));
-        assert_eq!(s.partition(now), Some(2));
-        assert!(!s.answer(opaque(2, 7), 0, later), "answered once");
-        // Its time over, librdkafka chooses again.
-        assert_eq!(s.partition(later), None);
-        s.ask(opaque(3, 0));
-        assert!(s.answer(opaque(3, 0), 1, later + Duration::from_millis(100)));
-        assert_eq!(s.partition(later), Some(1));
+        // Nothing learned yet: librdkafka chooses, and one record asks.
+        assert_eq!(s.partition(now), (None, true));
+        s.ask(opaque(1, 0), now);
+        // One ask at a time: later runs wait for its answer.
+        assert_eq!(s.partition(now), (None, false));
+        assert!(
+            !s.answer(opaque(1, 5), 3, later),
+            "not the record that asked"
+        );
+        assert!(s.answer(opaque(1, 0), 2, later));
+        assert_eq!(s.partition(now), (Some(2), false));
+        assert!(!s.answer(opaque(1, 0), 0, later), "answered once");
+        // Its time over, a record asks again, and runs go on to partition 2 meanwhile.
+        assert_eq!(s.partition(later), (Some(2), true));
+        s.ask(opaque(3, 0), later);
+        assert_eq!(s.partition(later), (Some(2), false));
+        let after = later + Duration::from_millis(100);
+        assert!(s.answer(opaque(3, 0), 1, after));
+        assert_eq!(s.partition(later), (Some(1), false));
+        // An ask whose answer never comes (its record refused) is made again.
         s.forget();
-        assert_eq!(s.partition(later), None);
+        s.ask(opaque(4, 0), after);
+        assert_eq!(s.partition(after), (None, false));
+        assert_eq!(s.partition(after + ASK_AGAIN), (None, true));
     }
 
     #[test]
