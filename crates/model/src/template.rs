@@ -222,7 +222,11 @@ impl Template {
         mut each_value: impl FnMut(&mut Vec<u8>, usize),
     ) {
         for op in &self.ops {
-            self.append_op(op, msg, seq, out, &mut each_value);
+            // Literals (the spaces between macros, mostly) without a call.
+            match op {
+                Op::Literal(bytes) => out.extend_from_slice(bytes),
+                op => self.append_op(op, msg, seq, out, &mut each_value),
+            }
         }
     }
 
