@@ -11,9 +11,10 @@
 //! the record is dropped and counted). Only then does the sender drop the batches' Acks, so a
 //! flow-controlled path acknowledges its source once the broker did.
 //!
-//! Records of one topic go to librdkafka a run at a time. A run with keys is partitioned by
-//! librdkafka record by record; a keyless run goes whole to the partition librdkafka's
-//! sticky partitioner chose for the last keyless record that asked ([`Sticky`]).
+//! Records of one topic go to librdkafka a run at a time (at most [`RUN_MOST`]). A run with
+//! keys is partitioned by librdkafka record by record; a keyless run goes whole to the
+//! partition librdkafka's sticky partitioner chose for the one keyless record that asked
+//! ([`Sticky`]).
 //!
 //! The producer is idempotent (`enable.idempotence`, hence `acks=all`), and records wait in
 //! librdkafka for as long as the brokers are away (`message.timeout.ms=0`): librdkafka's own
