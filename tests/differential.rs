@@ -250,6 +250,22 @@ fn default_file_format() {
     );
 }
 
+/// `options { file-template() }` formats the files that have no `template()` of their own;
+/// the global `mark-freq()` with syslog-ng 3.38's `mark-mode(internal)` adds nothing.
+#[test]
+fn global_file_template() {
+    bsd(
+        "file_template",
+        &format!(
+            r#"template t_file {{ template("$PROGRAM|$PID|$MSG\n"); }};
+            options {{ keep-hostname(yes); file-template(t_file); mark-freq(3600); mark-mode(internal); }}; {NET}
+            destination plain {{ file("@OUT@/plain.log"); }};
+            destination own {{ file("@OUT@/own.log" template("$HOST $MSG\n")); }};
+            log {{ source(s); destination(plain); destination(own); }};"#
+        ),
+    );
+}
+
 #[test]
 fn keep_hostname_and_per_host_files() {
     bsd(

@@ -118,8 +118,9 @@ const INPUT: &str = "<13>Jan  5 13:56:09 host prog[1]: hello world\n\
 <165>Feb 28 23:59:59 fw01 kernel: line with \"quotes\" and ünïcödé\n\
 <30>Mar  1 00:00:00 host2 nopid: x\n";
 
-/// Everything each kind of forwarding destination put on the wire for [`INPUT`].
-fn wire(server: Server) -> Vec<(&'static str, Vec<Vec<u8>>)> {
+/// Everything each kind of forwarding destination put on the wire for [`INPUT`], with
+/// `globals` in `options {}` and `statements` before the source.
+fn wire(server: Server, globals: &str, statements: &str) -> Vec<(&'static str, Vec<Vec<u8>>)> {
     let dir = tempfile::tempdir().unwrap();
     let src = free_port();
     let (tcp, syslog, tmpl, proto, udp, udp5424) = (
@@ -148,7 +149,8 @@ fn wire(server: Server) -> Vec<(&'static str, Vec<Vec<u8>>)> {
         server,
         &format!(
             r#"@version: 3.38
-            options {{ keep-hostname(yes); }};
+            {statements}
+            options {{ keep-hostname(yes); {globals} }};
             source s {{ network(ip(127.0.0.1) port({src})); }};
             destination d {{
                 network("127.0.0.1" port({tcp}));
@@ -179,9 +181,37 @@ fn wire(server: Server) -> Vec<(&'static str, Vec<Vec<u8>>)> {
 
 #[test]
 fn the_wire_format_is_syslog_ngs() {
-    let Some(_) = syslog_ng() else { return };
-    let ours = wire(Server::Sluice);
-    let theirs = wire(Server::SyslogNg);
+    same_wire("", "");
+}
+
+/// `proto-template()` formats what `network()`, `tcp()`, `udp()` and `unix-*()` send without
+/// a `template()` of their own, and not what `syslog()` sends; `file-template()` and the
+/// global `mark-freq()`/`mark-mode(internal)` change nothing on the wire.
+#[test]
+fn a_proto_template_formats_the_bsd_destinations_as_syslog_ngs_does() {
+    let ours = same_wire(
+        "proto-template(t_proto); file-template(t_file); mark-freq(3600); mark-mode(internal);",
+        r#"template t_proto { template("P $PROGRAM|$MSG\n"); };
+        template t_file { template("F $MSG\n"); };"#,
+    );
+    for (name, entries) in ours {
+        let templated = entries.iter().all(|e| e.starts_with(b"P "));
+        let bsd = matches!(
+            name,
+            "network tcp" | "network udp" | "unix-stream" | "unix-dgram"
+        );
+        assert_eq!(templated, bsd, "{name}: {entries:?}");
+    }
+}
+
+/// What sluice and syslog-ng send for [`INPUT`] is the same, destination by destination;
+/// returns sluice's.
+fn same_wire(globals: &str, statements: &str) -> Vec<(&'static str, Vec<Vec<u8>>)> {
+    let Some(_) = syslog_ng() else {
+        return Vec::new();
+    };
+    let ours = wire(Server::Sluice, globals, statements);
+    let theirs = wire(Server::SyslogNg, globals, statements);
     for ((name, a), (_, b)) in ours.iter().zip(&theirs) {
         let show = |v: &Vec<Vec<u8>>| {
             v.iter()
@@ -195,6 +225,7 @@ fn the_wire_format_is_syslog_ngs() {
             "{name}: sluice (left) and syslog-ng (right) differ"
         );
     }
+    ours
 }
 
 /// A relay from a network() source on `port` to a syslog() destination at `to` with

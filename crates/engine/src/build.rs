@@ -254,6 +254,8 @@ pub fn build_with(
         let t = template_statement(s, &names)?;
         names.templates.insert(name, t);
     }
+    b.globals.file_template.resolve("file-template", &names)?;
+    b.globals.proto_template.resolve("proto-template", &names)?;
     b.names = Arc::new(names);
     for s in config.statements.iter().filter(|s| s.kind == "source") {
         let (name, pos) = s.name.clone().expect("named");
@@ -758,5 +760,44 @@ mod tests {
         .map(drop)
         .unwrap_err();
         assert!(e.contains("t_a"), "{e}");
+    }
+
+    /// `file-template()` and `proto-template()` name template statements, wherever they
+    /// stand; a name no statement has is refused at its place. syslog-ng's other MARK
+    /// modes would send messages sluice does not make yet: refused, not ignored.
+    #[test]
+    fn global_templates_name_statements_and_mark_modes_that_send_nothing_are_read() {
+        built(
+            r#"@version: 3.38
+            options { file-template(t_f); proto-template(t_p); mark-freq(3600); mark-mode(internal); };
+            template t_f { template("$MSG\n"); };
+            template t_p { template("$MSG\n"); };"#,
+        )
+        .unwrap();
+        let e = built(
+            r#"@version: 3.38
+            options { file-template("$MSG\n"); };"#,
+        )
+        .map(drop)
+        .unwrap_err();
+        assert!(
+            e.contains("file-template() names a template statement"),
+            "{e}"
+        );
+        assert!(e.contains("^"), "the error shows where: {e}");
+        let e = built(
+            r#"@version: 3.38
+            options { mark-mode(dst-idle); };"#,
+        )
+        .map(drop)
+        .unwrap_err();
+        assert!(e.contains("mark-mode(dst-idle)"), "{e}");
+        let e = built(
+            r#"@version: 3.38
+            options { mark-mode(sometimes); };"#,
+        )
+        .map(drop)
+        .unwrap_err();
+        assert!(e.contains("unknown mark mode 'sometimes'"), "{e}");
     }
 }

@@ -59,6 +59,45 @@ pub struct Globals {
     /// `pass-unix-credentials()`: unix sources read their senders' credentials unless a
     /// source says otherwise.
     pub pass_unix_credentials: bool,
+    /// `file-template()`: what file-like destinations (`file()`, `pipe()`, `program()`,
+    /// `stdout()`, `logstore()`) format with when they have no `template()` of their own.
+    pub file_template: DefaultTemplate,
+    /// `proto-template()`: the same for destinations that send BSD syslog lines
+    /// (`network()`, `tcp()`, `udp()`, `unix-*()`; not `syslog()`, whose template is the
+    /// RFC5424 message part).
+    pub proto_template: DefaultTemplate,
+}
+
+/// `file-template(name)` or `proto-template(name)`: the name of a template statement, read
+/// with the other global options, and the template once the statements are compiled.
+#[derive(Clone, Debug, Default)]
+pub struct DefaultTemplate {
+    pub name: Option<Value>,
+    pub template: Option<sluice_model::Template>,
+}
+
+impl DefaultTemplate {
+    /// Finds the named template statement; a name that none has is a configuration error
+    /// (syslog-ng says "Error resolving file template" and formats as if it had none).
+    pub fn resolve(
+        &mut self,
+        option: &str,
+        names: &sluice_model::template::Names,
+    ) -> Result<(), ConfigError> {
+        if let Some(v) = &self.name {
+            let t = names.templates.get(&v.text).ok_or_else(|| {
+                ConfigError::new(
+                    v.pos,
+                    format!(
+                        "{option}() names a template statement, and none is named '{}'",
+                        v.text
+                    ),
+                )
+            })?;
+            self.template = Some(t.clone());
+        }
+        Ok(())
+    }
 }
 
 impl Globals {
@@ -104,6 +143,8 @@ impl Globals {
             stats_max_dynamics: crate::stats::STATS_MAX_DYNAMICS,
             memory_limit: None,
             pass_unix_credentials: true,
+            file_template: DefaultTemplate::default(),
+            proto_template: DefaultTemplate::default(),
         }
     }
 
@@ -266,21 +307,39 @@ impl Globals {
                     }
                 }
             }
+            // syslog-ng 3.38 sends no MARK message for these (docs/compatibility.md).
             "mark_freq" => {
-                if opt.u64()? != 0 {
-                    return Err(ConfigError::not_supported(
-                        opt.pos,
-                        &format!("{}() other than 0", opt.name),
-                    ));
+                opt.u64()?;
+            }
+            "mark_mode" => {
+                let v = opt.value()?;
+                match sluice_config::normalize(&v.text).as_str() {
+                    "internal" | "none" => {}
+                    "dst_idle" | "host_idle" | "periodical" => {
+                        return Err(ConfigError::not_supported(
+                            v.pos,
+                            &format!("mark-mode({}) for every destination", v.text),
+                        ))
+                    }
+                    _ => {
+                        return Err(ConfigError::unknown(
+                            v.pos,
+                            "mark mode",
+                            &v.text,
+                            "",
+                            &["internal", "dst-idle", "host-idle", "periodical", "none"],
+                        ))
+                    }
                 }
             }
+            "file_template" => self.file_template.name = Some(opt.value()?.clone()),
+            "proto_template" => self.proto_template.name = Some(opt.value()?.clone()),
             "use_time_recvd" => {
                 if opt.bool()? {
                     return Err(ConfigError::not_supported(opt.pos, "use-time-recvd(yes)"));
                 }
             }
-            "mark_mode" | "file_template" | "proto_template" | "suppress" | "use_uniqid"
-            | "on_error" | "persist_only" => {
+            "suppress" | "use_uniqid" | "on_error" | "persist_only" => {
                 return Err(ConfigError::not_supported(
                     opt.pos,
                     &format!("the global option {}()", opt.name),

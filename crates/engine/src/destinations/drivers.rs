@@ -17,7 +17,7 @@ use super::program::Program;
 use super::sender::{Batching, Failback, Pacing};
 use super::terminal::{Reach, TerminalDestination};
 use super::Destination;
-use crate::options::{self, Globals};
+use crate::options::{self, DefaultTemplate, Globals};
 use crate::sources::drivers::{ip_protocol, port_number, RELP_PORT};
 use crate::stats::Registry;
 use crate::tls::TlsOptions;
@@ -460,6 +460,15 @@ impl FormatOptions {
         Ok(true)
     }
 
+    /// The destination's own `template()`, else `options {}`'s `file-template()` or
+    /// `proto-template()` (`global`); under `flags(syslog-protocol)` neither global one.
+    fn or_global(mut self, global: &DefaultTemplate) -> FormatOptions {
+        if self.template.is_none() && !self.syslog_protocol {
+            self.template = global.template.clone();
+        }
+        self
+    }
+
     /// The formatter these options make: RFC5424 with `flags(syslog-protocol)` (the template,
     /// if any, as its message part), else the template, else the driver's `default`.
     fn formatter(self, default: Format) -> Formatter {
@@ -612,7 +621,9 @@ fn files(
     store: Option<sluice_logstore::StoreOptions>,
 ) -> Result<Built, ConfigError> {
     let dates = format.dates.clone();
-    let mut formatter = format.formatter(Format::File(dates.clone()));
+    let mut formatter = format
+        .or_global(&cx.globals.file_template)
+        .formatter(Format::File(dates.clone()));
     if store.is_some() {
         formatter = formatter.into_entries();
     }
@@ -668,7 +679,9 @@ fn stdout(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Built
     file.log_fifo_size = queue.log_fifo_size;
     file.time_reopen = queue.time_reopen;
     let dates = format.dates.clone();
-    let formatter = format.formatter(Format::File(dates));
+    let formatter = format
+        .or_global(&cx.globals.file_template)
+        .formatter(Format::File(dates));
     let (component, id) = cx.counted_as(node);
     let counters = cx.stats.destination(&component, &id, "");
     Ok(Arc::new(FileDestination::stdout(
@@ -844,6 +857,11 @@ fn terminal(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Bui
             ),
         ));
     };
+    // A pipe is written as a file is (syslog-ng's usertty() is not a file-like writer).
+    let format = match reach {
+        Reach::Pipe(_) => format.or_global(&cx.globals.file_template),
+        Reach::Users(_) => format,
+    };
     let dates = format.dates.clone();
     let formatter = format.formatter(Format::File(dates));
     let (component, id) = cx.counted_as(node);
@@ -877,7 +895,9 @@ fn program(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Buil
         )
     })?;
     let dates = format.dates.clone();
-    let formatter = format.formatter(Format::File(dates));
+    let formatter = format
+        .or_global(&cx.globals.file_template)
+        .formatter(Format::File(dates));
     let (component, id) = cx.counted_as(node);
     let counters = cx.stats.destination(&component, &id, &command.text);
     // A program that exited is started again as soon as its own delay allows
@@ -959,7 +979,9 @@ fn forward(
         format.syslog_protocol = true;
     }
     let proto = Format::Proto(format.dates.clone());
-    let formatter = format.formatter(proto);
+    let formatter = format
+        .or_global(&cx.globals.proto_template)
+        .formatter(proto);
     let instance = match opts.transport {
         Transport::Tcp => format!("tcp,{}:{}", server.text, opts.port),
         Transport::Udp => format!("udp,{}:{}", server.text, opts.port),
