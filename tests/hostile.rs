@@ -936,17 +936,21 @@ fn contexts_and_counters_draw_from_the_memory_limit() {
     );
     let evicted = counted(&s, "*.contexts_evicted");
     let refused = counted(&s, "global.dynamic_counters.dropped");
-    let used = counted(&s, "global.memory.memory_usage");
     let rss = rss_kib(s.child.id());
-    eprintln!(
-        "memory-limit(16M): {evicted} contexts ended early, counts of {refused} messages found no counter; budget in use {used}; resident {rss} KiB"
-    );
     assert!(evicted > n / 2, "{evicted}");
     assert!(refused > n / 2, "{refused}");
-    assert!(used < (16 << 20) + (1 << 20), "{used}");
     assert!(rss < 16 * 1024 + 64 * 1024, "{rss} KiB resident");
     // Every message reached the file, and each context ended early made its aggregate.
     common::wait_stable(&s.out, Duration::from_millis(1500), limit);
+    // What stays held once the file has everything: the open contexts and the counters,
+    // which stop growing at three quarters of the budget (12 MiB; ~11.5 MiB measured). (While the flood is read, the messages on their way to the file
+    // and the aggregates of the contexts ended for them come on top, up to ~1 MiB past
+    // the limit: readers wait once it is passed, and what they read before is dispatched.)
+    let used = counted(&s, "global.memory.memory_usage");
+    eprintln!(
+        "memory-limit(16M): {evicted} contexts ended early, counts of {refused} messages found no counter; budget in use {used} once written; resident {rss} KiB"
+    );
+    assert!(used < 13 << 20, "{used}");
     let all = std::fs::read_to_string(s.out.join("all.log")).unwrap();
     let ended = all.lines().filter(|l| l.starts_with("ended ")).count() as u64;
     assert_eq!(all.lines().count() as u64 - ended, n);
