@@ -41,7 +41,7 @@ pub const OPTIONS: &[(&str, &str, &str)] = &[
     ("dir-perm", "the mode of directories a file destination creates", "0700"),
     ("disable-bookmarks", "`kafka()`: store no offsets, so the group commits none: the next start reads from where `auto.offset.reset` says", "no"),
     ("disk-buffer", "a forwarding destination's queue on disk: `reliable()`, `disk-buf-size()`, `mem-buf-length()`, `mem-buf-size()`, `dir()`", "none: a queue in memory"),
-    ("dns-cache", "keeps resolved names of senders", "yes"),
+    ("dns-cache", "keeps resolved names of senders; `no`: `dns-cache-hosts()` does not name them either", "yes"),
     ("drop-invalid", "a parser drops messages it cannot parse instead of passing them", "no"),
     ("drop-unmatched", "`db-parser()` drops messages no rule matches", "no"),
     ("encoding", "the character set of the input, converted to UTF-8", "UTF-8 (as is)"),

@@ -266,6 +266,21 @@ fn global_file_template() {
     );
 }
 
+/// `dns-cache-hosts()` names the sender from a hosts file, the first label of its first name
+/// with `use-fqdn(no)`, lower case with `normalize-hostnames(yes)`.
+#[test]
+fn names_from_a_hosts_file() {
+    let hosts = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/hosts");
+    bsd(
+        "dns_cache_hosts",
+        &format!(
+            r#"options {{ use-dns(yes); use-fqdn(no); normalize-hostnames(yes); dns-cache-hosts("{hosts}"); }}; {NET}
+            destination d {{ file("@OUT@/h.log" template("$HOST_FROM|$HOST|$MSG\n")); }};
+            log {{ source(s); destination(d); }};"#
+        ),
+    );
+}
+
 #[test]
 fn keep_hostname_and_per_host_files() {
     bsd(

@@ -4,12 +4,13 @@
 //! cached for `dns-cache-expire()` seconds; without it, or when resolution fails, the address
 //! itself is the name. `use-fqdn(no)` keeps only the first label of a resolved name.
 //! Lookups block, so callers run them off the reactor (once per connection, once per new UDP
-//! peer).
+//! peer). `dns-cache-hosts()` names addresses from a file before DNS is asked ([`Hosts`]).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 #[derive(Clone, Debug)]
 pub struct NameOptions {
@@ -17,6 +18,80 @@ pub struct NameOptions {
     pub use_fqdn: bool,
     pub normalize: bool,
     pub cache_expire: Duration,
+    /// `dns-cache-hosts()`, when the source caches names (`dns-cache(yes)`, the default).
+    pub hosts: Option<Arc<Hosts>>,
+}
+
+/// `dns-cache-hosts("/etc/hosts.syslog")`: names for addresses from a file in the form of
+/// `/etc/hosts`, taken before DNS is asked, as syslog-ng takes them. The file is looked at
+/// again at most once a second and read again when it changed; while it is missing it
+/// names nothing.
+#[derive(Debug)]
+pub struct Hosts {
+    path: PathBuf,
+    state: Mutex<HostsState>,
+}
+
+#[derive(Debug)]
+struct HostsState {
+    looked: Instant,
+    modified: Option<SystemTime>,
+    names: HashMap<IpAddr, Arc<str>>,
+}
+
+impl Hosts {
+    /// Reads `path` now: a file that cannot be read is a configuration error, not an empty
+    /// list found out later.
+    pub fn open(path: &Path) -> std::io::Result<Hosts> {
+        let modified = std::fs::metadata(path)?.modified().ok();
+        let names = parse_hosts(&std::fs::read(path)?);
+        Ok(Hosts {
+            path: path.to_owned(),
+            state: Mutex::new(HostsState {
+                looked: Instant::now(),
+                modified,
+                names,
+            }),
+        })
+    }
+
+    /// The file's name for `ip`, reading the file again first if it changed.
+    fn name(&self, ip: IpAddr) -> Option<Arc<str>> {
+        let mut s = self.state.lock().expect("hosts lock");
+        if s.looked.elapsed() >= Duration::from_secs(1) {
+            s.looked = Instant::now();
+            match std::fs::metadata(&self.path).and_then(|m| m.modified()) {
+                Err(_) => {
+                    s.modified = None;
+                    s.names.clear();
+                }
+                Ok(m) if Some(m) != s.modified => {
+                    s.modified = Some(m);
+                    s.names = std::fs::read(&self.path)
+                        .map(|text| parse_hosts(&text))
+                        .unwrap_or_default();
+                }
+                Ok(_) => {}
+            }
+        }
+        s.names.get(&ip).cloned()
+    }
+}
+
+/// Each line `address name [aliases…]` names the address by its first name; a later line
+/// for the same address wins (as in syslog-ng); `#` starts a comment.
+fn parse_hosts(text: &[u8]) -> HashMap<IpAddr, Arc<str>> {
+    let mut names = HashMap::new();
+    for line in String::from_utf8_lossy(text).lines() {
+        let line = line.split('#').next().unwrap_or_default();
+        let mut words = line.split_ascii_whitespace();
+        if let (Some(addr), Some(name)) = (words.next(), words.next()) {
+            if let Ok(ip) = addr.parse::<IpAddr>() {
+                names.insert(ip, Arc::from(name));
+            }
+        }
+    }
+    names
 }
 
 type Cache = Mutex<HashMap<IpAddr, (Arc<[u8]>, Instant)>>;
@@ -53,6 +128,9 @@ fn known(addr: Option<IpAddr>, opts: &NameOptions) -> Result<Arc<[u8]>, IpAddr> 
     if !opts.use_dns {
         return Ok(Arc::from(ip.to_string().as_bytes()));
     }
+    if let Some(name) = opts.hosts.as_ref().and_then(|h| h.name(ip)) {
+        return Ok(shown(&name, opts));
+    }
     let cache = cache().lock().expect("dns cache lock");
     match cache.get(&ip) {
         Some((name, at)) if at.elapsed() < opts.cache_expire => Ok(name.clone()),
@@ -64,19 +142,7 @@ fn known(addr: Option<IpAddr>, opts: &NameOptions) -> Result<Arc<[u8]>, IpAddr> 
 /// stands in when there is none.
 fn lookup(ip: IpAddr, opts: &NameOptions) -> Arc<[u8]> {
     let name: Arc<[u8]> = match reverse(ip) {
-        Some(name) => {
-            let name = if opts.use_fqdn {
-                name.as_str()
-            } else {
-                name.split('.').next().unwrap_or(&name)
-            };
-            let name = if opts.normalize {
-                name.to_ascii_lowercase()
-            } else {
-                name.to_string()
-            };
-            Arc::from(name.as_bytes())
-        }
+        Some(name) => shown(&name, opts),
         None => Arc::from(ip.to_string().as_bytes()),
     };
     let mut c = cache().lock().expect("dns cache lock");
@@ -85,6 +151,21 @@ fn lookup(ip: IpAddr, opts: &NameOptions) -> Arc<[u8]> {
     }
     c.insert(ip, (name.clone(), Instant::now()));
     name
+}
+
+/// A resolved name as the source shows it: its first label unless `use-fqdn(yes)`, in
+/// lower case with `normalize-hostnames(yes)`.
+fn shown(name: &str, opts: &NameOptions) -> Arc<[u8]> {
+    let name = if opts.use_fqdn {
+        name
+    } else {
+        name.split('.').next().unwrap_or(name)
+    };
+    if opts.normalize {
+        Arc::from(name.to_ascii_lowercase().as_bytes())
+    } else {
+        Arc::from(name.as_bytes())
+    }
 }
 
 /// This machine's name: short, or as configured when `use-fqdn(yes)`.
@@ -127,6 +208,7 @@ mod tests {
             use_fqdn: false,
             normalize: false,
             cache_expire: Duration::from_secs(60),
+            hosts: None,
         };
         assert_eq!(
             &*known(Some("10.0.0.1".parse().unwrap()), &no_dns).unwrap(),
@@ -138,5 +220,64 @@ mod tests {
         };
         // /etc/hosts names 127.0.0.1 "localhost" on every Debian machine.
         assert_eq!(&*lookup("127.0.0.1".parse().unwrap(), &dns), b"localhost");
+    }
+
+    /// A hosts file names its addresses before DNS does, as the source shows names, and is
+    /// read again when it changes; `use-dns(no)` shows addresses whatever it says. (An
+    /// address no other test puts in the process's DNS cache.)
+    #[test]
+    fn a_hosts_file_names_addresses_before_dns() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hosts");
+        std::fs::write(
+            &path,
+            "# the lab\n192.0.2.7\tLab-Server.example.com lab  # the first name counts\n\
+             ::1 six.example.com\nnot-an-address nobody\n10.0.0.9\n",
+        )
+        .unwrap();
+        let hosts = Arc::new(Hosts::open(&path).unwrap());
+        let opts = NameOptions {
+            use_dns: true,
+            use_fqdn: true,
+            normalize: false,
+            cache_expire: Duration::from_secs(60),
+            hosts: Some(hosts.clone()),
+        };
+        let name = |ip: &str, opts: &NameOptions| known(Some(ip.parse().unwrap()), opts);
+        assert_eq!(
+            &*name("192.0.2.7", &opts).unwrap(),
+            b"Lab-Server.example.com"
+        );
+        assert_eq!(&*name("::1", &opts).unwrap(), b"six.example.com");
+        assert!(name("10.0.0.9", &opts).is_err(), "no name: DNS is asked");
+        let short = NameOptions {
+            use_fqdn: false,
+            normalize: true,
+            ..opts.clone()
+        };
+        assert_eq!(&*name("192.0.2.7", &short).unwrap(), b"lab-server");
+        let no_dns = NameOptions {
+            use_dns: false,
+            ..opts.clone()
+        };
+        assert_eq!(&*name("192.0.2.7", &no_dns).unwrap(), b"192.0.2.7");
+
+        std::fs::write(&path, "192.0.2.7 renamed\n").unwrap();
+        let later = SystemTime::now() + Duration::from_secs(5);
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(later)
+            .unwrap();
+        hosts.state.lock().unwrap().looked -= Duration::from_secs(2);
+        assert_eq!(&*name("192.0.2.7", &opts).unwrap(), b"renamed");
+        std::fs::remove_file(&path).unwrap();
+        hosts.state.lock().unwrap().looked -= Duration::from_secs(2);
+        assert!(
+            name("192.0.2.7", &opts).is_err(),
+            "a removed file names nothing"
+        );
+        assert!(Hosts::open(&path).is_err());
     }
 }

@@ -27,6 +27,8 @@ pub struct Globals {
     pub use_fqdn: bool,
     pub dns_cache: bool,
     pub dns_cache_expire: Duration,
+    /// `dns-cache-hosts()`: names for addresses before DNS is asked.
+    pub dns_cache_hosts: Option<Arc<crate::dns::Hosts>>,
     pub normalize_hostnames: bool,
     pub check_hostname: bool,
     pub bad_hostname: Option<Regex>,
@@ -109,6 +111,7 @@ impl Globals {
             use_fqdn: false,
             dns_cache: true,
             dns_cache_expire: Duration::from_secs(3600),
+            dns_cache_hosts: None,
             normalize_hostnames: false,
             check_hostname: false,
             bad_hostname: None,
@@ -220,7 +223,10 @@ impl Globals {
                 opt.u64()?;
             }
             "dns_cache_hosts" => {
-                return Err(ConfigError::not_supported(opt.pos, "dns-cache-hosts()"))
+                let v = opt.value()?;
+                let hosts = crate::dns::Hosts::open(std::path::Path::new(&v.text))
+                    .map_err(|e| ConfigError::new(v.pos, format!("{}: {e}", v.text)))?;
+                self.dns_cache_hosts = Some(Arc::new(hosts));
             }
             "normalize_hostnames" => self.normalize_hostnames = opt.bool()?,
             "check_hostname" => self.check_hostname = opt.bool()?,
@@ -511,6 +517,8 @@ pub struct SourceOptions {
     pub keep_hostname: bool,
     pub chain_hostnames: bool,
     pub use_dns: bool,
+    /// `dns-cache()`: whether `dns-cache-hosts()` names the source's senders.
+    pub dns_cache: bool,
     pub use_fqdn: bool,
     pub normalize_hostnames: bool,
     pub keep_timestamp: bool,
@@ -667,6 +675,7 @@ impl SourceOptions {
             keep_hostname: g.keep_hostname,
             chain_hostnames: g.chain_hostnames,
             use_dns: g.use_dns,
+            dns_cache: g.dns_cache,
             use_fqdn: g.use_fqdn,
             normalize_hostnames: g.normalize_hostnames,
             keep_timestamp: g.keep_timestamp,
@@ -756,9 +765,7 @@ impl SourceOptions {
             "use_fqdn" => self.use_fqdn = opt.bool()?,
             "normalize_hostnames" => self.normalize_hostnames = opt.bool()?,
             "check_hostname" => self.flags.check_hostname = opt.bool()?,
-            "dns_cache" => {
-                opt.bool()?;
-            }
+            "dns_cache" => self.dns_cache = opt.bool()?,
             "keep_timestamp" => self.keep_timestamp = opt.bool()?,
             "log_msg_size" => self.log_msg_size = positive(opt)? as usize,
             "log_iw_size" => self.log_iw_size = positive(opt)? as u32,

@@ -220,6 +220,10 @@ impl Common<'_> {
             use_fqdn: self.opts.use_fqdn,
             normalize: self.opts.normalize_hostnames,
             cache_expire: self.cx.globals.dns_cache_expire,
+            hosts: match self.opts.dns_cache {
+                true => self.cx.globals.dns_cache_hosts.clone(),
+                false => None,
+            },
         }
     }
 
