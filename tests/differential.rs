@@ -432,6 +432,19 @@ fn chain_hostnames() {
     );
 }
 
+/// syslog-ng's obsolete `long_hostnames()` (SUSE's stock configuration sets it) is
+/// `chain-hostnames()`, globally and on a source.
+#[test]
+fn long_hostnames_is_chain_hostnames() {
+    bsd(
+        "long_hostnames",
+        r#"options { long_hostnames(off); keep-hostname(no); use-dns(no); };
+        source s { network(ip(127.0.0.1) port(@PORT@) long-hostnames(yes)); };
+        destination d { file("@OUT@/c.log" template("$HOST|$FULLHOST|$HOST_FROM|$MSG\n")); };
+        log { source(s); destination(d); };"#,
+    );
+}
+
 #[test]
 fn no_dns_sender_address() {
     bsd(

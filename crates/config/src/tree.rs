@@ -155,8 +155,14 @@ fn value_fingerprint(v: &Value, out: &mut String) {
 
 impl Node {
     /// The name with `-` read as `_`.
+    /// The option's name with `_` for `-`, and syslog-ng's obsolete names as their new ones
+    /// (syslog-ng 3.38 reads them with a warning): `long_hostnames` is `chain_hostnames`.
     pub fn key(&self) -> String {
-        crate::normalize(&self.name)
+        let key = crate::normalize(&self.name);
+        match key.as_str() {
+            "long_hostnames" => "chain_hostnames".to_string(),
+            _ => key,
+        }
     }
 
     pub fn values(&self) -> impl Iterator<Item = &Value> {
