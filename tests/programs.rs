@@ -254,3 +254,52 @@ fn rustix_mkfifo(path: &std::path::Path) {
     let status = Command::new("mkfifo").arg(path).status().unwrap();
     assert!(status.success());
 }
+
+/// A `pipe()` destination whose pipe is missing makes it when a message comes, as syslog-ng
+/// does: its directories with `create-dirs(yes)` and `dir-perm()`, the pipe with `perm()`
+/// (not narrowed by the umask), then writes to it if something reads.
+#[test]
+fn a_missing_pipe_is_made_as_syslog_ng_makes_it() {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let mut modes = Vec::new();
+    for server in [Server::Sluice, Server::SyslogNg] {
+        if server == Server::SyslogNg && common::syslog_ng().is_none() {
+            break;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("made/console");
+        let port = common::free_port();
+        let mut r = Running::start(
+            server,
+            &format!(
+                r#"@version: 3.38
+                source s {{ tcp(ip(127.0.0.1) port({port})); }};
+                destination d {{ pipe("{}" create-dirs(yes) dir-perm(0751) perm(0604) template("$MSG\n")); }};
+                log {{ source(s); destination(d); }};"#,
+                fifo.display()
+            ),
+        );
+        r.wait_tcp(port);
+        common::send_tcp(
+            port,
+            b"<13>Nov 24 10:00:00 h app: make it\n",
+            common::Framing::Newline,
+        );
+        assert!(
+            wait_until(Duration::from_secs(10), || fifo.exists()),
+            "{server:?} made no pipe"
+        );
+        let pipe = std::fs::metadata(&fifo).unwrap();
+        let made = std::fs::metadata(fifo.parent().unwrap()).unwrap();
+        assert!(pipe.file_type().is_fifo(), "{server:?}");
+        modes.push((
+            pipe.permissions().mode() & 0o7777,
+            made.permissions().mode() & 0o7777,
+        ));
+        drop(r);
+    }
+    assert_eq!(modes[0], (0o604, 0o751));
+    if let [ours, theirs] = &modes[..] {
+        assert_eq!(ours, theirs, "sluice (left) and syslog-ng (right)");
+    }
+}

@@ -149,9 +149,15 @@ pub static DRIVERS: &[DestinationDriver] = &[
         build: unix,
     },
     DestinationDriver {
-        names: &["usertty", "pipe"],
+        names: &["usertty"],
         options: &[FORMAT, LATER],
         sample: "usertty(\"root\")",
+        build: terminal,
+    },
+    DestinationDriver {
+        names: &["pipe"],
+        options: &[FORMAT, QUEUE, PIPE, LATER],
+        sample: "pipe(\"/nonexistent/sluice-table-test\")",
         build: terminal,
     },
     DestinationDriver {
@@ -348,6 +354,17 @@ const FILE: &[Declared] = &[
     not_yet("overwrite_if_older"),
     not_yet("logrotate"),
     not_yet("multi_line_mode"),
+];
+
+/// How `pipe()` makes a missing pipe (the [`FILE`] options that apply to it).
+const PIPE: &[Declared] = &[
+    read("create_dirs", "create-dirs(yes)"),
+    read("perm", "perm(0620)"),
+    read("dir_perm", "dir-perm(0700)"),
+    read("owner", "owner(\"root\")"),
+    read("group", "group(\"tty\")"),
+    read("dir_owner", "dir-owner(\"root\")"),
+    read("dir_group", "dir-group(\"root\")"),
 ];
 
 /// The socket options of every forwarding destination.
@@ -832,6 +849,12 @@ fn unix(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Built, 
 /// `usertty("root")`, `pipe("/dev/xconsole")`: notices for whoever is there now.
 fn terminal(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Built, ConfigError> {
     let format = FormatOptions::read(o, cx)?;
+    // What the writer holds at most (`pipe()`'s `log-fifo-size()`); the rest of the queue's
+    // options mean nothing here (every message is written at once or dropped).
+    let held = match node.key().as_str() {
+        "pipe" => Queue::read(o, cx.globals)?.log_fifo_size,
+        _ => cx.globals.log_fifo_size,
+    };
     let key = node.key();
     let value = node.first_value().ok_or_else(|| {
         let example = if key == "usertty" {
@@ -847,7 +870,9 @@ fn terminal(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Bui
     let reach = if key == "usertty" {
         Reach::Users(value.text.clone())
     } else if value.text.starts_with('/') {
-        Reach::Pipe(value.text.clone().into())
+        let mut rules = cx.globals.file.clone();
+        o.apply(PIPE, |opt| options::apply_file_option(&mut rules, opt))?;
+        Reach::Pipe(value.text.clone().into(), rules)
     } else {
         return Err(ConfigError::new(
             value.pos,
@@ -859,7 +884,7 @@ fn terminal(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Bui
     };
     // A pipe is written as a file is (syslog-ng's usertty() is not a file-like writer).
     let format = match reach {
-        Reach::Pipe(_) => format.or_global(&cx.globals.file_template),
+        Reach::Pipe(..) => format.or_global(&cx.globals.file_template),
         Reach::Users(_) => format,
     };
     let dates = format.dates.clone();
@@ -871,6 +896,7 @@ fn terminal(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Bui
         formatter,
         reach,
         counters,
+        held,
     )))
 }
 

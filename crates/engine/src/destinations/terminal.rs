@@ -7,6 +7,7 @@
 //! A message on a terminal is text a sender chose: control bytes (an escape sequence could
 //! rewrite the screen or the terminal's settings) are written as `?`.
 
+use super::file_open::FileOptions;
 use super::format::Formatter;
 use super::{Destination, Outbox};
 use crate::own_log;
@@ -14,7 +15,7 @@ use crate::stats::{DestCounters, DropReason};
 use crate::window::Ack;
 use sluice_model::LogMessage;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
@@ -25,18 +26,18 @@ use std::thread::JoinHandle;
 pub enum Reach {
     /// `usertty("root")`: the terminals of that user (`*`: of every user).
     Users(String),
-    /// `pipe("/dev/xconsole")`: a named pipe, when something reads it.
-    Pipe(PathBuf),
+    /// `pipe("/dev/xconsole")`: a named pipe, when something reads it; made when it is
+    /// missing, as its options say (`perm()`, `owner()`, `group()`, `create-dirs()`…).
+    Pipe(PathBuf, FileOptions),
 }
-
-/// Messages the writer holds at most; more are dropped.
-const HELD: usize = 1000;
 
 pub struct TerminalDestination {
     label: Arc<str>,
     formatter: Formatter,
     reach: Reach,
     counters: DestCounters,
+    /// Messages the writer holds at most (`log-fifo-size()`); more are dropped.
+    held: usize,
     /// The writer's queue and thread, made on first use.
     queue: Mutex<Option<WriterThread>>,
 }
@@ -49,12 +50,14 @@ impl TerminalDestination {
         formatter: Formatter,
         reach: Reach,
         counters: DestCounters,
+        held: usize,
     ) -> TerminalDestination {
         TerminalDestination {
             label: label.into(),
             formatter,
             reach,
             counters,
+            held,
             queue: Mutex::new(None),
         }
     }
@@ -63,7 +66,7 @@ impl TerminalDestination {
     fn sender(&self) -> SyncSender<Vec<u8>> {
         let mut queue = self.queue.lock().expect("queue lock");
         let (tx, _) = queue.get_or_insert_with(|| {
-            let (tx, rx) = sync_channel(HELD);
+            let (tx, rx) = sync_channel(self.held);
             let writer = Writer {
                 label: self.label.clone(),
                 reach: self.reach.clone(),
@@ -86,7 +89,7 @@ impl Destination for TerminalDestination {
     }
 
     /// Formats each message with control bytes made `?`; queues it, or drops it when the
-    /// writer holds [`HELD`] already. Never holds the reader: nothing here is flow-controlled.
+    /// writer holds `held` already. Never holds the reader: nothing here is flow-controlled.
     fn deliver(&self, msgs: &[LogMessage], which: &[u32], _: &Ack, _: bool, outbox: &mut Outbox) {
         self.counters
             .processed
@@ -143,7 +146,7 @@ impl Writer {
             self.counters.queued.fetch_sub(1, Ordering::Relaxed);
             let result = match &self.reach {
                 Reach::Users(user) => to_terminals(user, &text),
-                Reach::Pipe(path) => to_pipe(path, &text),
+                Reach::Pipe(path, rules) => to_pipe(path, rules, &text),
             };
             match result {
                 Ok(()) => {
@@ -217,12 +220,60 @@ fn sessions(user: &str) -> Vec<String> {
     lines
 }
 
-/// Writes `text` to a named pipe, if something reads it now.
-fn to_pipe(path: &std::path::Path, text: &[u8]) -> Result<(), String> {
-    write_now(path, text).map_err(|e| match e.raw_os_error() {
+/// Writes `text` to a named pipe, if something reads it now; makes the pipe first when it
+/// is missing.
+fn to_pipe(path: &Path, rules: &FileOptions, text: &[u8]) -> Result<(), String> {
+    let written = match write_now(path, text) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            make_pipe(path, rules).and_then(|()| write_now(path, text))
+        }
+        written => written,
+    };
+    written.map_err(|e| match e.raw_os_error() {
         Some(libc::ENXIO) => format!("nothing reads {}", path.display()),
         _ => format!("{}: {e}", path.display()),
     })
+}
+
+/// Makes the named pipe `path`, as syslog-ng makes a missing one: with `create-dirs(yes)`
+/// its directories first (`dir-perm()`, 0700 unless given; `dir-owner()`, `dir-group()`
+/// for the one it is in), then the pipe, `perm()` (0600 unless given), `owner()` and
+/// `group()` set through the pipe itself, so a link put in its place meanwhile is not
+/// followed.
+fn make_pipe(path: &Path, rules: &FileOptions) -> std::io::Result<()> {
+    use rustix::fs::{Gid, Mode, OFlags, Uid};
+    use std::os::unix::fs::DirBuilderExt;
+    let ids = |uid: Option<u32>, gid: Option<u32>| (uid.map(Uid::from_raw), gid.map(Gid::from_raw));
+    if rules.create_dirs {
+        if let Some(dir) = path.parent().filter(|d| !d.exists()) {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(rules.dir_perm.unwrap_or(0o700))
+                .create(dir)?;
+            if rules.dir_owner.is_some() || rules.dir_group.is_some() {
+                let (uid, gid) = ids(rules.dir_owner, rules.dir_group);
+                rustix::fs::chown(dir, uid, gid)?;
+            }
+        }
+    }
+    let perm = Mode::from_raw_mode(rules.perm.unwrap_or(0o600));
+    match rustix::fs::mknodat(rustix::fs::CWD, path, rustix::fs::FileType::Fifo, perm, 0) {
+        Err(rustix::io::Errno::EXIST) => return Ok(()),
+        made => made?,
+    }
+    // Opening a pipe to read without waiting succeeds whether or not a writer is there.
+    let fifo = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    if rules.owner.is_some() || rules.group.is_some() {
+        let (uid, gid) = ids(rules.owner, rules.group);
+        rustix::fs::fchown(&fifo, uid, gid)?;
+    }
+    // The mode without the process's umask, as asked.
+    rustix::fs::fchmod(&fifo, perm)?;
+    Ok(())
 }
 
 /// Opens `path` for writing without waiting or becoming its controlling process, and
