@@ -255,12 +255,20 @@ fn rustix_mkfifo(path: &std::path::Path) {
     assert!(status.success());
 }
 
-/// A `pipe()` destination whose pipe is missing makes it when a message comes, as syslog-ng
-/// does: its directories with `create-dirs(yes)` and `dir-perm()`, the pipe with `perm()`
-/// (not narrowed by the umask), then writes to it if something reads.
+/// A `pipe()` source or destination whose pipe is missing makes it (the source when it
+/// starts, the destination when a message comes) as syslog-ng does: its directories with
+/// `create-dirs(yes)` and `dir-perm()`, the pipe with `perm()` (not narrowed by the umask).
 #[test]
 fn a_missing_pipe_is_made_as_syslog_ng_makes_it() {
+    pipe_made("source", (0o640, 0o750));
+    pipe_made("destination", (0o604, 0o751));
+}
+
+/// The modes a `pipe()` of `kind` gives the pipe and the directory it made, the same for
+/// sluice and syslog-ng.
+fn pipe_made(kind: &str, want: (u32, u32)) {
     use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let (perm, dir_perm) = want;
     let mut modes = Vec::new();
     for server in [Server::Sluice, Server::SyslogNg] {
         if server == Server::SyslogNg && common::syslog_ng().is_none() {
@@ -269,14 +277,25 @@ fn a_missing_pipe_is_made_as_syslog_ng_makes_it() {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("made/console");
         let port = common::free_port();
+        let options =
+            format!("create-dirs(yes) dir-perm({dir_perm:#o}) perm({perm:#o})").replace("0o", "0");
+        let (source, destination) = match kind {
+            "source" => (
+                format!(r#"pipe("{}" {options})"#, fifo.display()),
+                r#"file("/dev/null")"#.to_string(),
+            ),
+            _ => (
+                "internal()".to_string(),
+                format!(r#"pipe("{}" {options} template("$MSG\n"))"#, fifo.display()),
+            ),
+        };
         let mut r = Running::start(
             server,
             &format!(
                 r#"@version: 3.38
-                source s {{ tcp(ip(127.0.0.1) port({port})); }};
-                destination d {{ pipe("{}" create-dirs(yes) dir-perm(0751) perm(0604) template("$MSG\n")); }};
-                log {{ source(s); destination(d); }};"#,
-                fifo.display()
+                source s {{ tcp(ip(127.0.0.1) port({port})); {source}; }};
+                destination d {{ {destination}; }};
+                log {{ source(s); destination(d); }};"#
             ),
         );
         r.wait_tcp(port);
@@ -287,19 +306,19 @@ fn a_missing_pipe_is_made_as_syslog_ng_makes_it() {
         );
         assert!(
             wait_until(Duration::from_secs(10), || fifo.exists()),
-            "{server:?} made no pipe"
+            "{server:?} made no pipe for its {kind}"
         );
         let pipe = std::fs::metadata(&fifo).unwrap();
         let made = std::fs::metadata(fifo.parent().unwrap()).unwrap();
-        assert!(pipe.file_type().is_fifo(), "{server:?}");
+        assert!(pipe.file_type().is_fifo(), "{server:?} {kind}");
         modes.push((
             pipe.permissions().mode() & 0o7777,
             made.permissions().mode() & 0o7777,
         ));
         drop(r);
     }
-    assert_eq!(modes[0], (0o604, 0o751));
+    assert_eq!(modes[0], want, "{kind}");
     if let [ours, theirs] = &modes[..] {
-        assert_eq!(ours, theirs, "sluice (left) and syslog-ng (right)");
+        assert_eq!(ours, theirs, "{kind}: sluice (left) and syslog-ng (right)");
     }
 }

@@ -16,6 +16,7 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -345,6 +346,47 @@ fn owner_warning(name: &[u8], e: io::Error) {
         "cannot change owner of {}: {e}",
         String::from_utf8_lossy(name)
     ));
+}
+
+/// Makes the named pipe `path`, as syslog-ng makes a missing one: with `create-dirs(yes)`
+/// its directories first (`dir-perm()`, 0700 unless given; `dir-owner()`, `dir-group()`
+/// for the one it is in), then the pipe, `perm()` (0600 unless given), `owner()` and
+/// `group()` set through the pipe itself, so a link put in its place meanwhile is not
+/// followed.
+pub fn make_pipe(path: &Path, rules: &FileOptions) -> io::Result<()> {
+    use rustix::fs::{Gid, Uid};
+    let ids = |uid: Option<u32>, gid: Option<u32>| (uid.map(Uid::from_raw), gid.map(Gid::from_raw));
+    if rules.create_dirs {
+        if let Some(dir) = path.parent().filter(|d| !d.exists()) {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(rules.dir_perm.unwrap_or(0o700))
+                .create(dir)?;
+            if rules.dir_owner.is_some() || rules.dir_group.is_some() {
+                let (uid, gid) = ids(rules.dir_owner, rules.dir_group);
+                rustix::fs::chown(dir, uid, gid)?;
+            }
+        }
+    }
+    let perm = Mode::from_raw_mode(rules.perm.unwrap_or(0o600));
+    match rustix::fs::mknodat(CWD, path, rustix::fs::FileType::Fifo, perm, 0) {
+        // Made meanwhile by another writer or a reader: theirs stands.
+        Err(rustix::io::Errno::EXIST) => return Ok(()),
+        made => made?,
+    }
+    // Opening a pipe to read without waiting succeeds whether or not a writer is there.
+    let fifo = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    if rules.owner.is_some() || rules.group.is_some() {
+        let (uid, gid) = ids(rules.owner, rules.group);
+        rustix::fs::fchown(&fifo, uid, gid)?;
+    }
+    // The mode without the process's umask, as asked.
+    rustix::fs::fchmod(&fifo, perm)?;
+    Ok(())
 }
 
 #[cfg(test)]

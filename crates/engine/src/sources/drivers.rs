@@ -1317,10 +1317,17 @@ fn program(node: &Node, o: &mut Options, common: Common) -> Result<Built, Config
     }))
 }
 
-/// The options of `pipe()`: the pipe is sluice's to make, so these are moot.
+/// The options of `pipe()`: how a missing pipe is made (`optional()` is moot: the pipe is
+/// sluice's to make).
 const PIPE: &[Declared] = &[
     read("optional", "optional(yes)"),
-    read("create_dirs", "create-dirs(no)"),
+    read("create_dirs", "create-dirs(yes)"),
+    read("perm", "perm(0620)"),
+    read("dir_perm", "dir-perm(0700)"),
+    read("owner", "owner(\"root\")"),
+    read("group", "group(\"adm\")"),
+    read("dir_owner", "dir-owner(\"root\")"),
+    read("dir_group", "dir-group(\"root\")"),
 ];
 
 /// `pipe("/var/run/app.pipe")`: a named pipe.
@@ -1337,11 +1344,14 @@ fn pipe(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigErr
             ),
         ));
     }
-    for name in ["optional", "create_dirs"] {
-        o.last(name).map(Node::bool).transpose()?;
-    }
+    let mut rules = common.cx.globals.file.clone();
+    o.apply(PIPE, |opt| match opt.key().as_str() {
+        "optional" => opt.bool().map(|_| true),
+        _ => options::apply_file_option(&mut rules, opt),
+    })?;
     Ok(Arc::new(PipeSource {
         path: path.text.clone().into(),
+        rules,
         local: local(node, common, &path.text),
     }))
 }

@@ -12,6 +12,7 @@
 
 use super::file::until_retired;
 use super::{read_stream, Context, Local, ReaderSpec, Retire};
+use crate::destinations::file_open::{make_pipe, FileOptions};
 use crate::own_log as log;
 use std::future::Future;
 use std::path::PathBuf;
@@ -156,6 +157,8 @@ async fn end(child: &mut tokio::process::Child) {
 #[derive(Clone, Debug)]
 pub struct PipeSource {
     pub path: PathBuf,
+    /// How the pipe is made when it is missing (`perm()`, `owner()`, `create-dirs()`…).
+    pub rules: FileOptions,
     pub local: Local,
 }
 
@@ -182,11 +185,7 @@ impl super::Source for PipeSource {
                     format!("{} is there and is not a named pipe", self.path.display()),
                 ))
             }
-            Err(_) => rustix::fs::mkfifoat(
-                rustix::fs::CWD,
-                &self.path,
-                rustix::fs::Mode::from_raw_mode(0o600),
-            )?,
+            Err(_) => make_pipe(&self.path, &self.rules)?,
         }
         let receiver = tokio::net::unix::pipe::OpenOptions::new()
             .read_write(true)
