@@ -182,6 +182,9 @@ impl SourceMap {
         if target == "scl.conf" {
             return self.add_file(Path::new("scl.conf (sluice's library)"), LIBRARY, depth + 1);
         }
+        if let Some((name, text)) = library_file(target) {
+            return self.add_file(Path::new(name), &text, depth + 1);
+        }
         let base = from.parent().unwrap_or(Path::new("."));
         let candidate = if Path::new(target).is_absolute() {
             PathBuf::from(target)
@@ -255,6 +258,25 @@ impl SourceMap {
                 e.message("neither an @define nor an environment variable"),
             )
         })
+    }
+}
+
+/// The files of syslog-ng's library that configurations include one by one, as sluice
+/// gives them: `system/tty10.conf` (under `scl-root`, or `scl/` of the include path), which
+/// Debian's and Ubuntu's syslog-ng packages shipped before 3.38 and their stock
+/// configurations include, defines `tty10` as the host's tenth virtual console.
+fn library_file(target: &str) -> Option<(&'static str, String)> {
+    let scl_root = builtin("scl-root", None)?;
+    let in_library = target
+        .strip_prefix(scl_root.as_str())
+        .and_then(|t| t.strip_prefix('/'))
+        .or_else(|| target.strip_prefix("scl/"))?;
+    match in_library {
+        "system/tty10.conf" => Some((
+            "scl/system/tty10.conf (sluice's library)",
+            format!("@define tty10 \"{}\"\n", builtin("virtual-console", None)?),
+        )),
+        _ => None,
     }
 }
 
@@ -464,6 +486,22 @@ mod tests {
         assert!(!map.text.contains("not read"));
         let want = format!("end(\"{}/x\");", dir.path().display());
         assert!(map.text.contains(&want), "{}", map.text);
+    }
+
+    /// The stock configurations of Debian's and Ubuntu's older syslog-ng packages include
+    /// `system/tty10.conf` from the library and write to `` `tty10` ``.
+    #[test]
+    fn the_librarys_tty10_conf_defines_the_virtual_console() {
+        for include in ["`scl-root`/system/tty10.conf", "scl/system/tty10.conf"] {
+            let text = format!("@include \"{include}\"\nd {{ file(`tty10`); }};\n");
+            let map = SourceMap::from_text("/nonexistent/x.conf", &text).unwrap();
+            let console = builtin("virtual-console", None).unwrap();
+            assert!(
+                map.text.contains(&format!("file({console});")),
+                "{include}: {}",
+                map.text
+            );
+        }
     }
 
     #[test]
