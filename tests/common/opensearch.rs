@@ -165,7 +165,9 @@ impl OpenSearch {
     pub fn count(&self, index: &str) -> u64 {
         self.request("POST", &format!("/{index}/_refresh"), None);
         let (status, answer) = self.request("GET", &format!("/{index}/_count"), None);
-        if status == 404 {
+        // 404: no such index yet; 503 ("all shards failed"): the index a shipper's first
+        // bulk request made has no started shard yet. Either way nothing is counted yet.
+        if status == 404 || status == 503 {
             return 0;
         }
         let v: serde_json::Value = serde_json::from_str(&answer).unwrap();
