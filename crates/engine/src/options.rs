@@ -368,6 +368,18 @@ impl Globals {
     }
 }
 
+/// How a file, or a named pipe, and its directories are made (read by
+/// [`apply_file_option`]): declared by `file()`, `logstore()` and both `pipe()` drivers.
+pub static MAKE_FILE: &[Declared] = &[
+    read("create_dirs", "create-dirs(yes)"),
+    read("perm", "perm(0600)"),
+    read("dir_perm", "dir-perm(0700)"),
+    read("owner", "owner(\"root\")"),
+    read("group", "group(\"root\")"),
+    read("dir_owner", "dir-owner(\"root\")"),
+    read("dir_group", "dir-group(\"root\")"),
+];
+
 /// Options of files and their directories, valid both globally and on `file()`.
 pub fn apply_file_option(f: &mut FileOptions, opt: &Node) -> Result<bool, ConfigError> {
     match opt.key().as_str() {

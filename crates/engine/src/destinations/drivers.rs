@@ -17,7 +17,7 @@ use super::program::Program;
 use super::sender::{Batching, Failback, Pacing};
 use super::terminal::{Reach, TerminalDestination};
 use super::Destination;
-use crate::options::{self, DefaultTemplate, Globals};
+use crate::options::{self, DefaultTemplate, Globals, MAKE_FILE};
 use crate::sources::drivers::{ip_protocol, port_number, RELP_PORT};
 use crate::stats::Registry;
 use crate::tls::TlsOptions;
@@ -84,7 +84,15 @@ impl DestinationContext<'_> {
 pub static DRIVERS: &[DestinationDriver] = &[
     DestinationDriver {
         names: &["file"],
-        options: &[FORMAT, QUEUE, DISK_BUFFER, FILE, LATER, BATCH_LATER],
+        options: &[
+            FORMAT,
+            QUEUE,
+            DISK_BUFFER,
+            MAKE_FILE,
+            FILE,
+            LATER,
+            BATCH_LATER,
+        ],
         sample: "file(\"/nonexistent/sluice-table-test\")",
         build: file,
     },
@@ -94,6 +102,7 @@ pub static DRIVERS: &[DestinationDriver] = &[
             FORMAT,
             QUEUE,
             DISK_BUFFER,
+            MAKE_FILE,
             FILE,
             logstore::OPTIONS,
             logstore::LATER,
@@ -156,7 +165,7 @@ pub static DRIVERS: &[DestinationDriver] = &[
     },
     DestinationDriver {
         names: &["pipe"],
-        options: &[FORMAT, QUEUE, PIPE, LATER],
+        options: &[FORMAT, QUEUE, MAKE_FILE, LATER],
         sample: "pipe(\"/nonexistent/sluice-table-test\")",
         build: terminal,
     },
@@ -339,32 +348,15 @@ const LATER: &[Declared] = &[
 /// Batches of syslog-ng's newer versions for destinations that are not threaded in sluice.
 const BATCH_LATER: &[Declared] = &[not_yet("batch_lines"), not_yet("batch_timeout")];
 
-/// The options of `file()` and its directories, read by [`options::apply_file_option`].
+/// The options of `file()` besides how it is made ([`MAKE_FILE`]), read by
+/// [`options::apply_file_option`].
 const FILE: &[Declared] = &[
-    read("create_dirs", "create-dirs(yes)"),
-    read("perm", "perm(0600)"),
-    read("dir_perm", "dir-perm(0700)"),
-    read("owner", "owner(\"root\")"),
-    read("group", "group(\"root\")"),
-    read("dir_owner", "dir-owner(\"root\")"),
-    read("dir_group", "dir-group(\"root\")"),
     read("fsync", "fsync(yes)"),
     read("time_reap", "time-reap(60)"),
     not_yet("pad_size"),
     not_yet("overwrite_if_older"),
     not_yet("logrotate"),
     not_yet("multi_line_mode"),
-];
-
-/// How `pipe()` makes a missing pipe (the [`FILE`] options that apply to it).
-const PIPE: &[Declared] = &[
-    read("create_dirs", "create-dirs(yes)"),
-    read("perm", "perm(0620)"),
-    read("dir_perm", "dir-perm(0700)"),
-    read("owner", "owner(\"root\")"),
-    read("group", "group(\"tty\")"),
-    read("dir_owner", "dir-owner(\"root\")"),
-    read("dir_group", "dir-group(\"root\")"),
 ];
 
 /// The socket options of every forwarding destination.
@@ -597,14 +589,16 @@ impl Threaded {
 }
 
 /// `file("/var/log/$HOST/messages")`.
-/// The options of files and directories ([`FILE`]) over the global ones.
+/// The options of files and directories ([`MAKE_FILE`], [`FILE`]) over the global ones.
 fn file_options(
     o: &mut Options,
     cx: &DestinationContext,
     queue: &Queue,
 ) -> Result<FileOptions, ConfigError> {
     let mut file: FileOptions = cx.globals.file.clone();
-    o.apply(FILE, |opt| options::apply_file_option(&mut file, opt))?;
+    for table in [MAKE_FILE, FILE] {
+        o.apply(table, |opt| options::apply_file_option(&mut file, opt))?;
+    }
     file.log_fifo_size = queue.log_fifo_size;
     file.time_reopen = queue.time_reopen;
     Ok(file)
@@ -849,13 +843,13 @@ fn unix(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Built, 
 /// `usertty("root")`, `pipe("/dev/xconsole")`: notices for whoever is there now.
 fn terminal(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Built, ConfigError> {
     let format = FormatOptions::read(o, cx)?;
+    let key = node.key();
     // What the writer holds at most (`pipe()`'s `log-fifo-size()`); the rest of the queue's
     // options mean nothing here (every message is written at once or dropped).
-    let held = match node.key().as_str() {
+    let held = match key.as_str() {
         "pipe" => Queue::read(o, cx.globals)?.log_fifo_size,
         _ => cx.globals.log_fifo_size,
     };
-    let key = node.key();
     let value = node.first_value().ok_or_else(|| {
         let example = if key == "usertty" {
             "usertty(\"root\")"
@@ -871,7 +865,7 @@ fn terminal(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Bui
         Reach::Users(value.text.clone())
     } else if value.text.starts_with('/') {
         let mut rules = cx.globals.file.clone();
-        o.apply(PIPE, |opt| options::apply_file_option(&mut rules, opt))?;
+        o.apply(MAKE_FILE, |opt| options::apply_file_option(&mut rules, opt))?;
         Reach::Pipe(value.text.clone().into(), rules)
     } else {
         return Err(ConfigError::new(

@@ -123,7 +123,7 @@ pub static DRIVERS: &[SourceDriver] = &[
     },
     SourceDriver {
         names: &["pipe"],
-        options: &[PIPE, MULTI_LINE],
+        options: &[PIPE, options::MAKE_FILE, MULTI_LINE],
         sample: "pipe(\"/nonexistent/sluice-table-test\")",
         build: pipe,
     },
@@ -1317,18 +1317,9 @@ fn program(node: &Node, o: &mut Options, common: Common) -> Result<Built, Config
     }))
 }
 
-/// The options of `pipe()`: how a missing pipe is made (`optional()` is moot: the pipe is
-/// sluice's to make).
-const PIPE: &[Declared] = &[
-    read("optional", "optional(yes)"),
-    read("create_dirs", "create-dirs(yes)"),
-    read("perm", "perm(0620)"),
-    read("dir_perm", "dir-perm(0700)"),
-    read("owner", "owner(\"root\")"),
-    read("group", "group(\"adm\")"),
-    read("dir_owner", "dir-owner(\"root\")"),
-    read("dir_group", "dir-group(\"root\")"),
-];
+/// The options of `pipe()` besides how a missing pipe is made ([`options::MAKE_FILE`]):
+/// `optional()` is moot, the pipe is sluice's to make.
+const PIPE: &[Declared] = &[read("optional", "optional(yes)")];
 
 /// `pipe("/var/run/app.pipe")`: a named pipe.
 fn pipe(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigError> {
@@ -1344,10 +1335,10 @@ fn pipe(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigErr
             ),
         ));
     }
+    o.last("optional").map(Node::bool).transpose()?;
     let mut rules = common.cx.globals.file.clone();
-    o.apply(PIPE, |opt| match opt.key().as_str() {
-        "optional" => opt.bool().map(|_| true),
-        _ => options::apply_file_option(&mut rules, opt),
+    o.apply(options::MAKE_FILE, |opt| {
+        options::apply_file_option(&mut rules, opt)
     })?;
     Ok(Arc::new(PipeSource {
         path: path.text.clone().into(),
