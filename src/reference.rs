@@ -9,7 +9,7 @@ use std::fmt::Write;
 /// Every kind of driver, with its drivers: the reference's sections.
 pub fn sections() -> [(&'static str, Vec<Entry>); 5] {
     [
-        ("Sources", sluice_engine::sources::drivers::reference()),
+        ("Sources", sluice_engine::sources::registry::reference()),
         (
             "Destinations",
             sluice_engine::destinations::drivers::reference(),

@@ -8,7 +8,7 @@
 use crate::destinations::{drivers as destination_drivers, Destination, Group};
 use crate::dispatch::{DispatchCounters, Dispatcher};
 use crate::options::Globals;
-use crate::sources::drivers;
+use crate::sources::{driver::SourceContext, registry};
 use crate::sources::{internal, Source};
 use crate::stats::Registry;
 use sluice_config::{Body, Condition, Config, ConfigError, Expr, Node, Pos, Statement};
@@ -544,14 +544,14 @@ impl Builder<'_> {
         name: &Arc<str>,
         n: usize,
     ) -> Result<(), ConfigError> {
-        let cx = drivers::SourceContext {
+        let cx = SourceContext {
             globals: &self.globals,
             stats: &self.stats,
             name,
             id,
             n,
         };
-        let source = drivers::build(node, &cx)?;
+        let source = registry::build(node, &cx)?;
         let place = source.place();
         // Listeners at one address fail to bind; stdin() and internal() would be read twice.
         if source.one_per_configuration() && self.sources.iter().any(|(_, s)| s.place() == place) {

@@ -53,6 +53,8 @@ pub mod correlation;
 pub mod destinations;
 pub mod dispatch;
 pub mod dns;
+pub mod encoding;
+pub mod file_open;
 #[cfg(feature = "kafka")]
 pub mod kafka;
 pub mod ledger;

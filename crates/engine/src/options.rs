@@ -6,7 +6,7 @@
 //! driver's own. Each `apply` returns `Ok(false)` for a name it does not know, so the caller
 //! can report it with the list of valid names.
 
-use crate::destinations::file_open::FileOptions;
+use crate::file_open::FileOptions;
 use regex::bytes::Regex;
 use sluice_config::declared::{not_yet, read, Declared};
 use sluice_config::{ConfigError, Node, Value};
@@ -548,7 +548,7 @@ pub struct SourceOptions {
     /// `multi-line-mode()` and its `multi-line-*()` options, as given.
     pub multi_line: MultiLineOptions,
     /// `encoding()` other than UTF-8.
-    pub encoding: Option<crate::sources::encoding::Charset>,
+    pub encoding: Option<crate::encoding::Charset>,
     /// `pad-size()`: the input is records of this many bytes.
     pub pad_size: Option<usize>,
     /// `format(json)`: each record a JSON object.
@@ -824,8 +824,8 @@ impl SourceOptions {
             }
             "encoding" => {
                 let v = opt.value()?;
-                self.encoding = crate::sources::encoding::lookup(&v.text)
-                    .map_err(|why| ConfigError::new(v.pos, why))?;
+                self.encoding =
+                    crate::encoding::lookup(&v.text).map_err(|why| ConfigError::new(v.pos, why))?;
             }
             "pad_size" => {
                 let size = opt.u64()?;
@@ -924,4 +924,24 @@ pub fn program_command<'a>(
     })?;
     let inherit_environment = o.yes_no("inherit_environment", true)?;
     Ok((command, inherit_environment))
+}
+
+/// RELP has no assigned port; rsyslog's examples use 2514.
+pub const RELP_PORT: u16 = 2514;
+
+/// A `port()` value.
+pub fn port_number(opt: &Node) -> Result<u16, ConfigError> {
+    let v = opt.value()?;
+    let port = v.as_u64()?;
+    u16::try_from(port).map_err(|_| ConfigError::new(v.pos, format!("port {port} is out of range")))
+}
+
+/// `ip-protocol(4)` or `ip-protocol(6)`.
+pub fn ip_protocol(opt: &Node) -> Result<u8, ConfigError> {
+    let v = opt.value()?;
+    match v.as_u64()? {
+        4 => Ok(4),
+        6 => Ok(6),
+        _ => Err(ConfigError::new(v.pos, "ip-protocol() is 4 or 6")),
+    }
 }

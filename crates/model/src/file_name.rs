@@ -12,7 +12,7 @@
 //!
 //! So a name can be rewritten, never lead outside the root; the message is still written. The
 //! engine opens such names beneath the root without following links
-//! (`sluice_engine::destinations::file_open`).
+//! (`sluice_engine::file_open`).
 
 use crate::{LogMessage, Template};
 

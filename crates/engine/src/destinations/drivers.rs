@@ -9,16 +9,16 @@
 
 use super::diskq::DiskBufferOptions;
 use super::file::FileDestination;
-use super::file_open::FileOptions;
-use super::file_open::NameReports;
 use super::format::{Format, Formatter};
 use super::network::{NetworkDestination, NetworkOptions, Transport};
 use super::program::Program;
 use super::sender::{Batching, Failback, Pacing};
 use super::terminal::{Reach, TerminalDestination};
 use super::Destination;
+use crate::file_open::FileOptions;
+use crate::file_open::NameReports;
 use crate::options::{self, DefaultTemplate, Globals, MAKE_FILE};
-use crate::sources::drivers::{ip_protocol, port_number, RELP_PORT};
+use crate::options::{ip_protocol, port_number, RELP_PORT};
 use crate::stats::Registry;
 use crate::tls::TlsOptions;
 use sluice_config::declared::{self, not_yet, read, Declared, Options};

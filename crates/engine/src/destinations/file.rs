@@ -27,10 +27,10 @@
 //! writers in order, recording it as sent once the writers have written it.
 
 use super::diskq::{DiskBufferOptions, DiskQueue};
-use super::file_open::{open_beneath, FileOptions, NameReports, OpenError};
 use super::format::Formatter;
 use super::queue::{Batch, BatchQueue};
 use super::{Destination, Outbox};
+use crate::file_open::{open_beneath, FileOptions, NameReports, OpenError};
 use crate::own_log;
 use crate::stats::{DestCounters, DropReason};
 use crate::window::Ack;

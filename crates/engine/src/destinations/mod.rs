@@ -8,7 +8,6 @@ mod delivery;
 pub mod diskq;
 pub mod drivers;
 pub mod file;
-pub mod file_open;
 pub mod format;
 #[cfg(feature = "http")]
 pub mod http;

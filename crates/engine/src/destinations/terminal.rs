@@ -7,9 +7,9 @@
 //! A message on a terminal is text a sender chose: control bytes (an escape sequence could
 //! rewrite the screen or the terminal's settings) are written as `?`.
 
-use super::file_open::FileOptions;
 use super::format::Formatter;
 use super::{Destination, Outbox};
+use crate::file_open::FileOptions;
 use crate::own_log;
 use crate::stats::{DestCounters, DropReason};
 use crate::window::Ack;
@@ -225,7 +225,7 @@ fn sessions(user: &str) -> Vec<String> {
 fn to_pipe(path: &Path, rules: &FileOptions, text: &[u8]) -> Result<(), String> {
     let written = match write_now(path, text) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            super::file_open::make_pipe(path, rules).and_then(|()| write_now(path, text))
+            crate::file_open::make_pipe(path, rules).and_then(|()| write_now(path, text))
         }
         written => written,
     };

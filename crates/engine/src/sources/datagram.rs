@@ -179,7 +179,7 @@ impl DatagramSource {
                                 .fetch_add(1, Ordering::Relaxed);
                         }
                         if let Some(charset) = self.reader.encoding {
-                            raw = super::encoding::message(&raw, charset);
+                            raw = crate::encoding::message(&raw, charset);
                         }
                         datagrams.push((raw, from));
                     }

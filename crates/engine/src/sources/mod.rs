@@ -8,24 +8,31 @@
 //! [`read_stream`] is that loop for byte streams (TCP, unix-stream, stdin); datagram sockets
 //! have theirs in [`datagram`].
 
+// The machinery drivers share: socket listeners, datagram sockets, RELP sessions, groups of
+// sockets, change notices; what a driver is, and the registry of them.
 pub mod datagram;
-pub mod drivers;
-pub mod encoding;
-pub mod file;
+pub mod driver;
 pub mod group;
+pub mod notices;
+pub mod registry;
+pub mod relp;
+pub mod stream;
+
+// The drivers, a folder each; `registry::DRIVERS` lists them.
+pub mod file;
 pub mod internal;
-#[cfg(feature = "journal")]
-pub mod journal;
 #[cfg(feature = "kafka")]
 pub mod kafka;
-pub mod notices;
+pub mod network;
+pub mod pipe;
 pub mod program;
-pub mod relp;
-#[cfg(feature = "journal")]
-pub mod sd_journal;
 pub mod stdin;
-pub mod stream;
-pub mod wildcard;
+pub mod system;
+#[cfg(feature = "journal")]
+pub mod systemd_journal;
+pub mod udp_balancer;
+pub mod unix;
+pub mod wildcard_file;
 
 use crate::destinations::Outbox;
 use crate::dispatch::{Current, Dispatcher};
@@ -36,9 +43,11 @@ use sluice_model::{Ingest, MessageVec, Origin, Today, UnixTime};
 use sluice_protocol::framing::{Frame, FrameDecoder, Framing};
 use sluice_protocol::multiline::MultiLine;
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::{oneshot, watch};
@@ -94,7 +103,7 @@ pub struct ReaderSpec {
     pub log_msg_size: usize,
     pub trim_large_messages: bool,
     /// `encoding()` other than UTF-8: messages are made UTF-8 before they are parsed.
-    pub encoding: Option<encoding::Charset>,
+    pub encoding: Option<crate::encoding::Charset>,
     /// Credits of one reader (`log-iw-size()` shared among `max-connections()`).
     pub window: u32,
     /// `flags(empty-lines)`: keep empty frames as messages.
@@ -504,7 +513,7 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
             }
             let mut frames = take_frames(&mut frames);
             let chunk = match spec.encoding {
-                Some(charset) => encoding::frames(&chunk, &mut frames, charset),
+                Some(charset) => crate::encoding::frames(&chunk, &mut frames, charset),
                 None => chunk,
             };
             let Some(read) = Read::new(chunk, frames, &mut routed, spec, ctx, peer) else {
@@ -578,6 +587,37 @@ impl Local {
             endpoints: Default::default(),
         })
     }
+}
+
+/// One reader per persist key (a file's path, a journal's namespace) at a time: a reload's
+/// new source waits until the old one kept its last position.
+pub(crate) fn turn(key: &str) -> Arc<tokio::sync::Mutex<()>> {
+    static TURNS: Mutex<Option<HashMap<String, Arc<tokio::sync::Mutex<()>>>>> = Mutex::new(None);
+    let mut turns = TURNS.lock().expect("turns lock");
+    turns
+        .get_or_insert_with(HashMap::new)
+        .entry(key.to_string())
+        .or_default()
+        .clone()
+}
+
+/// A context whose readers stop when sluice stops or `retire` says so; and the task that
+/// watches for that.
+pub(crate) fn until_retired(
+    ctx: &Context,
+    mut retire: watch::Receiver<Retire>,
+) -> (Context, tokio::task::JoinHandle<()>) {
+    let (stop, stopped) = watch::channel(false);
+    let mut shutdown = ctx.shutdown.clone();
+    let watcher = tokio::spawn(async move {
+        let _ = Retire::wait(&mut retire, &mut shutdown).await;
+        let _ = stop.send(true);
+    });
+    let reading = Context {
+        shutdown: stopped,
+        ..ctx.clone()
+    };
+    (reading, watcher)
 }
 
 /// A batch a source's own reading thread hands on: the journal's entries, Kafka's records.

@@ -24,9 +24,9 @@
 //! shares the topics' partitions among its members; `topic("logs" => "0,1")` reads those
 //! partitions only, still committing under the group.
 
-use super::{Context, Local, Retire};
 use crate::kafka::Said;
 use crate::own_log as log;
+use crate::sources::{Context, Local, Retire};
 use crate::window::Delivered;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance, RebalanceProtocol};
@@ -100,7 +100,7 @@ pub struct KafkaSource {
     pub ignore_saved_bookmarks: bool,
     /// `workers()`, less the reading thread, and `separated-worker-queues()`: the tasks that
     /// parse and dispatch its batches.
-    pub workers: super::Workers,
+    pub workers: crate::sources::Workers,
 }
 
 impl KafkaSource {
@@ -141,13 +141,13 @@ impl KafkaSource {
     }
 }
 
-impl super::Source for KafkaSource {
+impl crate::sources::Source for KafkaSource {
     fn source_name(&self) -> &Arc<str> {
         &self.local.source_name
     }
 
-    fn place(&self) -> super::Place {
-        super::Place {
+    fn place(&self) -> crate::sources::Place {
+        crate::sources::Place {
             kind: KIND,
             address: format!(
                 "{}/{}/{:?}",
@@ -157,7 +157,10 @@ impl super::Source for KafkaSource {
     }
 
     /// Makes the consumer (its properties were checked when the configuration was read).
-    fn prepare(self: Arc<Self>, _: Option<super::Held>) -> std::io::Result<Box<dyn super::Ready>> {
+    fn prepare(
+        self: Arc<Self>,
+        _: Option<crate::sources::Held>,
+    ) -> std::io::Result<Box<dyn crate::sources::Ready>> {
         let consumer = self
             .consumer()
             .map_err(|e| std::io::Error::other(format!("kafka(): librdkafka: {e}")))?;
@@ -167,7 +170,7 @@ impl super::Source for KafkaSource {
         }))
     }
 
-    fn reader(&self) -> Option<&super::ReaderSpec> {
+    fn reader(&self) -> Option<&crate::sources::ReaderSpec> {
         Some(&self.local.reader)
     }
 
@@ -283,14 +286,14 @@ struct Ready {
     consumer: BaseConsumer<Consuming>,
 }
 
-impl super::Ready for Ready {
+impl crate::sources::Ready for Ready {
     fn run(
         self: Box<Self>,
         ctx: Context,
         retire: watch::Receiver<Retire>,
     ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
         Box::pin(async move {
-            let (reading, watcher) = super::file::until_retired(&ctx, retire);
+            let (reading, watcher) = crate::sources::until_retired(&ctx, retire);
             self.source.clone().serve(self.consumer, &reading).await;
             watcher.abort();
         })
@@ -327,7 +330,7 @@ struct Record {
 impl Batch {
     /// Adds record `m`, cut to `log-msg-size()` and made UTF-8 from `encoding()`, as the
     /// readers of streams do.
-    fn push(&mut self, m: &impl Message, spec: &super::ReaderSpec) {
+    fn push(&mut self, m: &impl Message, spec: &crate::sources::ReaderSpec) {
         let counted = &spec.counted;
         let log_msg_size = spec.log_msg_size;
         let topic = m.topic().as_bytes();
@@ -371,7 +374,7 @@ impl Batch {
         match spec.encoding {
             Some(charset) => self
                 .values
-                .extend_from_slice(&super::encoding::message(value, charset)),
+                .extend_from_slice(&crate::encoding::message(value, charset)),
             None => self.values.extend_from_slice(value),
         }
         self.records.push(Record {
@@ -396,7 +399,7 @@ impl Batch {
     }
 }
 
-impl super::ThreadBatch for Batch {
+impl crate::sources::ThreadBatch for Batch {
     type Place = TopicPartitionList;
 
     fn len(&self) -> usize {
@@ -406,7 +409,7 @@ impl super::ThreadBatch for Batch {
     /// Each record's value parsed, with its place as pairs.
     fn messages<'a>(
         &'a self,
-        _: &super::ReaderSpec,
+        _: &crate::sources::ReaderSpec,
         ingest: &Ingest,
         origin: &'a Origin,
         recvd: UnixTime,
@@ -470,7 +473,7 @@ impl KafkaSource {
     /// its offsets, and leaves the group (committing them). A reload's new consumer waits
     /// for the old one to have left.
     async fn serve(self: Arc<Self>, consumer: BaseConsumer<Consuming>, ctx: &Context) {
-        let turn = super::file::turn(&format!(
+        let turn = crate::sources::turn(&format!(
             "kafka:{}:{}",
             self.local.source_name, self.group_id
         ));
@@ -502,7 +505,7 @@ impl KafkaSource {
             !self.disable_bookmarks,
         ));
         let window = self.local.reader.window();
-        super::dispatch_batches(
+        crate::sources::dispatch_batches(
             ctx,
             &self.local,
             "kafka()",

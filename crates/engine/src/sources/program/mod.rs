@@ -1,25 +1,31 @@
-//! `program()` and `pipe()`: lines a local program writes.
+//! `program("command")`: lines a local program writes.
 //!
-//! `program("command")` runs the command (with `/bin/sh -c`, as syslog-ng runs it: the text is
-//! the configuration's, never a sender's) and reads its standard output. When it exits it is
+//! It runs the command (with `/bin/sh -c`, as syslog-ng runs it: the text is the
+//! configuration's, never a sender's) and reads its standard output. When it exits it is
 //! started again, after a delay that doubles while it keeps exiting within a minute (1 s up to
 //! 60 s), so a program that fails at once is not a busy loop. Stopping sluice or retiring the
 //! source ends it (SIGTERM).
-//!
-//! `pipe("/path")` reads a named pipe, made (mode 0600) when it is not there. It is opened for
-//! reading and writing, as syslog-ng opens it, so that a writer that closes it is no end of
-//! input for the next one.
 
-use super::file::until_retired;
+use super::driver::{local, Built, Common, SourceDriver};
+use super::until_retired;
 use super::{read_stream, Context, Local, ReaderSpec, Retire};
-use crate::destinations::file_open::{make_pipe, FileOptions};
+use crate::options::{self, MULTI_LINE};
 use crate::own_log as log;
+use sluice_config::declared::{read, Declared, Options};
+use sluice_config::{ConfigError, Node};
 use std::future::Future;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
+
+/// The declaration: the names it answers to, its options, a valid use, its build.
+pub static DRIVER: SourceDriver = SourceDriver {
+    names: &["program"],
+    options: &[PROGRAM, MULTI_LINE],
+    sample: "program(\"true\")",
+    build: program,
+};
 
 #[derive(Clone, Debug)]
 pub struct ProgramSource {
@@ -154,75 +160,16 @@ async fn end(child: &mut tokio::process::Child) {
     }
 }
 
-#[derive(Clone, Debug)]
-pub struct PipeSource {
-    pub path: PathBuf,
-    /// How the pipe is made when it is missing (`perm()`, `owner()`, `create-dirs()`…).
-    pub rules: FileOptions,
-    pub local: Local,
-}
+/// The options of `program()`.
+const PROGRAM: &[Declared] = &[read("inherit_environment", "inherit-environment(no)")];
 
-impl super::Source for PipeSource {
-    fn source_name(&self) -> &Arc<str> {
-        &self.local.source_name
-    }
-
-    fn place(&self) -> super::Place {
-        super::Place {
-            kind: "pipe",
-            address: self.path.display().to_string(),
-        }
-    }
-
-    /// Makes the pipe when it is not there; refuses a path that is something else.
-    fn prepare(self: Arc<Self>, _: Option<super::Held>) -> std::io::Result<Box<dyn super::Ready>> {
-        use std::os::unix::fs::FileTypeExt;
-        match std::fs::metadata(&self.path) {
-            Ok(m) if m.file_type().is_fifo() => {}
-            Ok(_) => {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::AlreadyExists,
-                    format!("{} is there and is not a named pipe", self.path.display()),
-                ))
-            }
-            Err(_) => make_pipe(&self.path, &self.rules)?,
-        }
-        let receiver = tokio::net::unix::pipe::OpenOptions::new()
-            .read_write(true)
-            .open_receiver(&self.path)?;
-        Ok(Box::new(Reads(self, receiver)))
-    }
-
-    fn reader(&self) -> Option<&ReaderSpec> {
-        Some(&self.local.reader)
-    }
-}
-
-struct Reads(Arc<PipeSource>, tokio::net::unix::pipe::Receiver);
-
-impl super::Ready for Reads {
-    fn run(
-        self: Box<Self>,
-        ctx: Context,
-        retire: watch::Receiver<Retire>,
-    ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
-        let Reads(source, receiver) = *self;
-        Box::pin(async move {
-            let (reading, watcher) = until_retired(&ctx, retire);
-            let window = source.local.reader.window();
-            let label = format!("pipe({})", source.path.display());
-            read_stream(
-                receiver,
-                source.local.origin(Vec::new()),
-                &source.local.reader,
-                &window,
-                &reading,
-                &label,
-                None,
-            )
-            .await;
-            reading.drained(&window).await;
-            watcher.abort();
-        })
-    }
+/// `program("/usr/bin/tail -F /var/log/x")`: what a program writes.
+fn program(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigError> {
+    let (command, inherit_environment) =
+        options::program_command(node, o, "/usr/local/bin/events")?;
+    Ok(Arc::new(ProgramSource {
+        command: command.text.clone(),
+        inherit_environment,
+        local: local(node, common, &command.text),
+    }))
 }

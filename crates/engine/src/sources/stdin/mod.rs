@@ -1,7 +1,11 @@
 //! `stdin()`: reads the process's standard input; at end of input, waits until everything it
 //! read is written and then asks sluice to stop, as syslog-ng does.
 
+use super::driver::{local, no_value, Built, Common, SourceDriver};
 use super::{read_stream, Context, Local, ReaderSpec};
+use crate::options::MULTI_LINE;
+use sluice_config::declared::Options;
+use sluice_config::{ConfigError, Node};
 use sluice_model::values::name_id;
 use sluice_protocol::Text;
 use std::os::fd::{AsFd, OwnedFd};
@@ -110,4 +114,22 @@ impl StdinSource {
             let _ = ctx.finished.send(()).await;
         }
     }
+}
+
+/// The declaration: the names it answers to, its options, a valid use, its build.
+pub static DRIVER: SourceDriver = SourceDriver {
+    names: &["stdin"],
+    options: &[MULTI_LINE],
+    sample: "stdin()",
+    build: stdin,
+};
+
+/// `stdin()`: what sluice is given on its standard input, to its end.
+fn stdin(node: &Node, _: &mut Options, common: Common) -> Result<Built, ConfigError> {
+    no_value(node)?;
+    let mut local = local(node, common, "");
+    // Its reader outlives a reload that changes the source: it finds its new parsing options
+    // under this name.
+    local.reader.listener = Arc::from("stdin()");
+    Ok(Arc::new(StdinSource { local }))
 }

@@ -15,13 +15,15 @@
 //! another name, else from the start of what the path holds now. `kill -9` repeats at most
 //! the reads that were in flight (one window) and loses nothing.
 
-use super::{read_stream, Context, Local, Positions, ReaderSpec, Retire};
 use crate::own_log as log;
 use crate::persist::{self, Found, Position};
+use crate::sources::{
+    read_stream, turn, until_retired, Context, Local, Positions, ReaderSpec, Retire,
+};
 use crate::window::Delivered;
 use sluice_model::values::name_id;
 use sluice_protocol::Text;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::fs::File;
 use std::future::Future;
 use std::io::{Read, Seek, SeekFrom};
@@ -43,13 +45,13 @@ pub struct FileSource {
     pub follow_freq: Duration,
 }
 
-impl super::Source for FileSource {
+impl crate::sources::Source for FileSource {
     fn source_name(&self) -> &Arc<str> {
         &self.local.source_name
     }
 
-    fn place(&self) -> super::Place {
-        super::Place {
+    fn place(&self) -> crate::sources::Place {
+        crate::sources::Place {
             kind: "file",
             address: self.path.display().to_string(),
         }
@@ -57,7 +59,10 @@ impl super::Source for FileSource {
 
     /// Nothing to bind: the file is opened when the source runs, after a predecessor at the
     /// same path (a reload) finished what it read.
-    fn prepare(self: Arc<Self>, _: Option<super::Held>) -> std::io::Result<Box<dyn super::Ready>> {
+    fn prepare(
+        self: Arc<Self>,
+        _: Option<crate::sources::Held>,
+    ) -> std::io::Result<Box<dyn crate::sources::Ready>> {
         Ok(Box::new(Ready { source: self }))
     }
 
@@ -70,7 +75,7 @@ struct Ready {
     source: Arc<FileSource>,
 }
 
-impl super::Ready for Ready {
+impl crate::sources::Ready for Ready {
     fn run(
         self: Box<Self>,
         ctx: Context,
@@ -78,18 +83,6 @@ impl super::Ready for Ready {
     ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
         Box::pin(async move { self.source.follow(ctx, retire).await })
     }
-}
-
-/// One reader per persist key (a file's path, a journal's namespace) at a time: a reload's
-/// new source waits until the old one kept its last position.
-pub(super) fn turn(key: &str) -> Arc<tokio::sync::Mutex<()>> {
-    static TURNS: Mutex<Option<HashMap<String, Arc<tokio::sync::Mutex<()>>>>> = Mutex::new(None);
-    let mut turns = TURNS.lock().expect("turns lock");
-    turns
-        .get_or_insert_with(HashMap::new)
-        .entry(key.to_string())
-        .or_default()
-        .clone()
 }
 
 impl FileSource {
@@ -106,40 +99,21 @@ impl FileSource {
     }
 }
 
-/// A context whose readers stop when sluice stops or `retire` says so; and the task that
-/// watches for that.
-pub(super) fn until_retired(
-    ctx: &Context,
-    mut retire: watch::Receiver<Retire>,
-) -> (Context, tokio::task::JoinHandle<()>) {
-    let (stop, stopped) = watch::channel(false);
-    let mut shutdown = ctx.shutdown.clone();
-    let watcher = tokio::spawn(async move {
-        let _ = Retire::wait(&mut retire, &mut shutdown).await;
-        let _ = stop.send(true);
-    });
-    let reading = Context {
-        shutdown: stopped,
-        ..ctx.clone()
-    };
-    (reading, watcher)
-}
-
 /// How a file is followed.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Following {
+pub(crate) struct Following {
     /// `follow-freq()`: how often the end of the file is looked at again without notices.
-    pub(super) follow_freq: Duration,
+    pub(crate) follow_freq: Duration,
     /// Change notices (inotify) wake the wait at the end of the file (`monitor-method()`).
-    pub(super) notices: bool,
+    pub(crate) notices: bool,
     /// `wildcard-file()`: a file whose path is gone is read to its end, then left.
-    pub(super) ends_when_gone: bool,
+    pub(crate) ends_when_gone: bool,
 }
 
 /// Reads the file at `path` until `ctx` stops (or, with `ends_when_gone`, until the path is
 /// gone and the file read to its end); then waits for what it read to be delivered and keeps
 /// the position. One reader per path at a time: a reload's new source waits for the old.
-pub(super) async fn read_file(path: &Path, local: &Local, following: Following, ctx: &Context) {
+pub(crate) async fn read_file(path: &Path, local: &Local, following: Following, ctx: &Context) {
     let key = format!("file:{}", path.display());
     let turn = turn(&key);
     let _turn = turn.lock().await;
@@ -261,7 +235,7 @@ struct Follow {
     said: Option<String>,
     /// Wakes the wait at the end of the file when the file or its name changes (inotify);
     /// `None`: the end is looked at every `follow-freq()`.
-    notices: Option<super::notices::Subscription>,
+    notices: Option<crate::sources::notices::Subscription>,
     /// The notice being waited for.
     notified: Option<Pin<Box<tokio::sync::futures::OwnedNotified>>>,
     /// The file the path named before a rotation, read for late lines for a while.
@@ -310,7 +284,7 @@ impl Follow {
             said: None,
             notices: following
                 .notices
-                .then(super::notices::notices)
+                .then(crate::sources::notices::notices)
                 .flatten()
                 .and_then(|n| n.subscribe(path, false)),
             notified: None,

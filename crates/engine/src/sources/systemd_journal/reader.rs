@@ -16,9 +16,9 @@
 //! stopped), from its start, as syslog-ng does; after a corrupt persist file, from now on.
 
 use super::sd_journal::{self, Journal};
-use super::{Context, Local, Retire};
 use crate::own_log as log;
 use crate::persist::{self, Found};
+use crate::sources::{Context, Local, Retire};
 use crate::window::Delivered;
 use sluice_model::{journal, Ingest, LogMessage, Origin, Today, UnixTime};
 use std::future::Future;
@@ -51,13 +51,13 @@ pub const KIND: &str = "systemd-journal";
 /// The most entries in a batch.
 const BATCH: usize = 256;
 
-impl super::Source for JournalSource {
+impl crate::sources::Source for JournalSource {
     fn source_name(&self) -> &Arc<str> {
         &self.local.source_name
     }
 
-    fn place(&self) -> super::Place {
-        super::Place {
+    fn place(&self) -> crate::sources::Place {
+        crate::sources::Place {
             kind: KIND,
             address: self.namespace.clone(),
         }
@@ -65,7 +65,10 @@ impl super::Source for JournalSource {
 
     /// Opens the journal: a journal that cannot be opened (no libsystemd, no journal
     /// files) fails the start, as in syslog-ng.
-    fn prepare(self: Arc<Self>, _: Option<super::Held>) -> std::io::Result<Box<dyn super::Ready>> {
+    fn prepare(
+        self: Arc<Self>,
+        _: Option<crate::sources::Held>,
+    ) -> std::io::Result<Box<dyn crate::sources::Ready>> {
         let journal = self
             .open()
             .map_err(|e| std::io::Error::new(e.kind(), format!("systemd-journal(): {e}")))?;
@@ -75,7 +78,7 @@ impl super::Source for JournalSource {
         }))
     }
 
-    fn reader(&self) -> Option<&super::ReaderSpec> {
+    fn reader(&self) -> Option<&crate::sources::ReaderSpec> {
         Some(&self.local.reader)
     }
 
@@ -164,14 +167,14 @@ struct Batch {
     cursor: String,
 }
 
-impl super::Ready for Ready {
+impl crate::sources::Ready for Ready {
     fn run(
         self: Box<Self>,
         ctx: Context,
         retire: watch::Receiver<Retire>,
     ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
         Box::pin(async move {
-            let (reading, watcher) = super::file::until_retired(&ctx, retire);
+            let (reading, watcher) = crate::sources::until_retired(&ctx, retire);
             self.source.clone().serve(self.journal, &reading).await;
             watcher.abort();
         })
@@ -183,7 +186,7 @@ impl JournalSource {
     /// and keeps the last cursor. A reload's new reader waits for the old one.
     async fn serve(self: Arc<Self>, mut journal: Journal, ctx: &Context) {
         let key = self.key();
-        let turn = super::file::turn(&key);
+        let turn = crate::sources::turn(&key);
         let _turn = turn.lock().await;
         let (batches_tx, mut batches) = mpsc::channel::<Batch>(1);
         // Dropping `stop` wakes the thread from its wait for the journal.
@@ -222,14 +225,14 @@ impl JournalSource {
         let (kept_tx, kept_rx) = mpsc::unbounded_channel();
         let keeper = tokio::spawn(keep_cursors(key, kept_rx));
         let window = self.local.reader.window();
-        super::dispatch_batches(
+        crate::sources::dispatch_batches(
             ctx,
             &self.local,
             "systemd-journal()",
             &window,
             &mut batches,
             &kept_tx,
-            super::Workers::ONE,
+            crate::sources::Workers::ONE,
         )
         .await;
         // The thread ends at its next wait or batch.
@@ -240,7 +243,7 @@ impl JournalSource {
     }
 }
 
-impl super::ThreadBatch for Batch {
+impl crate::sources::ThreadBatch for Batch {
     type Place = String;
 
     fn len(&self) -> usize {
@@ -249,7 +252,7 @@ impl super::ThreadBatch for Batch {
 
     fn messages<'a>(
         &'a self,
-        _: &super::ReaderSpec,
+        _: &crate::sources::ReaderSpec,
         ingest: &Ingest,
         origin: &'a Origin,
         recvd: UnixTime,

@@ -1,15 +1,16 @@
 //! `wildcard-file()`: every file under `base-dir()` whose name matches `filename-pattern()`
 //! (and not `exclude-pattern()`), in its subdirectories too with `recursive(yes)`, is read as
-//! `file()` reads one ([`super::file::read_file`]): followed as it grows, across rotations,
+//! `file()` reads one ([`crate::sources::file::follow::read_file`]): followed as it grows, across rotations,
 //! its position kept. The directory is looked at again every `follow-freq()`; a file that
 //! appears is read from its start, a file whose name is gone is read to its end and left. At
 //! most `max-files()` are read at once; the rest wait for a place, and that is said.
 //!
 //! Each file is counted on its own, as syslog-ng counts it: `src.file;s#0;/var/log/a.log`.
 
-use super::file::{read_file, until_retired, Following};
-use super::{Context, Local, ReaderSpec, Retire};
 use crate::own_log as log;
+use crate::sources::file::follow::{read_file, Following};
+use crate::sources::until_retired;
+use crate::sources::{Context, Local, ReaderSpec, Retire};
 use crate::stats::Registry;
 use glob::Pattern;
 use std::collections::HashMap;
@@ -44,19 +45,22 @@ pub struct WildcardSource {
     pub counted_as: String,
 }
 
-impl super::Source for WildcardSource {
+impl crate::sources::Source for WildcardSource {
     fn source_name(&self) -> &Arc<str> {
         &self.local.source_name
     }
 
-    fn place(&self) -> super::Place {
-        super::Place {
+    fn place(&self) -> crate::sources::Place {
+        crate::sources::Place {
             kind: "wildcard-file",
             address: format!("{}/{}", self.base_dir.display(), self.pattern),
         }
     }
 
-    fn prepare(self: Arc<Self>, _: Option<super::Held>) -> std::io::Result<Box<dyn super::Ready>> {
+    fn prepare(
+        self: Arc<Self>,
+        _: Option<crate::sources::Held>,
+    ) -> std::io::Result<Box<dyn crate::sources::Ready>> {
         Ok(Box::new(Ready { source: self }))
     }
 
@@ -69,7 +73,7 @@ struct Ready {
     source: Arc<WildcardSource>,
 }
 
-impl super::Ready for Ready {
+impl crate::sources::Ready for Ready {
     fn run(
         self: Box<Self>,
         ctx: Context,
@@ -88,9 +92,12 @@ impl WildcardSource {
         let mut readers: HashMap<PathBuf, JoinHandle<()>> = HashMap::new();
         let mut said = Said::default();
         // Every directory scanned wakes the next scan when an entry in it changes.
-        let notices = self.notices.then(super::notices::notices).flatten();
+        let notices = self
+            .notices
+            .then(crate::sources::notices::notices)
+            .flatten();
         let changed = Arc::new(tokio::sync::Notify::new());
-        let mut watched: HashMap<PathBuf, super::notices::Subscription> = HashMap::new();
+        let mut watched: HashMap<PathBuf, crate::sources::notices::Subscription> = HashMap::new();
         loop {
             readers.retain(|_, r| !r.is_finished());
             let (found, dirs) = self.scan(&mut said);

@@ -1,11 +1,15 @@
 //! `internal()`: sluice's own messages (see [`crate::own_log`]) as log messages with
 //! facility `syslog`, program `sluice` and this machine as host.
 
+use super::driver::{no_value, Built, Common, SourceDriver};
 use super::{Context, Retire};
 use crate::dns;
 use crate::own_log::Event;
 use crate::window::Window;
+use sluice_config::declared::Options;
+use sluice_config::{ConfigError, Node};
 use sluice_model::{Ingest, LogMessage, Origin, UnixTime};
+use sluice_protocol::framing::Framing;
 use sluice_protocol::{Span, SyslogFields, Text};
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -185,4 +189,31 @@ fn as_internal<'a>(
         keep_raw: made.keep_raw,
         values: made.values.clone(),
     }
+}
+
+/// The declaration: the names it answers to, its options, a valid use, its build.
+pub static DRIVER: SourceDriver = SourceDriver {
+    names: &["internal"],
+    options: &[],
+    sample: "internal()",
+    build: internal,
+};
+
+/// `internal()`: sluice's own messages.
+fn internal(node: &Node, _: &mut Options, common: Common) -> Result<Built, ConfigError> {
+    no_value(node)?;
+    let mut common = common;
+    common.opts.flags.local = true;
+    let ingest = common.ingest();
+    let window = common.opts.log_iw_size;
+    Ok(Arc::new(InternalSource {
+        ingest: ingest.clone(),
+        window,
+        source_name: common.cx.name.clone(),
+        source_id: common.cx.id,
+        use_fqdn: common.opts.use_fqdn,
+        counted: common
+            .reader(node, &ingest, "", Framing::Newline, window, "")
+            .counted,
+    }))
 }
