@@ -41,7 +41,12 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 syslog-ng --version | head -1
-cargo deb --version >/dev/null 2>&1 || cargo install cargo-deb --locked --quiet
+# Pinned: tests/package.rs packages the suite's own dev-profile binary, which cargo-deb 3.8
+# builds with a warning and says a later version may refuse.
+case "$(cargo deb --version 2>/dev/null)" in
+  "cargo-deb 3.8."*) ;;
+  *) cargo install cargo-deb --version "~3.8" --locked --quiet ;;
+esac
 cargo deb --version
 
 # rsyslog for the TLS and RELP interop tests. Debian's rsyslog conflicts with syslog-ng-core, so
