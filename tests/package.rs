@@ -17,9 +17,11 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn have(tool: &str, arg: &str) -> bool {
+/// Whether `tool args…` runs and succeeds. (`cargo deb` alone would build a release package:
+/// ask for its version.)
+fn have(tool: &str, args: &[&str]) -> bool {
     Command::new(tool)
-        .arg(arg)
+        .args(args)
         .output()
         .is_ok_and(|o| o.status.success())
 }
@@ -40,8 +42,8 @@ fn the_package_builds_passes_lintian_installs_and_removes() {
     // SAFETY: geteuid has no preconditions.
     let is_root = unsafe { libc::geteuid() } == 0;
     if !is_root
-        || !have("cargo", "deb") && !have("cargo-deb", "--version")
-        || !have("lintian", "--version")
+        || !have("cargo", &["deb", "--version"])
+        || !have("lintian", &["--version"])
     {
         if std::env::var_os("SLUICE_REQUIRE_PEERS").is_some() && is_root {
             panic!("cargo-deb or lintian is missing: run .ci/install-test-deps.sh");
