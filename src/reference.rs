@@ -12,7 +12,7 @@ pub fn sections() -> [(&'static str, Vec<Entry>); 5] {
         ("Sources", sluice_engine::sources::registry::reference()),
         (
             "Destinations",
-            sluice_engine::destinations::drivers::reference(),
+            sluice_engine::destinations::registry::reference(),
         ),
         ("Parsers", sluice_model::parsers::reference()),
         ("Rewrite rules", sluice_model::rewrite::reference()),

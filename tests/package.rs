@@ -70,7 +70,11 @@ fn the_package_builds_passes_lintian_installs_and_removes() {
     eprintln!("{}: {size} bytes", deb.display());
     // Stripped, the package is ~6 MiB (librdkafka and OpenSSL inside), ~9 MiB unoptimized;
     // either binary with its debug information is over 100 MiB.
-    let bound = if profile == "release" { 8 << 20 } else { 16 << 20 };
+    let bound = if profile == "release" {
+        8 << 20
+    } else {
+        16 << 20
+    };
     assert!(
         size <= bound,
         "the package is {size} bytes: is the binary stripped?"

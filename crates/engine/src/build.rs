@@ -5,7 +5,8 @@
 //! checked here against the names each driver knows: an unknown name is an error listing the
 //! valid ones, a name syslog-ng knows that sluice does not implement yet is refused as such.
 
-use crate::destinations::{drivers as destination_drivers, Destination, Group};
+use crate::destinations::driver::DestinationContext;
+use crate::destinations::{registry as destination_registry, Destination, Group};
 use crate::dispatch::{DispatchCounters, Dispatcher};
 use crate::options::Globals;
 use crate::sources::{driver::SourceContext, registry};
@@ -599,14 +600,14 @@ impl Builder<'_> {
         name: &str,
         n: usize,
     ) -> Result<Arc<dyn Destination>, ConfigError> {
-        let cx = destination_drivers::DestinationContext {
+        let cx = DestinationContext {
             globals: &self.globals,
             names: &self.names,
             stats: &self.stats,
             name,
             n,
         };
-        destination_drivers::build(node, &cx)
+        destination_registry::build(node, &cx)
     }
 
     fn anon(&mut self, kind: &str) -> String {

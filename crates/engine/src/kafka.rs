@@ -1,4 +1,4 @@
-//! What `kafka-c()` (producing, [`crate::destinations::kafka`]) and `kafka()` (consuming,
+//! What `kafka-c()` (producing, [`crate::destinations::kafka_c`]) and `kafka()` (consuming,
 //! [`crate::sources::kafka`]) share: librdkafka properties read from `config()`, Kafka's
 //! rule for topic names, and how librdkafka's own complaints reach sluice's log.
 

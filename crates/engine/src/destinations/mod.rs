@@ -2,24 +2,33 @@
 //! caller's (the reader's) thread and leaves in an [`Outbox`] the operations that queue the
 //! bytes with a writer of its own; the writer holds the batch's [`Ack`] until they are written.
 
-#[cfg(feature = "http")]
-mod bulk;
+// The machinery drivers share: formatting, queues and disk buffers, the delivery layer (lanes,
+// senders, links), terminals; what a driver is, and the registry of them.
 mod delivery;
 pub mod diskq;
-pub mod drivers;
-pub mod file;
+pub mod driver;
 pub mod format;
+mod link;
+pub mod queue;
+pub mod registry;
+mod sender;
+mod terminal;
+
+// The drivers, a folder each; `registry::DRIVERS` lists them.
+#[cfg(feature = "http")]
+pub mod elasticsearch;
+pub mod file;
 #[cfg(feature = "http")]
 pub mod http;
 #[cfg(feature = "kafka")]
-pub mod kafka;
-mod link;
+pub mod kafka_c;
+pub mod logstore;
 pub mod network;
-mod program;
-pub mod queue;
-mod relp;
-mod sender;
-mod terminal;
+pub mod pipe;
+pub mod program;
+pub mod stdout;
+pub mod unix;
+pub mod usertty;
 
 use crate::window::Ack;
 use sluice_model::LogMessage;

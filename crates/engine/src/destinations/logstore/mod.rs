@@ -3,7 +3,10 @@
 //! `file()`; the formatter hands each line over with the fields a search asks about, and each
 //! writer keeps an archive's open chunk until it is sealed.
 
-use super::{file_options, Built, DestinationContext, FormatOptions, Queue};
+use super::driver::{Built, DestinationContext, DestinationDriver, FormatOptions, Queue};
+use super::driver::{BATCH_LATER, DISK_BUFFER, EVERY_LATER, FORMAT, QUEUE};
+use super::file::{file_options, files, FILE};
+use crate::options::MAKE_FILE;
 use sluice_config::declared::{not_yet, read, Declared, Options};
 use sluice_config::{ConfigError, Node};
 use sluice_logstore::authority::Authority;
@@ -11,6 +14,24 @@ use sluice_logstore::timestamp;
 use sluice_logstore::{Recipient, SealKey, StoreOptions};
 use std::path::Path;
 use std::time::Duration;
+
+/// The declaration: the names it answers to, its options, a valid use, its build.
+pub static DRIVER: DestinationDriver = DestinationDriver {
+    names: &["logstore"],
+    options: &[
+        FORMAT,
+        QUEUE,
+        DISK_BUFFER,
+        MAKE_FILE,
+        FILE,
+        OPTIONS,
+        LATER,
+        EVERY_LATER,
+        BATCH_LATER,
+    ],
+    sample: "logstore(\"/nonexistent/sluice-table-test.lgs\")",
+    build,
+};
 
 /// The options of `logstore()` itself: syslog-ng PE's names, and `seal-key()`.
 pub(super) const OPTIONS: &[Declared] = &[
@@ -133,7 +154,7 @@ pub(super) fn build(
             cx.label()
         ));
     }
-    super::files(node, path, o, cx, format, &queue, file, Some(store))
+    files(node, path, o, cx, format, &queue, file, Some(store))
 }
 
 /// Says a certificate that has ended, or ends soon: archives are still encrypted for it.

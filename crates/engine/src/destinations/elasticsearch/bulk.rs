@@ -11,7 +11,7 @@ use serde_json::Value;
 
 /// What became of one document.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum Outcome {
+pub(crate) enum Outcome {
     Taken,
     /// Sent again later: the status the cluster gave.
     Later(u16),
@@ -22,7 +22,7 @@ pub(super) enum Outcome {
 /// The outcome of each of the `sent` documents of a request whose answer was `body`. An
 /// answer that says nothing of its documents, or of another number of them than was sent,
 /// is an error: the caller sends them all again.
-pub(super) fn outcomes(body: &[u8], sent: usize) -> Result<Vec<Outcome>, String> {
+pub(crate) fn outcomes(body: &[u8], sent: usize) -> Result<Vec<Outcome>, String> {
     // The quick way for the answer of almost every request: `{"took":12,"errors":false,…`.
     let head = &body[..body.len().min(64)];
     if memchr::memmem::find(head, b"\"errors\":false").is_some() {

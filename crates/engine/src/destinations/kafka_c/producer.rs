@@ -4,7 +4,7 @@
 //!
 //! Readers format each message into a record ([`push_record`]: its topic, key and value, one
 //! after another in the batch) and queue it in one of `workers()` lanes; each lane's sender
-//! ([`super::sender`]) holds a [`Producing`] wire: a librdkafka producer of its own, which
+//! ([`crate::destinations::sender`]) holds a [`Producing`] wire: a librdkafka producer of its own, which
 //! keeps its connections to the brokers itself. A wire produces what the sender took, then
 //! polls until every record has its delivery report: delivered, or refused for good (a topic
 //! the broker does not have goes to `fallback-topic()` once; without one, or refused again,
@@ -21,13 +21,13 @@
 //! retries never duplicate, and nothing times out into a drop. `config()` passes any other
 //! librdkafka property, and may override these.
 
-use super::delivery::Delivery;
-use super::diskq::DiskBufferOptions;
-use super::format::Formatter;
-use super::link::{stalled, Connected, Failure, GiveUp, Position, Wire};
-use super::queue::Batch;
-use super::sender::{Pacing, Servers, MAX_GATHER};
-use super::{Destination, Outbox};
+use crate::destinations::delivery::Delivery;
+use crate::destinations::diskq::DiskBufferOptions;
+use crate::destinations::format::Formatter;
+use crate::destinations::link::{stalled, Connected, Failure, GiveUp, Position, Wire};
+use crate::destinations::queue::Batch;
+use crate::destinations::sender::{Pacing, Servers, MAX_GATHER};
+use crate::destinations::{Destination, Outbox};
 use crate::kafka::{valid_topic, Said};
 use crate::stats::DestCounters;
 use crate::window::Ack;

@@ -1,5 +1,5 @@
-//! The `relp()` destination's wire: a forwarding destination ([`super::network`]) whose
-//! connection ([`super::link`]) speaks RELP as rsyslog's `imrelp` expects it.
+//! The `relp()` destination's wire: a forwarding destination ([`super`]) whose
+//! connection ([`crate::destinations::link`]) speaks RELP as rsyslog's `imrelp` expects it.
 //!
 //! On connecting, the sender opens a session (`open` with RELP version 0 and the `syslog`
 //! command; the server must answer `200` and offer `syslog`). Each message then goes as a
@@ -9,8 +9,8 @@
 //! first message without one: nothing is lost, and what the server had stored but not yet
 //! acknowledged arrives twice (RELP is at-least-once).
 
-use super::link::{stalled, Failure, GiveUp, Link, Position, Protocol, STOP_GRACE};
-use super::queue::Batch;
+use crate::destinations::link::{stalled, Failure, GiveUp, Link, Position, Protocol, STOP_GRACE};
+use crate::destinations::queue::Batch;
 use sluice_protocol::relp::{self, Command};
 use std::collections::VecDeque;
 use std::io::ErrorKind;

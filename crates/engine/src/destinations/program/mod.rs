@@ -8,11 +8,20 @@
 //! `time-reopen()` and the stop's grace of every forwarding destination. A program that keeps
 //! exiting at once is started again after 1 s, doubling up to 60 s, not in a busy loop.
 
+use super::driver::{Built, DestinationContext, DestinationDriver, FormatOptions, Queue};
+use super::driver::{BATCH_LATER, DISK_BUFFER, EVERY_LATER, FORMAT, QUEUE};
+use super::format::Format;
 use super::link::{Connected, Failure, GiveUp, Link, Octets, OnLink, Position, Protocol};
+use super::network::servers::NetworkDestination;
 use super::queue::Batch;
 use super::sender::Servers;
+use super::sender::{Batching, Pacing};
+use crate::options;
+use sluice_config::declared::{read, Declared, Options};
+use sluice_config::{ConfigError, Node};
 use socket2::{Domain, Socket, Type};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -156,4 +165,69 @@ impl Running {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+}
+
+/// The declaration: the names it answers to, its options, a valid use, its build.
+pub static DRIVER: DestinationDriver = DestinationDriver {
+    names: &["program"],
+    options: &[
+        FORMAT,
+        QUEUE,
+        DISK_BUFFER,
+        PROGRAM,
+        EVERY_LATER,
+        BATCH_LATER,
+    ],
+    sample: "program(\"cat >/dev/null\")",
+    build: program,
+};
+
+/// The options of `program()`.
+const PROGRAM: &[Declared] = &[
+    read("inherit_environment", "inherit-environment(no)"),
+    // The program runs until its connection ends, whatever this says.
+    read("keep_alive", "keep-alive(yes)"),
+];
+
+/// `program("/usr/local/bin/alert")`: messages on a program's standard input.
+fn program(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Built, ConfigError> {
+    let format = FormatOptions::read(o, cx)?;
+    let queue = Queue::read(o, cx.globals)?;
+    let (command, inherit_environment) = options::program_command(node, o, "/usr/local/bin/alert")?;
+    o.last("keep_alive").map(Node::bool).transpose()?;
+    let disk_buffer = queue.disk_buffer(o, || {
+        format!(
+            "{}-program-{:08x}",
+            cx.name,
+            crc32fast::hash(command.text.as_bytes())
+        )
+    })?;
+    let dates = format.dates.clone();
+    let formatter = format
+        .or_global(&cx.globals.file_template)
+        .formatter(Format::File(dates));
+    let (component, id) = cx.counted_as(node);
+    let counters = cx.stats.destination(&component, &id, &command.text);
+    // A program that exited is started again as soon as its own delay allows
+    // ([`Program`]), unless time-reopen() says to wait longer.
+    let time_reopen = match o.last("time_reopen") {
+        Some(_) => queue.time_reopen,
+        None => Duration::from_secs(1),
+    };
+    let pacing = Pacing {
+        time_reopen,
+        failback: None,
+        retries: 1,
+        batch: Batching::default(),
+        log_fifo_size: queue.log_fifo_size,
+    };
+    Ok(Arc::new(NetworkDestination::to(
+        cx.label(),
+        formatter,
+        Arc::new(Program::new(command.text.clone(), inherit_environment)),
+        pacing,
+        disk_buffer,
+        false,
+        counters,
+    )))
 }

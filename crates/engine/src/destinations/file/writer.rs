@@ -8,7 +8,7 @@
 //! for one file into one `writev`), `fsync()`s when asked, closes files idle for `time-reap()`
 //! seconds, and keeps at most [`MAX_OPEN_PER_WRITER`] files open.
 //!
-//! File names are made by [`FileName`] and opened by [`super::file_open`]: beneath the
+//! File names are made by [`FileName`] and opened by [`crate::destinations::file_open`]: beneath the
 //! template's root, whatever a sender sent.
 //!
 //! A failing file is a problem of that file alone; its writer goes on with its other files:
@@ -23,13 +23,13 @@
 //!   not write.
 //!
 //! With `disk-buffer()`, readers queue each formatted message with its file name in the
-//! buffer instead ([`super::diskq`]), and a feeder thread hands what the buffer holds to the
+//! buffer instead ([`crate::destinations::diskq`]), and a feeder thread hands what the buffer holds to the
 //! writers in order, recording it as sent once the writers have written it.
 
-use super::diskq::{DiskBufferOptions, DiskQueue};
-use super::format::Formatter;
-use super::queue::{Batch, BatchQueue};
-use super::{Destination, Outbox};
+use crate::destinations::diskq::{DiskBufferOptions, DiskQueue};
+use crate::destinations::format::Formatter;
+use crate::destinations::queue::{Batch, BatchQueue};
+use crate::destinations::{Destination, Outbox};
 use crate::file_open::{open_beneath, FileOptions, NameReports, OpenError};
 use crate::own_log;
 use crate::stats::{DestCounters, DropReason};
@@ -1986,7 +1986,9 @@ mod tests {
     /// the same for a second read of the same messages, whose files the thread knows.
     fn grouped(path: &str, frames: &[&str]) -> Vec<(String, String)> {
         let formatter = Formatter::new(
-            super::super::format::Format::Template(Template::compile("$PROGRAM $MSG\n").unwrap()),
+            crate::destinations::format::Format::Template(
+                Template::compile("$PROGRAM $MSG\n").unwrap(),
+            ),
             false,
         );
         let d = FileDestination::file(

@@ -3,26 +3,26 @@
 //!
 //! Readers format their share of a batch (syslog-ng's network format, RFC5424 or a template;
 //! octet-counted for `syslog()` over a stream) and queue it in the destination's [`Queue`] or
-//! disk buffer. A [`Sender`](super::sender) thread takes it from there; this file says where
+//! disk buffer. A [`Sender`](crate::destinations::sender) thread takes it from there; this file says where
 //! it sends ([`Servers`] for [`NetworkOptions`]: addresses or socket paths, the connection's
 //! options, TLS) and what it speaks (a [`Wire`]: octets on a stream, a datagram a message, or
 //! RELP), and hands the queue and the connection over to a reload's destination.
 //!
 //! With `transport(tls)` (or a `tls()` block in `tcp()`) the connection is TLS: the handshake
 //! is done when it connects, and rustls is handed a chunk of what is queued at a time
-//! ([`super::link`]).
+//! ([`crate::destinations::link`]).
 //!
 //! Plain TCP cannot say what the peer received: what sat in the kernel's buffers when a
 //! connection died is lost (RELP and disk buffers are the remedies).
 
-use super::delivery::Delivery;
-use super::diskq::DiskBufferOptions;
-use super::format::Formatter;
-use super::link::TICK;
-use super::link::{dial, Connected, Datagrams, Dial, Link, Octets, OnLink};
-use super::queue::Batch;
-use super::sender::{Batching, Failback, Pacing, Servers};
-use super::{Destination, Outbox};
+use crate::destinations::delivery::Delivery;
+use crate::destinations::diskq::DiskBufferOptions;
+use crate::destinations::format::Formatter;
+use crate::destinations::link::TICK;
+use crate::destinations::link::{dial, Connected, Datagrams, Dial, Link, Octets, OnLink};
+use crate::destinations::queue::Batch;
+use crate::destinations::sender::{Batching, Failback, Pacing, Servers};
+use crate::destinations::{Destination, Outbox};
 use crate::stats::DestCounters;
 use crate::window::Ack;
 use sluice_model::LogMessage;
@@ -80,7 +80,7 @@ thread_local! {
     static SCRATCH: RefCell<Vec<u8>> = RefCell::default();
 }
 
-/// A destination that writes a stream of messages to a server (or a program, [`super::program`]):
+/// A destination that writes a stream of messages to a server (or a program, [`crate::destinations::program`]):
 /// formatted in the readers' threads, queued in one lane, sent by its sender.
 pub struct NetworkDestination {
     formatter: Formatter,
@@ -118,7 +118,7 @@ impl NetworkDestination {
     }
 
     /// One that sends to `servers`, paced by `pacing`.
-    pub(super) fn to(
+    pub(in crate::destinations) fn to(
         label: String,
         formatter: Formatter,
         servers: Arc<dyn Servers>,
@@ -212,7 +212,8 @@ impl Servers for NetworkOptions {
         let mut link = self.open_tls(i)?;
         Ok(if self.relp {
             link.sock.set_read_timeout(Some(TICK))?;
-            let session = super::relp::open(&mut link, super::link::HANDSHAKE_TIMEOUT)?;
+            let session =
+                super::relp::open(&mut link, crate::destinations::link::HANDSHAKE_TIMEOUT)?;
             OnLink::connected(link, session)
         } else if self.transport.is_stream() {
             OnLink::connected(link, Octets)

@@ -4,11 +4,31 @@
 //! newline-delimited JSON; the answer says what became of each document
 //! ([`crate::destinations::bulk`]).
 
-use super::http::{requests, Defaults, Kind};
-use super::{Built, DestinationContext};
+pub mod bulk;
+
+use super::driver::{Built, DestinationContext, DestinationDriver};
+use super::driver::{DATES, DISK_BUFFER, EVERY_LATER, QUEUE, THREADED};
+use super::http::{requests, Defaults, Kind, LATER as HTTP_LATER};
 use sluice_config::declared::{read, Declared, Options};
 use sluice_config::{ConfigError, Node};
 use sluice_model::Template;
+
+/// The declaration: the names it answers to, its options, a valid use, its build.
+pub static DRIVER: DestinationDriver = DestinationDriver {
+    names: &["elasticsearch_http", "opensearch"],
+    options: &[
+        DATES,
+        QUEUE,
+        DISK_BUFFER,
+        THREADED,
+        HTTP_OPTIONS,
+        OPTIONS,
+        HTTP_LATER,
+        EVERY_LATER,
+    ],
+    sample: "elasticsearch-http(url(\"http://127.0.0.1:9200/_bulk\") index(\"logs\"))",
+    build,
+};
 
 /// The options of `elasticsearch-http()` and `opensearch()` besides those of `http()`.
 pub(super) const OPTIONS: &[Declared] = &[

@@ -1,15 +1,34 @@
 //! The declaration of `kafka-c()` (its runtime is [`crate::destinations::kafka`]):
 //! syslog-ng's options, read into the producers' configuration and the record templates.
 
-use super::super::kafka::{KafkaDestination, KafkaOptions, KafkaQueueing, KafkaTemplates};
-use super::{Built, DestinationContext, FormatOptions, Queue, Threaded};
+pub mod producer;
+
+use super::driver::{Built, DestinationContext, DestinationDriver, FormatOptions, Queue, Threaded};
+use super::driver::{DATES, DISK_BUFFER, EVERY_LATER, QUEUE, THREADED};
 use crate::destinations::format::{Format, Formatter};
 use crate::destinations::sender::Pacing;
 use crate::kafka::{config_pairs, valid_topic};
+use producer::{KafkaDestination, KafkaOptions, KafkaQueueing, KafkaTemplates};
 use sluice_config::declared::{not_yet, read, Declared, Options};
 use sluice_config::{ConfigError, Node};
 use sluice_model::Template;
 use std::time::Duration;
+
+/// The declaration: the names it answers to, its options, a valid use, its build.
+pub static DRIVER: DestinationDriver = DestinationDriver {
+    names: &["kafka_c"],
+    options: &[
+        DATES,
+        QUEUE,
+        DISK_BUFFER,
+        THREADED,
+        OPTIONS,
+        LATER,
+        EVERY_LATER,
+    ],
+    sample: "kafka-c(bootstrap-servers(\"127.0.0.1:9\") topic(\"logs\"))",
+    build,
+};
 
 /// The options of `kafka-c()` itself.
 pub(super) const OPTIONS: &[Declared] = &[
@@ -56,7 +75,7 @@ pub(super) fn build(
     o: &mut Options,
     cx: &DestinationContext,
 ) -> Result<Built, ConfigError> {
-    let format = FormatOptions::read_part(o, cx, super::DATES)?;
+    let format = FormatOptions::read_part(o, cx, DATES)?;
     let queue = Queue::read(o, cx.globals)?;
     let threaded = Threaded::read(o, cx)?;
     let bootstrap_servers = crate::kafka::bootstrap_servers(node, o, "kafka-c")?;

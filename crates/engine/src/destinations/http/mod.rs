@@ -1,16 +1,35 @@
 //! The declaration of `http()` (its runtime is [`crate::destinations::http`]): syslog-ng's
 //! options, read into the request every message goes out in.
 
-use super::super::http::{Action, Coding, HttpDestination, HttpOptions, Proxy, Requests, Target};
-use super::{Built, DestinationContext, FormatOptions, Queue, Threaded};
+pub mod client;
+
+use super::driver::{Built, DestinationContext, DestinationDriver, FormatOptions, Queue, Threaded};
+use super::driver::{DATES, DISK_BUFFER, EVERY_LATER, QUEUE, THREADED};
 use crate::destinations::format::{Format, Formatter};
 use crate::tls::TlsOptions;
 use base64::Engine;
+use client::{Action, Coding, HttpDestination, HttpOptions, Proxy, Requests, Target};
 use sluice_config::declared::{not_yet, read, Declared, Options};
 use sluice_config::{ConfigError, Node};
 use sluice_model::Template;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// The declaration: the names it answers to, its options, a valid use, its build.
+pub static DRIVER: DestinationDriver = DestinationDriver {
+    names: &["http"],
+    options: &[
+        DATES,
+        QUEUE,
+        DISK_BUFFER,
+        THREADED,
+        OPTIONS,
+        LATER,
+        EVERY_LATER,
+    ],
+    sample: "http(url(\"http://127.0.0.1:9200/_bulk\"))",
+    build,
+};
 
 /// The options of `http()` itself.
 pub(super) const OPTIONS: &[Declared] = &[
@@ -143,7 +162,7 @@ pub(super) fn requests(
     cx: &DestinationContext,
     kind: Kind,
 ) -> Result<Built, ConfigError> {
-    let format = FormatOptions::read_part(o, cx, super::DATES)?;
+    let format = FormatOptions::read_part(o, cx, DATES)?;
     let queue = Queue::read(o, cx.globals)?;
     let mut threaded = Threaded::read(o, cx)?;
     let given = |o: &mut Options, name| o.last(name).is_some();

@@ -3,7 +3,7 @@
 //! `body-prefix()` and `body-suffix()`, joined by `delimiter()`.
 //!
 //! Readers format the bodies and queue them in one of `workers()` lanes (by
-//! `worker-partition-key()`, or in turn); each lane's sender ([`super::sender`]) keeps an
+//! `worker-partition-key()`, or in turn); each lane's sender ([`crate::destinations::sender`]) keeps an
 //! HTTP/1.1 connection to one of the `url()`s (the lanes start on different ones, and a lane
 //! whose server fails goes on to the next) and sends its requests one at a time through
 //! [`Requests`], the wire. The answer's status says what became of a request's messages:
@@ -13,16 +13,18 @@
 //! Responses are read with `httparse`; bodies by `Content-Length`, chunked, or to the end of
 //! the connection. A server's answer never picks anything but the fate of its request.
 
-use super::bulk;
-use super::delivery::Delivery;
-use super::diskq::DiskBufferOptions;
-use super::format::Formatter;
-use super::link::Protocol;
-use super::link::{dial, stalled, Connected, Dial, Failure, GiveUp, Link, OnLink, Position};
-use super::link::{STOP_GRACE, TICK};
-use super::queue::Batch;
-use super::sender::{Batching, Pacing, Servers};
-use super::{Destination, Outbox};
+use crate::destinations::delivery::Delivery;
+use crate::destinations::diskq::DiskBufferOptions;
+use crate::destinations::elasticsearch::bulk;
+use crate::destinations::format::Formatter;
+use crate::destinations::link::Protocol;
+use crate::destinations::link::{
+    dial, stalled, Connected, Dial, Failure, GiveUp, Link, OnLink, Position,
+};
+use crate::destinations::link::{STOP_GRACE, TICK};
+use crate::destinations::queue::Batch;
+use crate::destinations::sender::{Batching, Pacing, Servers};
+use crate::destinations::{Destination, Outbox};
 use crate::own_log;
 use crate::stats::DestCounters;
 use crate::window::Ack;
@@ -99,7 +101,7 @@ pub struct Requests {
     /// `response-action()`: what a status means where it differs from [`Action::of`].
     pub actions: Vec<(u16, Action)>,
     /// The server speaks Elasticsearch's `_bulk`: a successful answer says what became of
-    /// each message ([`super::bulk`]).
+    /// each message ([`crate::destinations::elasticsearch::bulk`]).
     pub bulk: bool,
     /// `content-compression()`: how request bodies are compressed (their
     /// `Content-Encoding`); `None`: as they are.
