@@ -8,6 +8,10 @@
 //! kept in the same places (the same number, in memory or in the same disk buffers): each
 //! sender puts back what it took and gives up its connection, and the new destination's
 //! senders go on with both.
+//!
+//! A destination on this layer says only how it formats messages into its lanes' batches
+//! ([`Delivers`]); [`Delivered`] makes it a [`Destination`]: counting, lanes, room for the
+//! batch, queueing, start and hand-over, shutdown.
 
 use super::diskq::{DiskBufferOptions, DiskQueue};
 use super::format::Formatter;
@@ -45,6 +49,70 @@ pub(super) struct Delivery {
     next_lane: AtomicUsize,
 }
 
+/// What a destination on the delivery layer knows of itself: its lanes and how it formats.
+pub(super) trait Delivers: Send + Sync + 'static {
+    /// Its lanes, queues and senders.
+    fn delivery(&self) -> &Delivery;
+    /// The formatter whose sizes make room for a delivery's batches and learn from them.
+    fn sized_by(&self) -> &Formatter;
+    /// `worker-partition-key()`: messages with the same key go to the same lane, in order.
+    fn partition_key(&self) -> Option<&Formatter> {
+        None
+    }
+    /// Its formats number local messages (`$SEQNUM`): see [`Destination::numbers_local`].
+    fn numbers_local(&self) -> bool;
+    /// Formats `msgs[i]` for every `i` in `which`, in that order, into its lane's batch.
+    fn format(&self, msgs: &[LogMessage], which: &[u32], lanes: &mut Lanes);
+}
+
+/// A destination on the delivery layer ([`Delivers`]), as the router sees it.
+pub struct Delivered<D>(pub(super) D);
+
+impl<D: Delivers> Destination for Delivered<D> {
+    fn numbers_local(&self) -> bool {
+        self.0.numbers_local()
+    }
+
+    fn start(
+        &self,
+        state_dir: &Path,
+        previous: Option<&Arc<dyn Destination>>,
+    ) -> std::io::Result<()> {
+        self.0
+            .delivery()
+            .start_after(state_dir, previous, |d: &Delivered<D>| d.0.delivery())
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn deliver(
+        &self,
+        msgs: &[LogMessage],
+        which: &[u32],
+        ack: &Ack,
+        flow_control: bool,
+        outbox: &mut Outbox,
+    ) {
+        let delivery = self.0.delivery();
+        delivery
+            .counters
+            .processed
+            .fetch_add(which.len() as u64, Ordering::Relaxed);
+        let mut lanes = delivery.lanes(ack, flow_control, self.0.partition_key());
+        let sized = self.0.sized_by();
+        lanes.reserve(sized.size_hint(which.len()), which.len());
+        self.0.format(msgs, which, &mut lanes);
+        sized.learn_size(lanes.bytes(), which.len());
+        lanes.push(outbox);
+    }
+
+    fn shutdown(&self) {
+        self.0.delivery().shutdown();
+    }
+}
+
 /// One delivery's batches, a lane each ([`Delivery::lanes`]).
 pub(super) struct Lanes<'d> {
     batches: Vec<Batch>,
@@ -57,7 +125,6 @@ pub(super) struct Lanes<'d> {
     key: Vec<u8>,
 }
 
-#[cfg_attr(not(any(feature = "http", feature = "kafka")), allow(dead_code))]
 impl Lanes<'_> {
     /// The batch `msg` goes into.
     pub(super) fn batch_for(&mut self, msg: &LogMessage) -> &mut Batch {

@@ -13,7 +13,7 @@
 //! Responses are read with `httparse`; bodies by `Content-Length`, chunked, or to the end of
 //! the connection. A server's answer never picks anything but the fate of its request.
 
-use crate::destinations::delivery::Delivery;
+use crate::destinations::delivery::{Delivered, Delivers, Delivery, Lanes};
 use crate::destinations::diskq::DiskBufferOptions;
 use crate::destinations::elasticsearch::bulk;
 use crate::destinations::format::Formatter;
@@ -24,15 +24,11 @@ use crate::destinations::link::{
 use crate::destinations::link::{STOP_GRACE, TICK};
 use crate::destinations::queue::Batch;
 use crate::destinations::sender::{Batching, Pacing, Servers};
-use crate::destinations::{Destination, Outbox};
 use crate::own_log;
 use crate::stats::DestCounters;
-use crate::window::Ack;
 use sluice_model::LogMessage;
 use socket2::Type;
 use std::io::ErrorKind;
-use std::path::Path;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -266,7 +262,6 @@ pub struct HttpDestination {
     body: Formatter,
     /// `worker-partition-key()`: messages with the same key go to the same lane, in order.
     partition_key: Option<Formatter>,
-    counters: DestCounters,
     delivery: Delivery,
 }
 
@@ -277,7 +272,7 @@ impl HttpDestination {
         partition_key: Option<Formatter>,
         opts: HttpOptions,
         counters: DestCounters,
-    ) -> HttpDestination {
+    ) -> Delivered<HttpDestination> {
         let pacing = Pacing {
             time_reopen: opts.time_reopen,
             failback: None,
@@ -291,64 +286,42 @@ impl HttpDestination {
             label.into(),
             Arc::new(opts),
             pacing,
-            counters.clone(),
+            counters,
             disk_buffer,
             workers,
         );
-        HttpDestination {
+        Delivered(HttpDestination {
             body,
             partition_key,
-            counters,
             delivery,
-        }
+        })
     }
 }
 
-impl Destination for HttpDestination {
+impl Delivers for HttpDestination {
+    fn delivery(&self) -> &Delivery {
+        &self.delivery
+    }
+
+    fn sized_by(&self) -> &Formatter {
+        &self.body
+    }
+
+    fn partition_key(&self) -> Option<&Formatter> {
+        self.partition_key.as_ref()
+    }
+
     fn numbers_local(&self) -> bool {
         self.body.numbers_local()
     }
 
-    fn start(
-        &self,
-        state_dir: &Path,
-        previous: Option<&Arc<dyn Destination>>,
-    ) -> std::io::Result<()> {
-        self.delivery
-            .start_after(state_dir, previous, |d: &HttpDestination| &d.delivery)
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-
-    fn deliver(
-        &self,
-        msgs: &[LogMessage],
-        which: &[u32],
-        ack: &Ack,
-        flow_control: bool,
-        outbox: &mut Outbox,
-    ) {
-        self.counters
-            .processed
-            .fetch_add(which.len() as u64, Ordering::Relaxed);
-        let mut lanes = self
-            .delivery
-            .lanes(ack, flow_control, self.partition_key.as_ref());
-        lanes.reserve(self.body.size_hint(which.len()), which.len());
+    fn format(&self, msgs: &[LogMessage], which: &[u32], lanes: &mut Lanes) {
         for &i in which {
             let msg = &msgs[i as usize];
             let batch = lanes.batch_for(msg);
             self.body.append(msg, &mut batch.data);
             batch.end_message();
         }
-        self.body.learn_size(lanes.bytes(), which.len());
-        lanes.push(outbox);
-    }
-
-    fn shutdown(&self) {
-        self.delivery.shutdown();
     }
 }
 

@@ -21,16 +21,14 @@
 //! retries never duplicate, and nothing times out into a drop. `config()` passes any other
 //! librdkafka property, and may override these.
 
-use crate::destinations::delivery::Delivery;
+use crate::destinations::delivery::{Delivered, Delivers, Delivery, Lanes};
 use crate::destinations::diskq::DiskBufferOptions;
 use crate::destinations::format::Formatter;
 use crate::destinations::link::{stalled, Connected, Failure, GiveUp, Position, Wire};
 use crate::destinations::queue::Batch;
 use crate::destinations::sender::{Pacing, Servers, MAX_GATHER};
-use crate::destinations::{Destination, Outbox};
 use crate::kafka::{valid_topic, Said};
 use crate::stats::DestCounters;
-use crate::window::Ack;
 use rdkafka::bindings as rdsys;
 use rdkafka::config::{ClientConfig, NativeClientConfig};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -41,7 +39,6 @@ use sluice_model::LogMessage;
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{c_void, CString};
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -289,7 +286,6 @@ pub struct KafkaDestination {
     message: Formatter,
     /// `worker-partition-key()`: messages with the same key go to the same lane, in order.
     partition_key: Option<Formatter>,
-    counters: DestCounters,
     delivery: Delivery,
 }
 
@@ -314,63 +310,47 @@ impl KafkaDestination {
         opts: KafkaOptions,
         queueing: KafkaQueueing,
         counters: DestCounters,
-    ) -> KafkaDestination {
+    ) -> Delivered<KafkaDestination> {
         let delivery = Delivery::new(
             opts.label.clone(),
             Arc::new(opts),
             queueing.pacing,
-            counters.clone(),
+            counters,
             queueing.disk_buffer,
             queueing.workers,
         );
-        KafkaDestination {
+        Delivered(KafkaDestination {
             topic: templates.topic,
             key: templates.key,
             message: templates.message,
             partition_key: templates.partition_key,
-            counters,
             delivery,
-        }
+        })
     }
 }
 
-impl Destination for KafkaDestination {
+impl Delivers for KafkaDestination {
+    fn delivery(&self) -> &Delivery {
+        &self.delivery
+    }
+
+    /// The message template's size hint learns whole records (topic and key too): it serves
+    /// only here.
+    fn sized_by(&self) -> &Formatter {
+        &self.message
+    }
+
+    fn partition_key(&self) -> Option<&Formatter> {
+        self.partition_key.as_ref()
+    }
+
     fn numbers_local(&self) -> bool {
         self.message.numbers_local()
             || self.topic.numbers_local()
             || self.key.as_ref().is_some_and(Formatter::numbers_local)
     }
 
-    fn start(
-        &self,
-        state_dir: &Path,
-        previous: Option<&Arc<dyn Destination>>,
-    ) -> std::io::Result<()> {
-        self.delivery
-            .start_after(state_dir, previous, |d: &KafkaDestination| &d.delivery)
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-
-    fn deliver(
-        &self,
-        msgs: &[LogMessage],
-        which: &[u32],
-        ack: &Ack,
-        flow_control: bool,
-        outbox: &mut Outbox,
-    ) {
-        self.counters
-            .processed
-            .fetch_add(which.len() as u64, Ordering::Relaxed);
-        let mut lanes = self
-            .delivery
-            .lanes(ack, flow_control, self.partition_key.as_ref());
-        // The message template's size hint learns whole records (topic and key too): it
-        // serves only here.
-        lanes.reserve(self.message.size_hint(which.len()), which.len());
+    fn format(&self, msgs: &[LogMessage], which: &[u32], lanes: &mut Lanes) {
         TOPIC_AND_KEY.with_borrow_mut(|(topic, key)| {
             for &i in which {
                 let msg = &msgs[i as usize];
@@ -386,12 +366,6 @@ impl Destination for KafkaDestination {
                 });
             }
         });
-        self.message.learn_size(lanes.bytes(), which.len());
-        lanes.push(outbox);
-    }
-
-    fn shutdown(&self) {
-        self.delivery.shutdown();
     }
 }
 

@@ -15,22 +15,17 @@
 //! Plain TCP cannot say what the peer received: what sat in the kernel's buffers when a
 //! connection died is lost (RELP and disk buffers are the remedies).
 
-use crate::destinations::delivery::Delivery;
+use crate::destinations::delivery::{Delivered, Delivers, Delivery, Lanes};
 use crate::destinations::diskq::DiskBufferOptions;
 use crate::destinations::format::Formatter;
 use crate::destinations::link::TICK;
 use crate::destinations::link::{dial, Connected, Datagrams, Dial, Link, Octets, OnLink};
-use crate::destinations::queue::Batch;
 use crate::destinations::sender::{Batching, Failback, Pacing, Servers};
-use crate::destinations::{Destination, Outbox};
 use crate::stats::DestCounters;
-use crate::window::Ack;
 use sluice_model::LogMessage;
 use socket2::{Domain, SockAddr, Socket, Type};
 use std::cell::RefCell;
 use std::net::SocketAddr;
-use std::path::Path;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -86,7 +81,6 @@ pub struct NetworkDestination {
     formatter: Formatter,
     /// RFC6587 octet counting: `LEN ` before each message.
     octet_counting: bool,
-    counters: DestCounters,
     /// Its queue and sender: one lane.
     delivery: Delivery,
 }
@@ -97,7 +91,7 @@ impl NetworkDestination {
         formatter: Formatter,
         opts: NetworkOptions,
         counters: DestCounters,
-    ) -> NetworkDestination {
+    ) -> Delivered<NetworkDestination> {
         let pacing = Pacing {
             time_reopen: opts.time_reopen,
             failback: opts.failback.clone(),
@@ -126,21 +120,13 @@ impl NetworkDestination {
         disk_buffer: Option<(DiskBufferOptions, String)>,
         octet_counting: bool,
         counters: DestCounters,
-    ) -> NetworkDestination {
-        let delivery = Delivery::new(
-            label.into(),
-            servers,
-            pacing,
-            counters.clone(),
-            disk_buffer,
-            1,
-        );
-        NetworkDestination {
+    ) -> Delivered<NetworkDestination> {
+        let delivery = Delivery::new(label.into(), servers, pacing, counters, disk_buffer, 1);
+        Delivered(NetworkDestination {
             formatter,
             octet_counting,
-            counters,
             delivery,
-        }
+        })
     }
 
     fn append(&self, msg: &LogMessage, out: &mut Vec<u8>) {
@@ -158,49 +144,26 @@ impl NetworkDestination {
     }
 }
 
-impl Destination for NetworkDestination {
+impl Delivers for NetworkDestination {
+    fn delivery(&self) -> &Delivery {
+        &self.delivery
+    }
+
+    fn sized_by(&self) -> &Formatter {
+        &self.formatter
+    }
+
     fn numbers_local(&self) -> bool {
         self.formatter.numbers_local()
     }
 
-    fn start(
-        &self,
-        state_dir: &Path,
-        previous: Option<&Arc<dyn Destination>>,
-    ) -> std::io::Result<()> {
-        self.delivery
-            .start_after(state_dir, previous, |d: &NetworkDestination| &d.delivery)
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-
-    fn deliver(
-        &self,
-        msgs: &[LogMessage],
-        which: &[u32],
-        ack: &Ack,
-        flow_control: bool,
-        outbox: &mut Outbox,
-    ) {
-        self.counters
-            .processed
-            .fetch_add(which.len() as u64, Ordering::Relaxed);
-        let mut batch = Batch::new(flow_control.then(|| ack.clone()));
-        batch.data.reserve(self.formatter.size_hint(which.len()));
-        batch.ends.reserve(which.len());
+    fn format(&self, msgs: &[LogMessage], which: &[u32], lanes: &mut Lanes) {
         for &i in which {
-            self.append(&msgs[i as usize], &mut batch.data);
+            let msg = &msgs[i as usize];
+            let batch = lanes.batch_for(msg);
+            self.append(msg, &mut batch.data);
             batch.end_message();
         }
-        self.formatter.learn_size(batch.data.len(), which.len());
-        let queue = self.delivery.queue(0).clone();
-        outbox.push(move || queue.push(batch));
-    }
-
-    fn shutdown(&self) {
-        self.delivery.shutdown();
     }
 }
 
