@@ -200,7 +200,7 @@ fn main() {
                     pipeline.dispatcher.clone(),
                 );
                 let ack = runtime.block_on(window.take(read.frames() as u32));
-                read.prepare(&ack).commit();
+                read.parse_and_route(&ack).commit();
                 count += read.frames() as u64;
             }
             count

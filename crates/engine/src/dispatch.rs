@@ -1,6 +1,6 @@
 //! From a batch of parsed messages to destination queues.
 //!
-//! Every reader hands the messages of one read to [`Dispatcher::prepare`]. The router decides
+//! Every reader hands the messages of one read to [`Dispatcher::route`]. The router decides
 //! per message which destinations it reaches; each destination then formats the whole batch's
 //! share at once, in the caller's thread, and leaves the queue operations in an [`Outbox`]
 //! together with the batch's [`Ack`]. The reader commits the outbox when every earlier read of
@@ -25,7 +25,7 @@ pub struct Dispatcher {
     /// The id this configuration gives each source name (readers that outlive a reload look
     /// theirs up again).
     pub source_ids: Vec<(Arc<str>, SourceId)>,
-    /// Held while a read of a local source is prepared and committed, when some destination
+    /// Held while a read of a local source is routed and committed, when some destination
     /// numbers local messages; `None` when none does.
     pub numbering: Option<Mutex<()>>,
     /// How each listener (by its name in the statistics) parses: connections that outlive a
@@ -121,14 +121,14 @@ impl Dispatcher {
     pub fn dispatch(&self, msgs: &mut Vec<LogMessage>, ack: &Ack) {
         let _numbered = self.in_order(msgs.first().is_some_and(|m| m.origin.local));
         let mut outbox = Outbox::default();
-        self.prepare(msgs, ack, &mut outbox);
+        self.route(msgs, ack, &mut outbox);
         outbox.commit();
     }
 
     /// Routes and formats `msgs` under an acknowledgement the caller already holds; what is
     /// to be queued waits in `outbox` until the caller commits it. Rewrite rules on the way
     /// append their versions of messages to `msgs`.
-    pub fn prepare(&self, msgs: &mut Vec<LogMessage>, ack: &Ack, outbox: &mut Outbox) {
+    pub fn route(&self, msgs: &mut Vec<LogMessage>, ack: &Ack, outbox: &mut Outbox) {
         self.counted
             .received
             .fetch_add(msgs.len() as u64, Ordering::Relaxed);

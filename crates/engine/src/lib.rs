@@ -11,7 +11,7 @@
 //!
 //! 1. Each destination starts: disk buffers are opened and replayed (a buffer that cannot be
 //!    used fails the start).
-//! 2. Every source gets ready ([`Source::prepare`]: listeners bind); a port in use fails the
+//! 2. Every source gets ready ([`Source::bind`]: listeners bind); a port in use fails the
 //!    start. A detached sluice without `internal()` sends its own messages to the host's
 //!    syslog socket.
 //! 3. The control socket and Prometheus start; every source runs, each with its own retire
@@ -33,7 +33,7 @@
 //!    what it holds.
 //! 6. The new dispatcher replaces the old; readers take it at their next read, with their
 //!    listener's new parsing options. The new sources run.
-//! 7. Once no read prepared with the old dispatcher is in flight, its parsers' open
+//! 7. Once no read routed by the old dispatcher is in flight, its parsers' open
 //!    correlation contexts go to the new parsers of the same identity, and destinations no one
 //!    kept finish what they hold and stop.
 //!
@@ -130,14 +130,14 @@ struct RunningSource {
 }
 
 /// Sources ready to run.
-type Prepared = Vec<(Arc<dyn Source>, Box<dyn Ready>)>;
+type Bound = Vec<(Arc<dyn Source>, Box<dyn Ready>)>;
 
 /// What each source retiring at a reload holds, by its place: its name and sockets.
 type Retiring<'a> = std::collections::HashMap<Place, (&'a Arc<str>, &'a [std::os::fd::OwnedFd])>;
 
 /// Gets each of `sources` ready; one at the place of a source in `retiring` takes over what
 /// that one holds there.
-fn prepare(sources: Vec<Arc<dyn Source>>, retiring: &Retiring<'_>) -> anyhow::Result<Prepared> {
+fn bind(sources: Vec<Arc<dyn Source>>, retiring: &Retiring<'_>) -> anyhow::Result<Bound> {
     sources
         .into_iter()
         .map(|s| {
@@ -153,7 +153,7 @@ fn prepare(sources: Vec<Arc<dyn Source>>, retiring: &Retiring<'_>) -> anyhow::Re
                     same_source: **name == *s.source_name(),
                 })
             });
-            let ready = s.clone().prepare(held).map_err(|e| {
+            let ready = s.clone().bind(held).map_err(|e| {
                 // A server that gave up root (`-u`) binds only what the capabilities it kept
                 // allow.
                 // SAFETY: geteuid has no preconditions.
@@ -193,7 +193,7 @@ struct Running {
 
 impl Running {
     /// Runs each of `ready`, each with a retire signal of its own.
-    fn start(&mut self, ready: Prepared, fingerprints: &Fingerprints) {
+    fn start(&mut self, ready: Bound, fingerprints: &Fingerprints) {
         for (s, ready) in ready {
             let name = s.source_name().clone();
             let (retire, retired) = watch::channel(Retire::Serving);
@@ -274,7 +274,7 @@ impl Running {
             .map(|s| s.place())
             .filter(|p| held.contains_key(p))
             .collect();
-        let ready = prepare(sources, &held)?;
+        let ready = bind(sources, &held)?;
         // Destinations: keep the unchanged, start the others (taking over queues).
         let old_names = &self.fingerprints.destinations;
         let mut kept = vec![false; old.destinations.len()];
@@ -347,7 +347,7 @@ impl Running {
             let own: Vec<&std::path::Path> = own_sockets.iter().map(|p| p.as_path()).collect();
             keep_own_messages(&own);
         }
-        // Reads prepared with the old routing hold it until they are queued: then the
+        // Reads routed by the old routing hold it until they are queued: then the
         // destinations no one uses any more finish what they hold and stop.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while Arc::strong_count(&old) > 1 && std::time::Instant::now() < deadline {
@@ -459,7 +459,7 @@ async fn serve(
         keep_own_messages(&own);
     }
     sources::stream::raise_open_files_limit(sources.iter().map(|s| s.descriptors()).sum());
-    let ready = prepare(sources, &std::collections::HashMap::new())?;
+    let ready = bind(sources, &std::collections::HashMap::new())?;
     // The control socket: asked for with -c, it must work; by default it is tried.
     let (ctl_stop_tx, mut ctl_stop) = mpsc::channel(1);
     let (reload_tx, mut reload_requests) = mpsc::channel(1);

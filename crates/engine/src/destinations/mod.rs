@@ -131,7 +131,7 @@ impl Destination for Group {
     }
 }
 
-/// The queue operations of prepared deliveries, done in order by [`Outbox::commit`]. A reader
+/// The queue operations of deliveries formatted but not yet queued, done in order by [`Outbox::commit`]. A reader
 /// commits a batch's outbox only after the outboxes of its earlier batches, which keeps each
 /// connection's messages in order while batches are formatted in parallel.
 #[derive(Default)]

@@ -79,7 +79,7 @@ const MAX_DATAGRAM: usize = 65536;
 const PEER_CACHE: usize = 10_000;
 
 impl DatagramSource {
-    pub fn bind(&self) -> std::io::Result<Bound> {
+    pub fn bind_socket(&self) -> std::io::Result<Bound> {
         match &self.bind {
             Bind::Udp(addr) => {
                 let socket = socket2::Socket::new(
@@ -107,7 +107,7 @@ impl DatagramSource {
                 Ok(Bound::Udp(UdpSocket::from_std(socket.into())?))
             }
             Bind::Unix(unix) => {
-                unix.prepare()?;
+                unix.make_room()?;
                 let socket = UnixDatagram::bind(&unix.path)?;
                 if self.pass_credentials {
                     pass_credentials(&socket)?;
@@ -516,13 +516,10 @@ impl super::Source for DatagramSource {
         }
     }
 
-    fn prepare(
-        self: Arc<Self>,
-        held: Option<super::Held>,
-    ) -> std::io::Result<Box<dyn super::Ready>> {
+    fn bind(self: Arc<Self>, held: Option<super::Held>) -> std::io::Result<Box<dyn super::Ready>> {
         let bound = match held {
             Some(held) => self.adopt(held.sockets.into_iter().next().expect("a socket"))?,
-            None => self.bind()?,
+            None => self.bind_socket()?,
         };
         Ok(Box::new((self, bound)))
     }

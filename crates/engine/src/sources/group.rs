@@ -52,10 +52,7 @@ impl super::Source for DatagramGroup {
         }
     }
 
-    fn prepare(
-        self: Arc<Self>,
-        held: Option<super::Held>,
-    ) -> std::io::Result<Box<dyn super::Ready>> {
+    fn bind(self: Arc<Self>, held: Option<super::Held>) -> std::io::Result<Box<dyn super::Ready>> {
         let listeners = match self.grouping {
             Grouping::Balanced => self.balanced(held)?,
             Grouping::System => self.system(held),
@@ -94,7 +91,7 @@ impl DatagramGroup {
                 let bound = self
                     .sockets
                     .iter()
-                    .map(|s| s.bind())
+                    .map(|s| s.bind_socket())
                     .collect::<std::io::Result<Vec<_>>>()?;
                 spread_evenly(&bound[0], bound.len() as u32).map_err(|e| {
                     std::io::Error::new(
@@ -120,7 +117,7 @@ impl DatagramGroup {
                 .map(|i| held.swap_remove(i));
             let opened = match taken {
                 Some(fd) => part.adopt(fd),
-                None => part.bind(),
+                None => part.bind_socket(),
             };
             match opened {
                 Ok(bound) => listeners.push((part.clone(), bound)),

@@ -64,7 +64,7 @@ pub struct UnixSocket {
 impl UnixSocket {
     /// Makes room for the socket: its directory exists, a stale socket is gone. Anything
     /// else at the path (a file, a directory, a link) is left and refused.
-    pub fn prepare(&self) -> std::io::Result<()> {
+    pub fn make_room(&self) -> std::io::Result<()> {
         use std::os::unix::fs::FileTypeExt;
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir)?;
@@ -129,7 +129,7 @@ impl ReaderSpec {
 }
 
 /// A source as start, reload and shutdown see it: every kind alike (a stream or datagram
-/// listener, `stdin()`, `internal()`). It gets ready first ([`Source::prepare`]: binding, which
+/// listener, `stdin()`, `internal()`). It gets ready first ([`Source::bind`]: binding, which
 /// can fail the start or reload before anything changed), then runs until it is retired or
 /// sluice stops.
 pub trait Source: Send + Sync + 'static {
@@ -140,7 +140,7 @@ pub trait Source: Send + Sync + 'static {
     fn place(&self) -> Place;
     /// Gets ready to run: binds, or takes over `held` (what its predecessor at the same
     /// place handed over, [`Ready::hand_over`]).
-    fn prepare(self: Arc<Self>, held: Option<Held>) -> std::io::Result<Box<dyn Ready>>;
+    fn bind(self: Arc<Self>, held: Option<Held>) -> std::io::Result<Box<dyn Ready>>;
     /// How its readers read, when they read bytes: a reload gives the readers that outlive
     /// their source (connections, `stdin()`) the parsing options of its successor.
     fn reader(&self) -> Option<&ReaderSpec> {
@@ -546,7 +546,7 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
             } else {
                 // A small read with nothing ahead of it: a task of its own would cost more
                 // than it saves (thousands of quiet connections).
-                read.prepare_and_commit(&ack);
+                read.parse_route_and_commit(&ack);
             }
         } else if consumed > 0 {
             taken += consumed as u64;
@@ -621,6 +621,7 @@ pub(crate) fn until_retired(
 }
 
 /// A batch a source's own reading thread hands on: the journal's entries, Kafka's records.
+#[cfg_attr(not(any(feature = "journal", feature = "kafka")), allow(dead_code))]
 pub(super) trait ThreadBatch: Send + 'static {
     /// What is kept once every destination delivered the batch: a cursor, offsets.
     type Place: Send + 'static;
@@ -657,6 +658,7 @@ impl Workers {
 }
 
 /// A batch on its way to a worker, with the credits it holds.
+#[cfg_attr(not(any(feature = "journal", feature = "kafka")), allow(dead_code))]
 type Dealt<B> = (B, Ack);
 
 /// Dispatches the batches a reading thread sends on `batches` until `ctx` stops (or the
@@ -665,6 +667,7 @@ type Dealt<B> = (B, Ack);
 /// order the batches were read, before a worker parses it, so that the keeper (which stores
 /// places in that order, and only then gives the credits back) never waits for a batch
 /// that waits for credits. `peer` names the source in what is said of a stop.
+#[cfg_attr(not(any(feature = "journal", feature = "kafka")), allow(dead_code))]
 pub(super) async fn dispatch_batches<B: ThreadBatch>(
     ctx: &Context,
     local: &Local,
@@ -742,6 +745,7 @@ pub(super) async fn dispatch_batches<B: ThreadBatch>(
 /// Parses `batch` and dispatches its messages, holding `ack`; `false` when the source is
 /// not in the configuration any more: the batch is not delivered, and `ack` says so (its
 /// credits go back without the keeper being told of a delivery).
+#[cfg_attr(not(any(feature = "journal", feature = "kafka")), allow(dead_code))]
 fn dispatch_batch<B: ThreadBatch>(
     ctx: &Context,
     local: &Local,
@@ -820,7 +824,7 @@ pub struct Read {
 }
 
 thread_local! {
-    /// The messages of the read being prepared on this thread.
+    /// The messages of the read being parsed and routed on this thread.
     static MESSAGES: RefCell<MessageVec> = RefCell::default();
 }
 
@@ -884,9 +888,9 @@ impl Read {
             if let Some(after) = after {
                 let _ = after.await;
             }
-            self.prepare_and_commit(&ack);
+            self.parse_route_and_commit(&ack);
         } else {
-            let mut outbox = self.prepare(&ack);
+            let mut outbox = self.parse_and_route(&ack);
             if let Some(after) = after {
                 let _ = after.await;
             }
@@ -901,13 +905,13 @@ impl Read {
     }
 
     /// Parses, routes, formats and queues the read: for a read nothing before it waits for.
-    pub fn prepare_and_commit(&self, ack: &Ack) {
+    pub fn parse_route_and_commit(&self, ack: &Ack) {
         let _numbered = self.dispatcher.in_order(self.origin.local);
-        self.prepare(ack).commit();
+        self.parse_and_route(ack).commit();
     }
 
     /// Parses, routes and formats the read; the result waits in the outbox.
-    pub fn prepare(&self, ack: &Ack) -> Outbox {
+    pub fn parse_and_route(&self, ack: &Ack) -> Outbox {
         let mut outbox = Outbox::default();
         MESSAGES.with_borrow_mut(|kept| {
             // The messages borrow the read's buffer and origin: no reference count a message.
@@ -922,7 +926,7 @@ impl Read {
                     .push_message(raw, &self.origin, self.recvd, today, &mut msgs);
             }
             self.counted.add(msgs.len());
-            self.dispatcher.prepare(&mut msgs, ack, &mut outbox);
+            self.dispatcher.route(&mut msgs, ack, &mut outbox);
             kept.give_back(msgs);
         });
         outbox

@@ -185,7 +185,7 @@ async fn read<R: AsyncRead + Unpin>(
             let Some(ack) = ctx.credits_acknowledged(window, n, peer, delivered).await else {
                 return;
             };
-            read.prepare_and_commit(&ack);
+            read.parse_route_and_commit(&ack);
             drop(ack);
             if replies
                 .send(Reply::Delivered(on_delivery, txnrs))

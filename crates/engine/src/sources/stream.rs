@@ -116,13 +116,10 @@ impl super::Source for StreamSource {
         }
     }
 
-    fn prepare(
-        self: Arc<Self>,
-        held: Option<super::Held>,
-    ) -> std::io::Result<Box<dyn super::Ready>> {
+    fn bind(self: Arc<Self>, held: Option<super::Held>) -> std::io::Result<Box<dyn super::Ready>> {
         let bound = match held {
             Some(held) => Bound(held.sockets.into_iter().next().expect("a socket").into()),
-            None => self.bind()?,
+            None => self.bind_socket()?,
         };
         Ok(Box::new((self, bound)))
     }
@@ -163,7 +160,7 @@ impl super::Ready for (Arc<StreamSource>, Bound) {
 pub struct Bound(socket2::Socket);
 
 impl StreamSource {
-    pub fn bind(&self) -> std::io::Result<Bound> {
+    pub fn bind_socket(&self) -> std::io::Result<Bound> {
         use socket2::{Domain, SockAddr, Socket, Type};
         let socket = match &self.listen {
             Listen::Tcp(addr) => {
@@ -186,7 +183,7 @@ impl StreamSource {
                 socket
             }
             Listen::Unix(unix) => {
-                unix.prepare()?;
+                unix.make_room()?;
                 let socket = Socket::new(Domain::UNIX, Type::STREAM, None)?;
                 socket.bind(&SockAddr::unix(&unix.path)?)?;
                 unix.apply_permissions()?;

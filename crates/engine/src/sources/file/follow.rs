@@ -59,7 +59,7 @@ impl crate::sources::Source for FileSource {
 
     /// Nothing to bind: the file is opened when the source runs, after a predecessor at the
     /// same path (a reload) finished what it read.
-    fn prepare(
+    fn bind(
         self: Arc<Self>,
         _: Option<crate::sources::Held>,
     ) -> std::io::Result<Box<dyn crate::sources::Ready>> {

@@ -41,7 +41,7 @@ impl super::Source for InternalSource {
         }
     }
 
-    fn prepare(self: Arc<Self>, _: Option<super::Held>) -> std::io::Result<Box<dyn super::Ready>> {
+    fn bind(self: Arc<Self>, _: Option<super::Held>) -> std::io::Result<Box<dyn super::Ready>> {
         Ok(Box::new(self))
     }
 

@@ -157,7 +157,7 @@ impl crate::sources::Source for KafkaSource {
     }
 
     /// Makes the consumer (its properties were checked when the configuration was read).
-    fn prepare(
+    fn bind(
         self: Arc<Self>,
         _: Option<crate::sources::Held>,
     ) -> std::io::Result<Box<dyn crate::sources::Ready>> {

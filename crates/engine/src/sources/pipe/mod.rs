@@ -73,7 +73,7 @@ impl super::Source for PipeSource {
     }
 
     /// Makes the pipe when it is not there; refuses a path that is something else.
-    fn prepare(self: Arc<Self>, _: Option<super::Held>) -> std::io::Result<Box<dyn super::Ready>> {
+    fn bind(self: Arc<Self>, _: Option<super::Held>) -> std::io::Result<Box<dyn super::Ready>> {
         use std::os::unix::fs::FileTypeExt;
         match std::fs::metadata(&self.path) {
             Ok(m) if m.file_type().is_fifo() => {}

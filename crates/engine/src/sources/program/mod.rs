@@ -51,7 +51,7 @@ impl super::Source for ProgramSource {
         }
     }
 
-    fn prepare(self: Arc<Self>, _: Option<super::Held>) -> std::io::Result<Box<dyn super::Ready>> {
+    fn bind(self: Arc<Self>, _: Option<super::Held>) -> std::io::Result<Box<dyn super::Ready>> {
         Ok(Box::new(Runs(self)))
     }
 

@@ -32,10 +32,7 @@ impl super::Source for StdinSource {
     /// A successor of the same source (a reload that changed `stdin()`) reads nothing itself:
     /// its predecessor's reader goes on, like a connection of a changed listener, with the new
     /// parsing options.
-    fn prepare(
-        self: Arc<Self>,
-        held: Option<super::Held>,
-    ) -> std::io::Result<Box<dyn super::Ready>> {
+    fn bind(self: Arc<Self>, held: Option<super::Held>) -> std::io::Result<Box<dyn super::Ready>> {
         Ok(Box::new(ReadStdin {
             source: self,
             reads: !held.is_some_and(|h| h.same_source),

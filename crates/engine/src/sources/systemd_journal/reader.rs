@@ -65,7 +65,7 @@ impl crate::sources::Source for JournalSource {
 
     /// Opens the journal: a journal that cannot be opened (no libsystemd, no journal
     /// files) fails the start, as in syslog-ng.
-    fn prepare(
+    fn bind(
         self: Arc<Self>,
         _: Option<crate::sources::Held>,
     ) -> std::io::Result<Box<dyn crate::sources::Ready>> {

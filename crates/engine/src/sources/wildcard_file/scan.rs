@@ -57,7 +57,7 @@ impl crate::sources::Source for WildcardSource {
         }
     }
 
-    fn prepare(
+    fn bind(
         self: Arc<Self>,
         _: Option<crate::sources::Held>,
     ) -> std::io::Result<Box<dyn crate::sources::Ready>> {
