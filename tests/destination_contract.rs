@@ -1,7 +1,10 @@
-//! The contract every destination keeps, run over each one sluice has: `file()`, `tcp()`,
-//! `syslog()` (octet-counted), `tcp()` with TLS, `udp()`, `unix-stream()`, `unix-dgram()`,
-//! `relp()`, `http()` and `program()`. A destination to come adds a [`Kind`] (and, when it
-//! needs one, its peer's setup).
+//! The contract every destination keeps (`docs/driver-contract.md`), run over every destination
+//! driver sluice registers (`destinations::registry::DRIVERS`): `file()`, `tcp()`, `syslog()`
+//! (octet-counted), `tcp()` with TLS, `udp()`, `unix-stream()`, `unix-dgram()`, `relp()`,
+//! `http()`, `program()`, `pipe()` and `logstore()`. A destination to come adds a [`Kind`]
+//! (and, when it needs one, its peer's setup), or a line of [`ELSEWHERE`] naming the test that
+//! holds it to the contract against its real peer; `every_registered_destination_has_a_contract_entry`
+//! fails for a registered driver in neither.
 //!
 //! - What it accepted is written once and in order, and counted under syslog-ng's names.
 //! - `sluice ctl reopen` (SIGUSR1) leaves it writing.
@@ -41,6 +44,23 @@ impl Peer {
     fn socket(&self) -> PathBuf {
         self.dir.path().join("peer.sock")
     }
+
+    fn fifo(&self) -> PathBuf {
+        self.dir.path().join("console")
+    }
+
+    /// A sealing key of the test's own: an archive's writer moves its key forward.
+    fn seal_key(&self) -> PathBuf {
+        let key = self.dir.path().join("seal.key");
+        if !key.exists() {
+            let testdata = concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/crates/logstore/testdata/seal.key"
+            );
+            std::fs::copy(testdata, &key).expect("copy the test's sealing key");
+        }
+        key
+    }
 }
 
 /// What receives what a destination sends.
@@ -51,9 +71,13 @@ enum Receive {
     Sluice(fn(&Peer) -> String),
     /// An HTTP server on the peer's port.
     Http,
+    /// A reader of the named pipe `console` in the peer's directory.
+    Fifo,
+    /// The sender's archive `all.lgs`, read with `sluice logstore cat`.
+    Archive,
 }
 
-use Receive::{Http, Itself, Sluice};
+use Receive::{Archive, Fifo, Http, Itself, Sluice};
 
 /// A destination under the contract.
 struct Kind {
@@ -171,6 +195,45 @@ const KINDS: &[Kind] = &[
         counter: |p| format!("dst.relp;d#0;tcp,127.0.0.1:{};a;processed", p.port),
         connected: true,
     },
+    Kind {
+        name: "pipe",
+        driver: |p| format!(r#"pipe("{}" @OPTIONS@)"#, p.fifo().display()),
+        receive: Fifo,
+        counter: |p| format!("dst.pipe;d#0;{};a;processed", p.fifo().display()),
+        connected: false,
+    },
+    Kind {
+        name: "logstore",
+        driver: |p| {
+            format!(
+                r#"logstore("@OUT@/all.lgs" seal-key("{}") chunk-time(1) @OPTIONS@)"#,
+                p.seal_key().display()
+            )
+        },
+        receive: Archive,
+        counter: |_| "dst.logstore;d#0;@OUT@/all.lgs;a;processed".to_string(),
+        connected: false,
+    },
+];
+
+/// Registered destinations whose contract runs in another test, against their real peer.
+const ELSEWHERE: &[(&str, &str)] = &[
+    (
+        "kafka_c",
+        "tests/downstream/kafka.rs: a real broker started once per run; every message once, the broker killed and started again mid-run",
+    ),
+    (
+        "elasticsearch_http",
+        "tests/downstream/elasticsearch.rs: a real OpenSearch node started once per run; a million documents once each, 429s, failover",
+    ),
+    (
+        "stdout",
+        "tests/destinations.rs and tests/cli.rs: the file writers of file(), on sluice's standard output",
+    ),
+    (
+        "usertty",
+        "tests/programs.rs: writing to a terminal needs a user logged in on it",
+    ),
 ];
 
 /// The sending sluice: a TCP source on `port`, the destination under test, flow control.
@@ -204,11 +267,18 @@ fn receiver_config(kind: &Kind, peer: &Peer) -> Option<String> {
 enum Receiver {
     Sluice(Running),
     Http(HttpServer),
+    /// What a reader of the peer's named pipe copied, in this file.
+    Fifo(PathBuf),
+    /// The sender's archive.
+    Archive,
 }
 
 fn start_receiver(kind: &Kind, peer: &Peer) -> Option<Receiver> {
-    if let Http = kind.receive {
-        return Some(Receiver::Http(HttpServer::start_on(peer.port, &[])));
+    match kind.receive {
+        Http => return Some(Receiver::Http(HttpServer::start_on(peer.port, &[]))),
+        Fifo => return Some(Receiver::Fifo(read_fifo(&peer.fifo()))),
+        Archive => return Some(Receiver::Archive),
+        _ => {}
     }
     let config = receiver_config(kind, peer)?;
     let mut r = Running::start(Server::Sluice, &config);
@@ -233,6 +303,48 @@ fn wait_for_path(path: &Path) {
     }
 }
 
+/// Makes the named pipe `fifo` and copies what is written into it to a file beside it, on a
+/// thread that lives as long as the test binary (opened for reading and writing, it never
+/// sees an end). Returns the file.
+fn read_fifo(fifo: &Path) -> PathBuf {
+    use std::io::{Read, Write};
+    let made = std::process::Command::new("mkfifo")
+        .arg(fifo)
+        .status()
+        .unwrap();
+    assert!(made.success(), "mkfifo {}", fifo.display());
+    let copy = fifo.with_extension("log");
+    std::fs::File::create(&copy).unwrap();
+    let mut pipe = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(fifo)
+        .unwrap();
+    let mut out = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&copy)
+        .unwrap();
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 1 << 16];
+        while let Ok(n) = pipe.read(&mut buf) {
+            if n == 0 || out.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+    });
+    copy
+}
+
+/// What `sluice logstore cat` reads of the sender's archive so far.
+fn archived(sender: &Running) -> String {
+    let out = std::process::Command::new(common::sluice_bin())
+        .args(["logstore", "cat"])
+        .arg(sender.out.join("all.lgs"))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Messages `from..to`, numbered.
 fn messages(from: usize, to: usize) -> Vec<u8> {
     (from..to)
@@ -252,6 +364,8 @@ fn delivered(sender: &Running, receiver: Option<&Receiver>) -> Vec<String> {
             .iter()
             .map(|r| format!("{}\n", r.body))
             .collect(),
+        Some(Receiver::Fifo(copy)) => std::fs::read_to_string(copy).unwrap_or_default(),
+        Some(Receiver::Archive) => archived(sender),
         None => std::fs::read_to_string(sender.out.join("all.log")).unwrap_or_default(),
     };
     text.lines()
@@ -450,4 +564,27 @@ fn window_with_a_peer_that_takes_nothing(kind: &Kind) {
         kind.name
     );
     sender.terminate_within(Duration::from_secs(40));
+}
+
+/// Every registered destination driver is a kind above, or says where its contract runs.
+#[test]
+fn every_registered_destination_has_a_contract_entry() {
+    let peer = Peer::new();
+    let covered: Vec<String> = KINDS
+        .iter()
+        .map(|k| {
+            let text = (k.driver)(&peer);
+            text[..text.find('(').unwrap()].replace('-', "_")
+        })
+        .chain(ELSEWHERE.iter().map(|(name, _)| name.to_string()))
+        .collect();
+    let missing: Vec<&str> = sluice_engine::destinations::registry::DRIVERS
+        .iter()
+        .filter(|d| !d.names.iter().any(|n| covered.iter().any(|c| c == n)))
+        .map(|d| d.names[0])
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "destination drivers with no contract entry in tests/destination_contract.rs: {missing:?}"
+    );
 }

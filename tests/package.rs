@@ -41,10 +41,7 @@ fn run(cmd: &mut Command) -> String {
 fn the_package_builds_passes_lintian_installs_and_removes() {
     // SAFETY: geteuid has no preconditions.
     let is_root = unsafe { libc::geteuid() } == 0;
-    if !is_root
-        || !have("cargo", &["deb", "--version"])
-        || !have("lintian", &["--version"])
-    {
+    if !is_root || !have("cargo", &["deb", "--version"]) || !have("lintian", &["--version"]) {
         if std::env::var_os("SLUICE_REQUIRE_PEERS").is_some() && is_root {
             panic!("cargo-deb or lintian is missing: run .ci/install-test-deps.sh");
         }
