@@ -11,7 +11,6 @@ mod default_config;
 mod diskq;
 mod loggen;
 mod logstore;
-mod option_help;
 mod pdbtool;
 mod privileges;
 mod reference;

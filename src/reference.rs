@@ -31,11 +31,11 @@ pub fn markdown() -> String {
     for (title, entries) in sections() {
         let _ = write!(out, "\n## {title}\n");
         for entry in entries {
-            section(&mut out, title, &entry);
+            section(&mut out, &entry);
         }
     }
     out.push_str("\n## Template functions\n\n| function | what it gives |\n|---|---|\n");
-    for (name, what) in crate::option_help::FUNCTIONS {
+    for (name, what) in sluice_model::template::functions::FUNCTIONS {
         let _ = writeln!(out, "| `$({name})` | {} |", what.replace('|', "\\|"));
     }
     out.push_str("\n## Global options\n\n`options {}` reads:\n\n");
@@ -54,15 +54,13 @@ fn differs(name: &str) -> bool {
 /// The note a driver or option whose difference from syslog-ng is written down gets.
 const DIFFERS: &str = " *(differs from syslog-ng: docs/compatibility.md)*";
 
-fn section(out: &mut String, title: &str, entry: &Entry) {
+fn section(out: &mut String, entry: &Entry) {
     let names: Vec<String> = entry
         .names
         .iter()
         .map(|n| format!("`{}()`", n.replace('_', "-")))
         .collect();
-    let mut what = crate::option_help::driver(title, entry.names[0])
-        .unwrap_or_default()
-        .to_string();
+    let mut what = entry.about.to_string();
     if entry.names.iter().any(|n| differs(&n.replace('_', "-"))) {
         what.push_str(DIFFERS);
     }
@@ -91,7 +89,7 @@ fn section(out: &mut String, title: &str, entry: &Entry) {
         let name = d.name.replace('_', "-");
         let _ = match d.support {
             Support::Read => {
-                let (what, default) = crate::option_help::of(&name).unwrap_or(("", ""));
+                let (what, default) = (d.about, d.default);
                 let what = match differs(&name) {
                     true => format!("{what}{DIFFERS}"),
                     false => what.to_string(),
@@ -163,5 +161,50 @@ fn roff(text: &str) -> String {
     match text.starts_with(['.', '\'']) {
         true => format!("\\&{text}"),
         false => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sluice_config::declared::Support;
+
+    /// Every option a driver reads says what it does: a new option cannot reach the reference
+    /// without its line on its declaration.
+    #[test]
+    fn every_option_read_says_what_it_does() {
+        let mut missing = Vec::new();
+        for (_, entries) in super::sections() {
+            for entry in entries {
+                for option in entry.options.iter().flat_map(|part| part.iter()) {
+                    if option.support == Support::Read && option.about.is_empty() {
+                        missing.push(format!("{} ({})", option.name, entry.names[0]));
+                    }
+                }
+            }
+        }
+        missing.sort();
+        missing.dedup();
+        assert!(
+            missing.is_empty(),
+            "options whose declaration has no .about(): {missing:?}"
+        );
+    }
+
+    #[test]
+    fn every_driver_and_function_says_what_it_does() {
+        let mut missing = Vec::new();
+        for (section, entries) in super::sections() {
+            for entry in entries {
+                if entry.about.is_empty() {
+                    missing.push(format!("{section}: {}", entry.names[0]));
+                }
+            }
+        }
+        for (name, what) in sluice_model::template::functions::FUNCTIONS {
+            if what.is_empty() {
+                missing.push(format!("template function {name}"));
+            }
+        }
+        assert!(missing.is_empty(), "no about: {missing:?}");
     }
 }

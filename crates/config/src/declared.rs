@@ -1,7 +1,9 @@
 //! What a driver reads, declared once: its option table.
 //!
 //! A driver (a source, destination, parser or rewrite rule) lists its options in a static
-//! table of [`Declared`] entries. [`Options::check`] holds a node against that table — an
+//! table of [`Declared`] entries: each one's name, a valid use of it, and — for the
+//! configuration reference (`docs/reference.md`, `sluice.conf(5)`) — what it does for this
+//! driver and its default ([`Declared::about`]). [`Options::check`] holds a node against that table — an
 //! option it does not list is "unknown" (with the valid names and the nearest one), one
 //! marked [`Support::NotYet`] is "not supported yet" — and the driver then reads its options
 //! through [`Options`], which records what it asked for. [`Options::finish`] refuses an option
@@ -25,6 +27,8 @@ pub enum Support {
 #[derive(Clone, Debug)]
 pub struct Entry {
     pub names: Vec<&'static str>,
+    /// What the driver does, a sentence or two.
+    pub about: &'static str,
     pub sample: &'static str,
     pub options: Vec<&'static [Declared]>,
 }
@@ -37,14 +41,21 @@ pub struct Declared {
     pub support: Support,
     /// The option written out with a valid value, for the table test: `value("HOST")`.
     pub example: &'static str,
+    /// What it does for this driver, for the reference (empty for [`Support::NotYet`]).
+    pub about: &'static str,
+    /// Its default as the reference shows it (`required`, `none`, `5`).
+    pub default: &'static str,
 }
 
-/// An option the driver reads; `example` shows it with a valid value.
+/// An option the driver reads; `example` shows it with a valid value. Its table gives it
+/// [`Declared::about`] too: a test of the reference fails for an option that says nothing.
 pub const fn read(name: &'static str, example: &'static str) -> Declared {
     Declared {
         name,
         support: Support::Read,
         example,
+        about: "",
+        default: "",
     }
 }
 
@@ -54,6 +65,20 @@ pub const fn not_yet(name: &'static str) -> Declared {
         name,
         support: Support::NotYet,
         example: "",
+        about: "",
+        default: "",
+    }
+}
+
+impl Declared {
+    /// What the option does for this driver and its default: `read("port", "port(514)")
+    /// .about("the port it listens on", "514")`.
+    pub const fn about(self, about: &'static str, default: &'static str) -> Declared {
+        Declared {
+            about,
+            default,
+            ..self
+        }
     }
 }
 

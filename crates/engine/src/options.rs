@@ -371,13 +371,32 @@ impl Globals {
 /// How a file, or a named pipe, and its directories are made (read by
 /// [`apply_file_option`]): declared by `file()`, `logstore()` and both `pipe()` drivers.
 pub static MAKE_FILE: &[Declared] = &[
-    read("create_dirs", "create-dirs(yes)"),
-    read("perm", "perm(0600)"),
-    read("dir_perm", "dir-perm(0700)"),
-    read("owner", "owner(\"root\")"),
-    read("group", "group(\"root\")"),
-    read("dir_owner", "dir-owner(\"root\")"),
-    read("dir_group", "dir-group(\"root\")"),
+    read("create_dirs", "create-dirs(yes)").about(
+        "file destinations create the directories of their paths",
+        "no",
+    ),
+    read("perm", "perm(0600)").about(
+        "the mode of files a destination creates (and of a unix socket)",
+        "0600 (sockets: 0666)",
+    ),
+    read("dir_perm", "dir-perm(0700)")
+        .about("the mode of directories a file destination creates", "0700"),
+    read("owner", "owner(\"root\")").about(
+        "the owner of files a destination creates (and of a unix socket)",
+        "the process's",
+    ),
+    read("group", "group(\"root\")").about(
+        "the group of files a destination creates (and of a unix socket)",
+        "the process's",
+    ),
+    read("dir_owner", "dir-owner(\"root\")").about(
+        "the owner of directories a file destination creates",
+        "the process's",
+    ),
+    read("dir_group", "dir-group(\"root\")").about(
+        "the group of directories a file destination creates",
+        "the process's",
+    ),
 ];
 
 /// Options of files and their directories, valid both globally and on `file()`.
@@ -658,20 +677,32 @@ pub const SOURCE_FLAGS: &[&str] = &[
 /// The options of sources that read streams of lines (not datagrams), read by
 /// [`SourceOptions::apply`] too.
 pub static MULTI_LINE: &[Declared] = &[
-    read("multi_line_mode", "multi-line-mode(indented)"),
+    read("multi_line_mode", "multi-line-mode(indented)").about(
+        "how lines join into records: `indented`, `regexp`, `prefix-garbage`, `prefix-suffix`",
+        "none",
+    ),
     read(
         "multi_line_prefix",
         "multi-line-prefix(\"^x\") multi-line-mode(regexp)",
-    ),
+    )
+    .about("the regular expression that starts a record", "none"),
     read(
         "multi_line_garbage",
         "multi-line-garbage(\"^x\") multi-line-prefix(\"^y\") multi-line-mode(prefix-garbage)",
+    )
+    .about(
+        "`multi-line-mode(prefix-garbage)`: what is not part of a record",
+        "none",
     ),
     read(
         "multi_line_suffix",
         "multi-line-suffix(\"^x\") multi-line-prefix(\"^y\") multi-line-mode(prefix-suffix)",
+    )
+    .about("the regular expression that ends a record", "none"),
+    read("multi_line_timeout", "multi-line-timeout(5)").about(
+        "seconds the last record waits for the line that ends it",
+        "10",
     ),
-    read("multi_line_timeout", "multi-line-timeout(5)"),
 ];
 
 impl SourceOptions {
@@ -711,35 +742,35 @@ impl SourceOptions {
 
     /// The options every source has, read by [`SourceOptions::apply`].
     pub const DECLARED: &'static [Declared] = &[
-        read("flags", "flags(no-parse)"),
-        read("keep_hostname", "keep-hostname(yes)"),
-        read("chain_hostnames", "chain-hostnames(yes)"),
-        read("use_dns", "use-dns(no)"),
-        read("use_fqdn", "use-fqdn(yes)"),
-        read("normalize_hostnames", "normalize-hostnames(yes)"),
-        read("keep_timestamp", "keep-timestamp(no)"),
-        read("log_msg_size", "log-msg-size(8192)"),
-        read("log_iw_size", "log-iw-size(1000)"),
-        read("log_fetch_limit", "log-fetch-limit(10)"),
-        read("trim_large_messages", "trim-large-messages(yes)"),
-        read("host_override", "host-override(\"h\")"),
-        read("program_override", "program-override(\"p\")"),
-        read("default_facility", "default-facility(local0)"),
-        read("default_priority", "default-priority(info)"),
-        read("default_level", "default-level(info)"),
-        read("default_severity", "default-severity(info)"),
-        read("time_zone", "time-zone(\"+01:00\")"),
-        read("recv_time_zone", "recv-time-zone(\"UTC\")"),
-        read("tags", "tags(\"a,b\")"),
-        read("check_hostname", "check-hostname(yes)"),
+        read("flags", "flags(no-parse)").about("how a source reads: `no-parse`, `syslog-protocol`, `no-multi-line`, `validate-utf8`, `empty-lines`, `expect-hostname`…", "none"),
+        read("keep_hostname", "keep-hostname(yes)").about("`$HOST` is the header's host name rather than the sender's", "no"),
+        read("chain_hostnames", "chain-hostnames(yes)").about("`$HOST` becomes `host/relay` when a message passes this server", "no"),
+        read("use_dns", "use-dns(no)").about("resolves senders' addresses to names", "yes"),
+        read("use_fqdn", "use-fqdn(yes)").about("host names with their domain", "no"),
+        read("normalize_hostnames", "normalize-hostnames(yes)").about("host names in lower case", "no"),
+        read("keep_timestamp", "keep-timestamp(no)").about("`$DATE` is the header's time rather than the time received", "yes"),
+        read("log_msg_size", "log-msg-size(8192)").about("the longest message read; longer ones are cut or split", "65536"),
+        read("log_iw_size", "log-iw-size(1000)").about("a source's window: messages in flight before it stops reading", "100"),
+        read("log_fetch_limit", "log-fetch-limit(10)").about("accepted: a reader takes what one read brings", "10"),
+        read("trim_large_messages", "trim-large-messages(yes)").about("a message longer than `log-msg-size()` is cut (not split)", "no"),
+        read("host_override", "host-override(\"h\")").about("`$HOST` of every message of the source", "the message's"),
+        read("program_override", "program-override(\"p\")").about("`$PROGRAM` of every message of the source", "the message's"),
+        read("default_facility", "default-facility(local0)").about("the facility of messages whose header has none", "user"),
+        read("default_priority", "default-priority(info)").about("the severity of messages whose header has none", "notice"),
+        read("default_level", "default-level(info)").about("the severity of messages whose header has none (syslog-ng's older name)", "notice"),
+        read("default_severity", "default-severity(info)").about("the severity of messages whose header has none", "notice"),
+        read("time_zone", "time-zone(\"+01:00\")").about("the time zone of stamps read or written (`date-parser()`: of the text)", "the machine's"),
+        read("recv_time_zone", "recv-time-zone(\"UTC\")").about("the time zone of stamps that name none", "the machine's"),
+        read("tags", "tags(\"a,b\")").about("tags every message of the source gets", "none"),
+        read("check_hostname", "check-hostname(yes)").about("refuses host names with characters a host name cannot have", "no"),
         // syslog-ng's cache of names; sluice always keeps one (`dns-cache-expire()`).
-        read("dns_cache", "dns-cache(yes)"),
-        read("format", "format(json)"),
-        read("encoding", "encoding(\"utf-8\")"),
+        read("dns_cache", "dns-cache(yes)").about("keeps resolved names of senders; `no`: `dns-cache-hosts()` does not name them either", "yes"),
+        read("format", "format(json)").about("how a record is read: `syslog`, or `json` (each record a JSON object, docs/compatibility.md)", "syslog"),
+        read("encoding", "encoding(\"utf-8\")").about("the character set of the input, converted to UTF-8", "UTF-8 (as is)"),
         // Names what syslog-ng keeps across restarts; sluice keeps no source state.
-        read("persist_name", "persist-name(\"p\")"),
+        read("persist_name", "persist-name(\"p\")").about("the name a driver keeps its state under, instead of one made from its options", "made"),
         not_yet("log_prefix"),
-        read("pad_size", "pad-size(2048)"),
+        read("pad_size", "pad-size(2048)").about("records of this many bytes instead of lines", "0 (lines)"),
         not_yet("hook_commands"),
         not_yet("use_syslogng_pid"),
         not_yet("ebpf"),

@@ -368,18 +368,25 @@ impl Filter {
 /// options it reads, a valid use of it (for its table test) and how it is compiled.
 struct FilterFunction {
     names: &'static [&'static str],
+    /// What it does, for the configuration reference.
+    about: &'static str,
     options: &'static [Declared],
     sample: &'static str,
     build: fn(&Node, &mut Options, &Names, &mut NamedFilters) -> Result<Filter, ConfigError>,
 }
 
-const MATCH_TYPE: Declared = read("type", "type(string)");
-const MATCH_FLAGS: Declared = read("flags", "flags(ignore-case)");
+const MATCH_TYPE: Declared =
+    read("type", "type(string)").about("how the pattern matches: `pcre`, `string`, `glob`", "pcre");
+const MATCH_FLAGS: Declared = read("flags", "flags(ignore-case)").about(
+    "how the pattern matches: `ignore-case`, `utf8`, `store-matches`…",
+    "none",
+);
 
 /// The filter functions of this version.
 static FUNCTIONS: &[FilterFunction] = &[
     FilterFunction {
         names: &["facility"],
+        about: "Messages of these facilities.",
         options: &[],
         sample: "facility(local0)",
         build: |node, _, _, _| {
@@ -394,6 +401,7 @@ static FUNCTIONS: &[FilterFunction] = &[
     },
     FilterFunction {
         names: &["level", "severity", "priority"],
+        about: "Messages of these severities (a list or a range).",
         options: &[],
         sample: "level(err..emerg)",
         build: |node, _, _, _| {
@@ -408,23 +416,26 @@ static FUNCTIONS: &[FilterFunction] = &[
     },
     FilterFunction {
         names: &["program", "host", "message"],
+        about: "Messages whose program (host, text) a regular expression (or string, glob) matches.",
         options: &[MATCH_TYPE, MATCH_FLAGS],
         sample: "program(\"app\")",
         build: |node, o, names, _| matcher_filter(node, o, names),
     },
     FilterFunction {
         names: &["match"],
+        about: "Messages in which a regular expression matches a template (`value()`) or the whole line.",
         options: &[
             MATCH_TYPE,
             MATCH_FLAGS,
-            read("value", "value(\"HOST\")"),
-            read("template", "template(\"$HOST\")"),
+            read("value", "value(\"HOST\")").about("a rewrite rule: the field or pair it writes", "MESSAGE"),
+            read("template", "template(\"$HOST\")").about("what the filter counts or compares, a template", "$MSG"),
         ],
         sample: "match(\"app\")",
         build: |node, o, names, _| matcher_filter(node, o, names),
     },
     FilterFunction {
         names: &["tags"],
+        about: "Messages with one of these tags.",
         options: &[],
         sample: "tags(\"a\")",
         build: |node, _, _, _| {
@@ -440,39 +451,45 @@ static FUNCTIONS: &[FilterFunction] = &[
     },
     FilterFunction {
         names: &["source"],
+        about: "Messages from this source statement.",
         options: &[],
         sample: "source(\"s\")",
         build: |node, _, _, _| Ok(Filter::Source(Arc::from(node.value()?.text.as_str()))),
     },
     FilterFunction {
         names: &["netmask"],
+        about: "Messages from senders in this IPv4 network.",
         options: &[],
         sample: "netmask(\"10.0.0.0/8\")",
         build: |node, _, _, _| netmask(node.value()?),
     },
     FilterFunction {
         names: &["netmask6"],
+        about: "Messages from senders in this IPv6 network.",
         options: &[],
         sample: "netmask6(\"2001:db8::/32\")",
         build: |node, _, _, _| netmask6(node.value()?),
     },
     FilterFunction {
         names: &["in_list"],
-        options: &[read("value", "value(\"HOST\")")],
+        about: "Messages whose field is a line of a file.",
+        options: &[read("value", "value(\"HOST\")").about("a rewrite rule: the field or pair it writes", "MESSAGE")],
         sample: "in-list(\"/dev/null\" value(\"HOST\"))",
         build: |node, o, _, _| in_list(node, o),
     },
     FilterFunction {
         names: &["rate_limit", "throttle"],
+        about: "At most so many messages a second, per key.",
         options: &[
-            read("rate", "rate(10)"),
-            read("template", "template(\"$HOST\")"),
+            read("rate", "rate(10)").about("messages per second let through, for each value of `template()`", "required"),
+            read("template", "template(\"$HOST\")").about("what the filter counts or compares, a template", "$MSG"),
         ],
         sample: "rate-limit(rate(5))",
         build: |node, o, names, _| rate_limit(node, o, names),
     },
     FilterFunction {
         names: &["filter"],
+        about: "What the named filter statement matches.",
         options: &[],
         sample: "filter(f_other)",
         build: |node, _, _, named| {
@@ -914,6 +931,7 @@ pub fn reference() -> Vec<sluice_config::declared::Entry> {
         .iter()
         .map(|f| sluice_config::declared::Entry {
             names: f.names.to_vec(),
+            about: f.about,
             sample: f.sample,
             options: vec![f.options],
         })

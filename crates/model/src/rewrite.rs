@@ -202,21 +202,29 @@ impl Field {
 /// table test) and how it is made from its positional values and options.
 struct RuleDriver {
     name: &'static str,
+    /// What it does, for the configuration reference.
+    about: &'static str,
     options: &'static [Declared],
     sample: &'static str,
     build: fn(&Node, &[&Value], &mut Options, &Names) -> Result<Action, ConfigError>,
 }
 
 /// Every rule's `condition(filter expression)`: the rule applies to the messages it matches.
-const CONDITION: Declared = read("condition", "condition(program(\"app\"))");
+const CONDITION: Declared = read("condition", "condition(program(\"app\"))").about(
+    "a rewrite rule applies only to messages this filter expression matches",
+    "every message",
+);
 /// The value a rule writes (`MESSAGE` when absent, as in syslog-ng).
-const VALUE: Declared = read("value", "value(\"HOST\")");
-const VALUES: Declared = read("values", "values(\".secret.*\")");
+const VALUE: Declared = read("value", "value(\"HOST\")")
+    .about("a rewrite rule: the field or pair it writes", "MESSAGE");
+const VALUES: Declared = read("values", "values(\".secret.*\")")
+    .about("a rewrite or parser's pairs (a glob of names)", "none");
 
 /// The rules of this version; others syslog-ng has are refused as not yet supported.
 static RULES: &[RuleDriver] = &[
     RuleDriver {
         name: "set",
+        about: "Sets a field or name-value pair to a template.",
         options: &[VALUE, CONDITION],
         sample: "set(\"x\")",
         build: |node, values, o, names| {
@@ -231,6 +239,7 @@ static RULES: &[RuleDriver] = &[
     },
     RuleDriver {
         name: "unset",
+        about: "Unsets fields or name-value pairs.",
         options: &[VALUE, CONDITION],
         sample: "unset()",
         build: |node, values, o, _| {
@@ -240,6 +249,7 @@ static RULES: &[RuleDriver] = &[
     },
     RuleDriver {
         name: "rename",
+        about: "Renames a name-value pair.",
         options: &[CONDITION],
         sample: "rename(\"a\" \"b\")",
         build: |node, values, _, _| {
@@ -252,17 +262,21 @@ static RULES: &[RuleDriver] = &[
     },
     RuleDriver {
         name: "subst",
+        about: "Replaces what a regular expression (or a string, a glob) matches.",
         options: &[
             VALUE,
             CONDITION,
-            read("type", "type(\"string\")"),
-            read("flags", "flags(global)"),
+            read("type", "type(\"string\")")
+                .about("how the pattern matches: `pcre`, `string`, `glob`", "pcre"),
+            read("flags", "flags(global)")
+                .about("`global` (every match), `ignore-case`, `utf8`…", "none"),
         ],
         sample: "subst(\"a\" \"b\")",
         build: subst,
     },
     RuleDriver {
         name: "set_tag",
+        about: "Adds a tag.",
         options: &[CONDITION],
         sample: "set-tag(\"t\")",
         build: |node, values, _, _| {
@@ -272,6 +286,7 @@ static RULES: &[RuleDriver] = &[
     },
     RuleDriver {
         name: "clear_tag",
+        about: "Removes a tag.",
         options: &[CONDITION],
         sample: "clear-tag(\"t\")",
         build: |node, values, _, _| {
@@ -281,6 +296,7 @@ static RULES: &[RuleDriver] = &[
     },
     RuleDriver {
         name: "set_facility",
+        about: "Sets the facility.",
         options: &[CONDITION],
         sample: "set-facility(\"local0\")",
         build: |node, values, _, names| {
@@ -290,6 +306,7 @@ static RULES: &[RuleDriver] = &[
     },
     RuleDriver {
         name: "set_severity",
+        about: "Sets the severity.",
         options: &[CONDITION],
         sample: "set-severity(\"err\")",
         build: |node, values, _, names| {
@@ -299,6 +316,7 @@ static RULES: &[RuleDriver] = &[
     },
     RuleDriver {
         name: "set_pri",
+        about: "Sets the priority (facility and severity) from a number.",
         options: &[CONDITION],
         sample: "set-pri(\"13\")",
         build: |node, values, _, names| {
@@ -308,6 +326,7 @@ static RULES: &[RuleDriver] = &[
     },
     RuleDriver {
         name: "set_matches",
+        about: "Sets `$1`… from a list.",
         options: &[CONDITION],
         sample: "set-matches(\"a,b\")",
         build: |node, values, _, names| {
@@ -317,6 +336,7 @@ static RULES: &[RuleDriver] = &[
     },
     RuleDriver {
         name: "unset_matches",
+        about: "Unsets `$0`…",
         options: &[CONDITION],
         sample: "unset-matches()",
         build: |node, values, _, _| {
@@ -326,6 +346,7 @@ static RULES: &[RuleDriver] = &[
     },
     RuleDriver {
         name: "groupset",
+        about: "Sets every name-value pair a glob selects to a template (`$_` the value).",
         options: &[VALUES, CONDITION],
         sample: "groupset(\"***\" values(\".x.*\"))",
         build: |node, values, o, names| {
@@ -341,6 +362,7 @@ static RULES: &[RuleDriver] = &[
     },
     RuleDriver {
         name: "groupunset",
+        about: "Unsets every name-value pair a glob selects.",
         options: &[VALUES, CONDITION],
         sample: "groupunset(values(\".x.*\"))",
         build: |node, values, o, _| {
@@ -723,6 +745,7 @@ pub fn reference() -> Vec<sluice_config::declared::Entry> {
         .iter()
         .map(|f| sluice_config::declared::Entry {
             names: vec![f.name],
+            about: f.about,
             sample: f.sample,
             options: vec![f.options],
         })

@@ -23,6 +23,8 @@ use std::time::Duration;
 pub struct DestinationDriver {
     /// As `Node::key` gives them (`unix_stream`).
     pub names: &'static [&'static str],
+    /// What it does, for the configuration reference.
+    pub about: &'static str,
     /// Its options, in parts.
     pub options: &'static [&'static [Declared]],
     /// A valid use, for the table test.
@@ -63,52 +65,75 @@ impl DestinationContext<'_> {
 
 /// How a destination formats messages: read by [`FormatOptions::apply`].
 pub(super) const FORMAT: &[Declared] = &[
-    read("template", "template(\"$MSG\\n\")"),
-    read("template_escape", "template-escape(yes)"),
-    read("ts_format", "ts-format(iso)"),
-    read("frac_digits", "frac-digits(3)"),
-    read("time_zone", "time-zone(\"UTC\")"),
-    read("send_time_zone", "send-time-zone(\"+01:00\")"),
-    read("flags", "flags(no-multi-line)"),
+    read("template", "template(\"$MSG\\n\")").about("how the destination writes a message: a template statement's name or template text", "syslog-ng's file format (`file()`, `program()`, `pipe()`), its wire format (network destinations), or `options {}`'s `file-template()` / `proto-template()`"),
+    read("template_escape", "template-escape(yes)").about("quotes and backslashes in values escaped", "no"),
+    read("ts_format", "ts-format(iso)").about("the format of written timestamps: `rfc3164`, `rfc3339`, `iso`, `unix`", "rfc3164"),
+    read("frac_digits", "frac-digits(3)").about("digits of the fraction of a second in written timestamps", "0"),
+    read("time_zone", "time-zone(\"UTC\")").about("the time zone of stamps read or written (`date-parser()`: of the text)", "the machine's"),
+    read("send_time_zone", "send-time-zone(\"+01:00\")").about("the time zone written stamps are in", "the message's"),
+    read("flags", "flags(no-multi-line)").about("`no-multi-line` (line ends in a message become spaces), `syslog-protocol` (RFC5424)", "none"),
 ];
 
 /// The dates of a destination's templates, read by [`FormatOptions::apply`].
 #[cfg_attr(not(any(feature = "http", feature = "kafka")), allow(dead_code))]
 pub(super) const DATES: &[Declared] = &[
-    read("template_escape", "template-escape(yes)"),
-    read("ts_format", "ts-format(iso)"),
-    read("frac_digits", "frac-digits(3)"),
-    read("time_zone", "time-zone(\"UTC\")"),
-    read("send_time_zone", "send-time-zone(\"+01:00\")"),
+    read("template_escape", "template-escape(yes)")
+        .about("quotes and backslashes in values escaped", "no"),
+    read("ts_format", "ts-format(iso)").about(
+        "the format of written timestamps: `rfc3164`, `rfc3339`, `iso`, `unix`",
+        "rfc3164",
+    ),
+    read("frac_digits", "frac-digits(3)").about(
+        "digits of the fraction of a second in written timestamps",
+        "0",
+    ),
+    read("time_zone", "time-zone(\"UTC\")").about(
+        "the time zone of stamps read or written (`date-parser()`: of the text)",
+        "the machine's",
+    ),
+    read("send_time_zone", "send-time-zone(\"+01:00\")")
+        .about("the time zone written stamps are in", "the message's"),
 ];
 
 /// syslog-ng's options of threaded destinations (`http()`, and those to come): lanes and
 /// batches, read by [`Threaded::read`].
 #[cfg_attr(not(any(feature = "http", feature = "kafka")), allow(dead_code))]
 pub(super) const THREADED: &[Declared] = &[
-    read("workers", "workers(2)"),
-    read("worker_partition_key", "worker-partition-key(\"$HOST\")"),
-    read("batch_lines", "batch-lines(100)"),
-    read("batch_bytes", "batch-bytes(524288)"),
-    read("batch_timeout", "batch-timeout(500)"),
-    read("retries", "retries(5)"),
+    read("workers", "workers(2)").about("senders the destination runs in parallel, each with its queue (or disk buffer) and connection", "1; 4 (elasticsearch-http, opensearch)"),
+    read("worker_partition_key", "worker-partition-key(\"$HOST\")").about("the template that keeps messages of a key on one worker", "none"),
+    read("batch_lines", "batch-lines(100)").about("the most messages a sender puts in one batch or request", "what is queued; 100 (elasticsearch-http, opensearch)"),
+    read("batch_bytes", "batch-bytes(524288)").about("the most bytes a sender puts in one batch or request", "driver's"),
+    read("batch_timeout", "batch-timeout(500)").about("milliseconds a sender waits to fill a batch", "0 (send at once)"),
+    read("retries", "retries(5)").about("times a batch is sent again before it is dropped", "3"),
 ];
 
 /// How a destination queues what it has not written.
 pub(super) const QUEUE: &[Declared] = &[
-    read("log_fifo_size", "log-fifo-size(1000)"),
+    read("log_fifo_size", "log-fifo-size(1000)").about(
+        "messages a destination queues in memory on paths without flow control",
+        "10000",
+    ),
     // syslog-ng writes in batches of this many; sluice writes what a read brought as one.
-    read("flush_lines", "flush-lines(100)"),
-    read("flush_timeout", "flush-timeout(10)"),
-    read("time_reopen", "time-reopen(1)"),
-    read("persist_name", "persist-name(\"p\")"),
+    read("flush_lines", "flush-lines(100)").about(
+        "accepted: sluice writes what a read brought in one write (docs/compatibility.md)",
+        "",
+    ),
+    read("flush_timeout", "flush-timeout(10)").about("accepted, as `flush-lines()`", ""),
+    read("time_reopen", "time-reopen(1)").about(
+        "seconds before a failed connection or file is tried again",
+        "60",
+    ),
+    read("persist_name", "persist-name(\"p\")").about(
+        "the name a driver keeps its state under, instead of one made from its options",
+        "made",
+    ),
 ];
 
 /// A queue on disk, read by [`Queue::disk_buffer`].
 pub(super) const DISK_BUFFER: &[Declared] = &[read(
     "disk_buffer",
     "disk-buffer(reliable(yes) disk-buf-size(1048576))",
-)];
+).about("a forwarding destination's queue on disk: `reliable()`, `disk-buf-size()`, `mem-buf-length()`, `mem-buf-size()`, `dir()`", "none: a queue in memory")];
 
 /// syslog-ng's options of every destination that sluice does not have yet.
 pub(super) const EVERY_LATER: &[Declared] = &[
@@ -125,11 +150,16 @@ pub(super) const BATCH_LATER: &[Declared] = &[not_yet("batch_lines"), not_yet("b
 
 /// The socket options of every forwarding destination.
 pub(super) const SOCKET: &[Declared] = &[
-    read("so_sndbuf", "so-sndbuf(1048576)"),
-    read("so_keepalive", "so-keepalive(yes)"),
+    read("so_sndbuf", "so-sndbuf(1048576)")
+        .about("the socket's send buffer, in bytes", "the kernel's"),
+    read("so_keepalive", "so-keepalive(yes)").about("TCP keepalives on connections", "no"),
     // A connection is kept open and re-opened whatever these say.
-    read("keep_alive", "keep-alive(yes)"),
-    read("close_on_input", "close-on-input(no)"),
+    read("keep_alive", "keep-alive(yes)")
+        .about("connections and programs are kept over a reload", "yes"),
+    read("close_on_input", "close-on-input(no)").about(
+        "a `program()` destination is closed when the program writes to its output",
+        "yes",
+    ),
 ];
 
 /// The options that say how a destination formats messages ([`FORMAT`]).

@@ -97,6 +97,7 @@ pub fn reference() -> Vec<sluice_config::declared::Entry> {
         .iter()
         .map(|f| sluice_config::declared::Entry {
             names: f.names.to_vec(),
+            about: f.about,
             sample: f.sample,
             options: f.options.to_vec(),
         })

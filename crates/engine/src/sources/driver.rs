@@ -25,6 +25,8 @@ use std::time::Duration;
 pub struct SourceDriver {
     /// As `Node::key` gives them (`unix_stream`); the first is the driver's own.
     pub names: &'static [&'static str],
+    /// What it does, for the configuration reference.
+    pub about: &'static str,
     /// Its own options, in parts; every source also has [`SourceOptions::DECLARED`].
     pub options: &'static [&'static [Declared]],
     /// A valid use, for the table test.

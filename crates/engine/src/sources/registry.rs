@@ -102,6 +102,7 @@ pub fn reference() -> Vec<sluice_config::declared::Entry> {
         .iter()
         .map(|f| sluice_config::declared::Entry {
             names: f.names.to_vec(),
+            about: f.about,
             sample: f.sample,
             options: std::iter::once(SourceOptions::DECLARED)
                 .chain(f.options.iter().copied())

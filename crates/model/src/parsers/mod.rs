@@ -96,6 +96,8 @@ type NamedGroups = (regex::bytes::Regex, Vec<(usize, crate::values::NameId)>);
 /// test) and how it is made from them. Every parser reads `template()`.
 struct ParserDriver {
     name: &'static str,
+    /// What it does, for the configuration reference.
+    about: &'static str,
     options: &'static [Declared],
     sample: &'static str,
     build: fn(&Node, &mut Options, &Names) -> Result<Built, ConfigError>,
@@ -107,81 +109,91 @@ struct Built {
     prefix: String,
 }
 
-const TEMPLATE: Declared = read("template", "template(\"$MSG\")");
-const PREFIX: Declared = read("prefix", "prefix(\".p.\")");
+const TEMPLATE: Declared =
+    read("template", "template(\"$MSG\")").about("the parser's input, a template", "$MSG");
+const PREFIX: Declared = read("prefix", "prefix(\".p.\")").about(
+    "a parser: what the names of the pairs it sets start with",
+    "driver's",
+);
 
 /// The parsers of this version; others syslog-ng has are refused as not yet supported.
 static DRIVERS: &[ParserDriver] = &[
     ParserDriver {
         name: "kv_parser",
+        about: "`key=value` pairs of a message into name-value pairs.",
         options: &[
             TEMPLATE,
             PREFIX,
-            read("value_separator", "value-separator(\":\")"),
-            read("pair_separator", "pair-separator(\";\")"),
+            read("value_separator", "value-separator(\":\")").about("what separates a key from its value", "="),
+            read("pair_separator", "pair-separator(\";\")").about("what separates pairs", "space"),
             read(
                 "extract_stray_words_into",
                 "extract-stray-words-into(\"stray\")",
-            ),
+            ).about("the pair that gets the words that are not `key=value`", "none"),
         ],
         sample: "kv-parser()",
         build: kv_parser,
     },
     ParserDriver {
         name: "json_parser",
+        about: "A JSON object into name-value pairs.",
         options: &[
             TEMPLATE,
             PREFIX,
-            read("marker", "marker(\"@cee:\")"),
-            read("extract_prefix", "extract-prefix(\"a.b\")"),
-            read("key_delimiter", "key-delimiter(\"/\")"),
+            read("marker", "marker(\"@cee:\")").about("the text before the JSON (`@cee:`)", "none"),
+            read("extract_prefix", "extract-prefix(\"a.b\")").about("the part of the object (a dotted path) to take", "the whole object"),
+            read("key_delimiter", "key-delimiter(\"/\")").about("what joins the names of nested members", "."),
         ],
         sample: "json-parser()",
         build: json_parser,
     },
     ParserDriver {
         name: "csv_parser",
+        about: "Columns (separated and quoted) into name-value pairs.",
         options: &[
             TEMPLATE,
             PREFIX,
-            read("columns", "columns(\"b\")"),
-            read("delimiters", "delimiters(chars(\",\"))"),
-            read("quotes", "quotes(\"'\")"),
-            read("quote_pairs", "quote-pairs(\"[]\")"),
-            read("null", "null(\"-\")"),
-            read("flags", "flags(greedy)"),
-            read("dialect", "dialect(escape-backslash)"),
-            read("drop_invalid", "drop-invalid(yes)"),
+            read("columns", "columns(\"b\")").about("the names of the columns, a pair each", "required"),
+            read("delimiters", "delimiters(chars(\",\"))").about("the characters (`chars()`) or strings (`strings()`) that end a column", "space"),
+            read("quotes", "quotes(\"'\")").about("characters that quote a column", "\" and '"),
+            read("quote_pairs", "quote-pairs(\"[]\")").about("pairs of characters that quote a column", "none"),
+            read("null", "null(\"-\")").about("the column text that means no value", "none"),
+            read("flags", "flags(greedy)").about("`greedy` (the last column takes the rest), `strip-whitespace`, `escape-backslash`, `drop-invalid`…", "none"),
+            read("dialect", "dialect(escape-backslash)").about("how quotes inside a column are escaped", "escape-none"),
+            read("drop_invalid", "drop-invalid(yes)").about("a parser drops messages it cannot parse instead of passing them", "no"),
         ],
         sample: "csv-parser(columns(\"a\"))",
         build: csv_parser,
     },
     ParserDriver {
         name: "regexp_parser",
+        about: "Named groups of the first regular expression that matches into name-value pairs.",
         options: &[
             TEMPLATE,
             PREFIX,
-            read("patterns", "patterns(\"(?<y>b)\")"),
-            read("type", "type(pcre)"),
-            read("flags", "flags(ignore-case)"),
+            read("patterns", "patterns(\"(?<y>b)\")").about("regular expressions tried in order, named groups set pairs", "required"),
+            read("type", "type(pcre)").about("how the pattern matches: `pcre`, `string`, `glob`", "pcre"),
+            read("flags", "flags(ignore-case)").about("how the pattern matches: `ignore-case`, `utf8`…", "none"),
         ],
         sample: "regexp-parser(patterns(\"(?<x>a)\"))",
         build: regexp_parser,
     },
     ParserDriver {
         name: "date_parser",
+        about: "A time written in the message into its timestamp.",
         options: &[
             TEMPLATE,
-            read("format", "format(\"%d/%b/%Y:%H:%M:%S %z\")"),
-            read("time_zone", "time-zone(\"UTC\")"),
-            read("time_stamp", "time-stamp(recvd)"),
-            read("flags", "flags()"),
+            read("format", "format(\"%d/%b/%Y:%H:%M:%S %z\")").about("the strptime formats tried in order", "%FT%T%z"),
+            read("time_zone", "time-zone(\"UTC\")").about("the time zone of stamps read or written (`date-parser()`: of the text)", "the machine's"),
+            read("time_stamp", "time-stamp(recvd)").about("the stamp it sets, `stamp` or `recvd`", "stamp"),
+            read("flags", "flags()").about("`guess-timezone`: a stamp without a zone takes the one that puts it nearest now", "none"),
         ],
         sample: "date-parser()",
         build: date_parser,
     },
     ParserDriver {
         name: "tags_parser",
+        about: "A list of tags into the message's tags.",
         options: &[TEMPLATE],
         sample: "tags-parser()",
         build: |_, _, _| {
@@ -193,15 +205,16 @@ static DRIVERS: &[ParserDriver] = &[
     },
     ParserDriver {
         name: "db_parser",
+        about: "Classifies messages with a pattern database (PatternDB) and correlates them.",
         options: &[
             TEMPLATE,
             PREFIX,
-            read("file", "file(\"/tmp/sluice-table-test-patterndb.xml\")"),
-            read("drop_unmatched", "drop-unmatched(yes)"),
-            read("program_template", "program-template(\"$HOST\")"),
-            read("message_template", "message-template(\"$MSG\")"),
-            read("inject_mode", "inject-mode(pass-through)"),
-            read("max_contexts", "max-contexts(1000)"),
+            read("file", "file(\"/tmp/sluice-table-test-patterndb.xml\")").about("the pattern database (a file or a directory of them)", "/var/lib/syslog-ng/patterndb.xml"),
+            read("drop_unmatched", "drop-unmatched(yes)").about("`db-parser()` drops messages no rule matches", "no"),
+            read("program_template", "program-template(\"$HOST\")").about("the program that chooses the ruleset", "$PROGRAM"),
+            read("message_template", "message-template(\"$MSG\")").about("the text to classify", "$MSG"),
+            read("inject_mode", "inject-mode(pass-through)").about("where a correlating parser's messages go: `pass-through`, `aggregate-only`, `internal`", "pass-through"),
+            read("max_contexts", "max-contexts(1000)").about("correlation contexts a parser keeps open; past it the one nearest its end ends early", "1000000"),
         ],
         // The table test writes this file first.
         sample: "db-parser(file(\"/tmp/sluice-table-test-patterndb.xml\"))",
@@ -209,28 +222,30 @@ static DRIVERS: &[ParserDriver] = &[
     },
     ParserDriver {
         name: "grouping_by",
+        about: "Groups messages by a key into contexts and makes one message of each.",
         options: &[
             TEMPLATE,
-            read("key", "key(\"$HOST\")"),
-            read("sort_key", "sort-key(\"$SEQNUM\")"),
-            read("scope", "scope(host)"),
-            read("timeout", "timeout(10)"),
-            read("trigger", "trigger(message(\"end\"))"),
-            read("where", "where(program(\"sshd\"))"),
-            read("having", "having(\"$(context-length)\" > \"1\")"),
-            read("aggregate", "aggregate(value(\"MESSAGE\" \"$(context-length)\") tags(\"t\") inherit-mode(last-message))"),
-            read("inject_mode", "inject-mode(aggregate-only)"),
-            read("max_contexts", "max-contexts(1000)"),
+            read("key", "key(\"$HOST\")").about("the template that names a message's context", "required"),
+            read("sort_key", "sort-key(\"$SEQNUM\")").about("the order of a context's messages when it ends", "arrival"),
+            read("scope", "scope(host)").about("which messages share a key: `process`, `program`, `host`, `global`", "global"),
+            read("timeout", "timeout(10)").about("seconds a context stays open after its last message", "required"),
+            read("trigger", "trigger(message(\"end\"))").about("a filter over a context; when it holds the context ends at once", "none"),
+            read("where", "where(program(\"sshd\"))").about("only messages this filter matches are grouped", "every message"),
+            read("having", "having(\"$(context-length)\" > \"1\")").about("a filter over a context's messages; its aggregate is made only when it holds", "always"),
+            read("aggregate", "aggregate(value(\"MESSAGE\" \"$(context-length)\") tags(\"t\") inherit-mode(last-message))").about("the message a context makes when it ends: `value(NAME TEMPLATE)`, `tags()`, `inherit-mode()`", "required"),
+            read("inject_mode", "inject-mode(aggregate-only)").about("where a correlating parser's messages go: `pass-through`, `aggregate-only`, `internal`", "pass-through"),
+            read("max_contexts", "max-contexts(1000)").about("correlation contexts a parser keeps open; past it the one nearest its end ends early", "1000000"),
         ],
         sample: "grouping-by(key(\"$PID\") timeout(5) aggregate(value(\"MESSAGE\" \"x\")))",
         build: grouping_by,
     },
     ParserDriver {
         name: "syslog_parser",
+        about: "A syslog message written in a message (or a template) into its fields.",
         options: &[
             TEMPLATE,
-            read("flags", "flags(no-hostname)"),
-            read("drop_invalid", "drop-invalid(yes)"),
+            read("flags", "flags(no-hostname)").about("how the message is read, as a source's `flags()`: `no-hostname`, `syslog-protocol`, `assume-utf8`…", "none"),
+            read("drop_invalid", "drop-invalid(yes)").about("a parser drops messages it cannot parse instead of passing them", "no"),
         ],
         sample: "syslog-parser()",
         build: syslog_parser,
@@ -1377,6 +1392,7 @@ pub fn reference() -> Vec<sluice_config::declared::Entry> {
         .iter()
         .map(|f| sluice_config::declared::Entry {
             names: vec![f.name],
+            about: f.about,
             sample: f.sample,
             options: vec![f.options],
         })

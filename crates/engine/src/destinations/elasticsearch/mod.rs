@@ -16,6 +16,7 @@ use sluice_model::Template;
 /// The declaration: the names it answers to, its options, a valid use, its build.
 pub static DRIVER: DestinationDriver = DestinationDriver {
     names: &["elasticsearch_http", "opensearch"],
+    about: "Documents into Elasticsearch or OpenSearch (`opensearch()`) through `_bulk`, each document's result read: refused ones dropped and counted, the rest retried.",
     options: &[
         DATES,
         QUEUE,
@@ -32,10 +33,22 @@ pub static DRIVER: DestinationDriver = DestinationDriver {
 
 /// The options of `elasticsearch-http()` and `opensearch()` besides those of `http()`.
 pub(super) const OPTIONS: &[Declared] = &[
-    read("index", "index(\"logs-${YEAR}.${MONTH}.${DAY}\")"),
-    read("type", "type(\"\")"),
-    read("custom_id", "custom-id(\"${HOST}-${SEQNUM}\")"),
-    read("template", "template(\"$(format-json --scope rfc5424)\")"),
+    read("index", "index(\"logs-${YEAR}.${MONTH}.${DAY}\")").about(
+        "the template of a document's index (`logs-${YEAR}.${MONTH}.${DAY}`)",
+        "required",
+    ),
+    read("type", "type(\"\")").about(
+        "the documents' `_type` (empty: none, as Elasticsearch 7 and OpenSearch want)",
+        "none",
+    ),
+    read("custom_id", "custom-id(\"${HOST}-${SEQNUM}\")").about(
+        "the template of a document's `_id` (the cluster makes one when empty)",
+        "none",
+    ),
+    read("template", "template(\"$(format-json --scope rfc5424)\")").about(
+        "the document of a message: a template statement's name or template text",
+        "`$(format-json --scope rfc5424 --exclude DATE --key ISODATE @timestamp=${ISODATE})`",
+    ),
 ];
 
 /// The options of `http()` these drivers take; the method, the body and its framing are the
@@ -44,18 +57,18 @@ pub(super) const HTTP_OPTIONS: &[Declared] = &[
     read(
         "url",
         "url(\"http://127.0.0.1:9/_bulk\" \"https://127.0.0.1:9/_bulk\")",
-    ),
-    read("headers", "headers(\"X-A: b\")"),
-    read("user", "user(\"u\") password(\"p\")"),
-    read("password", "password(\"p\") user(\"u\")"),
-    read("user_agent", "user-agent(\"sluice\")"),
-    read("timeout", "timeout(10)"),
-    read("response_action", "response-action(404 => retry)"),
-    read("tls", "tls(peer-verify(no))"),
-    read("content_compression", "content-compression(\"gzip\")"),
-    read("accept_encoding", "accept-encoding(\"gzip\")"),
-    read("proxy", "proxy(\"http://proxy.example:3128\")"),
-    read("accept_redirects", "accept-redirects(no)"),
+    ).about("the URLs requests go to; `elasticsearch-http()`, `opensearch()`: the nodes' `_bulk` endpoints, failed over in turn", "required"),
+    read("headers", "headers(\"X-A: b\")").about("header lines of each request", "none"),
+    read("user", "user(\"u\") password(\"p\")").about("basic authentication's user", "none"),
+    read("password", "password(\"p\") user(\"u\")").about("basic authentication's password", "none"),
+    read("user_agent", "user-agent(\"sluice\")").about("the User-Agent header", "sluice"),
+    read("timeout", "timeout(10)").about("seconds a node may take to answer", "10"),
+    read("response_action", "response-action(404 => retry)").about("what a status code means (`404 => drop`, `503 => retry`)", "2xx taken, 5xx later, 4xx dropped"),
+    read("tls", "tls(peer-verify(no))").about("TLS: `key-file()`, `cert-file()`, `ca-file()`, `ca-dir()`, `peer-verify()`…", "none"),
+    read("content_compression", "content-compression(\"gzip\")").about("request bodies compressed with `gzip` or `deflate` (`identity`: as they are)", "identity"),
+    read("accept_encoding", "accept-encoding(\"gzip\")").about("the compressions answers may come in (`gzip`, `deflate`, `identity`, `all`), read when they do", "none asked"),
+    read("proxy", "proxy(\"http://proxy.example:3128\")").about("an HTTP proxy, `http://[user:password@]host:port`; `https://` URLs go through a tunnel it opens (`CONNECT`)", "none"),
+    read("accept_redirects", "accept-redirects(no)").about("`no` only: sluice does not follow a redirect (a 3xx answer is sent again later, as a 5xx)", "no"),
 ];
 
 /// A document unless `template()` says otherwise: syslog-ng's.

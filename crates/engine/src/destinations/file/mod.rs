@@ -19,6 +19,7 @@ use writer::FileDestination;
 /// The declaration: the names it answers to, its options, a valid use, its build.
 pub static DRIVER: DestinationDriver = DestinationDriver {
     names: &["file"],
+    about: "A file (its name a template: a file per host, per day…), created as asked, written in batches.",
     options: &[
         FORMAT,
         QUEUE,
@@ -35,8 +36,8 @@ pub static DRIVER: DestinationDriver = DestinationDriver {
 /// The options of `file()` besides how it is made ([`MAKE_FILE`]), read by
 /// [`options::apply_file_option`].
 pub(super) const FILE: &[Declared] = &[
-    read("fsync", "fsync(yes)"),
-    read("time_reap", "time-reap(60)"),
+    read("fsync", "fsync(yes)").about("a file destination syncs each write to disk", "no"),
+    read("time_reap", "time-reap(60)").about("seconds an idle file destination stays open", "60"),
     not_yet("pad_size"),
     not_yet("overwrite_if_older"),
     not_yet("logrotate"),

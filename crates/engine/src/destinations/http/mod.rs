@@ -18,6 +18,7 @@ use std::time::Duration;
 /// The declaration: the names it answers to, its options, a valid use, its build.
 pub static DRIVER: DestinationDriver = DestinationDriver {
     names: &["http"],
+    about: "HTTP(S) requests of one or more messages each, with retries by status code.",
     options: &[
         DATES,
         QUEUE,
@@ -36,29 +37,29 @@ pub(super) const OPTIONS: &[Declared] = &[
     read(
         "url",
         "url(\"http://127.0.0.1:9/a\" \"https://127.0.0.1:9/b\")",
-    ),
-    read("method", "method(\"PUT\")"),
+    ).about("the URLs requests go to; `elasticsearch-http()`, `opensearch()`: the nodes' `_bulk` endpoints, failed over in turn", "required"),
+    read("method", "method(\"PUT\")").about("the request method", "POST"),
     read(
         "headers",
         "headers(\"Content-Type: application/json\", \"X-A: b\")",
-    ),
-    read("body", "body(\"$MSG\")"),
-    read("body_prefix", "body-prefix(\"[\")"),
-    read("body_suffix", "body-suffix(\"]\")"),
-    read("delimiter", "delimiter(\",\")"),
-    read("user", "user(\"u\") password(\"p\")"),
-    read("password", "password(\"p\") user(\"u\")"),
-    read("user_agent", "user-agent(\"sluice\")"),
-    read("timeout", "timeout(10)"),
+    ).about("header lines of each request", "none"),
+    read("body", "body(\"$MSG\")").about("the template of an HTTP request's body for each message", "the message in syslog-ng's file format"),
+    read("body_prefix", "body-prefix(\"[\")").about("text before the messages of an HTTP request's body", "empty"),
+    read("body_suffix", "body-suffix(\"]\")").about("text after the messages of an HTTP request's body", "empty"),
+    read("delimiter", "delimiter(\",\")").about("text between the messages of an HTTP request's body", "a line end"),
+    read("user", "user(\"u\") password(\"p\")").about("basic authentication's user", "none"),
+    read("password", "password(\"p\") user(\"u\")").about("basic authentication's password", "none"),
+    read("user_agent", "user-agent(\"sluice\")").about("the User-Agent header", "sluice"),
+    read("timeout", "timeout(10)").about("seconds a server may take to answer", "none"),
     read(
         "response_action",
         "response-action(404 => retry, 418 => drop)",
-    ),
-    read("tls", "tls(peer-verify(no))"),
-    read("content_compression", "content-compression(\"gzip\")"),
-    read("accept_encoding", "accept-encoding(\"gzip, deflate\")"),
-    read("proxy", "proxy(\"http://proxy.example:3128\")"),
-    read("accept_redirects", "accept-redirects(no)"),
+    ).about("what a status code means (`404 => drop`, `503 => retry`)", "2xx taken, 5xx later, 4xx dropped"),
+    read("tls", "tls(peer-verify(no))").about("TLS: `key-file()`, `cert-file()`, `ca-file()`, `ca-dir()`, `peer-verify()`…", "none"),
+    read("content_compression", "content-compression(\"gzip\")").about("request bodies compressed with `gzip` or `deflate` (`identity`: as they are)", "identity"),
+    read("accept_encoding", "accept-encoding(\"gzip, deflate\")").about("the compressions answers may come in (`gzip`, `deflate`, `identity`, `all`), read when they do", "none asked"),
+    read("proxy", "proxy(\"http://proxy.example:3128\")").about("an HTTP proxy, `http://[user:password@]host:port`; `https://` URLs go through a tunnel it opens (`CONNECT`)", "none"),
+    read("accept_redirects", "accept-redirects(no)").about("`no` only: sluice does not follow a redirect (a 3xx answer is sent again later, as a 5xx)", "no"),
 ];
 
 /// syslog-ng's options of `http()` that sluice does not have yet.

@@ -17,6 +17,7 @@ use std::time::Duration;
 /// The declaration: the names it answers to, its options, a valid use, its build.
 pub static DRIVER: DestinationDriver = DestinationDriver {
     names: &["kafka_c"],
+    about: "Kafka records through librdkafka, idempotent, acknowledged once the broker has them.",
     options: &[
         DATES,
         QUEUE,
@@ -35,23 +36,23 @@ pub(super) const OPTIONS: &[Declared] = &[
     read(
         "bootstrap_servers",
         "bootstrap-servers(\"127.0.0.1:9092,127.0.0.2:9092\")",
-    ),
-    read("topic", "topic(\"logs-${HOST}\")"),
-    read("key", "key(\"$HOST\")"),
-    read("message", "message(\"$ISODATE $HOST $MSG\")"),
+    ).about("the brokers it first connects to, `host:port,host:port`", "required"),
+    read("topic", "topic(\"logs-${HOST}\")").about("the template of a record's topic", "required"),
+    read("key", "key(\"$HOST\")").about("the template of a record's key", "none"),
+    read("message", "message(\"$ISODATE $HOST $MSG\")").about("the template of a record's value", "$ISODATE $HOST $MSGHDR$MSG"),
     read(
         "config",
         "config(\"linger.ms\" => \"10\", \"compression.type\" => \"lz4\")",
-    ),
-    read("fallback_topic", "fallback-topic(\"logs\")"),
-    read("sync_send", "sync-send(yes)"),
-    read("poll_timeout", "poll-timeout(100)"),
+    ).about("librdkafka's producer properties, `\"name\" => \"value\"` (TLS, SASL, `linger.ms`…)", "none"),
+    read("fallback_topic", "fallback-topic(\"logs\")").about("where a record goes whose topic the broker refuses or is no topic name", "none: dropped"),
+    read("sync_send", "sync-send(yes)").about("one record at a time, each waiting for the broker", "no"),
+    read("poll_timeout", "poll-timeout(100)").about("milliseconds one poll for delivery reports waits at most", "1000"),
     read(
         "flush_timeout_on_shutdown",
         "flush-timeout-on-shutdown(5000)",
-    ),
-    read("flush_timeout_on_reload", "flush-timeout-on-reload(500)"),
-    read("kafka_logging", "kafka-logging(disabled)"),
+    ).about("milliseconds a stop waits for the brokers to take what sluice holds", "60000"),
+    read("flush_timeout_on_reload", "flush-timeout-on-reload(500)").about("milliseconds a reload waits for the brokers to take the records in flight before the new destination produces them again", "1000"),
+    read("kafka_logging", "kafka-logging(disabled)").about("what of librdkafka's own log reaches sluice's: `disabled`, `kafka` (all of it at its severities), `trace` (all of it as debug messages)", "warnings and worse, as errors"),
 ];
 
 /// syslog-ng's options of `kafka-c()` that sluice does not have yet.

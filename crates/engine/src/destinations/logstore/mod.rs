@@ -18,6 +18,7 @@ use std::time::Duration;
 /// The declaration: the names it answers to, its options, a valid use, its build.
 pub static DRIVER: DestinationDriver = DestinationDriver {
     names: &["logstore"],
+    about: "A forensic archive: lines compressed in chunks, encrypted for certificates, chained, forward-sealed and timestamped (`sluice logstore cat|grep|tail|verify|info`).",
     options: &[
         FORMAT,
         QUEUE,
@@ -35,19 +36,19 @@ pub static DRIVER: DestinationDriver = DestinationDriver {
 
 /// The options of `logstore()` itself: syslog-ng PE's names, and `seal-key()`.
 pub(super) const OPTIONS: &[Declared] = &[
-    read("compress", "compress(5)"),
+    read("compress", "compress(5)").about("the zstd level, 0 (none) to 9", "3"),
     read(
         "encrypt_certificate",
         "encrypt-certificate(\"/etc/sluice/archive-reader.pem\")",
-    ),
-    read("chunk_size", "chunk-size(65536)"),
-    read("chunk_time", "chunk-time(2)"),
-    read("seal_key", "seal-key(\"/var/lib/sluice/logstore.seal\")"),
+    ).about("PEM certificates (RSA) whose keys can read the archives; several for several readers; none writes them unencrypted", "none"),
+    read("chunk_size", "chunk-size(65536)").about("a chunk is sealed once its records take this many bytes (sluice reads bytes; 4 KiB to 64 MiB)", "1048576"),
+    read("chunk_time", "chunk-time(2)").about("a chunk is sealed this many seconds after its first record", "5"),
+    read("seal_key", "seal-key(\"/var/lib/sluice/logstore.seal\")").about("the sealing key `sluice logstore keygen` made; frames are sealed forward-securely", "none (chained, not sealed)"),
     read(
         "timestamp_url",
         "timestamp-url(\"http://127.0.0.1:3180/tsr\")",
-    ),
-    read("timestamp_policy", "timestamp-policy(\"1.2.3.4.1\")"),
+    ).about("an RFC 3161 timestamping authority (`http://`) that stamps the chain head as chunks are sealed", "none (no timestamps)"),
+    read("timestamp_policy", "timestamp-policy(\"1.2.3.4.1\")").about("the policy OID asked of the timestamping authority", "the authority's"),
 ];
 
 /// The files the examples of [`OPTIONS`] name, and where the table test finds them.

@@ -22,6 +22,7 @@ use std::time::Duration;
 /// `network()` and `syslog()`: the transport is an option.
 pub static DRIVER: DestinationDriver = DestinationDriver {
     names: &["network", "syslog"],
+    about: "A syslog server over TCP, UDP or TLS (`syslog()`: RFC5424 with octet counting), with failover and a disk buffer.",
     options: &[
         FORMAT,
         QUEUE,
@@ -41,6 +42,7 @@ pub static DRIVER: DestinationDriver = DestinationDriver {
 /// `tcp()`, `udp()`, `relp()`…: the transport is in the name.
 pub static PER_TRANSPORT: DestinationDriver = DestinationDriver {
     names: &["tcp", "tcp6", "udp", "udp6", "relp"],
+    about: "A syslog server over TCP, UDP or TLS (syslog-ng's older drivers), or RELP (`relp()`).",
     options: &[
         FORMAT,
         QUEUE,
@@ -58,28 +60,47 @@ pub static PER_TRANSPORT: DestinationDriver = DestinationDriver {
 
 /// Where a destination that talks IP sends.
 const ADDRESS: &[Declared] = &[
-    read("port", "port(1514)"),
-    read("destport", "destport(1514)"),
-    read("localip", "localip(\"127.0.0.1\")"),
-    read("localport", "localport(0)"),
-    read("ip_protocol", "ip-protocol(4)"),
+    read("port", "port(1514)").about(
+        "the port a source listens on or a destination sends to",
+        "514 (`syslog()`: 601)",
+    ),
+    read("destport", "destport(1514)").about(
+        "the port a forwarding destination sends to (`port()` too)",
+        "514 (`syslog()`: 601)",
+    ),
+    read("localip", "localip(\"127.0.0.1\")").about("the address a destination sends from", "any"),
+    read("localport", "localport(0)").about("the port a destination sends from", "any"),
+    read("ip_protocol", "ip-protocol(4)").about("4 or 6: the family of the address", "4"),
     read(
         "failover",
         "failover(servers(\"127.0.0.2\") failback(tcp-probe-interval(5)))",
+    )
+    .about(
+        "a forwarding destination's other servers: `servers()`, `failback()`",
+        "none",
     ),
 ];
 
 /// TLS of `tcp()`, `tcp6()` and `relp()`: on when the block is there.
-const TLS: &[Declared] = &[read("tls", "tls(peer-verify(optional-untrusted))")];
-
-/// TLS of `network()` and `syslog()`, for `transport(tls)`.
-const TLS_BY_TRANSPORT: &[Declared] = &[read(
-    "tls",
-    "transport(tls) tls(peer-verify(optional-untrusted))",
+const TLS: &[Declared] = &[read("tls", "tls(peer-verify(optional-untrusted))").about(
+    "TLS: `key-file()`, `cert-file()`, `ca-file()`, `ca-dir()`, `peer-verify()`…",
+    "none",
 )];
 
+/// TLS of `network()` and `syslog()`, for `transport(tls)`.
+const TLS_BY_TRANSPORT: &[Declared] =
+    &[
+        read("tls", "transport(tls) tls(peer-verify(optional-untrusted))").about(
+            "TLS: `key-file()`, `cert-file()`, `ca-file()`, `ca-dir()`, `peer-verify()`…",
+            "none",
+        ),
+    ];
+
 /// `network()` and `syslog()` choose their transport.
-const TRANSPORT: &[Declared] = &[read("transport", "transport(udp)")];
+const TRANSPORT: &[Declared] = &[read("transport", "transport(udp)").about(
+    "`tcp`, `udp`, `tls`, `proxied-tcp`, `proxied-tls`…",
+    "tcp (`network()`)",
+)];
 
 /// syslog-ng's options of forwarding destinations that sluice does not have yet.
 const NETWORK_LATER: &[Declared] = &[

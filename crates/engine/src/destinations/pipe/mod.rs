@@ -12,6 +12,7 @@ use sluice_config::{ConfigError, Node};
 /// The declaration: the names it answers to, its options, a valid use, its build.
 pub static DRIVER: DestinationDriver = DestinationDriver {
     names: &["pipe"],
+    about: "A named pipe (Debian's `/dev/xconsole`), made when missing: written at once when something reads it, or dropped.",
     options: &[FORMAT, QUEUE, MAKE_FILE, EVERY_LATER],
     sample: "pipe(\"/nonexistent/sluice-table-test\")",
     build: pipe,

@@ -170,6 +170,7 @@ impl Running {
 /// The declaration: the names it answers to, its options, a valid use, its build.
 pub static DRIVER: DestinationDriver = DestinationDriver {
     names: &["program"],
+    about: "The standard input of a program sluice runs.",
     options: &[
         FORMAT,
         QUEUE,
@@ -184,9 +185,11 @@ pub static DRIVER: DestinationDriver = DestinationDriver {
 
 /// The options of `program()`.
 const PROGRAM: &[Declared] = &[
-    read("inherit_environment", "inherit-environment(no)"),
+    read("inherit_environment", "inherit-environment(no)")
+        .about("a `program()` gets sluice's environment", "yes"),
     // The program runs until its connection ends, whatever this says.
-    read("keep_alive", "keep-alive(yes)"),
+    read("keep_alive", "keep-alive(yes)")
+        .about("connections and programs are kept over a reload", "yes"),
 ];
 
 /// `program("/usr/local/bin/alert")`: messages on a program's standard input.

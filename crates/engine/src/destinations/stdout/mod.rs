@@ -13,6 +13,7 @@ use std::sync::Arc;
 /// The declaration: the names it answers to, its options, a valid use, its build.
 pub static DRIVER: DestinationDriver = DestinationDriver {
     names: &["stdout"],
+    about: "sluice's standard output.",
     options: &[
         FORMAT,
         QUEUE,

@@ -11,6 +11,7 @@ use sluice_config::{ConfigError, Node};
 /// The declaration: the names it answers to, its options, a valid use, its build.
 pub static DRIVER: DestinationDriver = DestinationDriver {
     names: &["unix_stream", "unix_dgram"],
+    about: "A unix socket: a stream or datagrams.",
     options: &[FORMAT, QUEUE, DISK_BUFFER, SOCKET, EVERY_LATER, BATCH_LATER],
     sample: "unix-stream(\"/nonexistent/sluice-table-test\")",
     build: unix,

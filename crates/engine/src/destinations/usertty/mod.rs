@@ -10,6 +10,7 @@ use sluice_config::{ConfigError, Node};
 /// The declaration: the names it answers to, its options, a valid use, its build.
 pub static DRIVER: DestinationDriver = DestinationDriver {
     names: &["usertty"],
+    about: "The terminals of a logged-in user (`*`: everyone's): written at once or dropped.",
     options: &[FORMAT, EVERY_LATER],
     sample: "usertty(\"root\")",
     build: usertty,

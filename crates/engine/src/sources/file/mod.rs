@@ -16,6 +16,7 @@ use std::time::Duration;
 /// The declaration: the names it answers to, its options, a valid use, its build.
 pub static DRIVER: SourceDriver = SourceDriver {
     names: &["file"],
+    about: "A file followed as it grows (and after rotation), its position kept; `/dev/kmsg` as the kernel's log.",
     options: &[FILE, MULTI_LINE],
     sample: "file(\"/nonexistent/sluice-table-test\")",
     build: file,
@@ -24,7 +25,10 @@ pub static DRIVER: SourceDriver = SourceDriver {
 /// The options of `file()`.
 /// (Multi-line modes, `pad-size()` and encodings are every source's, in
 /// [`SourceOptions::DECLARED`].)
-const FILE: &[Declared] = &[read("follow_freq", "follow-freq(0.5)")];
+const FILE: &[Declared] = &[read("follow_freq", "follow-freq(0.5)").about(
+    "seconds between looks at a followed file when no inotify notice comes",
+    "1",
+)];
 
 /// `file("/var/log/app.log")`: follows a file as it grows, across rotations.
 fn file(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigError> {

@@ -194,6 +194,7 @@ fn as_internal<'a>(
 /// The declaration: the names it answers to, its options, a valid use, its build.
 pub static DRIVER: SourceDriver = SourceDriver {
     names: &["internal"],
+    about: "sluice's own messages.",
     options: &[],
     sample: "internal()",
     build: internal,

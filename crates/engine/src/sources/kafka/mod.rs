@@ -16,6 +16,7 @@ use std::time::Duration;
 /// The declaration: the names it answers to, its options, a valid use, its build.
 pub static DRIVER: SourceDriver = SourceDriver {
     names: &["kafka"],
+    about: "Records of Kafka topics, as a member of a consumer group; offsets committed once delivered.",
     options: &[KAFKA],
     sample: "kafka(bootstrap-servers(\"127.0.0.1:9\") topic(\"logs\"))",
     build: kafka,
@@ -23,18 +24,18 @@ pub static DRIVER: SourceDriver = SourceDriver {
 
 /// The options of `kafka()`.
 const KAFKA: &[Declared] = &[
-    read("bootstrap_servers", "bootstrap-servers(\"127.0.0.1:9092\")"),
-    read("topic", "topic(\"logs\" => \"-1\")"),
-    read("config", "config(\"group.id\" => \"central\")"),
-    read("poll_timeout", "poll-timeout(100)"),
-    read("kafka_logging", "kafka-logging(disabled)"),
-    read("store_metadata", "store-metadata(no)"),
-    read("disable_bookmarks", "disable-bookmarks(yes)"),
-    read("persist_store", "persist-store(remote)"),
-    read("strategy_hint", "strategy-hint(subscribe)"),
-    read("ignore_saved_bookmarks", "ignore-saved-bookmarks(yes)"),
-    read("workers", "workers(3)"),
-    read("separated_worker_queues", "separated-worker-queues(yes)"),
+    read("bootstrap_servers", "bootstrap-servers(\"127.0.0.1:9092\")").about("the brokers it first connects to, `host:port,host:port`", "required"),
+    read("topic", "topic(\"logs\" => \"-1\")").about("the topics it reads: `\"logs\"`, `\"^pattern\"`, `\"logs\" => \"0,1\"` for those partitions, `\"-1\"` for all", "required"),
+    read("config", "config(\"group.id\" => \"central\")").about("librdkafka's consumer properties, `\"name\" => \"value\"` (TLS, SASL, `group.id`)", "group.id sluice-SOURCE"),
+    read("poll_timeout", "poll-timeout(100)").about("milliseconds one poll for records waits at most", "100"),
+    read("kafka_logging", "kafka-logging(disabled)").about("what of librdkafka's own log reaches sluice's: `disabled`, `kafka` (all of it at its severities), `trace` (all of it as debug messages)", "warnings and worse, as errors"),
+    read("store_metadata", "store-metadata(no)").about("messages carry `.kafka.topic`, `.kafka.partition`, `.kafka.offset` and `.kafka.key`", "yes"),
+    read("disable_bookmarks", "disable-bookmarks(yes)").about("store no offsets, so the group commits none: the next start reads from where `auto.offset.reset` says", "no"),
+    read("persist_store", "persist-store(remote)").about("where offsets are kept: `remote` (the consumer group, committed once delivered) is the only place sluice keeps them", "remote"),
+    read("strategy_hint", "strategy-hint(subscribe)").about("`assign` reads listed partitions themselves, `subscribe` their whole topics, shared by the group", "assign"),
+    read("ignore_saved_bookmarks", "ignore-saved-bookmarks(yes)").about("each partition starts where `auto.offset.reset` says the first time it is given after a start, not at the group's committed offset", "no"),
+    read("workers", "workers(3)").about("the reading thread and the tasks that parse and dispatch what it reads: N − 1 tasks (syslog-ng's worker 0 fetches, the others process)", "2 (a thread and a task)"),
+    read("separated_worker_queues", "separated-worker-queues(yes)").about("each of its `workers()` takes batches from a queue of its own, dealt to in turn (`no`: all take from one)", "no"),
 ];
 
 /// `kafka(bootstrap-servers("10.0.0.1:9092") topic("logs"))`: a member of a consumer group.

@@ -19,6 +19,7 @@ use std::time::Duration;
 /// The declaration: the names it answers to, its options, a valid use, its build.
 pub static DRIVER: SourceDriver = SourceDriver {
     names: &["network", "syslog", "tcp", "tcp6", "udp", "udp6", "relp"],
+    about: "Syslog messages over TCP, UDP or TLS: RFC3164 and RFC5424 (`syslog()`: RFC6587 framing, port 601), RELP (`relp()`).",
     options: &[NETWORK, MULTI_LINE],
     sample: "network(port(0))",
     build: network,
@@ -26,27 +27,50 @@ pub static DRIVER: SourceDriver = SourceDriver {
 
 /// Options of `network()`, `syslog()`, `tcp()`, `udp()` and `relp()`.
 const NETWORK: &[Declared] = &[
-    read("ip", "ip(\"127.0.0.1\")"),
-    read("localip", "localip(\"::1\")"),
-    read("port", "port(0)"),
-    read("localport", "localport(0)"),
-    read("transport", "transport(udp)"),
-    read("ip_protocol", "ip-protocol(6)"),
-    read("max_connections", "max-connections(100)"),
-    read("so_rcvbuf", "so-rcvbuf(1048576)"),
-    read("so_reuseport", "so-reuseport(yes)"),
-    read("keep_alive", "keep-alive(yes)"),
-    read("so_keepalive", "so-keepalive(yes)"),
-    read("listen_backlog", "listen-backlog(100)"),
+    read("ip", "ip(\"127.0.0.1\")").about(
+        "the address a source listens on or a destination sends to",
+        "0.0.0.0 (sources)",
+    ),
+    read("localip", "localip(\"::1\")").about("the address a destination sends from", "any"),
+    read("port", "port(0)").about(
+        "the port a source listens on or a destination sends to",
+        "514 (`syslog()`: 601)",
+    ),
+    read("localport", "localport(0)").about("the port a destination sends from", "any"),
+    read("transport", "transport(udp)").about(
+        "`tcp`, `udp`, `tls`, `proxied-tcp`, `proxied-tls`…",
+        "tcp (`network()`)",
+    ),
+    read("ip_protocol", "ip-protocol(6)").about("4 or 6: the family of the address", "4"),
+    read("max_connections", "max-connections(100)").about(
+        "connections a source accepts at once",
+        "10 (unix sockets: 256)",
+    ),
+    read("so_rcvbuf", "so-rcvbuf(1048576)")
+        .about("the socket's receive buffer, in bytes", "the kernel's"),
+    read("so_reuseport", "so-reuseport(yes)").about("SO_REUSEPORT on the listening socket", "no"),
+    read("keep_alive", "keep-alive(yes)")
+        .about("connections and programs are kept over a reload", "yes"),
+    read("so_keepalive", "so-keepalive(yes)").about("TCP keepalives on connections", "no"),
+    read("listen_backlog", "listen-backlog(100)").about(
+        "the kernel's queue of connections waiting to be accepted",
+        "4096",
+    ),
     read(
         "tls",
         "transport(tls) tls(key-file(\"/k\") cert-file(\"/c\") peer-verify(optional-untrusted))",
+    )
+    .about(
+        "TLS: `key-file()`, `cert-file()`, `ca-file()`, `ca-dir()`, `peer-verify()`…",
+        "none",
     ),
     read(
         "trusted_proxies",
         "transport(proxied-tcp) trusted-proxies(\"10.0.0.0/8\")",
-    ),
-    read("handshake_timeout", "handshake-timeout(5)"),
+    )
+    .about("addresses whose PROXY headers are believed", "any"),
+    read("handshake_timeout", "handshake-timeout(5)")
+        .about("seconds a TLS handshake or PROXY header may take", "10"),
     not_yet("so_broadcast"),
     not_yet("so_sndbuf"),
     not_yet("ip_ttl"),

@@ -17,6 +17,7 @@ use tokio::sync::watch;
 /// The declaration: the names it answers to, its options, a valid use, its build.
 pub static DRIVER: SourceDriver = SourceDriver {
     names: &["pipe"],
+    about: "A named pipe.",
     options: &[PIPE, options::MAKE_FILE, MULTI_LINE],
     sample: "pipe(\"/nonexistent/sluice-table-test\")",
     build: pipe,
@@ -24,7 +25,10 @@ pub static DRIVER: SourceDriver = SourceDriver {
 
 /// The options of `pipe()` besides how a missing pipe is made ([`options::MAKE_FILE`]):
 /// `optional()` is moot, the pipe is sluice's to make.
-const PIPE: &[Declared] = &[read("optional", "optional(yes)")];
+const PIPE: &[Declared] = &[read("optional", "optional(yes)").about(
+    "a source that cannot open its file or device is said and left out",
+    "no",
+)];
 
 /// `pipe("/var/run/app.pipe")`: a named pipe.
 fn pipe(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigError> {

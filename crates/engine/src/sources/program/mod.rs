@@ -22,6 +22,7 @@ use tokio::sync::watch;
 /// The declaration: the names it answers to, its options, a valid use, its build.
 pub static DRIVER: SourceDriver = SourceDriver {
     names: &["program"],
+    about: "The output of a program sluice runs (and runs again when it exits).",
     options: &[PROGRAM, MULTI_LINE],
     sample: "program(\"true\")",
     build: program,
@@ -161,7 +162,8 @@ async fn end(child: &mut tokio::process::Child) {
 }
 
 /// The options of `program()`.
-const PROGRAM: &[Declared] = &[read("inherit_environment", "inherit-environment(no)")];
+const PROGRAM: &[Declared] = &[read("inherit_environment", "inherit-environment(no)")
+    .about("a `program()` gets sluice's environment", "yes")];
 
 /// `program("/usr/bin/tail -F /var/log/x")`: what a program writes.
 fn program(node: &Node, o: &mut Options, common: Common) -> Result<Built, ConfigError> {

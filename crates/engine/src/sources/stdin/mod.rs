@@ -116,6 +116,7 @@ impl StdinSource {
 /// The declaration: the names it answers to, its options, a valid use, its build.
 pub static DRIVER: SourceDriver = SourceDriver {
     names: &["stdin"],
+    about: "sluice's standard input; sluice stops at its end.",
     options: &[MULTI_LINE],
     sample: "stdin()",
     build: stdin,

@@ -15,6 +15,7 @@ use std::sync::Arc;
 /// The declaration: the names it answers to, its options, a valid use, its build.
 pub static DRIVER: SourceDriver = SourceDriver {
     names: &["system"],
+    about: "This machine's messages: the journal under systemd, else `/dev/log` and `/dev/kmsg`.",
     options: &[],
     sample: "system()",
     build: system,

@@ -18,6 +18,7 @@ use std::sync::Arc;
 /// The declaration: the names it answers to, its options, a valid use, its build.
 pub static DRIVER: SourceDriver = SourceDriver {
     names: &["systemd_journal"],
+    about: "The systemd journal, its position kept across restarts.",
     options: &[SYSTEMD_JOURNAL],
     sample: "systemd-journal(prefix(\".j.\") matches(\"_COMM\" => \"sshd\"))",
     build: systemd_journal,
@@ -25,12 +26,22 @@ pub static DRIVER: SourceDriver = SourceDriver {
 
 /// The options of `systemd-journal()`.
 const SYSTEMD_JOURNAL: &[Declared] = &[
-    read("prefix", "prefix(\".journald.\")"),
-    read("max_field_size", "max-field-size(65536)"),
-    read("namespace", "namespace(\"*\")"),
-    read("matches", "matches(\"PRIORITY\" => \"3\")"),
-    read("match_boot", "match-boot(yes)"),
-    read("read_old_records", "read-old-records(no)"),
+    read("prefix", "prefix(\".journald.\")").about(
+        "a parser: what the names of the pairs it sets start with",
+        "driver's",
+    ),
+    read("max_field_size", "max-field-size(65536)").about("bytes of a field kept", "65536"),
+    read("namespace", "namespace(\"*\")").about(
+        "the journal namespace (`*` all, `+name` with the default)",
+        "the default",
+    ),
+    read("matches", "matches(\"PRIORITY\" => \"3\")").about(
+        "fields an entry must have (`\"FIELD\" => \"value\"`)",
+        "none",
+    ),
+    read("match_boot", "match-boot(yes)").about("only entries of this boot", "no"),
+    read("read_old_records", "read-old-records(no)")
+        .about("read what the journal held before the first start", "yes"),
 ];
 
 /// `systemd-journal()`: this machine's journal.

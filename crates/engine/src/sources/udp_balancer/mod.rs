@@ -15,6 +15,7 @@ use std::sync::Arc;
 /// The declaration: the names it answers to, its options, a valid use, its build.
 pub static DRIVER: SourceDriver = SourceDriver {
     names: &["udp_balancer"],
+    about: "UDP on one port spread over several sockets (SO_REUSEPORT), every core reading.",
     options: &[UDP_BALANCER],
     sample: "udp-balancer(port(0) listeners(2))",
     build: udp_balancer,
@@ -22,13 +23,20 @@ pub static DRIVER: SourceDriver = SourceDriver {
 
 /// The options of `udp-balancer()`: where it listens, its buffers, how many sockets.
 const UDP_BALANCER: &[Declared] = &[
-    read("ip", "ip(\"127.0.0.1\")"),
-    read("localip", "localip(\"127.0.0.1\")"),
-    read("port", "port(0)"),
-    read("localport", "localport(0)"),
-    read("ip_protocol", "ip-protocol(4)"),
-    read("so_rcvbuf", "so-rcvbuf(1048576)"),
-    read("listeners", "listeners(4)"),
+    read("ip", "ip(\"127.0.0.1\")").about(
+        "the address a source listens on or a destination sends to",
+        "0.0.0.0 (sources)",
+    ),
+    read("localip", "localip(\"127.0.0.1\")").about("the address a destination sends from", "any"),
+    read("port", "port(0)").about(
+        "the port a source listens on or a destination sends to",
+        "514 (`syslog()`: 601)",
+    ),
+    read("localport", "localport(0)").about("the port a destination sends from", "any"),
+    read("ip_protocol", "ip-protocol(4)").about("4 or 6: the family of the address", "4"),
+    read("so_rcvbuf", "so-rcvbuf(1048576)")
+        .about("the socket's receive buffer, in bytes", "the kernel's"),
+    read("listeners", "listeners(4)").about("sockets sharing the port", "one per core"),
 ];
 
 /// `udp-balancer(port(514) listeners(4))`, syslog-ng PE's: `listeners()` UDP sockets on one

@@ -15,6 +15,7 @@ use std::sync::Arc;
 /// The declaration: the names it answers to, its options, a valid use, its build.
 pub static DRIVER: SourceDriver = SourceDriver {
     names: &["unix_stream", "unix_dgram"],
+    about: "Messages on a unix socket (`/dev/log`): a stream or datagrams, with the sender's credentials.",
     options: &[UNIX, MULTI_LINE],
     sample: "unix-stream(\"/nonexistent/sluice-table-test\")",
     build: unix,
@@ -22,19 +23,43 @@ pub static DRIVER: SourceDriver = SourceDriver {
 
 /// Options of `unix-stream()` and `unix-dgram()`.
 const UNIX: &[Declared] = &[
-    read("owner", "owner(\"root\")"),
-    read("group", "group(\"root\")"),
-    read("perm", "perm(0600)"),
-    read("max_connections", "max-connections(100)"),
+    read("owner", "owner(\"root\")").about(
+        "the owner of files a destination creates (and of a unix socket)",
+        "the process's",
+    ),
+    read("group", "group(\"root\")").about(
+        "the group of files a destination creates (and of a unix socket)",
+        "the process's",
+    ),
+    read("perm", "perm(0600)").about(
+        "the mode of files a destination creates (and of a unix socket)",
+        "0600 (sockets: 0666)",
+    ),
+    read("max_connections", "max-connections(100)").about(
+        "connections a source accepts at once",
+        "10 (unix sockets: 256)",
+    ),
     // syslog-ng keeps a unix-stream connection open across a reload when this is on; sluice
     // keeps every connection of a source that stays.
-    read("keep_alive", "keep-alive(yes)"),
+    read("keep_alive", "keep-alive(yes)")
+        .about("connections and programs are kept over a reload", "yes"),
     // The socket is sluice's to make: a missing directory is created, so both are moot.
-    read("optional", "optional(yes)"),
-    read("create_dirs", "create-dirs(yes)"),
-    read("so_rcvbuf", "so-rcvbuf(1048576)"),
-    read("listen_backlog", "listen-backlog(100)"),
-    read("pass_unix_credentials", "pass-unix-credentials(no)"),
+    read("optional", "optional(yes)").about(
+        "a source that cannot open its file or device is said and left out",
+        "no",
+    ),
+    read("create_dirs", "create-dirs(yes)").about(
+        "file destinations create the directories of their paths",
+        "no",
+    ),
+    read("so_rcvbuf", "so-rcvbuf(1048576)")
+        .about("the socket's receive buffer, in bytes", "the kernel's"),
+    read("listen_backlog", "listen-backlog(100)").about(
+        "the kernel's queue of connections waiting to be accepted",
+        "4096",
+    ),
+    read("pass_unix_credentials", "pass-unix-credentials(no)")
+        .about("unix sockets take the sender's pid, uid and gid", "yes"),
 ];
 
 /// `unix-stream("/dev/log")`, `unix-dgram("/dev/log")`: the local syslog() sockets.

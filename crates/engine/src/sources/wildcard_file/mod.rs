@@ -16,6 +16,7 @@ use std::sync::Arc;
 /// The declaration: the names it answers to, its options, a valid use, its build.
 pub static DRIVER: SourceDriver = SourceDriver {
     names: &["wildcard_file"],
+    about: "Every file of a directory whose name matches, followed as `file()`.",
     options: &[WILDCARD_FILE, MULTI_LINE],
     sample: "wildcard-file(base-dir(\"/nonexistent\") filename-pattern(\"*.log\"))",
     build: wildcard_file,
@@ -23,13 +24,19 @@ pub static DRIVER: SourceDriver = SourceDriver {
 
 /// The options of `wildcard-file()`.
 const WILDCARD_FILE: &[Declared] = &[
-    read("base_dir", "base-dir(\"/nonexistent\")"),
-    read("filename_pattern", "filename-pattern(\"*.log\")"),
-    read("exclude_pattern", "exclude-pattern(\"*.gz\")"),
-    read("recursive", "recursive(yes)"),
-    read("max_files", "max-files(1000)"),
-    read("follow_freq", "follow-freq(0.5)"),
-    read("monitor_method", "monitor-method(poll)"),
+    read("base_dir", "base-dir(\"/nonexistent\")")
+        .about("the directory `wildcard-file()` looks in", "required"),
+    read("filename_pattern", "filename-pattern(\"*.log\")")
+        .about("the file names (a glob) to follow", "required"),
+    read("exclude_pattern", "exclude-pattern(\"*.gz\")")
+        .about("file names (a glob) not to follow", "none"),
+    read("recursive", "recursive(yes)").about("subdirectories too", "no"),
+    read("max_files", "max-files(1000)").about("files followed at once", "100"),
+    read("follow_freq", "follow-freq(0.5)").about(
+        "seconds between looks at a followed file when no inotify notice comes",
+        "1",
+    ),
+    read("monitor_method", "monitor-method(poll)").about("inotify or poll", "auto"),
 ];
 
 /// `wildcard-file(base-dir("/var/log/apps") filename-pattern("*.log"))`: every matching file.
