@@ -1,7 +1,7 @@
 //! The contract every destination keeps (`docs/driver-contract.md`), run over every destination
 //! driver sluice registers (`destinations::registry::DRIVERS`): `file()`, `tcp()`, `syslog()`
 //! (octet-counted), `tcp()` with TLS, `udp()`, `unix-stream()`, `unix-dgram()`, `relp()`,
-//! `http()`, `program()`, `pipe()` and `logstore()`. A destination to come adds a [`Kind`]
+//! `http()`, `program()`, `graylog2()`, `pipe()` and `logstore()`. A destination to come adds a [`Kind`]
 //! (and, when it needs one, its peer's setup), or a line of [`ELSEWHERE`] naming the test that
 //! holds it to the contract against its real peer; `every_registered_destination_has_a_contract_entry`
 //! fails for a registered driver in neither.
@@ -69,6 +69,9 @@ enum Receive {
     Itself,
     /// A sluice with this source driver.
     Sluice(fn(&Peer) -> String),
+    /// A sluice with this source driver, reading GELF documents: what it writes is each
+    /// one's `short_message`.
+    SluiceGelf(fn(&Peer) -> String),
     /// An HTTP server on the peer's port.
     Http,
     /// A reader of the named pipe `console` in the peer's directory.
@@ -77,7 +80,7 @@ enum Receive {
     Archive,
 }
 
-use Receive::{Archive, Fifo, Http, Itself, Sluice};
+use Receive::{Archive, Fifo, Http, Itself, Sluice, SluiceGelf};
 
 /// A destination under the contract.
 struct Kind {
@@ -196,6 +199,13 @@ const KINDS: &[Kind] = &[
         connected: true,
     },
     Kind {
+        name: "graylog2",
+        driver: |p| format!(r#"graylog2(host("127.0.0.1") port({}) @OPTIONS@)"#, p.port),
+        receive: SluiceGelf(|p| format!("network(ip(127.0.0.1) port({}) flags(no-parse))", p.port)),
+        counter: |p| format!("dst.network;d#0;tcp,127.0.0.1:{};a;processed", p.port),
+        connected: true,
+    },
+    Kind {
         name: "pipe",
         driver: |p| format!(r#"pipe("{}" @OPTIONS@)"#, p.fifo().display()),
         receive: Fifo,
@@ -250,16 +260,21 @@ fn sender_config(kind: &Kind, peer: &Peer, port: u16, options: &str) -> String {
 
 /// The receiving sluice of `kind`, if it has one (not started).
 fn receiver_config(kind: &Kind, peer: &Peer) -> Option<String> {
-    let Sluice(source) = kind.receive else {
-        return None;
+    let (source, parser, template) = match kind.receive {
+        Sluice(source) => (source(peer), "", "$MSG"),
+        SluiceGelf(source) => (
+            source(peer),
+            r#"parser { json-parser(prefix(".gelf.")); };"#,
+            "${.gelf.short_message}",
+        ),
+        _ => return None,
     };
-    let source = source(peer);
     Some(format!(
         r#"@version: 3.38
         options {{ keep-hostname(yes); }};
         source s {{ {source}; }};
-        destination d {{ file("@OUT@/all.log" template("$MSG\n")); }};
-        log {{ source(s); destination(d); }};"#
+        destination d {{ file("@OUT@/all.log" template("{template}\n")); }};
+        log {{ source(s); {parser} destination(d); }};"#
     ))
 }
 

@@ -1421,3 +1421,55 @@ fn final_flags_in_junctions_and_nested_paths() {
         ),
     );
 }
+
+/// `graylog2()`: what syslog-ng 3.38's library block sends (GELF documents ended by a NUL,
+/// over TCP) and what sluice's driver sends, both to one receiving sluice that keeps each
+/// NUL-ended frame as a line; only the documents' receive times (`"timestamp"`) may differ.
+#[test]
+fn graylog2_sends_gelf_as_syslog_ng_does() {
+    if syslog_ng().is_none() {
+        return;
+    }
+    let input: &[u8] = b"<13>Jan  1 00:00:00 host1 app[42]: hello \"world\"\n\
+        <34>Feb 10 10:10:10 host2 sshd: second msg with \\ and \t\n\
+        <190>Jan  5 13:56:09 phone00 healthapp[28281]: caf\xc3\xa9 \xe2\x82\xac\n\
+        <13>Jan  1 00:00:00 host3 noprog\n\
+        <165>1 2003-10-11T22:14:15.003Z mymachine evntslog 77 ID47 [a@1 b=\"c\"] an RFC5424 one\n";
+    let n = input.iter().filter(|&&b| b == b'\n').count();
+    let stamp = regex::Regex::new(r#""timestamp":[0-9]+"#).unwrap();
+    let mut outputs = Vec::new();
+    for kind in [Server::SyslogNg, Server::Sluice] {
+        let gelf = free_port();
+        let mut receiver = Running::start(
+            Server::Sluice,
+            &format!(
+                r#"source s {{ network(ip(127.0.0.1) port({gelf}) flags(no-parse)); }};
+                destination d {{ file("@OUT@/gelf.log" template("$MSG\n")); }};
+                log {{ source(s); destination(d); }};"#
+            ),
+        );
+        receiver.wait_tcp(gelf);
+        let port = free_port();
+        let mut sender = Running::start(
+            kind,
+            &format!(
+                "@version: 3.38\n@include \"scl.conf\"\n\
+                 options {{ keep-hostname(yes); }};\n\
+                 source s {{ network(ip(127.0.0.1) port({port})); }};\n\
+                 destination d {{ graylog2(host(\"127.0.0.1\") port({gelf})); }};\n\
+                 log {{ source(s); destination(d); }};\n"
+            ),
+        );
+        sender.wait_tcp(port);
+        send_tcp(port, input, Framing::Newline);
+        let file = receiver.out.join("gelf.log");
+        common::wait_until(std::time::Duration::from_secs(20), || {
+            std::fs::read_to_string(&file).is_ok_and(|t| t.lines().count() >= n)
+        });
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        outputs.push(stamp.replace_all(&text, r#""timestamp":T"#).into_owned());
+        drop(sender);
+    }
+    assert_eq!(outputs[0].lines().count(), n, "syslog-ng:\n{}", outputs[0]);
+    assert_eq!(outputs[0], outputs[1], "syslog-ng, then sluice");
+}

@@ -56,8 +56,14 @@ impl DestinationContext<'_> {
 
     /// The driver as syslog-ng's statistics name it: `dst.file` and `d_file#0`.
     pub(super) fn counted_as(&self, node: &Node) -> (String, String) {
+        self.counted_as_driver(&node.key())
+    }
+
+    /// As [`Self::counted_as`], for a driver counted under another driver's name (`key`):
+    /// `graylog2()` is a `network()` in syslog-ng's library.
+    pub(super) fn counted_as_driver(&self, key: &str) -> (String, String) {
         (
-            format!("dst.{}", node.key().replace('_', "-")),
+            format!("dst.{}", key.replace('_', "-")),
             format!("{}#{}", self.name, self.n),
         )
     }

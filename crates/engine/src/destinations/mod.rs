@@ -18,6 +18,7 @@ mod terminal;
 #[cfg(feature = "http")]
 pub mod elasticsearch;
 pub mod file;
+pub mod graylog2;
 #[cfg(feature = "http")]
 pub mod http;
 #[cfg(feature = "kafka")]

@@ -46,6 +46,8 @@ enum Func {
         max_count: usize,
         list: bool,
     },
+    /// `$(binary 0x00 …)`: these bytes.
+    Bytes(Vec<u8>),
     /// `$(context-values template…)`: the templates for each message of the context, as a list.
     ContextValues,
     /// `$(context-length)`: the number of messages in the context.
@@ -203,6 +205,8 @@ pub const FUNCTIONS: &[(&str, &str)] = &[
     ("explode", "`$(explode SEPARATOR TEXT…)`: the text cut into a list"),
     ("implode", "`$(implode SEPARATOR LIST…)`: the list joined with the separator"),
     ("uuid", "a random UUID"),
+    ("binary", "`$(binary 0x00 …)`: the bytes its arguments name (hex `0x`, octal `0`, or decimal)"),
+    ("format-gelf", "the message as a GELF 1.1 document (Graylog), ended by a NUL, as syslog-ng's `graylog2()` sends it"),
     ("sum", "the sum of the argument over the messages of a correlation context"),
     ("min", "the smallest value of the argument over a context"),
     ("max", "the largest value of the argument over a context"),
@@ -224,9 +228,7 @@ pub const FUNCTIONS: &[(&str, &str)] = &[
 
 const NOT_YET: &[&str] = &[
     "format-cim",
-    "format-gelf",
     "echo-json",
-    "binary",
     "dns-resolve-ip",
     "geoip",
     "geoip2",
@@ -298,6 +300,24 @@ pub fn split(text: &str) -> Result<(Vec<String>, usize), String> {
         i += 1;
     }
     Err("a template function without its closing ')'".into())
+}
+
+/// `$(format-gelf)`: syslog-ng 3.38's definition (`scl/graylog2/plugin.conf`), the GELF 1.1
+/// document Graylog reads, ended by a NUL as GELF over TCP is framed.
+const FORMAT_GELF: &str = "$(format-json --auto-cast --omit-empty-values version='1.1' host='${HOST:--}' short_message='${MSG:--}' level=int(${LEVEL_NUM}) timestamp=int64(${R_UNIXTIME}) _program='${PROGRAM}' _pid=int(${PID}) _facility='${FACILITY}' _class='${.classifier.class}' --key .* --key _*)$(binary 0x00)";
+
+/// A byte of `$(binary)`: `0x41`, `65` or `0101`, as C's `strtol` reads them.
+fn byte_of(arg: &str) -> Result<u8, String> {
+    let n = if let Some(hex) = arg.strip_prefix("0x").or_else(|| arg.strip_prefix("0X")) {
+        u32::from_str_radix(hex, 16)
+    } else if arg.len() > 1 && arg.starts_with('0') {
+        u32::from_str_radix(&arg[1..], 8)
+    } else {
+        arg.parse::<u32>()
+    };
+    n.ok()
+        .and_then(|n| u8::try_from(n).ok())
+        .ok_or_else(|| format!("$(binary {arg}): a byte is a number from 0 to 255 (0x00 to 0xff)"))
 }
 
 impl Call {
@@ -494,6 +514,23 @@ impl Call {
             "explode" => Func::Explode,
             "implode" => Func::Implode,
             "uuid" => Func::Uuid,
+            "binary" => {
+                let bytes = argv
+                    .drain(..)
+                    .map(|a| byte_of(&a))
+                    .collect::<Result<Vec<u8>, String>>()?;
+                if bytes.is_empty() {
+                    return Err("$(binary) needs the bytes it gives: $(binary 0x00)".into());
+                }
+                Func::Bytes(bytes)
+            }
+            // As syslog-ng's library defines it (scl/graylog2): a GELF document and a NUL.
+            "format-gelf" => {
+                if !argv.is_empty() {
+                    return Err("$(format-gelf) takes no arguments".into());
+                }
+                Func::Named(Box::new(template(FORMAT_GELF)?))
+            }
             "sum" => Func::Aggregate(Aggregate::Sum),
             "min" => Func::Aggregate(Aggregate::Min),
             "max" => Func::Aggregate(Aggregate::Max),
@@ -914,6 +951,7 @@ impl Call {
             Func::Uuid => {
                 out.extend_from_slice(uuid::Uuid::new_v4().hyphenated().to_string().as_bytes())
             }
+            Func::Bytes(bytes) => out.extend_from_slice(bytes),
             Func::Base64 => {
                 use base64::Engine;
                 let all: Vec<u8> = args().concat();

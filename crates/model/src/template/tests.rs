@@ -64,9 +64,35 @@ fn defaults_dollars_and_escaping() {
     );
 }
 
+/// What syslog-ng 3.38 writes for these lines with `template("$(format-gelf)")` (its receive
+/// time masked): names in its order, casts, empty values left out, a NUL at the end.
+#[test]
+fn format_gelf_is_syslog_ngs() {
+    let gelf = |frame| {
+        let out = fmt("$(format-gelf)", frame);
+        let at = out.find("\"timestamp\":").unwrap() + 12;
+        let end = at + out[at..].find(',').unwrap();
+        format!("{}T{}", &out[..at], &out[end..])
+    };
+    assert_eq!(
+        gelf("<13>Jan  1 00:00:00 host1 app[42]: hello \"world\""),
+        "{\"version\":\"1.1\",\"timestamp\":T,\"short_message\":\"hello \\\"world\\\"\",\"level\":5,\"host\":\"host1\",\"_program\":\"app\",\"_pid\":42,\"_facility\":\"user\"}\0"
+    );
+    assert_eq!(
+        gelf("<34>Feb 10 10:10:10 host2 sshd: second msg"),
+        "{\"version\":\"1.1\",\"timestamp\":T,\"short_message\":\"second msg\",\"level\":2,\"host\":\"host2\",\"_program\":\"sshd\",\"_facility\":\"auth\"}\0"
+    );
+    assert_eq!(
+        gelf("<13>Jan  1 00:00:00 host3 noprog"),
+        "{\"version\":\"1.1\",\"timestamp\":T,\"short_message\":\"-\",\"level\":5,\"host\":\"host3\",\"_program\":\"noprog\",\"_facility\":\"user\"}\0"
+    );
+    assert_eq!(fmt("$(binary 0x41 66 0103)", BSD), "ABC");
+    assert!(Template::compile("$(binary 256)").is_err());
+}
+
 #[test]
 fn unsupported_parts_are_refused() {
-    assert!(Template::compile("$(format-gelf)")
+    assert!(Template::compile("$(format-cim)")
         .unwrap_err()
         .contains("not supported yet"));
     assert!(Template::compile("$RCPTID")

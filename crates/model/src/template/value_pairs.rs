@@ -196,7 +196,8 @@ impl ValuePairs {
                 "--leave-initial-dot" if output == Output::Json => {
                     f.nesting.underscore_initial_dot = false
                 }
-                "--cast" => f.cast_to_strings = true,
+                // syslog-ng 3.38 reads `--auto-cast` as it reads `--cast`: type hints are kept.
+                "--cast" | "--auto-cast" => f.cast_to_strings = true,
                 "--no-cast" => f.cast_to_strings = false,
                 "--rekey" | "-r" => {
                     f.rekeys.push((glob(&value()?)?, Vec::new()));

@@ -15,6 +15,7 @@ use crate::tls::TlsOptions;
 use servers::{NetworkDestination, NetworkOptions, Transport};
 use sluice_config::declared::{not_yet, read, Declared, Options};
 use sluice_config::{ConfigError, Node};
+use sluice_model::Template;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,7 +60,7 @@ pub static PER_TRANSPORT: DestinationDriver = DestinationDriver {
 };
 
 /// Where a destination that talks IP sends.
-const ADDRESS: &[Declared] = &[
+pub(super) const ADDRESS: &[Declared] = &[
     read("port", "port(1514)").about(
         "the port a source listens on or a destination sends to",
         "514 (`syslog()`: 601)",
@@ -88,7 +89,7 @@ const TLS: &[Declared] = &[read("tls", "tls(peer-verify(optional-untrusted))").a
 )];
 
 /// TLS of `network()` and `syslog()`, for `transport(tls)`.
-const TLS_BY_TRANSPORT: &[Declared] =
+pub(super) const TLS_BY_TRANSPORT: &[Declared] =
     &[
         read("tls", "transport(tls) tls(peer-verify(optional-untrusted))").about(
             "TLS: `key-file()`, `cert-file()`, `ca-file()`, `ca-dir()`, `peer-verify()`…",
@@ -97,13 +98,13 @@ const TLS_BY_TRANSPORT: &[Declared] =
     ];
 
 /// `network()` and `syslog()` choose their transport.
-const TRANSPORT: &[Declared] = &[read("transport", "transport(udp)").about(
+pub(super) const TRANSPORT: &[Declared] = &[read("transport", "transport(udp)").about(
     "`tcp`, `udp`, `tls`, `proxied-tcp`, `proxied-tls`…",
     "tcp (`network()`)",
 )];
 
 /// syslog-ng's options of forwarding destinations that sluice does not have yet.
-const NETWORK_LATER: &[Declared] = &[
+pub(super) const NETWORK_LATER: &[Declared] = &[
     not_yet("so_broadcast"),
     not_yet("so_rcvbuf"),
     not_yet("ip_ttl"),
@@ -151,10 +152,50 @@ impl Address {
 
 /// `network()`, `syslog()`, `tcp()`, `tcp6()`, `udp()`, `udp6()`, `relp()`.
 fn network(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Built, ConfigError> {
-    let key = node.key();
+    let server = server_of(node)?;
+    send(node, o, cx, &server.text, None)
+}
+
+/// The server a forwarding driver names first: `tcp("10.0.0.1")`.
+pub(super) fn server_of(node: &Node) -> Result<&sluice_config::Value, ConfigError> {
+    node.first_value().ok_or_else(|| {
+        let example = if node.key().starts_with("unix") {
+            "\"/dev/log\""
+        } else {
+            "\"10.0.0.1\""
+        };
+        ConfigError::new(
+            node.pos,
+            format!("{}() needs a server: {}({example})", node.name, node.name),
+        )
+    })
+}
+
+/// A driver that is `network()` under another name, as syslog-ng's library defines it
+/// (`graylog2()`): its port, transport and template when no option says, and counted as
+/// the `network()` it is.
+pub(super) struct Over {
+    pub(super) port: u16,
+    pub(super) transport: Transport,
+    pub(super) template: &'static str,
+}
+
+/// `network()` and the drivers over it: to `server`, with the options `node` gives.
+pub(super) fn send(
+    node: &Node,
+    o: &mut Options,
+    cx: &DestinationContext,
+    server: &str,
+    over: Option<Over>,
+) -> Result<Built, ConfigError> {
+    let key = match over {
+        Some(_) => "network".to_string(),
+        None => node.key(),
+    };
     let mut address = Address::read(o)?;
-    let mut transport = match key.as_str() {
-        "udp" | "udp6" => Transport::Udp,
+    let mut transport = match (key.as_str(), &over) {
+        (_, Some(over)) => over.transport,
+        ("udp" | "udp6", None) => Transport::Udp,
         _ => Transport::Tcp,
     };
     // tcp(), tcp6() and relp() speak TLS when they have a tls() block.
@@ -213,6 +254,7 @@ fn network(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Buil
     let port = address
         .port
         .unwrap_or(match (key.as_str(), transport, &tls) {
+            _ if over.is_some() => over.as_ref().map_or(514, |o| o.port),
             ("relp", ..) => RELP_PORT,
             ("syslog", Transport::Tcp, Some(_)) => 6514,
             ("syslog", Transport::Tcp, None) => 601,
@@ -229,7 +271,8 @@ fn network(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Buil
             port.unwrap_or(0),
         )),
     };
-    forward(node, o, cx, |opts| {
+    let template = over.map(|o| o.template);
+    forward(node, &key, server, o, cx, template, |opts| {
         opts.transport = transport;
         opts.port = port;
         opts.ip_protocol = address.ip_protocol;
@@ -242,32 +285,29 @@ fn network(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Buil
 
 /// What every forwarding destination reads besides where it sends ([`FORMAT`], [`QUEUE`],
 /// [`SOCKET`]), then its sender: `set` fills in where.
+/// `key` is the driver as it is counted, `template` its own when `template()` does not say.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn forward(
     node: &Node,
+    key: &str,
+    server: &str,
     o: &mut Options,
     cx: &DestinationContext,
+    template: Option<&str>,
     set: impl FnOnce(&mut NetworkOptions),
 ) -> Result<Built, ConfigError> {
-    let key = node.key();
     let mut format = FormatOptions::read(o, cx)?;
+    if let (None, Some(text)) = (&format.template, template) {
+        format.template =
+            Some(Template::compile_in(text, cx.names).map_err(|e| ConfigError::new(node.pos, e))?);
+    }
     let queue = Queue::read(o, cx.globals)?;
     for name in ["keep_alive", "close_on_input"] {
         o.last(name).map(Node::bool).transpose()?;
     }
-    let server = node.first_value().ok_or_else(|| {
-        let example = if key.starts_with("unix") {
-            "\"/dev/log\""
-        } else {
-            "\"10.0.0.1\""
-        };
-        ConfigError::new(
-            node.pos,
-            format!("{}() needs a server: {}({example})", node.name, node.name),
-        )
-    })?;
     let mut opts = NetworkOptions {
         transport: Transport::Tcp,
-        servers: vec![server.text.clone()],
+        servers: vec![server.to_string()],
         port: 0,
         ip_protocol: None,
         local: None,
@@ -288,9 +328,8 @@ pub(super) fn forward(
     set(&mut opts);
     let stream = matches!(opts.transport, Transport::Tcp | Transport::UnixStream);
     opts.octet_counting = key == "syslog" && stream;
-    opts.disk_buffer = queue.disk_buffer(o, || {
-        format!("{}-{key}-{}-{}", cx.name, server.text, opts.port)
-    })?;
+    opts.disk_buffer =
+        queue.disk_buffer(o, || format!("{}-{key}-{}-{}", cx.name, server, opts.port))?;
     if key == "syslog" {
         format.syslog_protocol = true;
     }
@@ -299,11 +338,11 @@ pub(super) fn forward(
         .or_global(&cx.globals.proto_template)
         .formatter(proto);
     let instance = match opts.transport {
-        Transport::Tcp => format!("tcp,{}:{}", server.text, opts.port),
-        Transport::Udp => format!("udp,{}:{}", server.text, opts.port),
-        Transport::UnixStream | Transport::UnixDgram => server.text.clone(),
+        Transport::Tcp => format!("tcp,{server}:{}", opts.port),
+        Transport::Udp => format!("udp,{server}:{}", opts.port),
+        Transport::UnixStream | Transport::UnixDgram => server.to_string(),
     };
-    let (component, id) = cx.counted_as(node);
+    let (component, id) = cx.counted_as_driver(key);
     let counters = cx.stats.destination(&component, &id, &instance);
     Ok(Arc::new(NetworkDestination::new(
         cx.label(),

@@ -3,8 +3,8 @@
 
 use super::driver::{Built, DestinationContext, DestinationDriver};
 use super::driver::{BATCH_LATER, DISK_BUFFER, EVERY_LATER, FORMAT, QUEUE, SOCKET};
-use super::network::forward;
 use super::network::servers::Transport;
+use super::network::{forward, server_of};
 use sluice_config::declared::Options;
 use sluice_config::{ConfigError, Node};
 
@@ -24,5 +24,8 @@ fn unix(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Built, 
     } else {
         Transport::UnixDgram
     };
-    forward(node, o, cx, |opts| opts.transport = transport)
+    let server = server_of(node)?;
+    forward(node, &node.key(), &server.text, o, cx, None, |opts| {
+        opts.transport = transport
+    })
 }
