@@ -54,6 +54,9 @@ deleted costs about a millisecond of CPU (the inode allocator skips recently del
 one by one), so a run that starts with no files measures that more than the server: see
 BENCHMARKS.md. `--against-one-file` (with `--per-host`) prints per host / one file per round.
 
+`SLUICE_BIN=PATH` (with `--no-build`) runs that sluice binary instead of the release build: two
+builds alternated compare a change.
+
 `--corpus FILE` sends the lines of a file of syslog messages (such as
 `../shared/corpus/loghub-rfc3164.log`), over and over, instead of `sluice loggen`'s synthetic
 messages: servers run very differently on real lines of varied shape than on loggen's short,
@@ -70,7 +73,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SLUICE = os.path.join(ROOT, "target", "release", "sluice")
+# SLUICE_BIN benchmarks another build (with --no-build): two builds alternated, before and after.
+SLUICE = os.environ.get("SLUICE_BIN") or os.path.join(ROOT, "target", "release", "sluice")
 RSYSLOG = "/opt/rsyslog"
 TICK = os.sysconf("SC_CLK_TCK")
 
