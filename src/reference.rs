@@ -7,7 +7,7 @@ use sluice_config::declared::{Entry, Support};
 use std::fmt::Write;
 
 /// Every kind of driver, with its drivers: the reference's sections.
-pub fn sections() -> [(&'static str, Vec<Entry>); 5] {
+pub fn sections() -> [(&'static str, Vec<Entry>); 6] {
     [
         ("Sources", sluice_engine::sources::registry::reference()),
         (
@@ -17,7 +17,18 @@ pub fn sections() -> [(&'static str, Vec<Entry>); 5] {
         ("Parsers", sluice_model::parsers::reference()),
         ("Rewrite rules", sluice_model::rewrite::reference()),
         ("Filter functions", sluice_model::filter::reference()),
+        ("Blocks inside drivers", vec![tls()]),
     ]
+}
+
+/// The `tls()` block of TLS sources and destinations.
+fn tls() -> Entry {
+    Entry {
+        names: vec!["tls"],
+        about: "TLS of a source (`transport(tls)`) or a destination: its certificate, what it trusts, what it speaks.",
+        sample: "tls(key-file(\"/etc/sluice/key.pem\") cert-file(\"/etc/sluice/cert.pem\") ca-file(\"/etc/sluice/ca.pem\"))",
+        options: vec![sluice_engine::tls::TLS],
+    }
 }
 
 pub fn markdown() -> String {

@@ -25,6 +25,7 @@ use rustls::{
     CertificateError, DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureScheme,
     SupportedCipherSuite, SupportedProtocolVersion,
 };
+use sluice_config::declared::{not_yet, read, Declared, Options};
 use sluice_config::{ConfigError, Node, Pos};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -120,34 +121,59 @@ pub struct TlsOptions {
 }
 
 /// Options of the `tls()` block.
-const TLS_OPTIONS: &[&str] = &[
-    "key_file",
-    "cert_file",
-    "ca_file",
-    "ca_dir",
-    "crl_dir",
-    "peer_verify",
-    "trusted_dn",
-    "trusted_keys",
-    "cipher_suite",
-    "ssl_options",
-    "sni",
-    "ecdh_curve_list",
-    "sigalgs",
-    "client_sigalgs",
-    "ssl_version",
-    "allow_compress",
-    "pkcs12_file",
-    "keylog_file",
-    "dhparam_file",
-    "ocsp_stapling_verify",
-];
-const TLS_NOT_YET: &[&str] = &[
-    "keylog_file",
-    "dhparam_file",
-    "ocsp_stapling_verify",
-    "sigalgs",
-    "client_sigalgs",
+/// The options of the `tls()` block, declared as a driver's are: what is refused as
+/// unknown or not yet, and what the reference says of each.
+pub const TLS: &[Declared] = &[
+    read("key_file", "key-file(\"/k\")")
+        .about("the private key (PEM) of the certificate sluice shows", "none"),
+    read("cert_file", "cert-file(\"/c\")")
+        .about("the certificate sluice shows (PEM, its chain after it)", "none"),
+    read("ca_file", "ca-file(\"/ca\")").about(
+        "certificates (PEM) of the authorities a peer's certificate is checked against",
+        "none: the system's (destinations)",
+    ),
+    read("ca_dir", "ca-dir(\"/cas\")").about(
+        "a directory of authorities' certificates, named by hash as `c_rehash` names them",
+        "none",
+    ),
+    read("crl_dir", "crl-dir(\"/crls\")")
+        .about("a directory of revocation lists (PEM or DER)", "none"),
+    read("pkcs12_file", "pkcs12-file(\"/p12\")")
+        .about("the key, the certificate and its chain in one PKCS#12 file", "none"),
+    read("peer_verify", "peer-verify(optional-untrusted)").about(
+        "whether a peer must show a certificate and whether it must be trusted: `required-trusted`, `required-untrusted`, `optional-trusted`, `optional-untrusted`",
+        "required-trusted",
+    ),
+    read("trusted_dn", "trusted-dn(\"*, O=Example\")").about(
+        "distinguished names (with `*`) a trusted peer's certificate must match one of",
+        "any",
+    ),
+    read("trusted_keys", "trusted-keys(\"AA:BB\")").about(
+        "SHA-1 fingerprints a trusted peer's certificate must have one of",
+        "any",
+    ),
+    read("cipher_suite", "cipher-suite(\"ECDHE-RSA-AES128-GCM-SHA256\")").about(
+        "OpenSSL's names of the cipher suites allowed; `tls12-and-older()` and `tls13()` apart",
+        "rustls's",
+    ),
+    read("ssl_options", "ssl-options(no-tlsv13)").about(
+        "`no-tlsv12`, `no-tlsv13`, `ignore-hostname-mismatch`, `ignore-validity-period` (SSL and TLS 1.0/1.1 are never spoken)",
+        "none",
+    ),
+    read("sni", "sni(yes)").about("a destination names the server in its handshake", "no"),
+    // Curves and compression are rustls's choice (X25519, P-256, P-384; never compression);
+    // an SSL version floor is what ssl-options() says.
+    read("ecdh_curve_list", "ecdh-curve-list(\"prime256v1\")")
+        .about("accepted: rustls chooses the curves (X25519, P-256, P-384)", ""),
+    read("allow_compress", "allow-compress(no)")
+        .about("accepted: TLS compression is never used", ""),
+    read("ssl_version", "ssl-version(\"tlsv1_2\")")
+        .about("accepted: the versions spoken are what `ssl-options()` leaves", ""),
+    not_yet("keylog_file"),
+    not_yet("dhparam_file"),
+    not_yet("ocsp_stapling_verify"),
+    not_yet("sigalgs"),
+    not_yet("client_sigalgs"),
 ];
 
 impl TlsOptions {
@@ -191,15 +217,9 @@ impl TlsOptions {
     /// Reads the options of the `tls(...)` node into these.
     fn read(&mut self, node: &Node) -> Result<(), ConfigError> {
         let o = self;
-        for opt in node.options() {
-            let k = opt.key();
-            if TLS_NOT_YET.contains(&k.as_str()) {
-                return Err(ConfigError::not_supported(
-                    opt.pos,
-                    &format!("{}() in tls()", opt.name),
-                ));
-            }
-            match k.as_str() {
+        let mut table = Options::check(node, TLS)?;
+        table.apply(TLS, |opt| {
+            match opt.key().as_str() {
                 "key_file" => o.key_file = Some(opt.string()?.into()),
                 "cert_file" => o.cert_file = Some(opt.string()?.into()),
                 "ca_file" => o.ca_file = Some(opt.string()?.into()),
@@ -289,9 +309,11 @@ impl TlsOptions {
                 "ecdh_curve_list" | "allow_compress" | "ssl_version" => {
                     opt.value()?;
                 }
-                _ => return Err(opt.unknown_in(node, TLS_OPTIONS)),
+                _ => return Ok(false),
             }
-        }
+            Ok(true)
+        })?;
+        table.finish()?;
         if o.no_tls12 && o.no_tls13 {
             return Err(ConfigError::new(
                 node.pos,
@@ -1092,6 +1114,22 @@ fn escape_2253(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The block is read once with each option its table declares: an option is accepted
+    /// exactly when it is read.
+    #[test]
+    fn every_tls_option_is_read() {
+        sluice_config::declared::every_option_is_read("tls()", TLS, |text| {
+            sluice_config::declared::build_one(
+                "destination",
+                &format!("tcp(\"h\" {text})"),
+                |node| {
+                    let opt = node.options().find(|o| o.key() == "tls").expect("tls()");
+                    TlsOptions::parse(opt).map(drop)
+                },
+            )
+        });
+    }
 
     /// A writer that takes at most 3,000 bytes of the slices it is given, and records the
     /// largest slice.
