@@ -83,8 +83,8 @@ fn later_features_are_refused_by_name() {
             "the xml() parser is not supported yet",
         ),
         (
-            "destination d { file(\"/x\" template(\"$(format-gelf)\")); };",
-            "the template function $(format-gelf) is not supported yet",
+            "destination d { file(\"/x\" template(\"$(format-cim)\")); };",
+            "the template function $(format-cim) is not supported yet",
         ),
         (
             "destination d { stdout(disk-buffer(reliable(yes))); };",
@@ -111,8 +111,8 @@ fn later_features_are_refused_by_name() {
             "the panos-parser() parser is not supported yet",
         ),
         (
-            "destination d { graylog2(host(\"x\")); };",
-            "the graylog2() destination is not supported yet",
+            "destination d { riemann(server(\"x\")); };",
+            "the riemann() destination is not supported yet",
         ),
         (
             "source s { network(so-broadcast(yes)); };",

@@ -585,19 +585,15 @@ fn window_with_a_peer_that_takes_nothing(kind: &Kind) {
 #[test]
 fn every_registered_destination_has_a_contract_entry() {
     let peer = Peer::new();
-    let covered: Vec<String> = KINDS
-        .iter()
-        .map(|k| {
-            let text = (k.driver)(&peer);
-            text[..text.find('(').unwrap()].replace('-', "_")
-        })
-        .chain(ELSEWHERE.iter().map(|(name, _)| name.to_string()))
-        .collect();
-    let missing: Vec<&str> = sluice_engine::destinations::registry::DRIVERS
-        .iter()
-        .filter(|d| !d.names.iter().any(|n| covered.iter().any(|c| c == n)))
-        .map(|d| d.names[0])
-        .collect();
+    let missing = common::without_contract(
+        sluice_engine::destinations::registry::DRIVERS
+            .iter()
+            .map(|d| d.names),
+        KINDS
+            .iter()
+            .map(|k| (k.driver)(&peer))
+            .chain(ELSEWHERE.iter().map(|(name, _)| name.to_string())),
+    );
     assert!(
         missing.is_empty(),
         "destination drivers with no contract entry in tests/destination_contract.rs: {missing:?}"

@@ -932,3 +932,22 @@ pub fn free_space_of(path: &Path) -> (u64, u64) {
         (st.f_bsize, st.f_bavail)
     }
 }
+
+/// The registered drivers no contract entry names (by their first name): `registered` are the
+/// names of each driver of a registry, `covered` the drivers a contract test's kinds are
+/// written with (`tcp("127.0.0.1" …)`) and the names it lists as run elsewhere.
+pub fn without_contract<'a>(
+    registered: impl Iterator<Item = &'a [&'a str]>,
+    covered: impl Iterator<Item = String>,
+) -> Vec<&'a str> {
+    let covered: Vec<String> = covered
+        .map(|text| match text.find('(') {
+            Some(at) => text[..at].replace('-', "_"),
+            None => text,
+        })
+        .collect();
+    registered
+        .filter(|names| !names.iter().any(|n| covered.iter().any(|c| c == n)))
+        .map(|names| names[0])
+        .collect()
+}
