@@ -54,7 +54,22 @@ struct Kind {
     feed: fn(&Feed, &mut Running, &[u8]) -> Fed,
     /// The input has an order the source keeps (one connection, one file, one socket).
     ordered: bool,
+    /// How more messages reach it after a reload.
+    after_reload: AfterReload,
 }
+
+/// How more messages reach a source after a reload changed it.
+enum AfterReload {
+    /// Fed as the first ones were: a new connection, datagrams, a pipe written again.
+    FedAgain,
+    /// Appended to the file it follows (in the feed's directory).
+    Appended(&'static str),
+    /// A reload starts its program again, which prints its input again (as syslog-ng's
+    /// `program()` does): nothing to check beyond the first run.
+    Restarts,
+}
+
+use AfterReload::{Appended, FedAgain, Restarts};
 
 fn nothing_before(_: &Feed, _: &[u8]) {}
 
@@ -73,6 +88,7 @@ const KINDS: &[Kind] = &[
             Box::new(())
         },
         ordered: true,
+        after_reload: FedAgain,
     },
     Kind {
         name: "syslog",
@@ -84,6 +100,7 @@ const KINDS: &[Kind] = &[
             Box::new(())
         },
         ordered: true,
+        after_reload: FedAgain,
     },
     Kind {
         name: "udp",
@@ -95,6 +112,7 @@ const KINDS: &[Kind] = &[
             Box::new(())
         },
         ordered: true,
+        after_reload: FedAgain,
     },
     Kind {
         name: "udp-balancer",
@@ -112,6 +130,7 @@ const KINDS: &[Kind] = &[
         },
         // Spread over its sockets whatever the sender: each is read on its own.
         ordered: false,
+        after_reload: FedAgain,
     },
     Kind {
         name: "relp",
@@ -138,6 +157,7 @@ const KINDS: &[Kind] = &[
             Box::new(sender)
         },
         ordered: true,
+        after_reload: FedAgain,
     },
     Kind {
         name: "unix-stream",
@@ -149,6 +169,7 @@ const KINDS: &[Kind] = &[
             Box::new(())
         },
         ordered: true,
+        after_reload: FedAgain,
     },
     Kind {
         name: "unix-dgram",
@@ -172,6 +193,7 @@ const KINDS: &[Kind] = &[
             Box::new(())
         },
         ordered: true,
+        after_reload: FedAgain,
     },
     Kind {
         name: "file",
@@ -184,6 +206,7 @@ const KINDS: &[Kind] = &[
             Box::new(())
         },
         ordered: true,
+        after_reload: Appended("app.log"),
     },
     Kind {
         name: "wildcard-file",
@@ -200,6 +223,7 @@ const KINDS: &[Kind] = &[
             Box::new(())
         },
         ordered: true,
+        after_reload: Appended("a.log"),
     },
     Kind {
         name: "program",
@@ -213,6 +237,7 @@ const KINDS: &[Kind] = &[
         before: |f, input| std::fs::write(f.path("input"), input).unwrap(),
         feed: nothing,
         ordered: true,
+        after_reload: Restarts,
     },
     Kind {
         name: "pipe",
@@ -226,6 +251,7 @@ const KINDS: &[Kind] = &[
             Box::new(())
         },
         ordered: true,
+        after_reload: FedAgain,
     },
 ];
 
@@ -303,7 +329,12 @@ fn wait_for_path(path: &Path) {
 
 /// Messages `m0`…`m{n-1}`.
 fn messages(n: usize) -> Vec<u8> {
-    (0..n)
+    messages_from(0, n)
+}
+
+/// Messages `m{from}`…`m{to-1}`.
+fn messages_from(from: usize, to: usize) -> Vec<u8> {
+    (from..to)
         .flat_map(|i| format!("<13>Jan  1 00:00:00 host app: m{i}\n").into_bytes())
         .collect()
 }
@@ -376,6 +407,49 @@ fn every_source_delivers_what_it_read_once_counted_and_stops_in_its_grace() {
             kind.name,
             s.stderr()
         );
+    }
+}
+
+/// A reload that changes a source (its `log-iw-size()`) after it read hands over its
+/// listener, connections or position: what it read is not read again, and what comes after
+/// the reload is read once.
+#[test]
+fn a_reload_that_changes_a_source_repeats_nothing_and_reads_on() {
+    let n = 1000;
+    let first = messages(n);
+    let second = messages_from(n, 2 * n);
+    for kind in KINDS {
+        let feed = Feed::new();
+        (kind.before)(&feed, &first);
+        let source = (kind.source)(&feed);
+        let with_window = |w: u32| {
+            let at = source.rfind(')').expect("a driver ends with ')'");
+            config(&format!(
+                "{} log-iw-size({w}){}",
+                &source[..at],
+                &source[at..]
+            ))
+        };
+        let mut s = Running::start(Server::Sluice, &with_window(1000));
+        let fed = (kind.feed)(&feed, &mut s, &first);
+        assert_delivered(kind.name, &s, n, kind.ordered);
+        drop(fed);
+        let text = with_window(2000).replace("@OUT@", &s.out.to_string_lossy());
+        std::fs::write(s.dir.path().join("server.conf"), text).unwrap();
+        let (ok, said) = ctl(&s, &["reload"]);
+        assert!(ok, "{}: {said}", kind.name);
+        let _fed = match kind.after_reload {
+            FedAgain => (kind.feed)(&feed, &mut s, &second),
+            Appended(name) => {
+                append(&feed.path(name), &second);
+                Box::new(())
+            }
+            Restarts => continue,
+        };
+        assert_delivered(kind.name, &s, 2 * n, kind.ordered);
+        // Nothing comes twice, late: the file holds the 2n messages once, a moment later.
+        std::thread::sleep(Duration::from_millis(500));
+        assert_delivered(kind.name, &s, 2 * n, kind.ordered);
     }
 }
 
