@@ -48,6 +48,7 @@
 //! 3. The control socket is removed if it is still sluice's; the pid file by the caller.
 
 pub mod build;
+pub mod clock;
 pub mod control;
 pub mod correlation;
 pub mod destinations;

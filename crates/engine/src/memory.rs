@@ -55,7 +55,7 @@ pub fn default_limit() -> u64 {
 pub fn say_dropping(destination: impl FnOnce() -> String) {
     /// When it was said last, in seconds since the epoch.
     static SAID: AtomicU64 = AtomicU64::new(0);
-    let now = crate::stats::unix_now();
+    let now = crate::clock::unix_now();
     let last = SAID.load(Ordering::Relaxed);
     if now >= last + 60
         && SAID

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// The default of `stats-max-dynamics()`. syslog-ng's is no limit (it forgets counters unused
 /// for `stats-lifetime()`); a sender that makes up host names would grow them without end.
@@ -589,14 +589,6 @@ impl Registry {
     }
 }
 
-/// Now, in seconds since the epoch: what the gauges of times (`paused_since`,
-/// `oldest_queued_since`, `expires_at`) hold.
-pub fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 /// A tick every `period` for a watcher: one that runs late is not made up for.
 pub fn every(period: Duration) -> tokio::time::Interval {
     let mut tick = tokio::time::interval(period);
@@ -616,7 +608,7 @@ pub async fn watch_pauses(stats: Arc<Registry>, after: Duration) {
     let mut tick = every(Duration::from_secs(1));
     loop {
         tick.tick().await;
-        let now = unix_now();
+        let now = crate::clock::unix_now();
         for (c, since) in stats.of_kind("paused_since") {
             if since == 0 && said.is_empty() {
                 continue;

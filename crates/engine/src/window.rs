@@ -42,7 +42,7 @@ pub struct Flow {
 impl Flow {
     fn pause(&self) {
         if self.paused.fetch_add(1, Ordering::Relaxed) == 0 {
-            let now = crate::stats::unix_now().max(1);
+            let now = crate::clock::unix_now().max(1);
             self.paused_since.store(now, Ordering::Relaxed);
         }
     }

@@ -306,7 +306,7 @@ fn recover(label: &str, dir: &Path) -> std::io::Result<Recovered> {
                         size,
                         messages: batch.len() as u32,
                         cached: None,
-                        queued_at: crate::stats::unix_now(),
+                        queued_at: crate::clock::unix_now(),
                     });
                     offset += size;
                 }
@@ -654,7 +654,7 @@ impl BatchQueue for DiskQueue {
         if batch.is_empty() {
             return;
         }
-        batch.queued_at = crate::stats::unix_now();
+        batch.queued_at = crate::clock::unix_now();
         let size = record_size(&batch);
         let mut state = self.lock();
         let fits =

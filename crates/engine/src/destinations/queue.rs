@@ -163,7 +163,7 @@ impl Queue {
                 .queued
                 .fetch_add(batch.len() as u64, Ordering::Relaxed);
             self.counters.hold(batch.data.len() as u64);
-            batch.queued_at = crate::stats::unix_now();
+            batch.queued_at = crate::clock::unix_now();
             state.batches.push_back(batch);
             state.show_oldest(&self.counters);
             self.ready.notify_one();

@@ -216,7 +216,7 @@ pub async fn watch(stats: Arc<Registry>) {
     let mut tick = crate::stats::every(Duration::from_secs(5));
     loop {
         tick.tick().await;
-        let now = crate::stats::unix_now();
+        let now = crate::clock::unix_now();
         for config in live() {
             config.refresh(false);
             let not_after = config.not_after();
