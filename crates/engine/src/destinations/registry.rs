@@ -141,6 +141,39 @@ mod tests {
         }
     }
 
+    /// Every destination refuses an option no table of it declares, naming the option and
+    /// the ones it has.
+    #[test]
+    fn every_destination_refuses_an_option_it_does_not_declare() {
+        for driver in DRIVERS {
+            let at = driver.sample.rfind(')').expect("a sample ends with ')'");
+            let mut text = format!(
+                "{} no-such-option(1){}",
+                &driver.sample[..at],
+                &driver.sample[at..]
+            );
+            for (example, here) in logstore::EXAMPLE_FILES {
+                text = text.replace(example, here);
+            }
+            let refused = sluice_config::declared::build_one("destination", &text, |node| {
+                let cx = DestinationContext {
+                    globals: &Globals::new(),
+                    names: &Names::default(),
+                    stats: &Arc::new(Registry::default()),
+                    name: "d",
+                    n: 0,
+                };
+                build(node, &cx).map(drop)
+            })
+            .expect_err(driver.names[0]);
+            assert!(
+                refused.contains("no-such-option") && refused.contains("valid options"),
+                "{}: {refused}",
+                driver.names[0]
+            );
+        }
+    }
+
     /// A driver name is found once: no two declarations claim it, and none is also "not yet".
     #[test]
     fn every_driver_name_is_declared_once() {

@@ -160,6 +160,36 @@ mod tests {
         }
     }
 
+    /// Every source refuses an option no table of it declares, naming the option and the
+    /// driver's own.
+    #[test]
+    fn every_source_refuses_an_option_it_does_not_declare() {
+        for driver in DRIVERS {
+            let at = driver.sample.rfind(')').expect("a sample ends with ')'");
+            let text = format!(
+                "{} no-such-option(1){}",
+                &driver.sample[..at],
+                &driver.sample[at..]
+            );
+            let refused = sluice_config::declared::build_one("source", &text, |node| {
+                let cx = SourceContext {
+                    globals: &Globals::new(),
+                    stats: &Arc::default(),
+                    name: &Arc::from("s"),
+                    id: 0,
+                    n: 0,
+                };
+                build(node, &cx).map(drop)
+            })
+            .expect_err(driver.names[0]);
+            assert!(
+                refused.contains("no-such-option") && refused.contains("log-iw-size"),
+                "{}: {refused}",
+                driver.names[0]
+            );
+        }
+    }
+
     /// A driver name is found once: no two declarations claim it, and none is also "not yet".
     #[test]
     fn every_driver_name_is_declared_once() {
