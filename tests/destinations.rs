@@ -108,21 +108,28 @@ fn stdout_destination_writes_to_standard_output() {
     assert_eq!(out, format!("{host}|one\n{host}|two\n"));
 }
 
-/// A FIFO that nobody reads yet, in a directory of its own: a file destination writing to it
-/// blocks opening it, until the test opens it to read.
-fn stalled_fifo() -> (tempfile::TempDir, std::path::PathBuf) {
+/// A FIFO in a directory of its own, and a reader of it that reads nothing: a file
+/// destination writing to it fills the pipe's buffer and then waits, until the test reads.
+/// (A FIFO without any reader is refused at once: its open never waits, issue 55.)
+fn stalled_fifo() -> (tempfile::TempDir, std::path::PathBuf, std::fs::File) {
+    use std::os::unix::fs::OpenOptionsExt;
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("pipe");
     let c = std::ffi::CString::new(fifo.to_string_lossy().as_bytes()).unwrap();
     // SAFETY: mkfifo with a NUL-terminated path.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-    (dir, fifo)
+    let idle = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&fifo)
+        .unwrap();
+    (dir, fifo, idle)
 }
 
 #[test]
 fn a_stalled_destination_stops_the_reader_and_loses_nothing() {
     let port = free_port();
-    let (_fifo_dir, fifo) = stalled_fifo();
+    let (_fifo_dir, fifo, _idle) = stalled_fifo();
     let mut s = Running::start(
         Server::Sluice,
         &format!(
@@ -192,7 +199,7 @@ fn a_stalled_destination_stops_the_reader_and_loses_nothing() {
 #[test]
 fn many_busy_connections_against_a_stalled_destination_hold_bounded_memory() {
     let port = free_port();
-    let (_fifo_dir, fifo) = stalled_fifo();
+    let (_fifo_dir, fifo, _idle) = stalled_fifo();
     let mut s = Running::start(
         Server::Sluice,
         &format!(

@@ -257,29 +257,30 @@ fn open_file(
             Err(rustix::io::Errno::EXIST) => {}
             Err(e) => return Err(e.into()),
         }
-        // There already: open it as it is, without following a link, and without waiting for
-        // a reader when it is a FIFO (checked below).
-        let existing = if regular_only {
-            append | OFlags::NOFOLLOW | OFlags::NONBLOCK
-        } else {
-            append | OFlags::NOFOLLOW
-        };
+        // There already: open it as it is, without following a link, and never waiting for a
+        // reader: a FIFO put at a log file's name must not hold a writer, nor the stop.
+        let existing = append | OFlags::NOFOLLOW | OFlags::NONBLOCK;
         let fd = match rustix::fs::openat(dir, name, existing, Mode::empty()) {
             Ok(fd) => fd,
             // Removed meanwhile: make it.
             Err(rustix::io::Errno::NOENT) => continue,
-            Err(rustix::io::Errno::LOOP) => follow_trusted_link(dir, name, append)?,
+            Err(rustix::io::Errno::LOOP) => {
+                follow_trusted_link(dir, name, append | OFlags::NONBLOCK)?
+            }
             // A FIFO without a reader.
             Err(rustix::io::Errno::NXIO) if regular_only => return Err(not_regular(name)),
+            Err(rustix::io::Errno::NXIO) => return Err(no_reader(name)),
             Err(e) => return Err(e.into()),
         };
         let file = File::from(fd);
-        if regular_only {
-            if !file.metadata()?.file_type().is_file() {
-                return Err(not_regular(name));
-            }
-            rustix::fs::fcntl_setfl(&file, OFlags::APPEND)?;
+        let kind = file.metadata()?.file_type();
+        if regular_only && !kind.is_file() {
+            return Err(not_regular(name));
         }
+        // Open, it is written as it always was: a file, a terminal (`file("/dev/tty10")`), or
+        // a FIFO that has a reader, which holds the writer back while it reads nothing
+        // (backpressure, as a slow disk does).
+        rustix::fs::fcntl_setfl(&file, OFlags::APPEND)?;
         return Ok(file);
     }
     Err(io::Error::other("the file keeps changing").into())
@@ -295,6 +296,13 @@ fn not_regular(name: &[u8]) -> OpenError {
 /// Opens what the link `name` in `dir` points to, when root or sluice's own user made the
 /// link (`/dev/stdout`): a link another user planted where a log file was is refused. The
 /// link is held open while its target is read, so it cannot be swapped in between.
+fn no_reader(name: &[u8]) -> OpenError {
+    refused(format!(
+        "{} is a named pipe nothing reads; its messages wait for a reader",
+        String::from_utf8_lossy(name)
+    ))
+}
+
 fn follow_trusted_link(dir: &OwnedFd, name: &[u8], append: OFlags) -> Result<OwnedFd, OpenError> {
     let link = rustix::fs::openat(
         dir,

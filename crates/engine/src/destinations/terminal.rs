@@ -156,10 +156,14 @@ impl Writer {
                 Err(why) => {
                     self.counters.drop(DropReason::Unavailable, 1);
                     if self.said.as_deref() != Some(why.as_str()) {
-                        own_log::info(format!(
-                            "{}: {why}; messages are dropped meanwhile",
-                            self.label
-                        ));
+                        let said = format!("{}: {why}; messages are dropped meanwhile", self.label);
+                        // Nobody reading is ordinary; something else at the pipe's name is
+                        // someone's doing, and said as a warning.
+                        if why.starts_with("nothing reads") {
+                            own_log::info(said);
+                        } else {
+                            own_log::warning(said);
+                        }
                         self.said = Some(why);
                     }
                 }
@@ -180,7 +184,7 @@ fn to_terminals(user: &str, text: &[u8]) -> Result<(), String> {
             continue;
         }
         let tty = std::path::Path::new("/dev").join(&line);
-        let _ = write_now(&tty, text);
+        let _ = write_now(&tty, text, Takes::Terminal);
     }
     Ok(())
 }
@@ -223,25 +227,53 @@ fn sessions(user: &str) -> Vec<String> {
 /// Writes `text` to a named pipe, if something reads it now; makes the pipe first when it
 /// is missing.
 fn to_pipe(path: &Path, rules: &FileOptions, text: &[u8]) -> Result<(), String> {
-    let written = match write_now(path, text) {
+    let written = match write_now(path, text, Takes::PipeOrTerminal) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            crate::file_open::make_pipe(path, rules).and_then(|()| write_now(path, text))
+            crate::file_open::make_pipe(path, rules)
+                .and_then(|()| write_now(path, text, Takes::PipeOrTerminal))
         }
         written => written,
     };
     written.map_err(|e| match e.raw_os_error() {
         Some(libc::ENXIO) => format!("nothing reads {}", path.display()),
+        Some(libc::ELOOP) => format!(
+            "{} is a symbolic link; sluice writes to a pipe, not through a link",
+            path.display()
+        ),
         _ => format!("{}: {e}", path.display()),
     })
 }
 
-/// Opens `path` for writing without waiting or becoming its controlling process, and
-/// writes `text` if it is taken at once.
-fn write_now(path: &std::path::Path, text: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
+/// What a terminal destination writes to at a path.
+#[derive(Clone, Copy, PartialEq)]
+enum Takes {
+    /// `pipe()`: a named pipe, or a terminal (`pipe("/dev/console")`).
+    PipeOrTerminal,
+    /// `usertty()`: a terminal.
+    Terminal,
+}
+
+/// Opens `path` for writing without waiting, following a link or becoming its controlling
+/// process, and writes `text` if it is taken at once — only when the path is what `takes`
+/// names: whoever can write in its directory cannot make sluice write into a file instead
+/// (a link to `/etc/passwd`, a regular file put in place of the pipe).
+fn write_now(path: &std::path::Path, text: &[u8], takes: Takes) -> std::io::Result<()> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
     let mut f = std::fs::OpenOptions::new()
         .write(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW)
         .open(path)?;
+    let kind = f.metadata()?.file_type();
+    if !(kind.is_char_device() || takes == Takes::PipeOrTerminal && kind.is_fifo()) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            match takes {
+                Takes::PipeOrTerminal => {
+                    "it is neither a named pipe nor a terminal; sluice does not write into it"
+                }
+                Takes::Terminal => "it is not a terminal; sluice does not write into it",
+            },
+        ));
+    }
     f.write_all(text)
 }
