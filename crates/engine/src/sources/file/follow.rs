@@ -143,6 +143,29 @@ pub(crate) async fn read_file(path: &Path, local: &Local, following: Following, 
     ctx.keep_last(&window, keeper).await;
 }
 
+/// Opens a followed path for reading without waiting: a named pipe put where a log file was
+/// (rotated into a FIFO) would block the runtime thread that opened it, and with it every
+/// reader on that thread and the stop. Files and character devices are read; anything else is
+/// refused, said, and looked at again on the next try.
+fn open_to_follow(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let kind = file.metadata()?.file_type();
+    if !(kind.is_file() || kind.is_char_device()) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "it is not a file (a named pipe, a socket…); file() follows files",
+        ));
+    }
+    // Read as before: a character device (`/dev/kmsg`) blocks between records.
+    let flags = rustix::fs::fcntl_getfl(&file)?;
+    rustix::fs::fcntl_setfl(&file, flags - rustix::fs::OFlags::NONBLOCK)?;
+    Ok(file)
+}
+
 /// Tells the keeper of positions where each read ends, with the acknowledgement to wait for.
 struct Tracker {
     kept: mpsc::UnboundedSender<(u64, oneshot::Receiver<Delivered>)>,
@@ -324,7 +347,7 @@ impl Follow {
         let Some(found) = found else {
             return;
         };
-        let Ok(mut file) = File::open(&found) else {
+        let Ok(mut file) = open_to_follow(&found) else {
             return;
         };
         let Ok(m) = file.metadata() else {
@@ -347,7 +370,7 @@ impl Follow {
 
     /// Opens the file at the path from its start; says once when it cannot.
     fn open_path(&mut self) -> bool {
-        let opened = File::open(&self.path).and_then(|f| {
+        let opened = open_to_follow(&self.path).and_then(|f| {
             let m = f.metadata()?;
             Ok((f, (m.dev(), m.ino())))
         });
