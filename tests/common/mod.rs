@@ -71,39 +71,52 @@ pub fn data(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// A port no other test of this process was given: the kernel may hand the same free port to
-/// two tests that ask at nearly the same time, and one test's messages then reach another's
-/// server.
-fn unused_port(pick: impl Fn() -> u16) -> u16 {
-    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+/// A free port no other test was given, in this process or another test binary running at
+/// the same time (`.ci/test.py` runs two): below the kernel's ephemeral range (32768–60999
+/// here), where neither `bind(…:0)` nor an outgoing connection takes one, and claimed by a
+/// file named after it in `$TMPDIR/sluice-test-ports` holding the claiming process's id (a
+/// claim of a process that is gone is taken over). `free` says whether the port can be bound.
+fn unused_port(free: impl Fn(u16) -> bool) -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LOW: u32 = 10_000;
+    const SPAN: u32 = 22_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join("sluice-test-ports");
+    std::fs::create_dir_all(&dir).expect("the test ports' directory");
+    let me = std::process::id();
+    // Each process starts at its own place, so that two rarely meet.
+    let start = me.wrapping_mul(2_654_435_761) % SPAN;
     loop {
-        let port = pick();
-        let mut given = GIVEN.lock().expect("ports lock");
-        if !given.contains(&port) {
-            given.push(port);
+        let port = (LOW + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % SPAN) as u16;
+        let claim = dir.join(port.to_string());
+        let claimed = match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&claim)
+        {
+            Ok(mut f) => f.write_all(me.to_string().as_bytes()).is_ok(),
+            Err(_) => {
+                // Taken over when the process that claimed it is gone.
+                let owner = std::fs::read_to_string(&claim).unwrap_or_default();
+                let gone = owner
+                    .trim()
+                    .parse::<u32>()
+                    .is_ok_and(|pid| pid != me && !Path::new(&format!("/proc/{pid}")).exists());
+                gone && std::fs::write(&claim, me.to_string()).is_ok()
+            }
+        };
+        if claimed && free(port) {
             return port;
         }
     }
 }
 
 pub fn free_port() -> u16 {
-    unused_port(|| {
-        TcpListener::bind("127.0.0.1:0")
-            .expect("bind an ephemeral port")
-            .local_addr()
-            .expect("local address")
-            .port()
-    })
+    unused_port(|port| TcpListener::bind(("127.0.0.1", port)).is_ok())
 }
 
 pub fn free_udp_port() -> u16 {
-    unused_port(|| {
-        std::net::UdpSocket::bind("127.0.0.1:0")
-            .expect("bind an ephemeral port")
-            .local_addr()
-            .expect("local address")
-            .port()
-    })
+    unused_port(|port| std::net::UdpSocket::bind(("127.0.0.1", port)).is_ok())
 }
 
 /// Raises this process's open-file limit to the hard limit; servers started from here inherit
