@@ -18,6 +18,9 @@ use std::sync::{Mutex, OnceLock};
 
 /// The size of one record.
 const SLOT: usize = 512;
+/// The longest key a record holds as it is; a longer one (a followed file's path can be
+/// 4,096 bytes) is kept under its SHA-256 ([`slot_key`]).
+const LONGEST_KEY: usize = 256;
 /// The first bytes of a file's record, of a cursor's.
 const MAGIC: &[u8; 4] = b"SLU1";
 const MAGIC_CURSOR: &[u8; 4] = b"SLC1";
@@ -104,7 +107,7 @@ fn find_kept(key: &str) -> Found<Kept> {
         return Found::New;
     };
     let store = store.lock().expect("persist lock");
-    match store.slots.get(key) {
+    match store.slots.get(&*slot_key(key)) {
         Some((_, kept)) => Found::At(kept.clone()),
         None if store.corrupt => Found::Unknown,
         None => Found::New,
@@ -201,6 +204,7 @@ impl Store {
     }
 
     fn keep(&mut self, key: &str, kept: Kept) {
+        let key = &*slot_key(key);
         let Some(record) = record(key, &kept) else {
             return;
         };
@@ -229,6 +233,21 @@ impl Store {
             self.file = None;
         }
     }
+}
+
+/// The key a record holds: `key` itself, or `sha256:` and its digest in hex when it is
+/// longer than [`LONGEST_KEY`], so that every followed file's position fits a record.
+fn slot_key(key: &str) -> std::borrow::Cow<'_, str> {
+    use sha2::Digest;
+    if key.len() <= LONGEST_KEY {
+        return key.into();
+    }
+    let digest = sha2::Sha256::digest(key.as_bytes());
+    let mut hex = String::from("sha256:");
+    for b in digest {
+        hex.push_str(&format!("{b:02x}"));
+    }
+    hex.into()
 }
 
 /// One record: magic, key length and key, then a file's device, inode and offset or a
@@ -376,6 +395,27 @@ mod tests {
         );
         assert_eq!(store.slots["journal:"], (2, Kept::Cursor("s=1;i=3".into())));
         assert!(!store.corrupt);
+    }
+
+    /// A followed file whose path is too long for a record as it is (issue 55: past ~470
+    /// bytes its position was never kept) is kept under its digest.
+    #[test]
+    fn a_long_path_keeps_its_position() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("persist");
+        let long = format!("file:/{}", "d/".repeat(1000));
+        let at = Position {
+            dev: 1,
+            ino: 2,
+            offset: 2000,
+        };
+        let mut store = Store::open(&path);
+        store.keep(&long, Kept::At(at));
+        drop(store);
+        let store = Store::open(&path);
+        assert_eq!(store.slots[&*slot_key(&long)].1, Kept::At(at));
+        assert!(slot_key(&long).len() < LONGEST_KEY);
+        assert_eq!(slot_key("file:/a"), "file:/a");
     }
 
     #[test]
