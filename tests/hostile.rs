@@ -1149,3 +1149,56 @@ fn followed_files_rotated_into_fifos_freeze_nothing() {
     let took = s.terminate_within(Duration::from_secs(60));
     assert!(took < Duration::from_secs(5), "the stop took {took:?}");
 }
+
+/// A followed file whose path is longer than a persist record held as it is (issue 55: past
+/// ~470 bytes the position was never kept, and every restart sent the whole file again):
+/// after a restart only what was appended meanwhile is read.
+#[test]
+fn a_followed_file_with_a_long_path_is_not_read_twice_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let deep = d
+        .join("a".repeat(200))
+        .join("b".repeat(200))
+        .join("c".repeat(100));
+    std::fs::create_dir_all(&deep).unwrap();
+    let log = deep.join("app.log");
+    assert!(log.as_os_str().len() > 500);
+    let lines = |from: usize, to: usize| -> String {
+        (from..to)
+            .map(|i| format!("<13>Nov 24 10:00:00 h app: {i}\n"))
+            .collect()
+    };
+    std::fs::write(&log, lines(0, 2000)).unwrap();
+    let out = d.join("out.log");
+    let config = format!(
+        r#"source f {{ file("{}"); }};
+        destination o {{ file("{}" template("$MSG\n")); }};
+        log {{ source(f); destination(o); }};"#,
+        log.display(),
+        out.display()
+    );
+    let count = || {
+        std::fs::read_to_string(&out)
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    };
+    let mut server =
+        common::InDir::start(std::process::Command::new(common::sluice_bin()), d, &config);
+    assert!(wait_until(Duration::from_secs(20), || count() == 2000));
+    // Its position is kept once delivered; a moment for the keeper.
+    std::thread::sleep(Duration::from_millis(500));
+    server.stop();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&log)
+        .unwrap()
+        .write_all(lines(2000, 2010).as_bytes())
+        .unwrap();
+    let mut server =
+        common::InDir::start(std::process::Command::new(common::sluice_bin()), d, &config);
+    assert!(wait_until(Duration::from_secs(20), || count() >= 2010));
+    std::thread::sleep(Duration::from_millis(500));
+    server.stop();
+    assert_eq!(count(), 2010, "{}", server.stderr());
+}
