@@ -322,3 +322,40 @@ fn pipe_made(kind: &str, want: (u32, u32)) {
         assert_eq!(ours, theirs, "{kind}: sluice (left) and syslog-ng (right)");
     }
 }
+
+/// The processes a `program()` destination starts (here a `sleep` in the background, as
+/// `yes &` in a script would be) end with it when sluice stops (issue 55): the program has a
+/// process group of its own, and the group is ended.
+#[test]
+fn a_program_destinations_children_end_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("got");
+    // A duration nothing else on the machine sleeps, to find the process by.
+    let marker = "987.654321";
+    let (mut r, port) = relay(&format!(
+        r#"program("sleep {marker} & cat >> {}" template("$MSG\n"))"#,
+        out.display()
+    ));
+    common::send_tcp(
+        port,
+        b"<13>Nov 24 10:00:00 h app: m0\n",
+        common::Framing::Newline,
+    );
+    wait_until(Duration::from_secs(20), || file_lines(&out).len() == 1);
+    let sleeping = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+            .filter(|c| {
+                c.starts_with(b"sleep\0") && c.windows(marker.len()).any(|w| w == marker.as_bytes())
+            })
+            .count()
+    };
+    assert_eq!(sleeping(), 1, "the program's child runs");
+    r.terminate();
+    assert!(
+        wait_until(Duration::from_secs(5), || sleeping() == 0),
+        "the program's child outlived sluice"
+    );
+}

@@ -92,6 +92,8 @@ impl Servers for Program {
         }
         let (ours, theirs) = Socket::pair(Domain::UNIX, Type::STREAM, None)?;
         let mut cmd = Command::new("/bin/sh");
+        // A group of its own: what the program starts (a pipeline, a `&`) ends with it.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         cmd.arg("-c")
             .arg(&self.command)
             .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
@@ -138,15 +140,19 @@ impl Protocol for Running {
 
 impl Drop for Running {
     /// Ends the program: its input has closed with the link (dropped first); it gets a second
-    /// to finish, then SIGTERM and another second, then SIGKILL, so that none is left behind.
+    /// to finish, then its process group SIGTERM — what it started and left running too
+    /// (`yes &`, a pipeline's other commands) — and another second, then SIGKILL, so that
+    /// none is left behind.
     fn drop(&mut self) {
-        if self.exited_within(Duration::from_secs(1)) {
-            return;
-        }
-        // SAFETY: signalling a child sluice started and has not reaped.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        if !self.exited_within(Duration::from_secs(1)) {
-            let _ = self.child.kill();
+        // The program leads its group (`process_group(0)`): the group's id is its pid.
+        let group = -(self.child.id() as i32);
+        let exited = self.exited_within(Duration::from_secs(1));
+        // SAFETY: signalling the process group of a child sluice started; the group lives
+        // while any of its processes does, whether or not the program was reaped.
+        unsafe { libc::kill(group, libc::SIGTERM) };
+        if !exited && !self.exited_within(Duration::from_secs(1)) {
+            // SAFETY: as above.
+            unsafe { libc::kill(group, libc::SIGKILL) };
             let _ = self.child.wait();
         }
     }
