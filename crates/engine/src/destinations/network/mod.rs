@@ -62,12 +62,12 @@ pub static PER_TRANSPORT: DestinationDriver = DestinationDriver {
 /// Where a destination that talks IP sends.
 pub(super) const ADDRESS: &[Declared] = &[
     read("port", "port(1514)").about(
-        "the port a source listens on or a destination sends to",
-        "514 (`syslog()`: 601)",
+        "the port of the server it sends to (`destport()` too)",
+        "514 (`syslog()`: 601 over TCP, 6514 with TLS; `relp()`: 2514; `graylog2()`: 12201)",
     ),
     read("destport", "destport(1514)").about(
-        "the port a forwarding destination sends to (`port()` too)",
-        "514 (`syslog()`: 601)",
+        "the port of the server it sends to (`port()` too)",
+        "as `port()`",
     ),
     read("localip", "localip(\"127.0.0.1\")").about("the address a destination sends from", "any"),
     read("localport", "localport(0)").about("the port a destination sends from", "any"),

@@ -28,15 +28,18 @@ pub static DRIVER: SourceDriver = SourceDriver {
 /// Options of `network()`, `syslog()`, `tcp()`, `udp()` and `relp()`.
 const NETWORK: &[Declared] = &[
     read("ip", "ip(\"127.0.0.1\")").about(
-        "the address a source listens on or a destination sends to",
-        "0.0.0.0 (sources)",
+        "the address it listens on (`localip()` too)",
+        "every address of the family (0.0.0.0, ::)",
     ),
-    read("localip", "localip(\"::1\")").about("the address a destination sends from", "any"),
+    read("localip", "localip(\"::1\")").about(
+        "the address it listens on (`ip()` too)",
+        "every address of the family",
+    ),
     read("port", "port(0)").about(
-        "the port a source listens on or a destination sends to",
-        "514 (`syslog()`: 601)",
+        "the port it listens on (`localport()` too)",
+        "514 (`syslog()`: 601 over TCP, 6514 with TLS; `relp()`: 2514)",
     ),
-    read("localport", "localport(0)").about("the port a destination sends from", "any"),
+    read("localport", "localport(0)").about("the port it listens on (`port()` too)", "as `port()`"),
     read("transport", "transport(udp)").about(
         "`tcp`, `udp`, `tls`, `proxied-tcp`, `proxied-tls`…",
         "tcp (`network()`)",

@@ -24,15 +24,15 @@ pub static DRIVER: SourceDriver = SourceDriver {
 /// The options of `udp-balancer()`: where it listens, its buffers, how many sockets.
 const UDP_BALANCER: &[Declared] = &[
     read("ip", "ip(\"127.0.0.1\")").about(
-        "the address a source listens on or a destination sends to",
-        "0.0.0.0 (sources)",
+        "the address it listens on (`localip()` too)",
+        "every address of the family (0.0.0.0, ::)",
     ),
-    read("localip", "localip(\"127.0.0.1\")").about("the address a destination sends from", "any"),
-    read("port", "port(0)").about(
-        "the port a source listens on or a destination sends to",
-        "514 (`syslog()`: 601)",
+    read("localip", "localip(\"127.0.0.1\")").about(
+        "the address it listens on (`ip()` too)",
+        "every address of the family",
     ),
-    read("localport", "localport(0)").about("the port a destination sends from", "any"),
+    read("port", "port(0)").about("the port it listens on (`localport()` too)", "514"),
+    read("localport", "localport(0)").about("the port it listens on (`port()` too)", "as `port()`"),
     read("ip_protocol", "ip-protocol(4)").about("4 or 6: the family of the address", "4"),
     read("so_rcvbuf", "so-rcvbuf(1048576)")
         .about("the socket's receive buffer, in bytes", "the kernel's"),
