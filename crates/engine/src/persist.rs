@@ -242,10 +242,12 @@ fn slot_key(key: &str) -> std::borrow::Cow<'_, str> {
     if key.len() <= LONGEST_KEY {
         return key.into();
     }
+    use std::fmt::Write;
     let digest = sha2::Sha256::digest(key.as_bytes());
-    let mut hex = String::from("sha256:");
+    let mut hex = String::with_capacity(7 + 64);
+    hex.push_str("sha256:");
     for b in digest {
-        hex.push_str(&format!("{b:02x}"));
+        let _ = write!(hex, "{b:02x}");
     }
     hex.into()
 }

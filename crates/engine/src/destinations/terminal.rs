@@ -153,16 +153,13 @@ impl Writer {
                     self.counters.written.fetch_add(1, Ordering::Relaxed);
                     self.said = None;
                 }
-                Err(why) => {
+                Err(NotWritten { why, ordinary }) => {
                     self.counters.drop(DropReason::Unavailable, 1);
                     if self.said.as_deref() != Some(why.as_str()) {
                         let said = format!("{}: {why}; messages are dropped meanwhile", self.label);
-                        // Nobody reading is ordinary; something else at the pipe's name is
-                        // someone's doing, and said as a warning.
-                        if why.starts_with("nothing reads") {
-                            own_log::info(said);
-                        } else {
-                            own_log::warning(said);
+                        match ordinary {
+                            true => own_log::info(said),
+                            false => own_log::warning(said),
                         }
                         self.said = Some(why);
                     }
@@ -172,11 +169,28 @@ impl Writer {
     }
 }
 
+/// Why a message was not written, and whether that is ordinary (nobody logged in, nothing
+/// reading the pipe: said as information) or someone's doing (something else put at the
+/// pipe's name: said as a warning).
+struct NotWritten {
+    why: String,
+    ordinary: bool,
+}
+
+impl NotWritten {
+    fn ordinary(why: String) -> NotWritten {
+        NotWritten {
+            why,
+            ordinary: true,
+        }
+    }
+}
+
 /// Writes `text` to the terminal of every session of `user` (`*`: of everyone) in utmp.
-fn to_terminals(user: &str, text: &[u8]) -> Result<(), String> {
+fn to_terminals(user: &str, text: &[u8]) -> Result<(), NotWritten> {
     let lines = sessions(user);
     if lines.is_empty() {
-        return Err(format!("{user} is not logged in"));
+        return Err(NotWritten::ordinary(format!("{user} is not logged in")));
     }
     for line in lines {
         // A name from utmp: a terminal under /dev, nothing else.
@@ -226,7 +240,7 @@ fn sessions(user: &str) -> Vec<String> {
 
 /// Writes `text` to a named pipe, if something reads it now; makes the pipe first when it
 /// is missing.
-fn to_pipe(path: &Path, rules: &FileOptions, text: &[u8]) -> Result<(), String> {
+fn to_pipe(path: &Path, rules: &FileOptions, text: &[u8]) -> Result<(), NotWritten> {
     let written = match write_now(path, text, Takes::PipeOrTerminal) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             crate::file_open::make_pipe(path, rules)
@@ -235,12 +249,19 @@ fn to_pipe(path: &Path, rules: &FileOptions, text: &[u8]) -> Result<(), String> 
         written => written,
     };
     written.map_err(|e| match e.raw_os_error() {
-        Some(libc::ENXIO) => format!("nothing reads {}", path.display()),
-        Some(libc::ELOOP) => format!(
-            "{} is a symbolic link; sluice writes to a pipe, not through a link",
-            path.display()
-        ),
-        _ => format!("{}: {e}", path.display()),
+        Some(libc::ENXIO) => NotWritten::ordinary(format!("nothing reads {}", path.display())),
+        Some(libc::ELOOP) => NotWritten {
+            why: format!(
+                "{} is a symbolic link; sluice writes to a pipe, not through a link",
+                path.display()
+            ),
+            ordinary: false,
+        },
+        // `write_now` refuses what is neither a pipe nor a terminal as InvalidInput.
+        _ => NotWritten {
+            why: format!("{}: {e}", path.display()),
+            ordinary: e.kind() != std::io::ErrorKind::InvalidInput,
+        },
     })
 }
 
