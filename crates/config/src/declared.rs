@@ -262,6 +262,20 @@ pub fn every_option_is_read_in(
     }
 }
 
+/// The table test's other half: `sample` with an option no table of its driver declares
+/// is refused by `build`, and the refusal names the option. Returns the refusal, for what
+/// the caller checks of it.
+pub fn an_undeclared_option_is_refused(
+    sample: &str,
+    build: impl Fn(&str) -> Result<(), String>,
+) -> String {
+    let at = sample.rfind(')').expect("a sample ends with ')'");
+    let text = format!("{} no-such-option(1){}", &sample[..at], &sample[at..]);
+    let refused = build(&text).expect_err(&text);
+    assert!(refused.contains("no-such-option"), "{text}: {refused}");
+    refused
+}
+
 /// The registry test of a kind of driver: no two declarations claim a name, and no name is
 /// both implemented and "not yet".
 pub fn each_name_once<'a>(implemented: impl Iterator<Item = &'a str>, not_yet: &[&'a str]) {

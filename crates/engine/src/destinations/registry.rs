@@ -113,6 +113,24 @@ mod tests {
     use sluice_model::template::Names;
     use std::sync::Arc;
 
+    /// Builds a destination statement's driver from `text`, its example files made real.
+    fn build_text(text: &str) -> Result<(), String> {
+        let mut text = text.to_string();
+        for (example, here) in logstore::EXAMPLE_FILES {
+            text = text.replace(example, here);
+        }
+        sluice_config::declared::build_one("destination", &text, |node| {
+            let cx = DestinationContext {
+                globals: &Globals::new(),
+                names: &Names::default(),
+                stats: &Arc::new(Registry::default()),
+                name: "d",
+                n: 0,
+            };
+            build(node, &cx).map(drop)
+        })
+    }
+
     /// Each destination driver is built once with each option it declares: an option is
     /// accepted exactly when the driver reads it.
     #[test]
@@ -121,22 +139,7 @@ mod tests {
             sluice_config::declared::every_option_is_read_in(
                 driver.sample,
                 driver.options,
-                |text| {
-                    let mut text = text.to_string();
-                    for (example, here) in logstore::EXAMPLE_FILES {
-                        text = text.replace(example, here);
-                    }
-                    sluice_config::declared::build_one("destination", &text, |node| {
-                        let cx = DestinationContext {
-                            globals: &Globals::new(),
-                            names: &Names::default(),
-                            stats: &Arc::new(Registry::default()),
-                            name: "d",
-                            n: 0,
-                        };
-                        build(node, &cx).map(drop)
-                    })
-                },
+                build_text,
             );
         }
     }
@@ -146,28 +149,10 @@ mod tests {
     #[test]
     fn every_destination_refuses_an_option_it_does_not_declare() {
         for driver in DRIVERS {
-            let at = driver.sample.rfind(')').expect("a sample ends with ')'");
-            let mut text = format!(
-                "{} no-such-option(1){}",
-                &driver.sample[..at],
-                &driver.sample[at..]
-            );
-            for (example, here) in logstore::EXAMPLE_FILES {
-                text = text.replace(example, here);
-            }
-            let refused = sluice_config::declared::build_one("destination", &text, |node| {
-                let cx = DestinationContext {
-                    globals: &Globals::new(),
-                    names: &Names::default(),
-                    stats: &Arc::new(Registry::default()),
-                    name: "d",
-                    n: 0,
-                };
-                build(node, &cx).map(drop)
-            })
-            .expect_err(driver.names[0]);
+            let refused =
+                sluice_config::declared::an_undeclared_option_is_refused(driver.sample, build_text);
             assert!(
-                refused.contains("no-such-option") && refused.contains("valid options"),
+                refused.contains("valid options"),
                 "{}: {refused}",
                 driver.names[0]
             );

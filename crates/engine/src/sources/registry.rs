@@ -6,13 +6,9 @@
 //! sluice does not is in [`NOT_YET`].
 
 use super::driver::{Built, Common, SourceContext, SourceDriver};
-#[cfg(test)]
-use crate::options::Globals;
 use crate::options::{SourceOptions, MULTI_LINE};
 use sluice_config::declared::{self, Declared, Options};
 use sluice_config::{ConfigError, Node};
-#[cfg(test)]
-use std::sync::Arc;
 
 /// Every source driver, in the order "did you mean" and the reference list them.
 pub static DRIVERS: &[&SourceDriver] = &[
@@ -114,6 +110,22 @@ pub fn reference() -> Vec<sluice_config::declared::Entry> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::Globals;
+    use std::sync::Arc;
+
+    /// Builds a source statement's driver from `text`, as a configuration would.
+    fn build_text(text: &str) -> Result<(), String> {
+        sluice_config::declared::build_one("source", text, |node| {
+            let cx = SourceContext {
+                globals: &Globals::new(),
+                stats: &Arc::default(),
+                name: &Arc::from("s"),
+                id: 0,
+                n: 0,
+            };
+            build(node, &cx).map(drop)
+        })
+    }
 
     /// Each source driver is built once with each option it and every source declare: an
     /// option is accepted exactly when the driver reads it.
@@ -138,52 +150,28 @@ mod tests {
             .expect("openssl makes the test's certificate");
         assert!(made.status.success(), "{made:?}");
         for driver in DRIVERS {
-            let sample = driver.sample;
             let parts: Vec<&[Declared]> = std::iter::once(SourceOptions::DECLARED)
                 .chain(driver.options.iter().copied())
                 .collect();
-            sluice_config::declared::every_option_is_read_in(sample, &parts, |text| {
-                let text = text
-                    .replace("\"/k\"", &format!("\"{}\"", key.display()))
-                    .replace("\"/c\"", &format!("\"{}\"", cert.display()));
-                sluice_config::declared::build_one("source", &text, |node| {
-                    let cx = SourceContext {
-                        globals: &Globals::new(),
-                        stats: &Arc::default(),
-                        name: &Arc::from("s"),
-                        id: 0,
-                        n: 0,
-                    };
-                    build(node, &cx).map(drop)
-                })
+            sluice_config::declared::every_option_is_read_in(driver.sample, &parts, |text| {
+                build_text(
+                    &text
+                        .replace("\"/k\"", &format!("\"{}\"", key.display()))
+                        .replace("\"/c\"", &format!("\"{}\"", cert.display())),
+                )
             });
         }
     }
 
     /// Every source refuses an option no table of it declares, naming the option and the
-    /// driver's own.
+    /// options it has.
     #[test]
     fn every_source_refuses_an_option_it_does_not_declare() {
         for driver in DRIVERS {
-            let at = driver.sample.rfind(')').expect("a sample ends with ')'");
-            let text = format!(
-                "{} no-such-option(1){}",
-                &driver.sample[..at],
-                &driver.sample[at..]
-            );
-            let refused = sluice_config::declared::build_one("source", &text, |node| {
-                let cx = SourceContext {
-                    globals: &Globals::new(),
-                    stats: &Arc::default(),
-                    name: &Arc::from("s"),
-                    id: 0,
-                    n: 0,
-                };
-                build(node, &cx).map(drop)
-            })
-            .expect_err(driver.names[0]);
+            let refused =
+                sluice_config::declared::an_undeclared_option_is_refused(driver.sample, build_text);
             assert!(
-                refused.contains("no-such-option") && refused.contains("log-iw-size"),
+                refused.contains("log-iw-size"),
                 "{}: {refused}",
                 driver.names[0]
             );
