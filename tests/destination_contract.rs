@@ -300,22 +300,10 @@ fn start_receiver(kind: &Kind, peer: &Peer) -> Option<Receiver> {
     match kind.name {
         "udp" => std::thread::sleep(Duration::from_millis(300)),
         "unix-stream" => r.wait_unix(&peer.socket()),
-        "unix-dgram" => wait_for_path(&peer.socket()),
+        "unix-dgram" => common::wait_for_path(&peer.socket()),
         _ => r.wait_tcp(peer.port),
     }
     Some(Receiver::Sluice(r))
-}
-
-fn wait_for_path(path: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !path.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "{} did not appear",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// Makes the named pipe `fifo` and copies what is written into it to a file beside it, on a

@@ -182,7 +182,7 @@ const KINDS: &[Kind] = &[
         before: nothing_before,
         feed: |f, _, input| {
             let path = f.path("dgram.sock");
-            wait_for_path(&path);
+            common::wait_for_path(&path);
             let socket = std::os::unix::net::UnixDatagram::unbound().unwrap();
             for line in lines(input) {
                 // A full receive buffer: wait and send again.
@@ -245,7 +245,7 @@ const KINDS: &[Kind] = &[
         before: nothing_before,
         feed: |f, _, input| {
             let path = f.path("app.pipe");
-            wait_for_path(&path);
+            common::wait_for_path(&path);
             let mut pipe = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
             pipe.write_all(input).unwrap();
             Box::new(())
@@ -317,14 +317,6 @@ fn bound(s: &Running) {
 fn append(path: &Path, bytes: &[u8]) {
     let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
     f.write_all(bytes).unwrap();
-}
-
-fn wait_for_path(path: &Path) {
-    assert!(
-        common::wait_until(Duration::from_secs(10), || path.exists()),
-        "{} did not appear",
-        path.display()
-    );
 }
 
 /// Messages `m0`…`m{n-1}`.

@@ -964,3 +964,12 @@ pub fn without_contract<'a>(
         .map(|names| names[0])
         .collect()
 }
+
+/// Waits until `path` exists (a socket or pipe a server makes), at most 10 s.
+pub fn wait_for_path(path: &Path) {
+    assert!(
+        wait_until(Duration::from_secs(10), || path.exists()),
+        "{} did not appear",
+        path.display()
+    );
+}
