@@ -1202,3 +1202,73 @@ fn a_followed_file_with_a_long_path_is_not_read_twice_after_a_restart() {
     server.stop();
     assert_eq!(count(), 2010, "{}", server.stderr());
 }
+
+/// A configuration nested as deep as sluice reads runs and reloads (issue 55: ~7,000 levels of
+/// parentheses, `not`, `log {}`, `if {}` or `$(echo)` crashed the running daemon at SIGHUP);
+/// one nested deeper is refused with its place, and the running configuration stays.
+#[test]
+fn configurations_nested_past_the_bound_are_refused_and_those_within_run() {
+    use sluice_config::tree::MAX_NESTING;
+    use sluice_model::template::MAX_CALLS_NESTED;
+    let port = free_port();
+    let levels = MAX_NESTING - 2;
+    let config = |parens: usize, calls: usize| {
+        format!(
+            r#"source s {{ network(ip(127.0.0.1) port({port}) transport(tcp)); }};
+            filter f {{ {}program("app"){}; }};
+            filter n {{ {}program("app"); }};
+            destination d {{ file("@OUT@/all.log" template("{}$MSG{}\n")); }};
+            log {{ source(s); filter(f); filter(n); {}{}destination(d); {}{}}};"#,
+            "(".repeat(parens),
+            ")".repeat(parens),
+            "not not ".repeat(levels / 2),
+            "$(echo ".repeat(calls),
+            ")".repeat(calls),
+            "log { ".repeat(levels / 2),
+            "if (program(\"app\")) { ".repeat(levels / 2),
+            "}; ".repeat(levels / 2),
+            "}; ".repeat(levels / 2),
+        )
+    };
+    let mut s = Running::start(Server::Sluice, &config(levels, MAX_CALLS_NESTED));
+    s.wait_tcp(port);
+    send_raw_tcp(port, b"<13>Nov 24 10:00:00 h app: deep\n");
+    assert_eq!(
+        wait_lines(&s.out, 1, Duration::from_secs(10)),
+        1,
+        "{}",
+        s.stderr()
+    );
+    let conf = s.dir.path().join("server.conf");
+    let too_deep = [
+        (config(20_000, 1), "nested more than 256 deep"),
+        (
+            config(1, 10_000),
+            "template functions nested more than 64 deep",
+        ),
+    ];
+    for (round, (text, said)) in too_deep.into_iter().enumerate() {
+        std::fs::write(&conf, text.replace("@OUT@", &s.out.to_string_lossy())).unwrap();
+        // SAFETY: kill(2) on the pid of a child we spawned.
+        unsafe { libc::kill(s.child.id() as i32, libc::SIGHUP) };
+        assert!(
+            wait_until(Duration::from_secs(20), || s
+                .stderr()
+                .matches("the running configuration stays")
+                .count()
+                > round),
+            "{}",
+            s.stderr()
+        );
+        assert!(s.stderr().contains(said), "{}", s.stderr());
+    }
+    send_raw_tcp(port, b"<13>Nov 24 10:00:00 h app: still\n");
+    assert_eq!(
+        wait_lines(&s.out, 2, Duration::from_secs(10)),
+        2,
+        "{}",
+        s.stderr()
+    );
+    let took = s.terminate_within(Duration::from_secs(60));
+    assert!(took < Duration::from_secs(5), "the stop took {took:?}");
+}

@@ -113,21 +113,64 @@ impl ConfigError {
         let (file, line_no, text) = map.origin(pos.line);
         let mut out = format!("{file}:{line_no}:{}: {}\n", pos.col + 1, self.message);
         let gutter = line_no.to_string().len();
-        let shown: String = text
-            .chars()
-            .map(|c| if c == '\t' { ' ' } else { c })
-            .collect();
+        let (shown, caret, len) = window(text, pos.col as usize, pos.len.max(1) as usize);
         let _ = writeln!(out, "{line_no:>gutter$} | {shown}");
         let _ = writeln!(
             out,
             "{:gutter$} | {}{}",
             "",
-            " ".repeat(pos.col as usize),
-            "^".repeat(pos.len.max(1) as usize)
+            " ".repeat(caret),
+            "^".repeat(len)
         );
         for help in &self.help {
             let _ = writeln!(out, "{:gutter$} = {help}", "");
         }
         out
+    }
+}
+
+/// How many characters of a line an error shows: a generated or hostile line may be megabytes.
+const SHOWN: usize = 160;
+
+/// The part of `line` an error shows around column `col` (characters from 0), tabs as spaces,
+/// `…` where it is cut; and where the caret of `len` characters goes in it.
+fn window(line: &str, col: usize, len: usize) -> (String, usize, usize) {
+    let chars: Vec<char> = line
+        .chars()
+        .map(|c| if c == '\t' { ' ' } else { c })
+        .collect();
+    if chars.len() <= SHOWN {
+        return (chars.into_iter().collect(), col, len);
+    }
+    let start = col
+        .saturating_sub(SHOWN / 3)
+        .min(chars.len().saturating_sub(SHOWN));
+    let end = (start + SHOWN).min(chars.len());
+    let mut shown: String = chars[start..end].iter().collect();
+    let mut caret = col - start.min(col);
+    if start > 0 {
+        shown.insert(0, '…');
+        caret += 1;
+    }
+    if end < chars.len() {
+        shown.push('…');
+    }
+    let len = len.min((end + 1).saturating_sub(col.max(start)).max(1));
+    (shown, caret, len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_line_is_shown_around_its_caret() {
+        let line = format!("{}HERE{}", "a".repeat(1000), "b".repeat(1000));
+        let (shown, caret, len) = window(&line, 1000, 4);
+        assert_eq!(shown.chars().count(), SHOWN + 2);
+        assert!(shown.starts_with('…') && shown.ends_with('…'));
+        let at: String = shown.chars().skip(caret).take(len).collect();
+        assert_eq!(at, "HERE");
+        assert_eq!(window("a\tb", 2, 1), ("a b".to_string(), 2, 1));
     }
 }

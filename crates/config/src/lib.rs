@@ -16,6 +16,7 @@ mod error;
 mod lexer;
 pub mod source;
 mod subst;
+pub mod text_file;
 pub mod tree;
 
 pub use error::{ConfigError, LoadError, Pos};

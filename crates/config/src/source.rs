@@ -14,12 +14,17 @@
 //! sluice's drivers.
 
 use crate::error::{ConfigError, LoadError, Pos};
+use crate::text_file;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 /// sluice's configuration library, read for `@include "scl.conf"`.
 const LIBRARY: &str = include_str!("scl.conf");
+
+/// The largest text the files, their includes and their substitutions join into: each
+/// substitution may add [`crate::subst::GROWTH_LIMIT`], and many would add up without end.
+const JOINED_LIMIT: usize = 64 << 20;
 
 /// syslog-ng's own limit on nested includes.
 const MAX_INCLUDE_DEPTH: usize = 15;
@@ -43,7 +48,7 @@ impl SourceMap {
     /// Reads a file and its includes; on error, the map read so far comes back with the error
     /// so that its position can be shown.
     pub fn load(path: &Path) -> Result<SourceMap, Box<LoadError>> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        let text = text_file::read_text(path, text_file::CONFIG_LIMIT).map_err(|e| {
             let err = ConfigError::general(format!(
                 "cannot read configuration file {}: {e}",
                 path.display()
@@ -162,6 +167,16 @@ impl SourceMap {
                 }
             }
             self.text.push('\n');
+            if self.text.len() > JOINED_LIMIT {
+                return Err(ConfigError::new(
+                    pos(0, trimmed.len()),
+                    format!(
+                        "the configuration with its includes and substitutions is over {} MiB \
+                         here",
+                        JOINED_LIMIT >> 20
+                    ),
+                ));
+            }
         }
         Ok(())
     }
@@ -214,7 +229,7 @@ impl SourceMap {
                 .filter_map(Result::ok)
                 .filter(|p| p.is_file())
                 .collect()
-        } else if candidate.is_file() {
+        } else if candidate.exists() {
             vec![candidate]
         } else {
             return Err(ConfigError::new(
@@ -224,7 +239,7 @@ impl SourceMap {
         };
         files.sort();
         for file in files {
-            let text = std::fs::read_to_string(&file).map_err(|e| {
+            let text = text_file::read_text(&file, text_file::CONFIG_LIMIT).map_err(|e| {
                 ConfigError::new(
                     pos,
                     format!("cannot read included file {}: {e}", file.display()),
@@ -468,6 +483,40 @@ mod tests {
         assert_eq!(words, ["one;", "a;", "b;", "a;", "b;", "end;"]);
         let last = map.text.lines().count() as u32 - 1;
         assert_eq!(map.origin(last).1, 4);
+    }
+
+    #[test]
+    fn what_cannot_be_read_says_what_and_where() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo.conf");
+        let name = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        let main = dir.path().join("main.conf");
+        std::fs::write(&main, "a;\n@include \"fifo.conf\"\n").unwrap();
+        let e = SourceMap::load(&main).unwrap_err();
+        assert!(
+            e.error
+                .message
+                .contains("fifo.conf: a FIFO, not a regular file"),
+            "{}",
+            e.error.message
+        );
+        std::fs::write(&main, b"a;\nb\xff;\n").unwrap();
+        let e = SourceMap::load(&main).unwrap_err();
+        assert!(
+            e.error.message.contains("not UTF-8 at line 2, column 2"),
+            "{}",
+            e.error.message
+        );
+        let value = "x".repeat(1000);
+        let line = format!("{}\n", "`big`".repeat(1000));
+        let text = format!("@define big \"{value}\"\n{}", line.repeat(100));
+        let e = SourceMap::from_text("t.conf", &text).unwrap_err();
+        assert!(
+            e.error.message.contains("over 64 MiB"),
+            "{}",
+            e.error.message
+        );
     }
 
     #[test]

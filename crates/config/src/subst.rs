@@ -28,7 +28,17 @@ pub enum SubstError {
     AfterBackslash {
         offset: usize,
     },
+    /// The text grew past [`GROWTH_LIMIT`] at the reference at `offset`: a value made of
+    /// values, each used many times (an expansion bomb).
+    TooLarge {
+        offset: usize,
+    },
 }
+
+/// How much larger than what it was given one substitution may make a text. syslog-ng holds
+/// a substituted line in 8 KiB; sluice allows far more, and still refuses a value that doubles
+/// itself a few dozen times before it takes seconds and gigabytes.
+pub const GROWTH_LIMIT: usize = 1 << 20;
 
 impl SubstError {
     pub fn offset(&self) -> usize {
@@ -36,7 +46,8 @@ impl SubstError {
             SubstError::Unknown { offset, .. }
             | SubstError::Unterminated { offset }
             | SubstError::Apostrophe { offset }
-            | SubstError::AfterBackslash { offset } => *offset,
+            | SubstError::AfterBackslash { offset }
+            | SubstError::TooLarge { offset } => *offset,
         }
     }
 
@@ -57,6 +68,11 @@ impl SubstError {
             SubstError::AfterBackslash { .. } => {
                 "a backtick reference cannot follow a backslash in a string".into()
             }
+            SubstError::TooLarge { .. } => format!(
+                "backtick substitution makes this text more than {} MiB larger: \
+                 a value made of values, each used many times?",
+                GROWTH_LIMIT >> 20
+            ),
         }
     }
 }
@@ -122,6 +138,9 @@ pub fn substitute(
                     out.push_str(&text);
                 }
                 _ => out.push_str(&value),
+            }
+            if out.len() > input.len() + GROWTH_LIMIT {
+                return Err(SubstError::TooLarge { offset });
             }
             continue;
         }
@@ -192,6 +211,11 @@ mod tests {
             })
         );
         assert_eq!(run("a `port"), Err(SubstError::Unterminated { offset: 2 }));
+        let big = "x".repeat(GROWTH_LIMIT / 2 + 8);
+        assert_eq!(
+            substitute("a `b` `b`", |_| Some(big.clone())),
+            Err(SubstError::TooLarge { offset: 6 })
+        );
         assert_eq!(run("'`apos`'"), Err(SubstError::Apostrophe { offset: 1 }));
         assert_eq!(
             run("\"\\`port`\""),

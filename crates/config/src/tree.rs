@@ -305,6 +305,7 @@ pub fn parse(mut map: SourceMap) -> Result<Config, Box<crate::LoadError>> {
             map: &map,
             expansions: Vec::new(),
             blocks: HashMap::new(),
+            depth: 0,
         };
         let mut statements = Vec::new();
         let mut read = || {
@@ -416,9 +417,34 @@ struct Parser<'m> {
     /// The texts blocks were expanded into; token text `n` is `expansions[n - 1]`.
     expansions: Vec<Expansion>,
     blocks: HashMap<String, Block>,
+    /// How deep the parser is in bodies, options and filter expressions now.
+    depth: usize,
 }
 
+/// How deep bodies (`log { log { … } }`, `if`), options (`a(b(c()))`) and filter expressions
+/// (`not`, parentheses) may nest. syslog-ng 3.38 reads 10,000 and crashes further on; no
+/// configuration needs more than a few dozen, and every recursive step after reading (building,
+/// matching each message, dropping) stays far inside a thread's stack at this depth.
+pub const MAX_NESTING: usize = 256;
+
 impl Parser<'_> {
+    /// Runs `read` one level deeper, refusing to go past [`MAX_NESTING`].
+    fn nested<T>(
+        &mut self,
+        read: impl FnOnce(&mut Self) -> Result<T, ConfigError>,
+    ) -> Result<T, ConfigError> {
+        if self.depth >= MAX_NESTING {
+            return Err(ConfigError::new(
+                self.pos(),
+                format!("nested more than {MAX_NESTING} deep"),
+            ));
+        }
+        self.depth += 1;
+        let read = read(self);
+        self.depth -= 1;
+        read
+    }
+
     fn peek(&self) -> &Tok {
         &self.toks[self.at].tok
     }
@@ -850,6 +876,10 @@ impl Parser<'_> {
 
     /// Nodes up to the closing brace, in a body of the given context.
     fn nodes(&mut self, context: Context) -> Result<Vec<Node>, ConfigError> {
+        self.nested(|p| p.nodes_here(context))
+    }
+
+    fn nodes_here(&mut self, context: Context) -> Result<Vec<Node>, ConfigError> {
         let mut nodes = Vec::new();
         loop {
             if self.block_reference(context)? {
@@ -1007,7 +1037,7 @@ impl Parser<'_> {
                         }));
                         continue;
                     }
-                    let inner = self.args()?;
+                    let inner = self.nested(Self::args)?;
                     args.push(Arg::Option(Node {
                         name,
                         pos,
@@ -1098,7 +1128,7 @@ impl Parser<'_> {
     fn not_expr(&mut self) -> Result<Expr, ConfigError> {
         if self.keyword("not") {
             self.next();
-            return Ok(Expr::Not(Box::new(self.not_expr()?)));
+            return Ok(Expr::Not(Box::new(self.nested(Self::not_expr)?)));
         }
         self.primary()
     }
@@ -1112,7 +1142,7 @@ impl Parser<'_> {
         match self.peek().clone() {
             Tok::LParen => {
                 self.next();
-                let e = self.or_expr()?;
+                let e = self.nested(Self::or_expr)?;
                 self.expect(Tok::RParen, "to close the parenthesised filter")?;
                 Ok(e)
             }

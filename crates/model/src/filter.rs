@@ -11,7 +11,9 @@ use crate::message::{facility_by_name, severity_by_name, tag_id, LogMessage, Tag
 use crate::template::{Names, Template, ValueRef};
 use regex::bytes::{Regex, RegexBuilder};
 use sluice_config::declared::{self, read, Declared, Options};
+use sluice_config::text_file;
 use sluice_config::{ConfigError, Expr, Node, Pos, Value};
+use std::path::Path;
 use std::sync::Arc;
 
 #[derive(Clone, Debug)]
@@ -474,7 +476,7 @@ static FUNCTIONS: &[FilterFunction] = &[
         names: &["in_list"],
         about: "Messages whose field is a line of a file.",
         options: &[read("value", "value(\"HOST\")").about("a rewrite rule: the field or pair it writes", "MESSAGE")],
-        sample: "in-list(\"/dev/null\" value(\"HOST\"))",
+        sample: "in-list(\"/etc/hostname\" value(\"HOST\"))",
         build: |node, o, _, _| in_list(node, o),
     },
     FilterFunction {
@@ -748,12 +750,13 @@ fn in_list(node: &Node, o: &mut Options) -> Result<Filter, ConfigError> {
             "in-list() needs value(\"NAME\"): which value to look up",
         )
     })?;
-    let text = std::fs::read(&file.text).map_err(|e| {
-        ConfigError::new(
-            file.pos,
-            format!("in-list() cannot read {}: {e}", file.text),
-        )
-    })?;
+    let text =
+        text_file::read_bytes(Path::new(&file.text), text_file::DATA_LIMIT).map_err(|e| {
+            ConfigError::new(
+                file.pos,
+                format!("in-list() cannot read {}: {e}", file.text),
+            )
+        })?;
     let lines = text
         .split_inclusive(|&b| b == b'\n')
         .map(|l| &l[..l.len() - 1])

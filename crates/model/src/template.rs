@@ -8,6 +8,33 @@ use crate::macros::{self, append, DateOptions, Macro};
 use crate::message::LogMessage;
 use crate::values::{name_id, NameId, ValueType};
 
+/// How deep `$(…)` calls may nest. Compiling and expanding a template recurse once a level,
+/// with large frames in a debug build: 64 levels stay well inside the 2 MiB stack of any
+/// thread that expands templates. syslog-ng reads thousands and crashes further on; real
+/// templates nest a handful.
+pub const MAX_CALLS_NESTED: usize = 64;
+
+/// How deep `$(…)` calls nest in `text` (parentheses that open no call are counted apart, so
+/// `$(if ("$x" == "y") …)` is one deep).
+fn calls_nested(text: &str) -> usize {
+    let mut open: Vec<bool> = Vec::new();
+    let (mut calls, mut deepest) = (0usize, 0usize);
+    let bytes = text.as_bytes();
+    for (i, &b) in bytes.iter().enumerate() {
+        match b {
+            b'(' => {
+                let call = i > 0 && bytes[i - 1] == b'$';
+                calls += usize::from(call);
+                deepest = deepest.max(calls);
+                open.push(call);
+            }
+            b')' => calls -= usize::from(open.pop().unwrap_or(false)),
+            _ => {}
+        }
+    }
+    deepest
+}
+
 /// What a configuration names, for what is compiled from it to refer to: `template`
 /// statements (`$(template t_name)`, `template("t_name")`) and `filter` statements
 /// (`filter(f_name)` in the conditions of `$(if)`, `$(grep)` and `$(filter)`). The engine
@@ -84,6 +111,11 @@ impl Template {
     /// Compiles template text whose `$(template …)` and conditions refer to `names`; the error
     /// says what is wrong in words (the caller adds the position of the string).
     pub fn compile_in(text: &str, names: &Names) -> Result<Template, String> {
+        if calls_nested(text) > MAX_CALLS_NESTED {
+            return Err(format!(
+                "template functions nested more than {MAX_CALLS_NESTED} deep"
+            ));
+        }
         let mut ops = Vec::new();
         let mut literal = Vec::new();
         let bytes = text.as_bytes();

@@ -236,3 +236,19 @@ fn at_signs_after_values_are_message_references() {
         "phone00@healthapp|phone00||phone00@x|a@b"
     );
 }
+
+#[test]
+fn calls_nested_past_the_bound_are_refused_and_those_within_expand() {
+    let nested = |n: usize| format!("{}x{}", "$(echo ".repeat(n), ")".repeat(n));
+    assert_eq!(fmt(&nested(MAX_CALLS_NESTED), "<13>m"), "x");
+    let e = Template::compile(&nested(MAX_CALLS_NESTED + 1))
+        .err()
+        .unwrap();
+    assert_eq!(
+        e,
+        format!("template functions nested more than {MAX_CALLS_NESTED} deep")
+    );
+    // Parentheses that open no call do not count.
+    let text = format!("{}{}", "(".repeat(1000), ")".repeat(1000));
+    assert_eq!(fmt(&text, "<13>m"), text);
+}
