@@ -647,4 +647,34 @@ fn a_changed_database_is_read_again() {
     });
     assert!(r.stderr().contains("patterndb.xml"), "{}", r.stderr());
     assert!(classified("second two", "c"));
+    // Hostile databases: nested past any stack, an entity that would make gigabytes, a FIFO
+    // that would hold the reader. Each is refused with its reason; the running one stays.
+    let deep = format!(
+        "<patterndb version='4'>{}{}</patterndb>",
+        "<x>".repeat(20_000),
+        "</x>".repeat(20_000)
+    );
+    let bomb = format!(
+        "<!DOCTYPE patterndb [<!ENTITY big '{}'>]><patterndb version='4'>{}</patterndb>",
+        "A".repeat(1 << 20),
+        "&big;".repeat(4000)
+    );
+    let hostile = [
+        ("unexpected <x> tag", Some(deep)),
+        ("entity declarations are refused", Some(bomb)),
+        ("a FIFO, not a regular file", None),
+    ];
+    for (reason, text) in hostile {
+        match text {
+            Some(text) => std::fs::write(&db, text).unwrap(),
+            None => {
+                std::fs::remove_file(&db).unwrap();
+                let name = std::ffi::CString::new(db.to_str().unwrap()).unwrap();
+                assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o644) }, 0);
+            }
+        }
+        let said = common::wait_until(Duration::from_secs(20), || r.stderr().contains(reason));
+        assert!(said, "{reason}: {}", r.stderr());
+        assert!(classified(&format!("second {reason}"), "c"));
+    }
 }

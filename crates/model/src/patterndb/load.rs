@@ -13,6 +13,8 @@ use crate::rewrite::Field;
 use crate::template::{Names, Template};
 use crate::values::name_id;
 use roxmltree::{Document, Node};
+use sluice_config::text_file;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -102,7 +104,7 @@ pub fn load(path: &Path, names: &Names, prefix: &str) -> Result<Loaded, String> 
     loader.loaded.db.rulesets.push(Radix::default());
     let _ = loader.loaded.db.programs.set_root(0, "");
     for file in &files {
-        let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+        let text = read(file)?;
         loader.file(file, &text)?;
     }
     for (rule, value, name) in loader.value_names {
@@ -115,13 +117,8 @@ pub fn load(path: &Path, names: &Names, prefix: &str) -> Result<Loaded, String> 
 pub fn merge(files: &[PathBuf]) -> Result<String, String> {
     let mut out = String::from("<?xml version='1.0' encoding='UTF-8'?>\n<patterndb version='4'>\n");
     for file in files {
-        let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
-        let options = roxmltree::ParsingOptions {
-            allow_dtd: true,
-            ..Default::default()
-        };
-        let doc = Document::parse_with_options(&text, options)
-            .map_err(|e| format!("{}: {e}", file.display()))?;
+        let text = read(file)?;
+        let doc = parse(&file.display().to_string(), &text)?;
         for ruleset in doc
             .root_element()
             .children()
@@ -136,10 +133,51 @@ pub fn merge(files: &[PathBuf]) -> Result<String, String> {
     Ok(out)
 }
 
+/// The text of a database file: a regular file of at most [`text_file::DATA_LIMIT`] bytes.
+fn read(file: &Path) -> Result<String, String> {
+    text_file::read_text(file, text_file::DATA_LIMIT)
+        .map_err(|e| format!("{}: cannot read: {e}", file.display()))
+}
+
+/// The XML of the database file `name`. A `<!DOCTYPE>` is read, but entities it declares are
+/// refused, as syslog-ng refuses them: one entity referenced many times makes gigabytes of
+/// a small file. (Elements nested deep are read without recursion and then refused by the
+/// grammar, which allows a few levels.)
+fn parse<'i>(name: &str, text: &'i str) -> Result<Document<'i>, String> {
+    let options = roxmltree::ParsingOptions {
+        allow_dtd: true,
+        ..Default::default()
+    };
+    if let Some(at) = entity_declaration(text) {
+        let line = text[..at].matches('\n').count() + 1;
+        return Err(format!(
+            "{name}:{line}: entity declarations are refused: a pattern database needs none"
+        ));
+    }
+    Document::parse_with_options(text, options).map_err(|e| format!("{name}: {e}"))
+}
+
+/// Where the first `<!ENTITY` of the document type declaration is, if it has one.
+fn entity_declaration(text: &str) -> Option<usize> {
+    let doctype = text.find("<!DOCTYPE")?;
+    // Declarations are in the internal subset, `[…]>`, if the type has one.
+    let subset = &text[doctype..];
+    if subset
+        .find(['[', '>'])
+        .is_none_or(|at| subset.as_bytes()[at] == b'>')
+    {
+        return None;
+    }
+    let end = subset.find("]>").map_or(subset.len(), |end| end + 2);
+    subset[..end].find("<!ENTITY").map(|at| doctype + at)
+}
+
 fn xml_files(dir: &Path, found: &mut Vec<PathBuf>) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        if path.is_dir() {
+        let entry = entry?;
+        let path = entry.path();
+        // A link to a directory is not followed: a loop of links would never end.
+        if entry.file_type()?.is_dir() {
             xml_files(&path, found)?;
         } else if path.extension().is_some_and(|e| e == "xml") {
             found.push(path);
@@ -166,15 +204,28 @@ struct File<'a> {
     text: &'a str,
     /// Where each line starts: a node's line is found without counting from the top.
     lines: Vec<usize>,
+    /// The last place a column was counted to (offset, characters from its line's start):
+    /// nodes come in order, so a database written on one line is counted once, not once a rule.
+    counted: Cell<(usize, usize)>,
 }
 
 impl File<'_> {
-    fn at(&self, node: Node) -> String {
-        let offset = node.range().start;
+    /// The line (from 1) of `offset`, and how many characters precede it on that line.
+    fn place(&self, offset: usize) -> (usize, usize) {
         let row = self.lines.partition_point(|&start| start <= offset);
         let start = self.lines[row - 1];
-        let col = self.text[start..offset].chars().count() + 1;
-        format!("{}:{row}:{col}", self.name)
+        let (from, before) = match self.counted.get() {
+            (counted, chars) if (start..=offset).contains(&counted) => (counted, chars),
+            _ => (start, 0),
+        };
+        let chars = before + self.text[from..offset].chars().count();
+        self.counted.set((offset, chars));
+        (row, chars)
+    }
+
+    fn at(&self, node: Node) -> String {
+        let (row, chars) = self.place(node.range().start);
+        format!("{}:{row}:{}", self.name, chars + 1)
     }
 
     /// Where syslog-ng's loader (GMarkup) says it is when it reads the text of `node`: the
@@ -182,11 +233,8 @@ impl File<'_> {
     /// from 2 on the others).
     fn syslog_ng_at(&self, node: Node) -> String {
         let closing = format!("</{}>", node.tag_name().name());
-        let offset = node.range().end.saturating_sub(closing.len());
-        let row = self.lines.partition_point(|&start| start <= offset);
-        let start = self.lines[row - 1];
-        let col = self.text[start..offset].chars().count() + 1 + usize::from(row > 1);
-        format!("{}:{row}:{col}", self.name)
+        let (row, chars) = self.place(node.range().end.saturating_sub(closing.len()));
+        format!("{}:{row}:{}", self.name, chars + 1 + usize::from(row > 1))
     }
 
     fn error(&self, node: Node, what: impl std::fmt::Display) -> String {
@@ -254,12 +302,7 @@ fn text_of(file: &File, node: Node) -> Result<String, String> {
 impl Loader<'_> {
     fn file(&mut self, path: &Path, text: &str) -> Result<(), String> {
         let name = path.display().to_string();
-        let options = roxmltree::ParsingOptions {
-            allow_dtd: true,
-            ..Default::default()
-        };
-        let doc =
-            Document::parse_with_options(text, options).map_err(|e| format!("{name}: {e}"))?;
+        let doc = parse(&name, text)?;
         let lines = std::iter::once(0)
             .chain(text.match_indices('\n').map(|(i, _)| i + 1))
             .collect();
@@ -267,6 +310,7 @@ impl Loader<'_> {
             name: &name,
             text,
             lines,
+            counted: Cell::new((0, 0)),
         };
         let root = doc.root_element();
         if root.tag_name().name() != "patterndb" {
@@ -730,6 +774,59 @@ mod tests {
         let e = loaded("<patterndb version='6'/>").unwrap_err();
         assert!(e.contains("too new"), "{e}");
         assert!(loaded("<patterndb>").unwrap_err().contains("p.xml"));
+    }
+
+    #[test]
+    fn elements_nested_deep_are_refused_not_a_crash() {
+        let deep = 100_000;
+        let text = format!(
+            "<patterndb version='4'><ruleset name='r' id='r'><rules><rule id='x'>\
+             <patterns><pattern>a</pattern></patterns><tags><tag>{}{}</tag></tags>\
+             </rule></rules></ruleset></patterndb>",
+            "<x>".repeat(deep),
+            "</x>".repeat(deep)
+        );
+        let e = loaded(&text).unwrap_err();
+        assert!(e.contains("unexpected <x> tag inside <tag>"), "{e}");
+    }
+
+    #[test]
+    fn entities_a_document_type_declares_are_refused() {
+        let bomb = format!(
+            "<?xml version='1.0'?>\n<!DOCTYPE patterndb [<!ENTITY big '{}'>]>\n\
+             <patterndb version='4'><ruleset name='r' id='r'><rules><rule id='x'>\
+             <patterns><pattern>a</pattern></patterns><description>{}</description>\
+             </rule></rules></ruleset></patterndb>",
+            "A".repeat(1 << 20),
+            "&big;".repeat(4000)
+        );
+        let e = loaded(&bomb).unwrap_err();
+        assert!(
+            e.contains("p.xml:2: entity declarations are refused"),
+            "{e}"
+        );
+        // A document type without declarations is read; nothing outside is fetched.
+        let plain = SSHD.replacen(
+            "<patterndb",
+            "<!DOCTYPE patterndb SYSTEM 'patterndb.dtd'>\n<patterndb",
+            1,
+        );
+        assert!(loaded(&plain).is_ok(), "{:?}", loaded(&plain).err());
+    }
+
+    #[test]
+    fn places_on_one_long_line_are_counted_from_the_last_one() {
+        let rules: String = (0..3)
+            .map(|i| format!("<rule id='r{i}'><patterns><pattern>é{i} @NUMBER:n@</pattern></patterns></rule>"))
+            .collect();
+        let text = format!("<patterndb version='4'><ruleset name='r' id='r'><rules>{rules}</rules></ruleset></patterndb>");
+        let l = loaded(&text).unwrap();
+        let at: Vec<&str> =
+            l.db.rules
+                .iter()
+                .map(|r| r.location.rsplit_once("p.xml:").unwrap().1)
+                .collect();
+        assert_eq!(at, ["1:56", "1:130", "1:204"]);
     }
 
     #[test]
