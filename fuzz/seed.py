@@ -30,8 +30,43 @@ def main():
                 b'destination d { file("/x/$HOST" template("$MSG\\n")); };\n'
                 b'filter f { facility(kern) and not level(debug..info); };\n'
                 b'log { source(s); filter(f); destination(d); flags(final); };\n')
+    seed_bounds()
     seed_archives(lines)
     print(f"seeded {len(lines)} lines")
+
+
+def write(target, name, data):
+    os.makedirs(os.path.join(HERE, "corpus", target), exist_ok=True)
+    with open(os.path.join(HERE, "corpus", target, name), "wb") as f:
+        f.write(data)
+
+
+def seed_bounds():
+    """Inputs at the bounds of the configuration and pattern database readers: nesting just
+    within and just past them, a definition that quadruples itself, a declared entity, so that
+    the fuzzer starts where the refusals are."""
+    for n in (250, 260):
+        write("config", f"seed-parens-{n}",
+              b"filter f { " + b"(" * n + b'program("a")' + b")" * n + b" };\n")
+        write("config", f"seed-log-{n}",
+              b"log { " + b"log { " * n + b"flags(final); " + b"}; " * n + b"};\n")
+        write("config", f"seed-calls-{n}",
+              b'destination d { file("/x" template("' + b"$(echo " * (n // 4) + b"x"
+              + b")" * (n // 4) + b'")); };\n')
+    bomb = [b'@define a0 "xxxxxxxxxxxxxxxx"']
+    bomb += [f'@define a{i} "`a{i-1}``a{i-1}``a{i-1}``a{i-1}`"'.encode() for i in range(1, 12)]
+    write("config", "seed-define-bomb", b"\n".join(bomb) + b"\nsource s { file(`a11`); };\n")
+    rule = (b"<patterndb version='4'><ruleset name='r' id='r'><patterns><pattern>app</pattern>"
+            b"</patterns><rules><rule id='x' class='system' provider='p'><patterns>"
+            b"<pattern>user @ESTRING:user: @logged in</pattern></patterns>"
+            b"<examples><example><test_message program='app'>user a logged in</test_message>"
+            b"</example></examples><values><value name='u'>$user</value></values>"
+            b"<tags><tag>login</tag></tags></rule></rules></ruleset></patterndb>")
+    write("patterndb_xml", "seed-rule", rule)
+    write("patterndb_xml", "seed-deep",
+          rule.replace(b"<tag>login</tag>", b"<tag>" + b"<x>" * 3000 + b"</x>" * 3000 + b"</tag>"))
+    write("patterndb_xml", "seed-entity",
+          b"<!DOCTYPE patterndb [<!ENTITY e 'login'>]>" + rule.replace(b"login</tag>", b"&e;</tag>"))
 
 
 def seed_archives(lines):

@@ -461,6 +461,25 @@ fn max_files_holds_the_rest_until_a_file_is_gone() {
     assert!(got.contains(&format!("{first} last words")), "{got:?}");
 }
 
+/// A file whose name is not UTF-8 is read like any other (issue 55: it was skipped, silently),
+/// under its own bytes.
+#[test]
+fn wildcard_file_reads_a_file_whose_name_is_not_utf8() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let logs = d.join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let name = std::ffi::OsStr::from_bytes(b"caf\xe9.log");
+    append(&logs.join(name), "app: latin1 name\n");
+    let _s = Sluice::start(d, &wildcard_config(d, ""));
+    let out = d.join("out.log");
+    let mut expected = logs.join(name).as_os_str().as_bytes().to_vec();
+    expected.extend_from_slice(b" latin1 name\n");
+    assert!(wait_until(Duration::from_secs(10), || std::fs::read(&out)
+        .is_ok_and(|b| b == expected)));
+}
+
 #[test]
 fn wildcard_file_reads_as_syslog_ngs_wildcard_file() {
     if common::syslog_ng().is_none() {

@@ -1022,132 +1022,151 @@ fn connections_take_at_most_half_of_the_memory_limit() {
 /// A local user who can write where a `pipe()` destination's pipe is (issue 55): a link to
 /// another file planted at its name, or a regular file put in its place, is written to by
 /// nothing; each is said, and the rest of the path goes on.
+/// Run as root and started as root with `-u nobody` ([`common::users`]).
 #[test]
 fn a_pipe_destination_writes_through_no_link_and_into_no_file() {
-    let port = free_port();
-    let dir = tempfile::tempdir().unwrap();
-    let victim = dir.path().join("passwd");
-    std::fs::write(&victim, "root:x:0:0::/root:/bin/bash\n").unwrap();
-    std::os::unix::fs::symlink(&victim, dir.path().join("console")).unwrap();
-    std::fs::write(dir.path().join("plain"), "kept\n").unwrap();
-    let d = dir.path().display();
-    let mut s = Running::start(
-        Server::Sluice,
-        &format!(
-            r#"source s {{ network(ip(127.0.0.1) port({port}) transport(tcp)); }};
-            destination link {{ pipe("{d}/console" template("$MSG\n")); }};
-            destination plain {{ pipe("{d}/plain" template("$MSG\n")); }};
-            destination all {{ file("@OUT@/all.log" template("$MSG\n")); }};
-            log {{ source(s); destination(link); destination(plain); destination(all); }};"#
-        ),
-    );
-    s.wait_tcp(port);
-    send_raw_tcp(
-        port,
-        b"<13>Nov 24 10:00:00 h x: toor::0:0::/root:/bin/bash\n"
-            .repeat(3)
-            .as_slice(),
-    );
-    assert_eq!(wait_lines(&s.out, 3, Duration::from_secs(10)), 3);
-    let stderr = || s.stderr();
-    assert!(
-        wait_until(Duration::from_secs(10), || {
-            let said = stderr();
-            said.contains("symbolic link") && said.contains("neither a named pipe nor a terminal")
-        }),
-        "{}",
-        stderr()
-    );
-    assert_eq!(
-        std::fs::read_to_string(&victim).unwrap(),
-        "root:x:0:0::/root:/bin/bash\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(dir.path().join("plain")).unwrap(),
-        "kept\n"
-    );
+    for flags in common::users() {
+        let port = free_port();
+        let dir = tempfile::tempdir().unwrap();
+        common::open_to_all(dir.path());
+        let victim = dir.path().join("passwd");
+        std::fs::write(&victim, "root:x:0:0::/root:/bin/bash\n").unwrap();
+        common::open_to_all(&victim);
+        std::os::unix::fs::symlink(&victim, dir.path().join("console")).unwrap();
+        std::fs::write(dir.path().join("plain"), "kept\n").unwrap();
+        common::open_to_all(&dir.path().join("plain"));
+        let d = dir.path().display();
+        let mut s = Running::start_with_flags(
+            Server::Sluice,
+            &format!(
+                r#"source s {{ network(ip(127.0.0.1) port({port}) transport(tcp)); }};
+                destination link {{ pipe("{d}/console" template("$MSG\n")); }};
+                destination plain {{ pipe("{d}/plain" template("$MSG\n")); }};
+                destination all {{ file("@OUT@/all.log" template("$MSG\n")); }};
+                log {{ source(s); destination(link); destination(plain); destination(all); }};"#
+            ),
+            flags,
+        );
+        s.wait_tcp(port);
+        send_raw_tcp(
+            port,
+            b"<13>Nov 24 10:00:00 h x: toor::0:0::/root:/bin/bash\n"
+                .repeat(3)
+                .as_slice(),
+        );
+        assert_eq!(wait_lines(&s.out, 3, Duration::from_secs(10)), 3);
+        let stderr = || s.stderr();
+        assert!(
+            wait_until(Duration::from_secs(10), || {
+                let said = stderr();
+                said.contains("symbolic link")
+                    && said.contains("neither a named pipe nor a terminal")
+            }),
+            "{}",
+            stderr()
+        );
+        assert_eq!(
+            std::fs::read_to_string(&victim).unwrap(),
+            "root:x:0:0::/root:/bin/bash\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("plain")).unwrap(),
+            "kept\n"
+        );
+    }
 }
 
 /// A named pipe nobody reads at a `file()` destination's name (issue 55) holds neither the
 /// other files of the path nor the stop: its open does not wait for a reader.
+/// Run as root and started as root with `-u nobody` ([`common::users`]).
 #[test]
 fn a_fifo_at_a_file_destinations_name_holds_neither_the_others_nor_the_stop() {
-    let port = free_port();
-    let dir = tempfile::tempdir().unwrap();
-    let fifo = dir.path().join("fifo.log");
-    assert!(std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap()
-        .success());
-    let mut s = Running::start(
-        Server::Sluice,
-        &format!(
-            r#"source s {{ network(ip(127.0.0.1) port({port}) transport(tcp)); }};
-            destination fifo {{ file("{}" template("$MSG\n")); }};
-            destination ok {{ file("@OUT@/ok.log" template("$MSG\n")); }};
-            log {{ source(s); destination(fifo); destination(ok); }};"#,
-            fifo.display()
-        ),
-    );
-    s.wait_tcp(port);
-    let lines: Vec<u8> = (0..100)
-        .flat_map(|i| format!("<13>Nov 24 10:00:00 h ok: {i}\n").into_bytes())
-        .collect();
-    send_raw_tcp(port, &lines);
-    assert_eq!(wait_lines(&s.out, 100, Duration::from_secs(10)), 100);
-    let took = s.terminate_within(Duration::from_secs(60));
-    assert!(took < Duration::from_secs(5), "the stop took {took:?}");
+    for flags in common::users() {
+        let port = free_port();
+        let dir = tempfile::tempdir().unwrap();
+        common::open_to_all(dir.path());
+        let fifo = dir.path().join("fifo.log");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        common::open_to_all(&fifo);
+        let mut s = Running::start_with_flags(
+            Server::Sluice,
+            &format!(
+                r#"source s {{ network(ip(127.0.0.1) port({port}) transport(tcp)); }};
+                destination fifo {{ file("{}" template("$MSG\n")); }};
+                destination ok {{ file("@OUT@/ok.log" template("$MSG\n")); }};
+                log {{ source(s); destination(fifo); destination(ok); }};"#,
+                fifo.display()
+            ),
+            flags,
+        );
+        s.wait_tcp(port);
+        let lines: Vec<u8> = (0..100)
+            .flat_map(|i| format!("<13>Nov 24 10:00:00 h ok: {i}\n").into_bytes())
+            .collect();
+        send_raw_tcp(port, &lines);
+        assert_eq!(wait_lines(&s.out, 100, Duration::from_secs(10)), 100);
+        let took = s.terminate_within(Duration::from_secs(60));
+        assert!(took < Duration::from_secs(5), "the stop took {took:?}");
+    }
 }
 
 /// Two followed files rotated into named pipes (issue 55: `mv f.log f.log.1; mkfifo f.log`)
 /// freeze nothing: the pipes are refused and said, TCP messages are still written, the
 /// control socket answers and the stop is prompt.
+/// Run as root and started as root with `-u nobody` ([`common::users`]).
 #[test]
 fn followed_files_rotated_into_fifos_freeze_nothing() {
-    let port = free_port();
-    let dir = tempfile::tempdir().unwrap();
-    let (a, b) = (dir.path().join("a.log"), dir.path().join("b.log"));
-    std::fs::write(&a, "<13>Nov 24 10:00:00 h a: first\n").unwrap();
-    std::fs::write(&b, "<13>Nov 24 10:00:00 h b: first\n").unwrap();
-    let mut s = Running::start(
-        Server::Sluice,
-        &format!(
-            r#"source f {{ file("{}"); file("{}"); }};
-            source s {{ network(ip(127.0.0.1) port({port}) transport(tcp)); }};
-            destination d {{ file("@OUT@/all.log" template("$MSG\n")); }};
-            log {{ source(f); source(s); destination(d); }};"#,
-            a.display(),
-            b.display()
-        ),
-    );
-    s.wait_tcp(port);
-    assert_eq!(wait_lines(&s.out, 2, Duration::from_secs(10)), 2);
-    for path in [&a, &b] {
-        std::fs::rename(path, path.with_extension("log.1")).unwrap();
-        assert!(std::process::Command::new("mkfifo")
-            .arg(path)
-            .status()
-            .unwrap()
-            .success());
+    for flags in common::users() {
+        let port = free_port();
+        let dir = tempfile::tempdir().unwrap();
+        common::open_to_all(dir.path());
+        let (a, b) = (dir.path().join("a.log"), dir.path().join("b.log"));
+        std::fs::write(&a, "<13>Nov 24 10:00:00 h a: first\n").unwrap();
+        std::fs::write(&b, "<13>Nov 24 10:00:00 h b: first\n").unwrap();
+        let mut s = Running::start_with_flags(
+            Server::Sluice,
+            &format!(
+                r#"source f {{ file("{}"); file("{}"); }};
+                source s {{ network(ip(127.0.0.1) port({port}) transport(tcp)); }};
+                destination d {{ file("@OUT@/all.log" template("$MSG\n")); }};
+                log {{ source(f); source(s); destination(d); }};"#,
+                a.display(),
+                b.display()
+            ),
+            flags,
+        );
+        s.wait_tcp(port);
+        assert_eq!(wait_lines(&s.out, 2, Duration::from_secs(10)), 2);
+        for path in [&a, &b] {
+            std::fs::rename(path, path.with_extension("log.1")).unwrap();
+            assert!(std::process::Command::new("mkfifo")
+                .arg(path)
+                .status()
+                .unwrap()
+                .success());
+        }
+        // Followed files are looked at again every second (follow-freq()).
+        std::thread::sleep(Duration::from_millis(2500));
+        let lines: Vec<u8> = (0..100)
+            .flat_map(|i| format!("<13>Nov 24 10:00:00 h tcp: {i}\n").into_bytes())
+            .collect();
+        send_raw_tcp(port, &lines);
+        assert_eq!(wait_lines(&s.out, 102, Duration::from_secs(10)), 102);
+        assert!(common::ctl(&s, &["stats"]).0, "the control socket answers");
+        assert!(
+            wait_until(Duration::from_secs(10), || s
+                .stderr()
+                .contains("file() follows files")),
+            "{}",
+            s.stderr()
+        );
+        let took = s.terminate_within(Duration::from_secs(60));
+        assert!(took < Duration::from_secs(5), "the stop took {took:?}");
     }
-    // Followed files are looked at again every second (follow-freq()).
-    std::thread::sleep(Duration::from_millis(2500));
-    let lines: Vec<u8> = (0..100)
-        .flat_map(|i| format!("<13>Nov 24 10:00:00 h tcp: {i}\n").into_bytes())
-        .collect();
-    send_raw_tcp(port, &lines);
-    assert_eq!(wait_lines(&s.out, 102, Duration::from_secs(10)), 102);
-    assert!(common::ctl(&s, &["stats"]).0, "the control socket answers");
-    assert!(
-        wait_until(Duration::from_secs(10), || s
-            .stderr()
-            .contains("file() follows files")),
-        "{}",
-        s.stderr()
-    );
-    let took = s.terminate_within(Duration::from_secs(60));
-    assert!(took < Duration::from_secs(5), "the stop took {took:?}");
 }
 
 /// A followed file whose path is longer than a persist record held as it is (issue 55: past
@@ -1271,4 +1290,65 @@ fn configurations_nested_past_the_bound_are_refused_and_those_within_run() {
     );
     let took = s.terminate_within(Duration::from_secs(60));
     assert!(took < Duration::from_secs(5), "the stop took {took:?}");
+}
+
+/// A followed file replaced by a link another user planted (issue 55: `ln -sf /etc/shadow
+/// app.log` by the user who owns the log directory) is not read into the logs, also when
+/// sluice keeps `cap_dac_read_search` after `-u nobody`; a link root made is followed, as
+/// `file()` destinations follow one.
+/// Run as root and started as root with `-u nobody` ([`common::users`]).
+#[test]
+fn a_followed_file_replaced_by_another_users_link_is_not_read() {
+    use std::os::unix::fs::{lchown, symlink, PermissionsExt};
+    for flags in common::users() {
+        let dir = tempfile::tempdir().unwrap();
+        common::open_to_all(dir.path());
+        let secret = dir.path().join("shadow");
+        std::fs::write(&secret, "root:SECRET:19000::::::\n").unwrap();
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let rotated = dir.path().join("rotated.log");
+        std::fs::write(&rotated, "<13>Nov 24 10:00:00 h app: rotated by root\n").unwrap();
+        let log = dir.path().join("app.log");
+        std::fs::write(&log, "<13>Nov 24 10:00:00 h app: first\n").unwrap();
+        let mut s = Running::start_with_flags(
+            Server::Sluice,
+            &format!(
+                r#"source f {{ file("{}" follow-freq(0.2)); }};
+                destination d {{ file("@OUT@/all.log" template("$MSG\n")); }};
+                log {{ source(f); destination(d); }};"#,
+                log.display()
+            ),
+            flags,
+        );
+        assert_eq!(
+            wait_lines(&s.out, 1, Duration::from_secs(10)),
+            1,
+            "{}",
+            s.stderr()
+        );
+        // A user (uid 4242, neither root nor sluice's) swaps the file for a link.
+        std::fs::remove_file(&log).unwrap();
+        symlink(&secret, &log).unwrap();
+        lchown(&log, Some(4242), Some(4242)).unwrap();
+        assert!(
+            wait_until(Duration::from_secs(10), || s
+                .stderr()
+                .contains("made by user 4242")),
+            "{}",
+            s.stderr()
+        );
+        // Root's own link is followed.
+        std::fs::remove_file(&log).unwrap();
+        symlink(&rotated, &log).unwrap();
+        assert_eq!(
+            wait_lines(&s.out, 2, Duration::from_secs(10)),
+            2,
+            "{}",
+            s.stderr()
+        );
+        let all = std::fs::read_to_string(s.out.join("all.log")).unwrap();
+        assert_eq!(all, "first\nrotated by root\n");
+        let took = s.terminate_within(Duration::from_secs(60));
+        assert!(took < Duration::from_secs(5), "the stop took {took:?}");
+    }
 }

@@ -157,9 +157,15 @@ impl Running {
         Running::start_reading(kind, config, None)
     }
 
+    /// As [`Running::start`], with `flags` on the server's command line; with `-u`, the
+    /// scratch directory is open to every user (the server writes there after it drops root).
+    pub fn start_with_flags(kind: Server, config: &str, flags: &[&str]) -> Running {
+        Running::launch(kind, config, false, flags)
+    }
+
     /// As [`Running::start`], with `input` as the server's standard input (for `stdin()`).
     pub fn start_reading(kind: Server, config: &str, input: Option<&[u8]>) -> Running {
-        let mut running = Running::launch(kind, config, input.is_some());
+        let mut running = Running::launch(kind, config, input.is_some(), &[]);
         if let (Some(bytes), Some(mut pipe)) = (input, running.child.stdin.take()) {
             let bytes = bytes.to_vec();
             std::thread::spawn(move || {
@@ -173,14 +179,18 @@ impl Running {
     /// As [`Running::start`], with the server's standard input a pipe the test writes to
     /// (`child.stdin`) and closes when it likes.
     pub fn start_with_stdin(kind: Server, config: &str) -> Running {
-        Running::launch(kind, config, true)
+        Running::launch(kind, config, true, &[])
     }
 
-    fn launch(kind: Server, config: &str, piped: bool) -> Running {
+    fn launch(kind: Server, config: &str, piped: bool, flags: &[&str]) -> Running {
         raise_open_file_limit();
         let dir = tempfile::tempdir().expect("temporary directory");
         let out = dir.path().join("out");
         std::fs::create_dir(&out).expect("output directory");
+        if flags.contains(&"-u") {
+            open_to_all(dir.path());
+            open_to_all(&out);
+        }
         let text = config
             .replace("@OUT@", &out.to_string_lossy())
             .replace("@DIR@", &dir.path().to_string_lossy());
@@ -204,6 +214,7 @@ impl Running {
             .arg(d.join("pid"))
             .arg("-c")
             .arg(d.join("ctl"))
+            .args(flags)
             // A pipe, as syslog-ng cannot poll a regular file on its standard input.
             .stdin(if piped { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::null())
@@ -892,6 +903,26 @@ impl Drop for Rsyslog {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Who a test runs sluice as: its own user, and, when the tests run as root, started as root
+/// with `-u nobody -g nogroup` as a packaged service runs (keeping a log daemon's
+/// capabilities, `cap_dac_read_search` among them): the flags of each.
+pub fn users() -> Vec<&'static [&'static str]> {
+    let mut users: Vec<&'static [&'static str]> = vec![&[]];
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        users.push(&["-u", "nobody", "-g", "nogroup"]);
+    } else {
+        eprintln!("SKIPPED in part: not root, so sluice is not also run as nobody");
+    }
+    users
+}
+
+/// Lets every user read, write and enter `path` (a directory or file a test made).
+pub fn open_to_all(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777)).expect("chmod 0777");
 }
 
 /// Waits until `done` holds, at most `limit`; returns whether it does.

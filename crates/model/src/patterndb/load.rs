@@ -85,6 +85,20 @@ pub fn load(path: &Path, names: &Names, prefix: &str) -> Result<Loaded, String> 
     } else {
         vec![path.to_path_buf()]
     };
+    let mut texts = Vec::with_capacity(files.len());
+    for file in files {
+        let text = read(&file)?;
+        texts.push((file, text));
+    }
+    load_texts(&texts, names, prefix)
+}
+
+/// Reads a database from the texts of its files, each with the name errors show.
+pub fn load_texts(
+    files: &[(PathBuf, String)],
+    names: &Names,
+    prefix: &str,
+) -> Result<Loaded, String> {
     // Names in the order syslog-ng registers them, which is the order its pdbtool lists a
     // message's pairs in: the classifier's when the module loads, the fields' as patterns go
     // into the tree, the names of rules' values when a message first sets them (here: once
@@ -103,9 +117,8 @@ pub fn load(path: &Path, names: &Names, prefix: &str) -> Result<Loaded, String> 
     loader.loaded.db.empty = true;
     loader.loaded.db.rulesets.push(Radix::default());
     let _ = loader.loaded.db.programs.set_root(0, "");
-    for file in &files {
-        let text = read(file)?;
-        loader.file(file, &text)?;
+    for (file, text) in files {
+        loader.file(file, text)?;
     }
     for (rule, value, name) in loader.value_names {
         loader.loaded.db.rules[rule].values[value].0 = Field::named(&name);

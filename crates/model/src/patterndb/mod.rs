@@ -14,7 +14,7 @@ mod load;
 pub mod patternize;
 pub mod radix;
 
-pub use load::{load, merge, Example, Loaded};
+pub use load::{load, load_texts, merge, Example, Loaded};
 
 use crate::correlation::Scope;
 use crate::filter::Filter;

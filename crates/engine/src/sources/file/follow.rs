@@ -15,6 +15,7 @@
 //! another name, else from the start of what the path holds now. `kill -9` repeats at most
 //! the reads that were in flight (one window) and loses nothing.
 
+use crate::file_open;
 use crate::own_log as log;
 use crate::persist::{self, Found, Position};
 use crate::sources::{
@@ -146,13 +147,12 @@ pub(crate) async fn read_file(path: &Path, local: &Local, following: Following, 
 /// Opens a followed path for reading without waiting: a named pipe put where a log file was
 /// (rotated into a FIFO) would block the runtime thread that opened it, and with it every
 /// reader on that thread and the stop. Files and character devices are read; anything else is
-/// refused, said, and looked at again on the next try.
+/// refused, said, and looked at again on the next try. A link at the path is followed only
+/// when root or sluice's own user made it (`file_open::open_trusting_own_links`).
 fn open_to_follow(path: &Path) -> std::io::Result<File> {
-    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
+    use std::os::unix::fs::FileTypeExt;
+    let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::NONBLOCK;
+    let file = File::from(file_open::open_trusting_own_links(path, flags).map_err(|e| e.error)?);
     let kind = file.metadata()?.file_type();
     if !(kind.is_file() || kind.is_char_device()) {
         return Err(std::io::Error::new(

@@ -192,13 +192,13 @@ impl WildcardSource {
                     }
                     continue;
                 }
+                // A name that is not UTF-8 is matched as shown (`�` for each bad byte) and
+                // read under its own bytes, as syslog-ng reads it.
                 let name = entry.file_name();
-                let Some(name) = name.to_str() else {
-                    continue;
-                };
-                let excluded = self.exclude.as_ref().is_some_and(|x| x.matches(name));
+                let name = name.to_string_lossy();
+                let excluded = self.exclude.as_ref().is_some_and(|x| x.matches(&name));
                 let regular = kind.is_file() || (kind.is_symlink() && path.is_file());
-                if regular && !excluded && self.pattern.matches(name) {
+                if regular && !excluded && self.pattern.matches(&name) {
                     found.push(path);
                 }
             }
