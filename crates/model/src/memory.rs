@@ -68,6 +68,20 @@ impl Budget {
         })
     }
 
+    /// Whether the connections could hold `bytes` more within their half of the limit.
+    pub fn connections_have_room(&self, bytes: u64) -> bool {
+        let half = self.limit.load(Ordering::Relaxed) / 2;
+        self.connections.load(Ordering::Relaxed) + bytes <= half
+    }
+
+    /// A hold of nothing yet, to be resized ([`Held::resize`]).
+    pub fn nothing(&'static self) -> Held {
+        Held {
+            budget: self,
+            bytes: 0,
+        }
+    }
+
     /// Past three quarters of the limit: paths without flow control drop, correlation
     /// contexts end early, no new dynamic counter is made.
     pub fn tight(&self) -> bool {
@@ -86,6 +100,53 @@ impl Budget {
 pub struct Held {
     budget: &'static Budget,
     bytes: u64,
+}
+
+impl Held {
+    /// Holds `bytes` from now on. More is taken as an admission is, within the connections'
+    /// half of the limit: when there is no room, nothing changes and the answer is false.
+    /// Less gives back the difference.
+    pub fn resize(&mut self, bytes: u64) -> bool {
+        if bytes == self.bytes {
+            return true;
+        }
+        if bytes < self.bytes {
+            let less = self.bytes - bytes;
+            self.budget.connections.fetch_sub(less, Ordering::Relaxed);
+            self.budget.release(less);
+        } else {
+            let more = bytes - self.bytes;
+            let half = self.budget.limit.load(Ordering::Relaxed) / 2;
+            let taken = self.budget.connections.fetch_update(
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+                |held| (held + more <= half).then_some(held + more),
+            );
+            if taken.is_err() {
+                return false;
+            }
+            self.budget.hold(more);
+        }
+        self.bytes = bytes;
+        true
+    }
+}
+
+impl Held {
+    pub fn budget(&self) -> &'static Budget {
+        self.budget
+    }
+
+    /// Holds `bytes` from now on, whether or not the connections' half has room: for bytes
+    /// already read, which are held whatever the books say.
+    pub fn force(&mut self, bytes: u64) {
+        if !self.resize(bytes) {
+            let more = bytes - self.bytes;
+            self.budget.connections.fetch_add(more, Ordering::Relaxed);
+            self.budget.hold(more);
+            self.bytes = bytes;
+        }
+    }
 }
 
 impl Drop for Held {
@@ -156,8 +217,12 @@ mod tests {
         assert_eq!(b.used.load(Ordering::Relaxed), 50);
         drop(first);
         assert_eq!(b.used.load(Ordering::Relaxed), 20);
-        let third = b.admit(30).expect("room again");
+        let mut third = b.admit(30).expect("room again");
         assert_eq!(b.connections.load(Ordering::Relaxed), 50);
+        assert!(!third.resize(31), "no room to grow");
+        assert!(third.resize(10));
+        assert!(third.resize(30));
+        assert_eq!(b.used.load(Ordering::Relaxed), 50);
         drop((second, third));
         assert_eq!(b.used.load(Ordering::Relaxed), 0);
     }

@@ -428,10 +428,14 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
     // With multi-line records: the lines cut, and when the open record is one anyway.
     let mut lines = Vec::new();
     let mut open_until: Option<tokio::time::Instant> = None;
+    // What an unfinished frame holds past two small reads, from the memory budget.
+    let mut unfinished = crate::memory::Unfinished::default();
     loop {
         // Wait for data with the smallest buffer; borrow the rest of a large read from the
         // source's budget once the small one filled, and take only what is there already.
-        buf.reserve(MIN_READ);
+        if !unfinished.room(&mut buf, MIN_READ, &mut shutdown).await {
+            break;
+        }
         let mut small = (&mut buf).limit(MIN_READ);
         let read = tokio::select! {
             biased;
@@ -444,7 +448,7 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
         let flush = read.is_none();
         let mut n = read.unwrap_or(0);
         let mut loan = Loan::default();
-        if n == MIN_READ && read_size > MIN_READ {
+        if n == MIN_READ && read_size > MIN_READ && unfinished.may_read(read_size - MIN_READ) {
             let more = read_size - MIN_READ;
             // Once sluice is stopping, what was read goes on without the rest of a large
             // read (and is queued, or reported lost, as any read).
@@ -552,6 +556,8 @@ pub async fn read_stream<R: AsyncRead + Unpin>(
             taken += consumed as u64;
             let _ = buf.split_to(consumed);
         }
+        // What is left is an unfinished frame: held, and charged, until the rest comes.
+        unfinished.keep(&mut buf, MIN_READ);
         if eof || failed {
             break;
         }

@@ -89,8 +89,13 @@ async fn read<R: AsyncRead + Unpin>(
     // The transaction number the next command must carry, once `open` set the first.
     let mut expected: Option<u32> = None;
     let max_data = max_frame(spec);
+    // What an unfinished frame holds past two reads, from the memory budget.
+    let mut unfinished = crate::memory::Unfinished::default();
     loop {
-        buf.reserve(READ_SIZE);
+        if !unfinished.room(&mut buf, READ_SIZE, &mut shutdown).await {
+            let _ = replies.send(Reply::Close(None)).await;
+            return;
+        }
         let n = tokio::select! {
             biased;
             _ = shutdown.wait_for(|stop| *stop) => None,
