@@ -798,8 +798,7 @@ fn idle_prometheus_clients_cannot_take_the_descriptors_the_syslog_port_needs() {
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
-    // Past the 16 it serves, the rest wait in the kernel's listen queue; once that is full
-    // a connect waits for its SYN to be sent again: stop there.
+    // Past the 16 it serves, each new connection closes the oldest idle one.
     let addr: std::net::SocketAddr = format!("127.0.0.1:{prom}").parse().unwrap();
     let idle: Vec<_> = (0..300)
         .map_while(|_| std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok())
@@ -815,6 +814,20 @@ fn idle_prometheus_clients_cannot_take_the_descriptors_the_syslog_port_needs() {
         wait_lines(&dir.path().join("out"), 1, Duration::from_secs(10)),
         1
     );
+    // A real scrape is answered now, not behind the idle connections (issue 55: 32 s).
+    let asked = Instant::now();
+    let mut scrape = std::net::TcpStream::connect(addr).unwrap();
+    scrape
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    scrape
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    let _ = std::io::Read::read_to_string(&mut scrape, &mut answer);
+    let took = asked.elapsed();
+    assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+    assert!(took < Duration::from_secs(5), "the scrape took {took:?}");
     drop(idle);
     let _ = child.0.kill();
     let _ = child.0.wait();

@@ -308,6 +308,10 @@ fn bad_http_options_are_refused_with_what_to_write() {
             "host is sluice's to say",
         ),
         (
+            r#"http(url("http://x/") headers("X-Host: ${HOST}"))"#,
+            "a template in headers() is not supported yet",
+        ),
+        (
             r#"http(url("http://x/") method("GET"))"#,
             "unknown method 'GET'",
         ),

@@ -147,6 +147,40 @@ fn a_document_the_cluster_refuses_is_dropped_and_counted_alone() {
     );
 }
 
+/// A line end in a sender's value cannot add a bulk action (issue 55): with
+/// `template("$MSG")` and a message holding `\n{"index":{"_index":"injected"}}\n{…}`, the
+/// document stays one line (the cluster refuses it as JSON, dropped and counted) and no
+/// `injected` index is made.
+#[test]
+fn a_line_end_in_a_value_cannot_add_a_bulk_action() {
+    let Some(os) = opensearch() else { return };
+    let _alone = crate::alone();
+    let (s, port) = start(
+        Server::Sluice,
+        &format!(
+            r#"opensearch(url("{}/_bulk") index("framed") template("$MSG")
+               batch-lines(10) workers(1))"#,
+            os.url
+        ),
+    );
+    let forged =
+        "<13>Nov 24 10:00:00 host app: {\"a\":1}\n{\"index\":{\"_index\":\"injected\"}}\n{\"b\":2}";
+    let plain = "<13>Nov 24 10:00:00 host app: {\"c\":3}";
+    let mut frames = Vec::new();
+    for frame in [forged, plain] {
+        frames.extend_from_slice(format!("{} {frame}", frame.len()).as_bytes());
+    }
+    crate::common::send_raw_tcp(port, &frames);
+    assert_eq!(os.wait_count("framed", 1), 1, "{}", s.stderr());
+    let dropped = format!("dst.opensearch;d#0;opensearch,{}/_bulk;a;dropped", os.url);
+    assert!(
+        crate::common::wait_until(Duration::from_secs(10), || stat(&s, &dropped) == 1),
+        "{}",
+        s.stderr()
+    );
+    assert_eq!(os.count("injected"), 0);
+}
+
 #[test]
 fn a_cluster_that_answers_429_is_waited_for_and_nothing_is_lost() {
     let Some(os) = opensearch() else { return };

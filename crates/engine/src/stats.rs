@@ -488,7 +488,10 @@ impl Registry {
             let _ = writeln!(
                 out,
                 "{};{};{};{state};{};{v}",
-                c.component, c.id, c.instance, c.kind
+                c.component,
+                csv_field(&c.id),
+                csv_field(&c.instance),
+                c.kind
             );
         }
         out
@@ -498,7 +501,7 @@ impl Registry {
     pub fn kv(&self) -> String {
         let mut out = String::new();
         for (c, v) in self.snapshot() {
-            let _ = writeln!(out, "{}={v}", c.query_name());
+            let _ = writeln!(out, "{}={v}", escaped(&c.query_name()));
         }
         out
     }
@@ -570,7 +573,7 @@ impl Registry {
         }
         let mut out = String::new();
         for (c, v) in matching {
-            let _ = writeln!(out, "{}={v}", c.query_name());
+            let _ = writeln!(out, "{}={v}", escaped(&c.query_name()));
         }
         out
     }
@@ -685,6 +688,38 @@ pub(crate) fn joined(parts: &[&str], separator: &str) -> String {
         .join(separator)
 }
 
+/// `s` with control characters and backslashes escaped (`\n`, `\x1b`, `\\`): a sender's
+/// host name or program in a counter's name cannot start a line of its own.
+fn escaped(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(|c| c.is_control() || c == '\\') {
+        return s.into();
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.into()
+}
+
+/// A field of a `stats` CSV line as syslog-ng writes it: control characters escaped, and
+/// quoted (`"` inside as `\"`) when it holds `;` or `"`.
+fn csv_field(s: &str) -> std::borrow::Cow<'_, str> {
+    let s = escaped(s);
+    if !s.contains([';', '"']) {
+        return s;
+    }
+    format!("\"{}\"", s.replace('"', "\\\"")).into()
+}
+
 /// A Prometheus label value, escaped.
 fn label(s: &str) -> String {
     s.replace('\\', "\\\\")
@@ -762,6 +797,23 @@ mod tests {
         assert_eq!(listen_drops("IpExt: A\nIpExt: 2\n"), None);
         let here = std::fs::read_to_string("/proc/net/netstat").unwrap();
         assert!(listen_drops(&here).is_some());
+    }
+
+    #[test]
+    fn a_senders_host_name_cannot_forge_a_line() {
+        let r = Registry::default();
+        let frame = "<13>1 2026-11-24T10:00:00Z evil\ncenter;;x;a;processed;999 app - - - m";
+        let msgs = [sluice_model::testing::message(frame)];
+        r.count_messages(2, &msgs);
+        let csv = r.csv();
+        assert!(!csv.contains("\ncenter;;x"), "{csv}");
+        assert!(
+            csv.contains("src.host;;\"evil\\ncenter;;x;a;processed;999\";d;processed;1\n"),
+            "{csv}"
+        );
+        assert!(!r.kv().contains("\ncenter"), "{}", r.kv());
+        assert_eq!(csv_field("a\"b"), "\"a\\\"b\"");
+        assert_eq!(escaped("tab\there\x1b\\"), "tab\\there\\x1b\\\\");
     }
 
     #[test]

@@ -9,6 +9,29 @@
 
 use serde_json::Value;
 
+/// Keeps the document of the action and document that start at `start` of `data` on one
+/// line: a line end in it (a value of `template("{\"m\":\"${MSG}\"}")` holding one) would
+/// end the document there and make the rest a bulk action of the sender's. Line ends become
+/// `\n` and `\r`, which inside a JSON string are what the value held; anywhere else they
+/// make the document one the cluster refuses, counted as any refusal.
+pub(crate) fn keep_document_on_one_line(data: &mut Vec<u8>, start: usize) {
+    let Some(action_end) = memchr::memchr(b'\n', &data[start..]) else {
+        return;
+    };
+    let document = start + action_end + 1;
+    if memchr::memchr2(b'\n', b'\r', &data[document..]).is_none() {
+        return;
+    }
+    let tail = data.split_off(document);
+    for &b in &tail {
+        match b {
+            b'\n' => data.extend_from_slice(b"\\n"),
+            b'\r' => data.extend_from_slice(b"\\r"),
+            b => data.push(b),
+        }
+    }
+}
+
 /// What became of one document.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Outcome {
@@ -82,6 +105,20 @@ fn reason(error: Option<&Value>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_end_in_a_document_cannot_start_an_action() {
+        let mut data = b"earlier".to_vec();
+        data.extend_from_slice(b"{\"index\":{}}\n{\"m\":\"a\n{\\\"delete\\\":{}}\r\"}");
+        keep_document_on_one_line(&mut data, 7);
+        assert_eq!(
+            data,
+            b"earlier{\"index\":{}}\n{\"m\":\"a\\n{\\\"delete\\\":{}}\\r\"}".to_vec()
+        );
+        let mut plain = b"{\"index\":{}}\n{\"m\":1}".to_vec();
+        keep_document_on_one_line(&mut plain, 0);
+        assert_eq!(plain, b"{\"index\":{}}\n{\"m\":1}".to_vec());
+    }
 
     #[test]
     fn an_answer_without_errors_takes_every_document() {

@@ -260,6 +260,8 @@ impl Proxy {
 
 pub struct HttpDestination {
     body: Formatter,
+    /// Each message is a `_bulk` action and its document, which must stay on one line.
+    bulk: bool,
     /// `worker-partition-key()`: messages with the same key go to the same lane, in order.
     partition_key: Option<Formatter>,
     delivery: Delivery,
@@ -281,6 +283,7 @@ impl HttpDestination {
             log_fifo_size: opts.log_fifo_size,
         };
         let workers = opts.workers;
+        let bulk = opts.requests.bulk;
         let disk_buffer = opts.disk_buffer.clone();
         let delivery = Delivery::new(
             label.into(),
@@ -292,6 +295,7 @@ impl HttpDestination {
         );
         Delivered(HttpDestination {
             body,
+            bulk,
             partition_key,
             delivery,
         })
@@ -319,7 +323,11 @@ impl Delivers for HttpDestination {
         for &i in which {
             let msg = &msgs[i as usize];
             let batch = lanes.batch_for(msg);
+            let start = batch.data.len();
             self.body.append(msg, &mut batch.data);
+            if self.bulk {
+                bulk::keep_document_on_one_line(&mut batch.data, start);
+            }
             batch.end_message();
         }
     }

@@ -218,6 +218,13 @@ pub(super) fn requests(
                 ConfigError::new(v.pos, format!("'{}' is not a header name", name.trim()))
             })?;
             let value = value.trim();
+            // syslog-ng 3.38 sends headers as written; 4.x fills templates in. Neither is
+            // what a `${HOST}` here means to sluice yet: it is refused, as in url().
+            let templated = value.contains('$')
+                && Template::compile_in(value, cx.names).is_ok_and(|t| t.literal().is_none());
+            if templated {
+                return Err(ConfigError::not_supported(v.pos, "a template in headers()"));
+            }
             if http::HeaderValue::from_str(value).is_err() {
                 return Err(ConfigError::new(
                     v.pos,
