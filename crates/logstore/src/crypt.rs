@@ -61,9 +61,21 @@ pub fn compress(level: i32, data: &[u8], out: &mut Vec<u8>) {
     })
 }
 
-/// `data` decompressed, refusing more than `limit` bytes.
+/// `data` decompressed, refusing more than `limit` bytes. Memory grows with what the data
+/// really holds, not with `limit`: a chunk that claims more than it holds costs nothing.
 pub fn decompress(data: &[u8], limit: usize) -> Result<Vec<u8>, String> {
-    zstd::bulk::decompress(data, limit).map_err(|e| format!("does not decompress: {e}"))
+    use std::io::Read;
+    let decoder =
+        zstd::stream::read::Decoder::new(data).map_err(|e| format!("does not decompress: {e}"))?;
+    let mut out = Vec::with_capacity(limit.min(data.len().saturating_mul(8)));
+    decoder
+        .take(limit as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| format!("does not decompress: {e}"))?;
+    if out.len() > limit {
+        return Err(format!("decompresses to more than {limit} bytes"));
+    }
+    Ok(out)
 }
 
 /// Work for the sealers.

@@ -78,6 +78,11 @@ impl Drop for Macs {
     }
 }
 
+/// The most bytes of records a chunk holds: a writer seals a chunk once its records reach
+/// `chunk-size()` (64 MiB at most), so only its last record passes that. A chunk that says
+/// more was not written by sluice, and is refused before anything is allocated for it.
+pub const MAX_PLAIN: u32 = 128 << 20;
+
 /// A chunk found in a file.
 pub struct Chunk<'a> {
     pub at: u64,
@@ -125,7 +130,15 @@ impl Chunk<'_> {
 
     /// The chunk's records, decompressed: read them with [`Index::records`].
     pub fn data(&self) -> Result<Vec<u8>, String> {
-        self.part(PART_DATA, self.data, self.plain_len as usize)
+        let data = self.part(PART_DATA, self.data, self.plain_len as usize)?;
+        if data.len() != self.plain_len as usize {
+            return Err(format!(
+                "its records take {} bytes where it says {}",
+                data.len(),
+                self.plain_len
+            ));
+        }
+        Ok(data)
     }
 
     /// Every record, or why they cannot be read.
@@ -515,6 +528,11 @@ impl<'a, 'k> Walk<'a, 'k> {
         let sealed_at = c.i64("chunk").map_err(bad)?;
         let records = c.u32("chunk").map_err(bad)?;
         let plain_len = c.u32("chunk").map_err(bad)?;
+        if plain_len > MAX_PLAIN {
+            return Err(format!(
+                "chunk: says its records take {plain_len} bytes, more than a writer makes ({MAX_PLAIN})"
+            ));
+        }
         let index = c.bytes("chunk index").map_err(bad)?;
         Ok(Chunk {
             at: f.at,

@@ -453,3 +453,38 @@ fn a_file_followed_as_it_grows_reads_as_the_whole_file() {
     want_problems.retain(|p| !p.contains("without a close"));
     assert_eq!(problems, want_problems);
 }
+
+/// A chunk whose frame says its records take 2 GiB (a forged length, its chain made to fit,
+/// issue 55: `cat` and `grep` reached 2.1 GB) is refused before anything is allocated for
+/// it, and the others read.
+#[test]
+fn a_chunk_that_claims_more_than_a_writer_makes_is_refused() {
+    let s = setup(&[]);
+    let good = std::fs::read(archive(&s)).unwrap();
+    let (at, len, _) = *frames(&good)
+        .iter()
+        .rfind(|(_, _, kind)| *kind == Kind::Chunk)
+        .unwrap();
+    let (at, end) = (at as usize, (at + len) as usize);
+    let mut whole = good[at + 16..end - 96].to_vec();
+    // seq (8 bytes), sealed_at (8), records (4), then the length of its records.
+    whole[20..24].copy_from_slice(&0x7fff_ffffu32.to_le_bytes());
+    let prev: [u8; 32] = good[end - 96..end - 64].try_into().unwrap();
+    let mut forged_frame = Vec::new();
+    frame::write(&mut forged_frame, Kind::Chunk, &whole, &prev, None);
+    let mut forged = good.clone();
+    forged.splice(at..end, forged_frame);
+    let no_keys = Keys {
+        decrypt: None,
+        verify: None,
+        tsa: None,
+    };
+    let (lines, problems) = walk(&forged, no_keys);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("more than a writer makes")),
+        "{problems:?}"
+    );
+    assert!(lines.len() >= 80, "{}", lines.len());
+}
