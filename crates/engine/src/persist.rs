@@ -15,6 +15,7 @@ use std::io::ErrorKind;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 /// The size of one record.
 const SLOT: usize = 512;
@@ -59,6 +60,8 @@ struct Store {
     /// Each key's slot and what it keeps.
     slots: HashMap<String, (usize, Kept)>,
     corrupt: bool,
+    /// When the file was last looked for at its path ([`Store::make_again_if_gone`]).
+    looked: Option<Instant>,
 }
 
 /// Where the persist file is: given once per process, opened when a source first asks.
@@ -147,6 +150,7 @@ impl Store {
             path: path.to_path_buf(),
             slots: HashMap::new(),
             corrupt: false,
+            looked: None,
         };
         let opened = std::fs::OpenOptions::new()
             .read(true)
@@ -222,6 +226,7 @@ impl Store {
                 next
             }
         };
+        self.make_again_if_gone();
         let Some(file) = &self.file else {
             return;
         };
@@ -231,6 +236,64 @@ impl Store {
                 self.path.display()
             ));
             self.file = None;
+        }
+    }
+}
+
+impl Store {
+    /// Makes the file again, with every position, when the one open is no longer at the path
+    /// (deleted or replaced while sluice runs: its positions would be lost at the stop, and a
+    /// restart would read every file again). Looked at once a second at most.
+    fn make_again_if_gone(&mut self) {
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        if self
+            .looked
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+        {
+            return;
+        }
+        self.looked = Some(Instant::now());
+        let Some(file) = &self.file else {
+            return;
+        };
+        let ours = file.metadata().map(|m| (m.dev(), m.ino())).ok();
+        let there = std::fs::symlink_metadata(&self.path)
+            .map(|m| (m.dev(), m.ino()))
+            .ok();
+        if ours.is_some() && ours == there {
+            return;
+        }
+        let made = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&self.path)
+            .and_then(|f| {
+                for (key, (slot, kept)) in &self.slots {
+                    if let Some(record) = record(key, kept) {
+                        f.write_all_at(&record, (slot * SLOT) as u64)?;
+                    }
+                }
+                Ok(f)
+            });
+        match made {
+            Ok(f) => {
+                crate::own_log::notice(format!(
+                    "persist file {} was removed or replaced while sluice ran; made again with the {} positions it keeps",
+                    self.path.display(),
+                    self.slots.len()
+                ));
+                self.file = Some(f);
+            }
+            Err(e) => {
+                crate::own_log::error(format!(
+                    "persist file {} was removed or replaced while sluice ran and cannot be made again: {e}; file positions are not kept",
+                    self.path.display()
+                ));
+                self.file = None;
+            }
         }
     }
 }
@@ -401,6 +464,29 @@ mod tests {
 
     /// A followed file whose path is too long for a record as it is (issue 55: past ~470
     /// bytes its position was never kept) is kept under its digest.
+    #[test]
+    fn a_persist_file_removed_while_running_is_made_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("persist");
+        let at = Position {
+            dev: 1,
+            ino: 2,
+            offset: 51_000,
+        };
+        let mut store = Store::open(&path);
+        store.keep("file:/a", Kept::At(at));
+        std::fs::remove_file(&path).unwrap();
+        store.looked = None;
+        store.keep("file:/b", Kept::At(Position { offset: 7, ..at }));
+        drop(store);
+        let store = Store::open(&path);
+        assert_eq!(store.slots["file:/a"].1, Kept::At(at));
+        assert_eq!(
+            store.slots["file:/b"].1,
+            Kept::At(Position { offset: 7, ..at })
+        );
+    }
+
     #[test]
     fn a_long_path_keeps_its_position() {
         let dir = tempfile::tempdir().unwrap();
