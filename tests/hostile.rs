@@ -1429,3 +1429,180 @@ fn unfinished_lines_of_slow_senders_stay_within_the_memory_limit() {
         "global.memory.connections_memory"
     ) == 0));
 }
+
+/// A dead resolver under `use-dns(yes)` (issue 55: 10,000 connections from 200 addresses took
+/// 512 lookup threads, looked each address up once per connection, and held SIGTERM for
+/// 60–150 s): lookups are one per address, 16 at a time, on threads the stop does not wait
+/// for; each connection waits 3 s at most and is named by its address; the stop is prompt.
+#[test]
+fn a_dead_resolver_holds_neither_threads_nor_the_stop() {
+    if !common::private_mount_namespace("to give a server a dead resolver of its own") {
+        return;
+    }
+    // A resolver that takes every question and answers none.
+    let Ok(dead) = std::net::UdpSocket::bind("127.0.0.2:53") else {
+        eprintln!("SKIPPED: 127.0.0.2:53 is taken");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let resolv = d.join("resolv.conf");
+    std::fs::write(
+        &resolv,
+        "nameserver 127.0.0.2\noptions timeout:5 attempts:2\n",
+    )
+    .unwrap();
+    let port = free_port();
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg("mount --bind \"$1\" /etc/resolv.conf && shift && exec \"$@\"")
+        .arg("sh")
+        .arg(&resolv)
+        .arg(common::sluice_bin());
+    let mut s = common::InDir::start(
+        cmd,
+        d,
+        &format!(
+            r#"options {{ use-dns(yes); }};
+            source s {{ network(ip(0.0.0.0) port({port}) transport(tcp) max-connections(2000)); }};
+            destination f {{ file("@DIR@/all.log" template("$HOST_FROM $MSG\n")); }};
+            log {{ source(s); destination(f); }};"#
+        ),
+    );
+    let up = wait_until(Duration::from_secs(10), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    assert!(up, "{}", s.stderr());
+    let started = Instant::now();
+    let (addresses, each) = (200u32, 5);
+    for a in 0..addresses {
+        for c in 0..each {
+            let from: std::net::SocketAddr = format!("127.0.{}.{}:0", 10 + a / 200, 1 + a % 200)
+                .parse()
+                .unwrap();
+            let socket =
+                socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+            socket.bind(&from.into()).unwrap();
+            let to: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+            socket.connect(&to.into()).unwrap();
+            let mut conn: std::net::TcpStream = socket.into();
+            writeln!(conn, "<13>Nov 24 10:00:00 h app: {a} {c}").unwrap();
+        }
+    }
+    let lines = || {
+        std::fs::read_to_string(d.join("all.log"))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let all = (addresses * each) as usize;
+    assert!(
+        wait_until(Duration::from_secs(60), || lines() == all),
+        "{} of {all} lines; {}",
+        lines(),
+        s.stderr()
+    );
+    let took = started.elapsed();
+    let status = std::fs::read_to_string(format!("/proc/{}/status", s.child.id())).unwrap();
+    let threads: usize = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    eprintln!("{all} connections from {addresses} addresses named in {took:?}; {threads} threads");
+    assert!(threads < 64, "{threads} threads");
+    let written = std::fs::read_to_string(d.join("all.log")).unwrap();
+    assert!(
+        written.lines().all(|l| l.starts_with("127.0.")),
+        "{written}"
+    );
+    let stopping = Instant::now();
+    // SAFETY: kill(2) on a child we spawned (unshare and sh exec the server).
+    unsafe { libc::kill(s.child.id() as i32, libc::SIGTERM) };
+    s.child.wait().unwrap();
+    let stop = stopping.elapsed();
+    assert!(stop < Duration::from_secs(5), "the stop took {stop:?}");
+    // The resolver was asked (and said nothing).
+    dead.set_nonblocking(true).unwrap();
+    let mut question = [0u8; 512];
+    assert!(
+        dead.recv_from(&mut question).is_ok(),
+        "no lookup reached the resolver"
+    );
+}
+
+/// More datagram sockets than the open-file limit leaves room for (issue 55: 10,000
+/// `unix-dgram()` sources held 19,992 descriptors at the hard limit, unsaid; files failed with
+/// EMFILE and `ctl reload` blocked for 624 s): refused at start with the reason, and at a
+/// reload, which leaves the running configuration and its control socket answering.
+#[test]
+fn sources_past_the_open_file_limit_are_refused_not_run_short() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let config = |n: usize| {
+        let mut text = String::from("@version: 3.38\n");
+        for i in 0..n {
+            text.push_str(&format!(
+                "source s{i} {{ unix-dgram(\"{}/s{i}.sock\"); }};\n",
+                d.display()
+            ));
+        }
+        text.push_str(&format!(
+            "destination f {{ file(\"{}/all.log\"); }};\nlog {{",
+            d.display()
+        ));
+        for i in 0..n {
+            text.push_str(&format!(" source(s{i});"));
+        }
+        text.push_str(" destination(f); };\n");
+        text
+    };
+    let conf = d.join("server.conf");
+    let start = || {
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg("ulimit -Sn 512 && ulimit -Hn 512 && exec \"$0\" -F -f \"$1\" -R \"$2\" -c \"$3\"")
+            .arg(common::sluice_bin())
+            .arg(&conf)
+            .arg(d.join("persist"))
+            .arg(d.join("ctl"))
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    std::fs::write(&conf, config(200)).unwrap();
+    let refused = start().wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{said}");
+    assert!(said.contains("the sources hold 600 descriptors"), "{said}");
+    std::fs::write(&conf, config(10)).unwrap();
+    let child = start();
+    let mut child = Killed(child);
+    let ctl = d.join("ctl");
+    assert!(wait_until(Duration::from_secs(10), || ctl.exists()));
+    std::fs::write(&conf, config(200)).unwrap();
+    let reload = std::process::Command::new(common::sluice_bin())
+        .args(["ctl", "-c"])
+        .arg(&ctl)
+        .arg("reload")
+        .output()
+        .unwrap();
+    let answer = String::from_utf8_lossy(&reload.stdout).to_string()
+        + &String::from_utf8_lossy(&reload.stderr);
+    assert!(!reload.status.success(), "{answer}");
+    assert!(
+        answer.contains("the sources hold 600 descriptors"),
+        "{answer}"
+    );
+    let stats = std::process::Command::new(common::sluice_bin())
+        .args(["ctl", "-c"])
+        .arg(&ctl)
+        .arg("stats")
+        .output()
+        .unwrap();
+    assert!(stats.status.success());
+    let _ = child.0.kill();
+    let _ = child.0.wait();
+}

@@ -3,8 +3,12 @@
 //! With `use-dns(yes)` (syslog-ng's default) the peer address is resolved by reverse DNS,
 //! cached for `dns-cache-expire()` seconds; without it, or when resolution fails, the address
 //! itself is the name. `use-fqdn(no)` keeps only the first label of a resolved name.
-//! Lookups block, so callers run them off the reactor (once per connection, once per new UDP
-//! peer). `dns-cache-hosts()` names addresses from a file before DNS is asked ([`Hosts`]).
+//! Lookups block, so they run on threads of their own, [`LOOKUPS`] at most at once, one per
+//! address however many connections wait on it; a connection waits [`CONNECTION_WAIT`] at
+//! most (a new datagram peer [`DATAGRAM_WAIT`]) and takes the address as its name when the
+//! resolver is slower (the answer, when it comes, is cached for the next). A dead resolver therefore holds neither threads nor the stop:
+//! the lookup threads are not the runtime's, and the process does not wait for them.
+//! `dns-cache-hosts()` names addresses from a file before DNS is asked ([`Hosts`]).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -106,17 +110,77 @@ const CACHE_LIMIT: usize = 100_000;
 
 /// The name of a peer, or of this machine for local sources (`None`). Only a name that is
 /// not known yet costs a lookup, run off the reactor: a burst of new connections with
-/// `use-dns(no)` is accepted without any thread hand-off.
-pub async fn name_of(addr: Option<IpAddr>, opts: &NameOptions) -> Arc<[u8]> {
+/// `use-dns(no)` is accepted without any thread hand-off. A lookup slower than `wait` leaves
+/// the address as the name ([`CONNECTION_WAIT`], [`DATAGRAM_WAIT`]).
+pub async fn name_of(addr: Option<IpAddr>, opts: &NameOptions, wait: Duration) -> Arc<[u8]> {
     match known(addr, opts) {
         Ok(name) => name,
         Err(ip) => {
-            let opts = opts.clone();
-            tokio::task::spawn_blocking(move || lookup(ip, &opts))
-                .await
-                .expect("name lookups do not panic")
+            let mut answer = looked_up(ip, opts);
+            let name = match tokio::time::timeout(wait, answer.wait_for(Option::is_some)).await {
+                Ok(Ok(name)) => name.clone(),
+                // A slow resolver: the address, this time.
+                _ => None,
+            };
+            name.unwrap_or_else(|| address(ip))
         }
     }
+}
+
+/// Lookups run at once at most; more wait for one of them to end.
+const LOOKUPS: usize = 16;
+
+/// How long a connection waits for its name before it takes its address instead.
+pub const CONNECTION_WAIT: Duration = Duration::from_secs(3);
+
+/// How long a datagram from a new peer waits: the reader of every peer waits with it.
+pub const DATAGRAM_WAIT: Duration = Duration::from_millis(100);
+
+type Answer = tokio::sync::watch::Receiver<Option<Arc<[u8]>>>;
+
+/// The lookups under way, by address: every connection from one address waits on one.
+fn under_way() -> &'static Mutex<HashMap<IpAddr, Answer>> {
+    static UNDER_WAY: OnceLock<Mutex<HashMap<IpAddr, Answer>>> = OnceLock::new();
+    UNDER_WAY.get_or_init(Mutex::default)
+}
+
+/// The answer for `ip`: of the lookup under way for it, or of one started now (once one of
+/// the [`LOOKUPS`] is free) on a thread of its own.
+fn looked_up(ip: IpAddr, opts: &NameOptions) -> Answer {
+    static SLOTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(LOOKUPS);
+    let mut lookups = under_way().lock().expect("lookups lock");
+    if let Some(answer) = lookups.get(&ip) {
+        return answer.clone();
+    }
+    let (tell, answer) = tokio::sync::watch::channel(None);
+    lookups.insert(ip, answer.clone());
+    drop(lookups);
+    let opts = opts.clone();
+    tokio::spawn(async move {
+        let slot = SLOTS
+            .acquire()
+            .await
+            .expect("the semaphore is never closed");
+        let (done, name) = tokio::sync::oneshot::channel();
+        let started = std::thread::Builder::new()
+            .name("sluice-dns".into())
+            .spawn(move || {
+                let _slot = slot;
+                let _ = done.send(lookup(ip, &opts));
+            });
+        let name = match started {
+            Ok(_) => name.await.unwrap_or_else(|_| address(ip)),
+            Err(_) => address(ip),
+        };
+        let _ = tell.send(Some(name));
+        under_way().lock().expect("lookups lock").remove(&ip);
+    });
+    answer
+}
+
+/// An address as a name.
+fn address(ip: IpAddr) -> Arc<[u8]> {
+    Arc::from(ip.to_string().as_bytes())
 }
 
 /// The name of a peer when no lookup is needed (local sources, `use-dns(no)`, a cached
@@ -126,7 +190,7 @@ fn known(addr: Option<IpAddr>, opts: &NameOptions) -> Result<Arc<[u8]>, IpAddr> 
         return Ok(local_name(opts.use_fqdn));
     };
     if !opts.use_dns {
-        return Ok(Arc::from(ip.to_string().as_bytes()));
+        return Ok(address(ip));
     }
     if let Some(name) = opts.hosts.as_ref().and_then(|h| h.name(ip)) {
         return Ok(shown(&name, opts));
@@ -143,7 +207,7 @@ fn known(addr: Option<IpAddr>, opts: &NameOptions) -> Result<Arc<[u8]>, IpAddr> 
 fn lookup(ip: IpAddr, opts: &NameOptions) -> Arc<[u8]> {
     let name: Arc<[u8]> = match reverse(ip) {
         Some(name) => shown(&name, opts),
-        None => Arc::from(ip.to_string().as_bytes()),
+        None => address(ip),
     };
     let mut c = cache().lock().expect("dns cache lock");
     if c.len() >= CACHE_LIMIT {

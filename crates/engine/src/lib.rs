@@ -234,7 +234,11 @@ impl Running {
         // has a listener for each of its drivers and is kept or restarted whole: decided once
         // per source, before any of its listeners is looked at.
         // The new configuration's connections may need more descriptors than the start gave.
-        sources::stream::raise_open_files_limit(new.sources.iter().map(|s| s.descriptors()).sum());
+        sources::stream::raise_open_files_limit(
+            new.sources.iter().map(|s| s.descriptors()).sum(),
+            new.sources.iter().map(|s| s.connections()).sum(),
+        )
+        .map_err(anyhow::Error::msg)?;
         let reads_own_messages = new
             .sources
             .iter()
@@ -459,7 +463,11 @@ async fn serve(
         let own: Vec<&std::path::Path> = sources.iter().filter_map(|s| s.unix_path()).collect();
         keep_own_messages(&own);
     }
-    sources::stream::raise_open_files_limit(sources.iter().map(|s| s.descriptors()).sum());
+    sources::stream::raise_open_files_limit(
+        sources.iter().map(|s| s.descriptors()).sum(),
+        sources.iter().map(|s| s.connections()).sum(),
+    )
+    .map_err(anyhow::Error::msg)?;
     let ready = bind(sources, &std::collections::HashMap::new())?;
     // The control socket: asked for with -c, it must work; by default it is tried.
     let (ctl_stop_tx, mut ctl_stop) = mpsc::channel(1);

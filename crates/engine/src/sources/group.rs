@@ -69,7 +69,7 @@ impl super::Source for DatagramGroup {
     }
 
     fn descriptors(&self) -> usize {
-        self.sockets.len()
+        self.sockets.len() * super::datagram::DESCRIPTORS
     }
 }
 

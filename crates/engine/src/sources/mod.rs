@@ -150,9 +150,13 @@ pub trait Source: Send + Sync + 'static {
     fn unix_path(&self) -> Option<&std::path::Path> {
         None
     }
-    /// The most descriptors it holds at once (its connections).
+    /// The descriptors it holds while it runs (its sockets and their copies, files).
     fn descriptors(&self) -> usize {
         1
+    }
+    /// The most connections it may hold besides, each a descriptor (`max-connections()`).
+    fn connections(&self) -> usize {
+        0
     }
     /// A configuration may hold one source of its kind (`stdin()`, `internal()`).
     fn one_per_configuration(&self) -> bool {

@@ -136,7 +136,12 @@ impl super::Source for StreamSource {
     }
 
     fn descriptors(&self) -> usize {
-        self.max_connections + 1
+        // The listener and the copy kept to hand over at a reload.
+        2
+    }
+
+    fn connections(&self) -> usize {
+        self.max_connections
     }
 }
 
@@ -547,7 +552,7 @@ impl StreamSource {
         pairs: Vec<(NameId, Text)>,
         ctx: &Context,
     ) {
-        let host_from = dns::name_of(peer.map(|p| p.ip()), &self.names).await;
+        let host_from = dns::name_of(peer.map(|p| p.ip()), &self.names, dns::CONNECTION_WAIT).await;
         let origin = Arc::new(Origin {
             source_name: self.source_name.clone(),
             source_id: self.source_id,
@@ -619,24 +624,26 @@ fn reserve_descriptors(open: std::os::fd::RawFd, connections: usize) {
 /// disk buffers, listeners, the control socket.
 const FILES_NEEDED: u64 = 4096;
 
-/// Raises the soft limit on open files to what `connections` (every stream source's
-/// `max-connections()` together) and [`FILES_NEEDED`] take, within the hard limit (at the
-/// common soft limit of 1,024, a thousand connections left nothing for files); says so when
-/// the hard limit is lower.
-pub fn raise_open_files_limit(connections: usize) {
+/// Raises the soft limit on open files to what the sources hold (`held`: sockets and their
+/// copies), the connections they may take (every stream source's `max-connections()`
+/// together) and [`FILES_NEEDED`] take, within the hard limit (at the common soft limit of
+/// 1,024, a thousand connections left nothing for files). Connections that may never come
+/// are warned of; sockets the sources hold for certain are an error when they leave no
+/// room for files: 10,000 `unix-dgram()` sources hit the limit unsaid, files failed with
+/// EMFILE and the control socket could take no reload.
+pub fn raise_open_files_limit(held: usize, connections: usize) -> Result<(), String> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
     // SAFETY: getrlimit fills the struct it is given.
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return;
+        return Ok(());
     }
-    let need = (connections as u64).saturating_add(FILES_NEEDED);
-    if limit.rlim_cur >= need {
-        return;
-    }
-    let raised = need.min(limit.rlim_max);
+    let need = (held as u64)
+        .saturating_add(connections as u64)
+        .saturating_add(FILES_NEEDED);
+    let raised = need.min(limit.rlim_max).max(limit.rlim_cur);
     if raised > limit.rlim_cur {
         limit.rlim_cur = raised;
         // SAFETY: setrlimit with a soft limit within the hard one.
@@ -644,11 +651,18 @@ pub fn raise_open_files_limit(connections: usize) {
             libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
         }
     }
-    if raised < need {
-        log::warning(format!(
-            "the open-file limit is {raised}, below the {need} that max-connections() and files need: raise it (ulimit -n, LimitNOFILE=) or lower max-connections()"
+    let certain = (held as u64).saturating_add(OTHER_DESCRIPTORS as u64);
+    if certain > raised {
+        return Err(format!(
+            "the sources hold {held} descriptors (each datagram socket 3, each listener 2), more than the open-file limit of {raised} leaves room for with files and destinations ({OTHER_DESCRIPTORS}): raise it (ulimit -n, LimitNOFILE=) or use fewer sources"
         ));
     }
+    if raised < need {
+        log::warning(format!(
+            "the open-file limit is {raised}, below the {need} that the sources' sockets, max-connections() and files need: raise it (ulimit -n, LimitNOFILE=) or lower max-connections()"
+        ));
+    }
+    Ok(())
 }
 
 /// The soft limit on open files (`RLIMIT_NOFILE`).
