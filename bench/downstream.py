@@ -13,15 +13,23 @@ import time
 import run
 
 
-def start_shipper(mode, work, destination):
+def start_shipper(mode, work, destination, defaults=False):
     """Starts `mode` (sluice or syslog-ng) reading TCP into `destination`; returns it and its
-    port."""
+    port. Tuned (a window of a million, `threaded(yes)`, a large queue), or with `defaults`
+    as a user writes it: no option but the port."""
     port = run.free_port()
     conf = os.path.join(work, "server.conf")
+    if defaults:
+        options = "stats-freq(0);"
+        source = f"network(ip(127.0.0.1) port({port}) transport(tcp))"
+    else:
+        options = "threaded(yes); log-fifo-size(1000000); use-dns(no); keep-hostname(yes); stats-freq(0);"
+        source = (f"network(ip(127.0.0.1) port({port}) transport(tcp) log-iw-size(1000000) "
+                  f"log-fetch-limit(1000))")
     open(conf, "w").write(f"""@version: 3.38
 @include "scl.conf"
-options {{ threaded(yes); log-fifo-size(1000000); use-dns(no); keep-hostname(yes); stats-freq(0); }};
-source s {{ network(ip(127.0.0.1) port({port}) transport(tcp) log-iw-size(1000000) log-fetch-limit(1000)); }};
+options {{ {options} }};
+source s {{ {source}; }};
 destination d {{ {destination}; }};
 log {{ source(s); destination(d); flags(flow-control); }};
 """)

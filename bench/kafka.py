@@ -16,6 +16,8 @@ turn, after `--warmup` records (8,000,000 unless told) warmed the broker's JVM u
   sluice     sluice's kafka-c() with the same options,
 the servers fed 300-byte messages over 4 TCP connections by `sluice loggen -S -s 300` on a
 flow-controlled path. A run ends when the topic's end offsets (`kcat -Q`) add up to the count.
+The servers run tuned (a window of a million messages, `threaded(yes)`), or with --defaults as
+a user writes them: a `network()` source with no option but its port.
 
 Prints msg/s and the shipper's CPU µs per record (kcat's own for its row; the broker's and the
 load generator's beside them: the servers share two cores with both, kcat with the broker only),
@@ -200,7 +202,8 @@ def run_once(mode, broker, args, round_no):
             cpu = 1e6 * pid_cpu / total
         else:
             proc, port = downstream.start_shipper(
-                mode, work, f'kafka-c(bootstrap-servers("{broker.bootstrap}") topic("{topic}") {args.options})')
+                mode, work, f'kafka-c(bootstrap-servers("{broker.bootstrap}") topic("{topic}") {args.options})',
+                defaults=args.defaults)
             broker_cpu0, cpu0, t0 = run.cpu_seconds(broker.proc.pid), run.cpu_seconds(proc.pid), time.time()
             loader = 1e6 * downstream.send_load(port, total) / total
             got, t1 = downstream.wait_count(lambda: broker.end_offsets(topic, args.partitions), total, proc)
@@ -248,6 +251,8 @@ def main():
                    help="more kafka-c() options, for both servers (with --consume: kafka() source options)")
     p.add_argument("--modes", default=",".join(MODES))
     p.add_argument("--consume", action="store_true", help="time the kafka() source instead")
+    p.add_argument("--defaults", action="store_true",
+                   help="the servers at the defaults a user writes (no window, queue or thread options)")
     p.add_argument("--warmup", type=int, default=8_000_000,
                    help="records produced before the first round, not measured (0: none)")
     p.add_argument("--no-build", action="store_true")
