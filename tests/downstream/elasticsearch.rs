@@ -148,29 +148,34 @@ fn a_document_the_cluster_refuses_is_dropped_and_counted_alone() {
 }
 
 /// A line end in a sender's value cannot add a bulk action (issue 55): with
-/// `template("$MSG")` and a message holding `\n{"index":{"_index":"injected"}}\n{…}`, the
-/// document stays one line (the cluster refuses it as JSON, dropped and counted) and no
-/// `injected` index is made.
+/// `template("${v}")` and `v` holding `{…}\n{"index":{"_index":"injected"}}\n{…}` (a JSON
+/// escape the parser decodes), the document stays one line — the cluster refuses it as JSON,
+/// dropped and counted — and no `injected` index is made.
 #[test]
 fn a_line_end_in_a_value_cannot_add_a_bulk_action() {
     let Some(os) = opensearch() else { return };
     let _alone = crate::alone();
-    let (s, port) = start(
+    let port = free_port();
+    let mut s = Running::start(
         Server::Sluice,
         &format!(
-            r#"opensearch(url("{}/_bulk") index("framed") template("$MSG")
-               batch-lines(10) workers(1))"#,
+            r#"@version: 3.38
+            source s {{ network(ip(127.0.0.1) port({port}) transport(tcp) flags(no-parse)); }};
+            parser p {{ json-parser(prefix(".j.")); }};
+            destination d {{ opensearch(url("{}/_bulk") index("framed") template("${{.j.v}}")
+                batch-lines(10) workers(1)); }};
+            log {{ source(s); parser(p); destination(d); flags(flow-control); }};"#,
             os.url
         ),
     );
-    let forged =
-        "<13>Nov 24 10:00:00 host app: {\"a\":1}\n{\"index\":{\"_index\":\"injected\"}}\n{\"b\":2}";
-    let plain = "<13>Nov 24 10:00:00 host app: {\"c\":3}";
-    let mut frames = Vec::new();
-    for frame in [forged, plain] {
-        frames.extend_from_slice(format!("{} {frame}", frame.len()).as_bytes());
-    }
-    crate::common::send_raw_tcp(port, &frames);
+    s.wait_tcp(port);
+    let lines = concat!(
+        r#"{"v":"{\"a\":1}\n{\"index\":{\"_index\":\"injected\"}}\n{\"b\":2}"}"#,
+        "\n",
+        r#"{"v":"{\"c\":3}"}"#,
+        "\n"
+    );
+    send_tcp(port, lines.as_bytes(), Framing::Newline);
     assert_eq!(os.wait_count("framed", 1), 1, "{}", s.stderr());
     let dropped = format!("dst.opensearch;d#0;opensearch,{}/_bulk;a;dropped", os.url);
     assert!(
