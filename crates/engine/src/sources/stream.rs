@@ -624,12 +624,16 @@ fn reserve_descriptors(open: std::os::fd::RawFd, connections: usize) {
 /// disk buffers, listeners, the control socket.
 const FILES_NEEDED: u64 = 4096;
 
+/// The fewest descriptors the sources' sockets must leave free (for files, destinations, the
+/// control socket) for a configuration to start at all.
+const FEWEST_FREE: u64 = 64;
+
 /// Raises the soft limit on open files to what the sources hold (`held`: sockets and their
 /// copies), the connections they may take (every stream source's `max-connections()`
 /// together) and [`FILES_NEEDED`] take, within the hard limit (at the common soft limit of
 /// 1,024, a thousand connections left nothing for files). Connections that may never come
-/// are warned of; sockets the sources hold for certain are an error when they leave no
-/// room for files: 10,000 `unix-dgram()` sources hit the limit unsaid, files failed with
+/// are warned of; sockets the sources hold for certain are an error when they leave fewer
+/// than [`FEWEST_FREE`]: 10,000 `unix-dgram()` sources hit the limit unsaid, files failed with
 /// EMFILE and the control socket could take no reload.
 pub fn raise_open_files_limit(held: usize, connections: usize) -> Result<(), String> {
     let mut limit = libc::rlimit {
@@ -651,10 +655,10 @@ pub fn raise_open_files_limit(held: usize, connections: usize) -> Result<(), Str
             libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
         }
     }
-    let certain = (held as u64).saturating_add(OTHER_DESCRIPTORS as u64);
+    let certain = (held as u64).saturating_add(FEWEST_FREE);
     if certain > raised {
         return Err(format!(
-            "the sources hold {held} descriptors (each datagram socket 3, each listener 2), more than the open-file limit of {raised} leaves room for with files and destinations ({OTHER_DESCRIPTORS}): raise it (ulimit -n, LimitNOFILE=) or use fewer sources"
+            "the sources hold {held} descriptors (each datagram socket 3, each listener 2), more than the open-file limit of {raised} leaves room for with {FEWEST_FREE} for files and destinations: raise it (ulimit -n, LimitNOFILE=) or use fewer sources"
         ));
     }
     if raised < need {
