@@ -13,6 +13,7 @@
 #   cargo-deb       builds it (a crate, with `cargo install`)
 #   rsyslog         unpacked under /opt/rsyslog with its TLS and RELP modules (see below)
 #   syslog-ng-mod-rdkafka  its kafka-c() destination, for the Kafka differential test
+#   syslog-ng-mod-sql, libdbd-sqlite3  its sql() destination over SQLite, for the sql() differential test
 #   syslog-ng-scl   its elasticsearch-http() (an SCL block over http()), for the differential test
 #   default-jre-headless, maven  run the Kafka broker and OpenSearch, fetched from Maven Central
 # Idempotent; needs root (or sudo) the first time.
@@ -22,6 +23,8 @@ command -v syslog-ng >/dev/null || need+=(syslog-ng-core)
 [ -e /usr/lib/syslog-ng/3.38/libhttp.so ] || need+=(syslog-ng-mod-http)
 [ -e /usr/lib/syslog-ng/3.38/libsecure-logging.so ] || need+=(syslog-ng-mod-slog)
 [ -e /usr/lib/syslog-ng/3.38/libkafka.so ] || need+=(syslog-ng-mod-rdkafka)
+[ -e /usr/lib/syslog-ng/3.38/libafsql.so ] || need+=(syslog-ng-mod-sql)
+[ -e /usr/lib/x86_64-linux-gnu/dbd/libdbdsqlite3.so ] || need+=(libdbd-sqlite3)
 [ -e /usr/share/syslog-ng/include/scl/elasticsearch/elastic-http.conf ] || need+=(syslog-ng-scl)
 command -v java >/dev/null || need+=(default-jre-headless)
 command -v mvn >/dev/null || need+=(maven)

@@ -244,6 +244,10 @@ const ELSEWHERE: &[(&str, &str)] = &[
         "usertty",
         "tests/programs.rs: writing to a terminal needs a user logged in on it",
     ),
+    (
+        "sql",
+        "tests/sql.rs: SQLite tables, indexes and rows as syslog-ng's sql() makes them, and a refused row that costs that row alone (the database is a file: there is no peer to stop or restart yet)",
+    ),
 ];
 
 /// The sending sluice: a TCP source on `port`, the destination under test, flow control.

@@ -27,6 +27,8 @@ pub mod logstore;
 pub mod network;
 pub mod pipe;
 pub mod program;
+#[cfg(feature = "sql")]
+pub mod sql;
 pub mod stdout;
 pub mod unix;
 pub mod usertty;

@@ -27,10 +27,13 @@ pub static DRIVERS: &[&DestinationDriver] = &[
     &super::elasticsearch::DRIVER,
     #[cfg(feature = "kafka")]
     &super::kafka_c::DRIVER,
+    #[cfg(feature = "sql")]
+    &super::sql::DRIVER,
 ];
 
 /// Destination drivers of syslog-ng that sluice does not have yet.
 pub const NOT_YET: &[&str] = &[
+    #[cfg(not(feature = "sql"))]
     "sql",
     "mongodb",
     "kafka",

@@ -1,0 +1,157 @@
+//! `sql(type(sqlite3))` end to end: the tables, indexes and rows syslog-ng 3.38's `sql()`
+//! makes of the same messages (`syslog-ng-mod-sql`, `libdbd-sqlite3`); a row the database
+//! refuses costs that row alone; a table name a sender makes up is refused at the row.
+
+mod common;
+
+use common::{free_port, send_tcp, wait_until, Framing, Running, Server};
+use std::path::Path;
+use std::time::Duration;
+
+/// The schema of `db` (`sqlite_master`'s statements, in order) and the rows of `table`, each
+/// value with its type (`Integer(42)`, `Text("a")`, `Null`).
+fn read(db: &Path, table: &str) -> (Vec<String>, Vec<Vec<String>>) {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut s = conn
+        .prepare("SELECT sql FROM sqlite_master ORDER BY rowid")
+        .unwrap();
+    let schema = s
+        .query_map([], |r| r.get::<_, String>(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let mut s = conn.prepare(&format!("SELECT * FROM {table}")).unwrap();
+    let n = s.column_count();
+    let rows = s
+        .query_map([], |r| {
+            Ok((0..n)
+                .map(|i| format!("{:?}", r.get::<_, rusqlite::types::Value>(i).unwrap()))
+                .collect::<Vec<_>>())
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    (schema, rows)
+}
+
+fn config(port: u16, db: &Path, extra: &str) -> String {
+    format!(
+        r#"@version: 3.38
+        source s {{ network(ip(127.0.0.1) port({port}) transport(tcp)); }};
+        destination d {{ sql(type(sqlite3) database("{}") table("msgs_${{PROGRAM}}")
+            columns("id int", "host varchar(32)", "message") values("${{PID}}", "$HOST", "$MSG")
+            indexes("host") null("") {extra}); }};
+        log {{ source(s); destination(d); flags(flow-control); }};"#,
+        db.display()
+    )
+}
+
+const LINES: &[u8] = b"<13>Nov 24 10:00:00 host1 app[42]: hello world\n\
+<13>Nov 24 10:00:01 host2 app: second, 'quoted' \"too\"; DROP TABLE msgs_app\n\
+<13>Nov 24 10:00:02 host3 other[7]: \n";
+
+/// Runs `kind` over LINES into a fresh database; the database's path.
+fn stored(kind: Server, dir: &Path) -> std::path::PathBuf {
+    let db = dir.join(format!("{kind:?}.db"));
+    let port = free_port();
+    let mut s = Running::start(kind, &config(port, &db, ""));
+    s.wait_tcp(port);
+    send_tcp(port, LINES, Framing::Newline);
+    let done = wait_until(Duration::from_secs(20), || {
+        rusqlite::Connection::open(&db)
+            .and_then(|c| {
+                c.query_row(
+                    "SELECT (SELECT count(*) FROM msgs_app) + (SELECT count(*) FROM msgs_other)",
+                    [],
+                    |r| r.get::<_, i64>(0),
+                )
+            })
+            .is_ok_and(|n| n == 3)
+    });
+    assert!(done, "{kind:?}: {}", s.stderr());
+    s.terminate();
+    db
+}
+
+#[test]
+fn tables_indexes_and_rows_are_those_syslog_ngs_sql_makes() {
+    if common::syslog_ng().is_none() || !Path::new("/usr/lib/syslog-ng/3.38/libafsql.so").exists() {
+        eprintln!(
+            "SKIPPED: syslog-ng's sql() (syslog-ng-mod-sql, libdbd-sqlite3) is not installed"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ours = stored(Server::Sluice, dir.path());
+    let theirs = stored(Server::SyslogNg, dir.path());
+    for table in ["msgs_app", "msgs_other"] {
+        let (our_schema, our_rows) = read(&ours, table);
+        let (their_schema, their_rows) = read(&theirs, table);
+        assert_eq!(our_schema, their_schema);
+        assert_eq!(our_rows, their_rows, "{table}");
+    }
+    let (schema, rows) = read(&ours, "msgs_app");
+    assert!(schema.contains(&"CREATE INDEX msgs_app_host_idx ON msgs_app (host)".to_string()));
+    assert_eq!(
+        rows[1][2],
+        r#"Text("second, 'quoted' \"too\"; DROP TABLE msgs_app")"#
+    );
+    let (_, other) = read(&ours, "msgs_other");
+    // The PID, an int column's integer; the empty message, null("")'s NULL.
+    assert_eq!(
+        (other[0][0].as_str(), other[0][2].as_str()),
+        ("Integer(7)", "Null")
+    );
+}
+
+/// A row that breaks a constraint among good ones is the only one not stored; it is counted
+/// and said. A table name made of a sender's program that is no name is refused at the row.
+#[test]
+fn a_refused_row_costs_that_row_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("logs.db");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE msgs_app (id int, host varchar(32), message text CHECK (message <> 'poison'))",
+    )
+    .unwrap();
+    drop(conn);
+    let port = free_port();
+    let mut s = Running::start(Server::Sluice, &config(port, &db, "batch-lines(100)"));
+    s.wait_tcp(port);
+    let mut lines = String::new();
+    for i in 0..1000 {
+        let text = if i == 500 {
+            "poison".to_string()
+        } else {
+            format!("m{i}")
+        };
+        lines.push_str(&format!("<13>Nov 24 10:00:00 h app[{i}]: {text}\n"));
+    }
+    lines.push_str("<13>Nov 24 10:00:00 h x;y[1]: elsewhere\n");
+    send_tcp(port, lines.as_bytes(), Framing::Newline);
+    let count = || {
+        rusqlite::Connection::open(&db)
+            .and_then(|c| c.query_row("SELECT count(*) FROM msgs_app", [], |r| r.get::<_, i64>(0)))
+            .unwrap_or(0)
+    };
+    assert!(
+        wait_until(Duration::from_secs(20), || count() == 999),
+        "{} rows; {}",
+        count(),
+        s.stderr()
+    );
+    let dropped = "dst.sql;d#0;sqlite3,".to_string() + &db.display().to_string() + ";a;dropped";
+    assert!(
+        wait_until(Duration::from_secs(10), || common::stat(&s, &dropped) == 2),
+        "{}\n{}",
+        s.stderr(),
+        common::ctl(&s, &["stats"]).1
+    );
+    let said = s.stderr();
+    assert!(
+        said.contains("a row for table 'msgs_app' refused"),
+        "{said}"
+    );
+    assert!(said.contains("'msgs_x;y' is not a table name"), "{said}");
+}
