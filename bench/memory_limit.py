@@ -65,6 +65,17 @@ log {{ source(s); {"parser(p);" if middle else ""} destination(d); flags(flow-co
     return proc, port
 
 
+def send_and_wait(work, proc, port, n, line):
+    """Sends `line(i)` for `i` below `n` over one connection, in runs of 10,000, and waits
+    until the file has a line (`x`) for each, and two seconds more."""
+    with socket.create_connection(("127.0.0.1", port)) as c:
+        for start in range(0, n, 10_000):
+            c.sendall("".join(line(i) for i in range(start, min(n, start + 10_000))).encode())
+    while os.path.getsize(f"{work}/out.log") < 2 * n and proc.poll() is None:
+        time.sleep(0.5)
+    time.sleep(2)
+
+
 def report(name, proc, work, limit):
     rss, peak = status(proc.pid, "VmRSS"), status(proc.pid, "VmHWM")
     used = stat(work, "global;memory;;a;memory_usage")
@@ -104,17 +115,7 @@ def contexts(work):
     proc, port = start(work, "memory-limit(256M); stats-freq(0);", "log-iw-size(100000)",
                        'parser p { grouping-by(key("$MSG") scope(global) timeout(3600) '
                        'aggregate(value("MESSAGE" "ended"))); };')
-    n = 2_000_000
-    with socket.create_connection(("127.0.0.1", port)) as c:
-        batch = []
-        for i in range(n):
-            batch.append(f"<13>Nov 27 10:00:00 h app: k{i:08d}\n")
-            if len(batch) == 10_000:
-                c.sendall("".join(batch).encode())
-                batch = []
-    while os.path.getsize(f"{work}/out.log") < 2 * n and proc.poll() is None:
-        time.sleep(0.5)
-    time.sleep(2)
+    send_and_wait(work, proc, port, 2_000_000, lambda i: f"<13>Nov 27 10:00:00 h app: k{i:08d}\n")
     print(f"contexts: {stat(work, 'contexts')} open, {stat(work, 'contexts_evicted')} ended early")
     report("contexts", proc, work, limit)
     proc.terminate()
@@ -125,17 +126,7 @@ def counters(work):
     limit = 128 << 20
     proc, port = start(work, "memory-limit(128M); stats-level(3); stats-max-dynamics(-1); stats-freq(0);",
                        "keep-hostname(yes) log-iw-size(100000)")
-    n = 1_000_000
-    with socket.create_connection(("127.0.0.1", port)) as c:
-        batch = []
-        for i in range(n):
-            batch.append(f"<13>Nov 27 10:00:00 host{i:07d} app: m\n")
-            if len(batch) == 10_000:
-                c.sendall("".join(batch).encode())
-                batch = []
-    while os.path.getsize(f"{work}/out.log") < 2 * n and proc.poll() is None:
-        time.sleep(0.5)
-    time.sleep(2)
+    send_and_wait(work, proc, port, 1_000_000, lambda i: f"<13>Nov 27 10:00:00 host{i:07d} app: m\n")
     made = subprocess.run([run.SLUICE, "ctl", "-c", f"{work}/ctl", "stats"], capture_output=True,
                           text=True).stdout.count(";d;")
     print(f"counters: {made} dynamic counters, {stat(work, 'global;dynamic_counters;;a;dropped')} counts found none")

@@ -319,6 +319,18 @@ pub(super) struct Threaded {
 
 #[cfg_attr(not(any(feature = "http", feature = "kafka")), allow(dead_code))]
 impl Threaded {
+    /// How a sender of these lanes paces itself: the queue's `time-reopen()` and
+    /// `log-fifo-size()`, these `retries()` (at least one) and batches, no failback.
+    pub(super) fn pacing(&self, queue: &Queue) -> super::sender::Pacing {
+        super::sender::Pacing {
+            time_reopen: queue.time_reopen,
+            failback: None,
+            retries: self.retries.max(1),
+            batch: self.batch,
+            log_fifo_size: queue.log_fifo_size,
+        }
+    }
+
     pub(super) fn read(o: &mut Options, cx: &DestinationContext) -> Result<Threaded, ConfigError> {
         let number = |o: &mut Options, name| o.last(name).map(Node::u64).transpose();
         let workers = match o.last("workers") {

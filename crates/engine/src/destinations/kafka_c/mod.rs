@@ -6,7 +6,6 @@ pub mod producer;
 use super::driver::{Built, DestinationContext, DestinationDriver, FormatOptions, Queue, Threaded};
 use super::driver::{DATES, DISK_BUFFER, EVERY_LATER, QUEUE, THREADED};
 use crate::destinations::format::{Format, Formatter};
-use crate::destinations::sender::Pacing;
 use crate::kafka::{config_pairs, valid_topic};
 use producer::{KafkaDestination, KafkaOptions, KafkaQueueing, KafkaTemplates};
 use sluice_config::declared::{not_yet, read, Declared, Options};
@@ -162,6 +161,7 @@ pub(super) fn build(
     };
     let flush_timeout_on_shutdown = millis(o, "flush_timeout_on_shutdown", 60_000)?;
     let flush_timeout_on_reload = millis(o, "flush_timeout_on_reload", 1000)?;
+    let pacing = threaded.pacing(&queue);
     let partition_key = threaded.partition_key.map(|mut key| {
         key.dates = format.dates.clone();
         Formatter::new(Format::Template(key), false)
@@ -187,13 +187,6 @@ pub(super) fn build(
         let all = format!("{bootstrap_servers},{topic_text}");
         format!("{}-kafka-{:08x}", cx.name, crc32fast::hash(all.as_bytes()))
     })?;
-    let pacing = Pacing {
-        time_reopen: queue.time_reopen,
-        failback: None,
-        retries: threaded.retries.max(1),
-        batch: threaded.batch,
-        log_fifo_size: queue.log_fifo_size,
-    };
     let (component, id) = cx.counted_as(node);
     let counters = cx
         .stats

@@ -10,7 +10,6 @@ mod store;
 
 use super::driver::{Built, DestinationContext, DestinationDriver, FormatOptions, Queue, Threaded};
 use super::driver::{DATES, DISK_BUFFER, QUEUE, THREADED};
-use crate::destinations::sender::Pacing;
 use sluice_config::declared::{not_yet, read, Declared, Options};
 use sluice_config::{ConfigError, Node};
 use sluice_model::Template;
@@ -188,13 +187,7 @@ fn build(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Built,
             crc32fast::hash(database.as_bytes())
         )
     })?;
-    let pacing = Pacing {
-        time_reopen: queue.time_reopen,
-        failback: None,
-        retries: threaded.retries.max(1),
-        batch: threaded.batch,
-        log_fifo_size: queue.log_fifo_size,
-    };
+    let pacing = threaded.pacing(&queue);
     let (component, id) = cx.counted_as(node);
     let counters = cx
         .stats

@@ -24,7 +24,8 @@ use crate::own_log;
 use crate::stats::DestCounters;
 use rusqlite::{params_from_iter, Connection};
 use sluice_model::{LogMessage, Template};
-use std::collections::HashSet;
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// A column: its name and the type it is made with (`text` unless told, as syslog-ng).
@@ -214,7 +215,7 @@ impl Servers for SqlOptions {
             indexes: self.indexes.clone(),
             create_tables: self.create_tables,
             create_append: self.create_statement_append.clone(),
-            made: HashSet::new(),
+            made: HashMap::new(),
             said: HashSet::new(),
             label: self.label.clone(),
         }))
@@ -232,7 +233,8 @@ struct SqliteWire {
     indexes: Vec<String>,
     create_tables: bool,
     create_append: String,
-    made: HashSet<String>,
+    /// The tables made or checked on this connection, each with its INSERT statement.
+    made: HashMap<String, String>,
     /// Tables whose refusals were said (once each).
     said: HashSet<String>,
     label: String,
@@ -247,9 +249,10 @@ enum RowError {
 }
 
 impl SqliteWire {
-    /// Makes `table`, its indexes and the columns it lacks, unless told not to.
+    /// Makes `table`, its indexes and the columns it lacks, unless told not to, and keeps
+    /// its INSERT.
     fn make(&mut self, table: &str) -> Result<(), RowError> {
-        if self.made.contains(table) {
+        if self.made.contains_key(table) {
             return Ok(());
         }
         if self.create_tables {
@@ -286,7 +289,13 @@ impl SqliteWire {
                 }
             }
         }
-        self.made.insert(table.to_string());
+        let names: Vec<&str> = self.columns.iter().map(|c| c.name.as_str()).collect();
+        let marks = vec!["?"; names.len()].join(", ");
+        let insert = format!(
+            "INSERT INTO {table} ({}) VALUES ({marks})",
+            names.join(", ")
+        );
+        self.made.insert(table.to_string(), insert);
         Ok(())
     }
 
@@ -313,16 +322,14 @@ impl SqliteWire {
         }
         let table = std::str::from_utf8(table).expect("checked: ASCII");
         self.make(table)?;
-        let names: Vec<&str> = self.columns.iter().map(|c| c.name.as_str()).collect();
-        let marks = vec!["?"; names.len()].join(", ");
-        let sql = format!(
-            "INSERT INTO {table} ({}) VALUES ({marks})",
-            names.join(", ")
-        );
-        let mut statement = self.conn.prepare_cached(&sql).map_err(RowError::Database)?;
+        let mut statement = self
+            .conn
+            .prepare_cached(&self.made[table])
+            .map_err(RowError::Database)?;
+        // Borrowed where the value is UTF-8 already, as almost every one is.
         let values = values
             .iter()
-            .map(|v| v.map(|bytes| String::from_utf8_lossy(bytes).into_owned()));
+            .map(|v| v.map(|bytes| -> Cow<str> { String::from_utf8_lossy(bytes) }));
         match statement.execute(params_from_iter(values)) {
             Ok(_) => Ok(()),
             Err(e) if refuses_the_row(&e) => Err(RowError::Refused(e.to_string())),
