@@ -13,7 +13,10 @@
 #   cargo-deb       builds it (a crate, with `cargo install`)
 #   rsyslog         unpacked under /opt/rsyslog with its TLS and RELP modules (see below)
 #   syslog-ng-mod-rdkafka  its kafka-c() destination, for the Kafka differential test
-#   syslog-ng-mod-sql, libdbd-sqlite3  its sql() destination over SQLite, for the sql() differential test
+#   syslog-ng-mod-sql, libdbd-sqlite3, libdbd-pgsql  its sql() destination over SQLite and PostgreSQL,
+#                   for the sql() differential tests
+#   postgresql-15   the server the sql(type(pgsql)) tests start (tests/common/postgres.rs); its
+#                   packaged cluster is not made (createcluster.d), no system server runs
 #   syslog-ng-scl   its elasticsearch-http() (an SCL block over http()), for the differential test
 #   default-jre-headless, maven  run the Kafka broker and OpenSearch, fetched from Maven Central
 # Idempotent; needs root (or sudo) the first time.
@@ -25,6 +28,8 @@ command -v syslog-ng >/dev/null || need+=(syslog-ng-core)
 [ -e /usr/lib/syslog-ng/3.38/libkafka.so ] || need+=(syslog-ng-mod-rdkafka)
 [ -e /usr/lib/syslog-ng/3.38/libafsql.so ] || need+=(syslog-ng-mod-sql)
 [ -e /usr/lib/x86_64-linux-gnu/dbd/libdbdsqlite3.so ] || need+=(libdbd-sqlite3)
+[ -e /usr/lib/x86_64-linux-gnu/dbd/libdbdpgsql.so ] || need+=(libdbd-pgsql)
+[ -x /usr/lib/postgresql/15/bin/postgres ] || need+=(postgresql-15)
 [ -e /usr/share/syslog-ng/include/scl/elasticsearch/elastic-http.conf ] || need+=(syslog-ng-scl)
 command -v java >/dev/null || need+=(default-jre-headless)
 command -v mvn >/dev/null || need+=(maven)
@@ -40,6 +45,9 @@ if [ ${#need[@]} -gt 0 ]; then
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   echo "installing test dependencies: ${need[*]}"
   $sudo apt-get update -qq
+  # The tests make their own PostgreSQL clusters: the package makes none of its own.
+  $sudo mkdir -p /etc/postgresql-common/createcluster.d
+  echo "create_main_cluster = false" | $sudo tee /etc/postgresql-common/createcluster.d/sluice-tests.conf >/dev/null
   # Installing syslog-ng-core must not start a system syslog daemon that takes port 514.
   DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi

@@ -6,6 +6,7 @@ pub mod http;
 pub mod kafka;
 pub mod opensearch;
 pub mod pki;
+pub mod postgres;
 pub mod service;
 pub mod tsa;
 

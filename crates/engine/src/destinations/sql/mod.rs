@@ -3,22 +3,24 @@
 //! is [`store`]: rows are written a batch at a time, one transaction a batch, committed before
 //! the batch's messages are acknowledged.
 //!
-//! `type(sqlite3)` (and syslog-ng's spelling `sqlite`) is built in; `pgsql` and `mysql` are
-//! not there yet, and say so.
+//! `type(sqlite3)` writes with [`sqlite`], `type(pgsql)` with [`pgsql`]; `mysql` (syslog-ng's
+//! default type) is not there yet, and says so.
 
+mod pgsql;
+mod sqlite;
 mod store;
 
 use super::driver::{Built, DestinationContext, DestinationDriver, FormatOptions, Queue, Threaded};
 use super::driver::{DATES, DISK_BUFFER, QUEUE, THREADED};
-use sluice_config::declared::{not_yet, read, Declared, Options};
+use sluice_config::declared::{read, Declared, Options};
 use sluice_config::{ConfigError, Node};
 use sluice_model::Template;
-use store::{Column, SqlDestination, SqlOptions, SqlTemplates};
+use store::{Column, Server, SqlDestination, SqlOptions, SqlTemplates};
 
 /// The declaration: the names it answers to, its options, a valid use, its build.
 pub static DRIVER: DestinationDriver = DestinationDriver {
     names: &["sql"],
-    about: "Rows in an SQL database: SQLite (PostgreSQL and MariaDB/MySQL to come), a transaction a batch, tables made as syslog-ng makes them.",
+    about: "Rows in an SQL database: PostgreSQL (with COPY) or SQLite (MariaDB/MySQL to come), a transaction a batch, tables made as syslog-ng makes them.",
     options: &[DATES, QUEUE, DISK_BUFFER, THREADED, OPTIONS, SERVERS],
     sample: "sql(type(sqlite3) database(\"/var/log/logs.db\") columns(\"host\", \"message\") values(\"$HOST\", \"$MSG\"))",
     build,
@@ -26,7 +28,7 @@ pub static DRIVER: DestinationDriver = DestinationDriver {
 
 /// The options of `sql()` itself.
 const OPTIONS: &[Declared] = &[
-    read("type", "type(sqlite3)").about("the database: `sqlite3` (`pgsql` and `mysql` are not there yet)", "required"),
+    read("type", "type(sqlite3)").about("the database: `pgsql` or `sqlite3` (`mysql` is not there yet)", "mysql"),
     read("database", "database(\"/var/log/logs.db\")").about("the database's name; for SQLite its file", "logs"),
     read("table", "table(\"messages_${R_YEAR}${R_MONTH}${R_DAY}\")").about("the template of the table a row goes to; a name of letters, digits and `_`, else the row is refused and counted", "messages"),
     read("columns", "columns(\"host varchar(32)\", \"message\")").about("the table's columns, each a name and an optional type", "required"),
@@ -40,23 +42,30 @@ const OPTIONS: &[Declared] = &[
 
 /// The options of a database server, which come with `type(pgsql)` and `type(mysql)`.
 const SERVERS: &[Declared] = &[
-    not_yet("host"),
-    not_yet("port"),
-    not_yet("username"),
-    not_yet("password"),
+    read("host", "host(\"db.example.com\")").about(
+        "the server: a name, an address or a socket's directory",
+        "the local socket",
+    ),
+    read("port", "port(5432)").about("the server's port", "the database's own: 5432, 3306"),
+    read("username", "username(\"syslog\")").about("the user sluice logs in as", "syslog-ng"),
+    read("password", "password(\"secret\")").about(
+        "the user's password; never logged nor shown by `sluice ctl config`",
+        "none",
+    ),
 ];
 
 /// What `type()` names, in syslog-ng's spellings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     Sqlite,
+    Pgsql,
 }
 
 fn kind(v: &sluice_config::Value) -> Result<Kind, ConfigError> {
     match v.text.to_ascii_lowercase().as_str() {
         "sqlite3" | "sqlite" => Ok(Kind::Sqlite),
-        "pgsql" | "postgres" | "postgresql" | "mysql" | "mariadb" | "freetds" | "mssql"
-        | "oracle" => Err(ConfigError::not_supported(
+        "pgsql" | "postgres" | "postgresql" => Ok(Kind::Pgsql),
+        "mysql" | "mariadb" | "freetds" | "mssql" | "oracle" => Err(ConfigError::not_supported(
             v.pos,
             &format!("sql(type({}))", v.text),
         )),
@@ -76,7 +85,12 @@ fn build(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Built,
     let needed = |what: &str| ConfigError::new(node.pos, format!("sql() needs {what}: {example}"));
     let kind = match o.last("type") {
         Some(opt) => kind(opt.value()?)?,
-        None => return Err(needed("type()")),
+        None => {
+            return Err(ConfigError::not_supported(
+                node.pos,
+                "sql(type(mysql)), syslog-ng's default type,",
+            ))
+        }
     };
     let text = |o: &mut Options,
                 name: &str|
@@ -90,6 +104,22 @@ fn build(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Built,
         }
     };
     let database = text(o, "database")?.map_or_else(|| "logs".to_string(), |(t, _)| t);
+    let port = match text(o, "port")? {
+        Some((p, _)) if p.is_empty() => None,
+        Some((p, pos)) => Some(p.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| {
+            ConfigError::new(
+                pos,
+                format!("'{p}' is not a port: a number from 1 to 65535"),
+            )
+        })?),
+        None => None,
+    };
+    let server = Server {
+        host: text(o, "host")?.map(|(t, _)| t).unwrap_or_default(),
+        port,
+        username: text(o, "username")?.map_or_else(|| "syslog-ng".to_string(), |(t, _)| t),
+        password: text(o, "password")?.map(|(t, _)| t).unwrap_or_default(),
+    };
     let template = |text: &str, pos| -> Result<Template, ConfigError> {
         let mut t = Template::compile_in(text, cx.names).map_err(|e| ConfigError::new(pos, e))?;
         t.dates = format.dates.clone();
@@ -180,21 +210,10 @@ fn build(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Built,
         .map(|(t, _)| t)
         .unwrap_or_default();
     let label = cx.label();
-    let disk_buffer = queue.disk_buffer(o, || {
-        format!(
-            "{}-sql-{:08x}",
-            cx.name,
-            crc32fast::hash(database.as_bytes())
-        )
-    })?;
-    let pacing = threaded.pacing(&queue);
-    let (component, id) = cx.counted_as(node);
-    let counters = cx
-        .stats
-        .destination(&component, &id, &format!("sqlite3,{database}"));
     let opts = SqlOptions {
         label,
         kind,
+        server,
         database,
         columns,
         indexes,
@@ -202,6 +221,16 @@ fn build(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Built,
         session_statements,
         create_statement_append,
     };
+    let disk_buffer = queue.disk_buffer(o, || {
+        format!(
+            "{}-sql-{:08x}",
+            cx.name,
+            crc32fast::hash(opts.name().as_bytes())
+        )
+    })?;
+    let pacing = threaded.pacing(&queue);
+    let (component, id) = cx.counted_as(node);
+    let counters = cx.stats.destination(&component, &id, &opts.name());
     Ok(std::sync::Arc::new(SqlDestination::new(
         SqlTemplates {
             table,

@@ -1,31 +1,31 @@
-//! `sql()` at run time: each message becomes a row — its table's name and a value a column,
-//! each from its template, formatted where the message is routed — and the sender writes a
-//! batch of rows in one transaction, committed before the batch is acknowledged.
+//! `sql()` at run time, what every database shares: each message becomes a row — its table's
+//! name and its values, each from its template, formatted where the message is routed — and
+//! a sender writes a batch of rows in one transaction, committed before the batch is
+//! acknowledged. How a row is held in a batch and written depends on the database: SQLite's
+//! wire ([`super::sqlite`]) binds each value as a parameter of one prepared INSERT,
+//! PostgreSQL's ([`super::pgsql`]) sends the rows as `COPY` text.
 //!
-//! Every value is a statement's parameter, never SQL text. A table name comes from a template
-//! and is checked (letters, digits, `_`): a row whose table would be another name is refused
-//! and counted, so a sender cannot pick a schema or write a statement. Tables are made as
-//! syslog-ng 3.38 makes them (`CREATE TABLE messages (date text, host text, message text)`,
-//! `CREATE INDEX messages_host_idx ON messages (host)`), and a column a table lacks is added,
-//! unless `flags(dont-create-tables)`.
+//! A table name comes from a template and is checked (letters, digits, `_`): a row whose
+//! table would be another name is refused and counted, so a sender cannot pick a schema or
+//! write a statement. Tables are made as syslog-ng 3.38 makes them (`CREATE TABLE messages
+//! (date text, host text, message text)`, `CREATE INDEX messages_host_idx ON messages
+//! (host)`), and a column a table lacks is added, unless `flags(dont-create-tables)`.
 //!
-//! A row the database refuses (a constraint) costs that row alone: the batch is written
-//! again a row at a time under savepoints, the good rows are stored, the bad one is counted
-//! as refused and said once with the table and the database's words.
+//! A row the database refuses (a constraint, a value its column cannot hold) costs that row
+//! alone: the good rows of its batch are stored, the refused one is counted as dropped and
+//! said once a table with the database's words.
 
-use super::Kind;
+use super::{pgsql, sqlite, Kind};
 use crate::destinations::delivery::{Delivered, Delivers, Delivery, Lanes};
 use crate::destinations::diskq::DiskBufferOptions;
 use crate::destinations::format::{Format, Formatter};
-use crate::destinations::link::{Connected, Failure, GiveUp, Position, Wire};
+use crate::destinations::link::{Connected, Position};
 use crate::destinations::queue::Batch;
 use crate::destinations::sender::{Pacing, Servers};
 use crate::own_log;
 use crate::stats::DestCounters;
-use rusqlite::{params_from_iter, Connection};
 use sluice_model::{LogMessage, Template};
-use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 /// A column: its name and the type it is made with (`text` unless told, as syslog-ng).
@@ -48,7 +48,7 @@ impl Column {
                 "'{name}' is not a column name: letters, digits and '_'"
             ));
         }
-        if kind.contains([';', '\'', '"', '`']) || kind.contains("--") {
+        if kind.contains([';', '\'', '"', '`']) || kind.contains("--") || kind.contains("/*") {
             return Err(format!("'{kind}' is not a column type"));
         }
         Ok(Column {
@@ -66,6 +66,49 @@ pub fn valid_name(name: &[u8]) -> bool {
         && name.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_')
 }
 
+/// How a wire makes tables, and the statements, as syslog-ng 3.38 writes them.
+#[derive(Clone)]
+pub(super) struct Ddl {
+    pub columns: Vec<Column>,
+    pub indexes: Vec<String>,
+    /// `create-statement-append()`.
+    pub append: String,
+    /// Whether tables are made and columns added (not `flags(dont-create-tables)`).
+    pub create: bool,
+}
+
+impl Ddl {
+    /// `CREATE TABLE t (date text, host varchar(32))` and `create-statement-append()`.
+    pub fn create_table(&self, table: &str) -> String {
+        let columns: Vec<String> = self
+            .columns
+            .iter()
+            .map(|c| format!("{} {}", c.name, c.kind))
+            .collect();
+        format!(
+            "CREATE TABLE {table} ({}){}",
+            columns.join(", "),
+            self.append
+        )
+    }
+
+    /// `CREATE INDEX t_host_idx ON t (host)`.
+    pub fn create_index(table: &str, column: &str) -> String {
+        format!("CREATE INDEX {table}_{column}_idx ON {table} ({column})")
+    }
+
+    /// `ALTER TABLE t ADD host varchar(32)`.
+    pub fn add_column(table: &str, column: &Column) -> String {
+        format!("ALTER TABLE {table} ADD {} {}", column.name, column.kind)
+    }
+
+    /// The column names, `date, host, message`.
+    pub fn names(&self) -> String {
+        let names: Vec<&str> = self.columns.iter().map(|c| c.name.as_str()).collect();
+        names.join(", ")
+    }
+}
+
 /// What a row is made of: the table's template, a template a column, and the value that
 /// stands for NULL.
 pub struct SqlTemplates {
@@ -74,10 +117,21 @@ pub struct SqlTemplates {
     pub null: Option<String>,
 }
 
+/// The server of `type(pgsql)` and `type(mysql)`: syslog-ng's `host()` (empty: the local
+/// socket), `port()` (empty: the database's own), `username()`, `password()`.
+#[derive(Clone, Default)]
+pub struct Server {
+    pub host: String,
+    pub port: Option<u16>,
+    pub username: String,
+    pub password: String,
+}
+
 /// Where rows go and how tables are made.
 pub struct SqlOptions {
     pub label: String,
     pub kind: Kind,
+    pub server: Server,
     pub database: String,
     pub columns: Vec<Column>,
     pub indexes: Vec<String>,
@@ -86,7 +140,33 @@ pub struct SqlOptions {
     pub create_statement_append: String,
 }
 
+impl SqlOptions {
+    pub(super) fn ddl(&self) -> Ddl {
+        Ddl {
+            columns: self.columns.clone(),
+            indexes: self.indexes.clone(),
+            append: self.create_statement_append.clone(),
+            create: self.create_tables,
+        }
+    }
+
+    /// How counters and messages name the database: `sqlite3,/var/log/logs.db`,
+    /// `pgsql,db.example.com,5432,logs` (no user, no password).
+    pub fn name(&self) -> String {
+        match self.kind {
+            Kind::Sqlite => format!("sqlite3,{}", self.database),
+            Kind::Pgsql => format!(
+                "pgsql,{},{},{}",
+                self.server.host,
+                self.server.port.map(|p| p.to_string()).unwrap_or_default(),
+                self.database
+            ),
+        }
+    }
+}
+
 pub struct SqlDestination {
+    kind: Kind,
     table: Formatter,
     values: Vec<Formatter>,
     null: Option<Vec<u8>>,
@@ -102,6 +182,7 @@ impl SqlDestination {
         disk_buffer: Option<(DiskBufferOptions, String)>,
         counters: DestCounters,
     ) -> Delivered<SqlDestination> {
+        let kind = opts.kind;
         let delivery = Delivery::new(
             opts.label.clone().into(),
             Arc::new(opts),
@@ -111,6 +192,7 @@ impl SqlDestination {
             workers,
         );
         Delivered(SqlDestination {
+            kind,
             table: Formatter::new(Format::Template(templates.table), false),
             values: templates
                 .values
@@ -124,10 +206,13 @@ impl SqlDestination {
 }
 
 /// A field of a row in a batch: its length (4 bytes, little-endian; `NULL_FIELD` for NULL),
-/// then its bytes.
+/// then its bytes. A row is its table's field, then what its database's wire reads: a field
+/// a value (SQLite), or one field of `COPY` text (PostgreSQL).
 const NULL_FIELD: u32 = u32::MAX;
 
-fn push_field(out: &mut Vec<u8>, start: usize, null: Option<&[u8]>) {
+/// Ends the field begun at `start` (4 bytes kept for its length): NULL where its bytes are
+/// `null`.
+pub(super) fn push_field(out: &mut Vec<u8>, start: usize, null: Option<&[u8]>) {
     let len = out.len() - start - 4;
     let field = match null {
         Some(null) if &out[start + 4..] == null => NULL_FIELD,
@@ -153,6 +238,7 @@ impl Delivers for SqlDestination {
     }
 
     fn format(&self, msgs: &[LogMessage], which: &[u32], lanes: &mut Lanes) {
+        let null = self.null.as_deref();
         for &i in which {
             let msg = &msgs[i as usize];
             let batch = lanes.batch_for(msg);
@@ -161,19 +247,37 @@ impl Delivers for SqlDestination {
             out.extend_from_slice(&[0; 4]);
             self.table.append(msg, out);
             push_field(out, start, None);
-            for value in &self.values {
-                let start = out.len();
-                out.extend_from_slice(&[0; 4]);
-                value.append(msg, out);
-                push_field(out, start, self.null.as_deref());
+            match self.kind {
+                Kind::Sqlite => {
+                    for value in &self.values {
+                        let start = out.len();
+                        out.extend_from_slice(&[0; 4]);
+                        value.append(msg, out);
+                        push_field(out, start, null);
+                    }
+                }
+                Kind::Pgsql => {
+                    let start = out.len();
+                    out.extend_from_slice(&[0; 4]);
+                    for (n, value) in self.values.iter().enumerate() {
+                        if n > 0 {
+                            out.push(b'\t');
+                        }
+                        let from = out.len();
+                        value.append(msg, out);
+                        pgsql::copy_text(out, from, null);
+                    }
+                    out.push(b'\n');
+                    push_field(out, start, None);
+                }
             }
             batch.end_message();
         }
     }
 }
 
-/// The fields of one row as a batch holds them: the table, then a value a column.
-fn fields(mut row: &[u8]) -> Vec<Option<&[u8]>> {
+/// The fields of one row as a batch holds them: the table, then the rest.
+pub(super) fn fields(mut row: &[u8]) -> Vec<Option<&[u8]>> {
     let mut out = Vec::new();
     while row.len() >= 4 {
         let len = u32::from_le_bytes(row[..4].try_into().expect("four bytes"));
@@ -189,36 +293,33 @@ fn fields(mut row: &[u8]) -> Vec<Option<&[u8]>> {
     out
 }
 
+/// A row's table (its first field), checked: letters, digits and `_`; else why it is no
+/// table.
+pub(super) fn table_name(field: Option<&[u8]>) -> Result<&str, String> {
+    let table = field.unwrap_or_default();
+    if !valid_name(table) {
+        return Err(format!(
+            "'{}' is not a table name: letters, digits and '_'",
+            String::from_utf8_lossy(table)
+        ));
+    }
+    Ok(std::str::from_utf8(table).expect("checked: ASCII"))
+}
+
 impl Servers for SqlOptions {
     fn count(&self) -> usize {
         1
     }
 
     fn name(&self, _: usize) -> String {
-        match self.kind {
-            Kind::Sqlite => format!("sqlite3,{}", self.database),
-        }
+        SqlOptions::name(self)
     }
 
     fn open(&self, _: usize) -> std::io::Result<Connected> {
-        let conn = Connection::open(&self.database).map_err(std::io::Error::other)?;
-        // Another reader of the file (a person with `sqlite3`) makes a write wait, not fail.
-        conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(std::io::Error::other)?;
-        for statement in &self.session_statements {
-            conn.execute_batch(statement)
-                .map_err(|e| std::io::Error::other(format!("{statement}: {e}")))?;
+        match self.kind {
+            Kind::Sqlite => sqlite::open(self),
+            Kind::Pgsql => pgsql::open(self),
         }
-        Ok(Box::new(SqliteWire {
-            conn,
-            columns: self.columns.clone(),
-            indexes: self.indexes.clone(),
-            create_tables: self.create_tables,
-            create_append: self.create_statement_append.clone(),
-            made: HashMap::new(),
-            said: HashSet::new(),
-            label: self.label.clone(),
-        }))
     }
 
     fn probe(&self, _: usize) -> bool {
@@ -226,199 +327,39 @@ impl Servers for SqlOptions {
     }
 }
 
-/// A connection to a SQLite database, and the tables it has seen made or checked.
-struct SqliteWire {
-    conn: Connection,
-    columns: Vec<Column>,
-    indexes: Vec<String>,
-    create_tables: bool,
-    create_append: String,
-    /// The tables made or checked on this connection, each with its INSERT statement.
-    made: HashMap<String, String>,
-    /// Tables whose refusals were said (once each).
-    said: HashSet<String>,
+/// What a wire says of refused rows: once a table, with the database's words.
+pub(super) struct Refusals {
     label: String,
+    said: HashSet<String>,
 }
 
-/// Why a row was not stored.
-enum RowError {
-    /// The row alone: a name that is no table, a constraint.
-    Refused(String),
-    /// The database: a full disk, a lock held too long.
-    Database(rusqlite::Error),
-}
-
-impl SqliteWire {
-    /// Makes `table`, its indexes and the columns it lacks, unless told not to, and keeps
-    /// its INSERT.
-    fn make(&mut self, table: &str) -> Result<(), RowError> {
-        if self.made.contains_key(table) {
-            return Ok(());
+impl Refusals {
+    pub fn new(label: &str) -> Refusals {
+        Refusals {
+            label: label.to_string(),
+            said: HashSet::new(),
         }
-        if self.create_tables {
-            let existing = self.existing_columns(table).map_err(RowError::Database)?;
-            if existing.is_empty() {
-                let columns: Vec<String> = self
-                    .columns
-                    .iter()
-                    .map(|c| format!("{} {}", c.name, c.kind))
-                    .collect();
-                let ddl = format!(
-                    "CREATE TABLE {table} ({}){}",
-                    columns.join(", "),
-                    self.create_append
-                );
-                self.conn.execute_batch(&ddl).map_err(RowError::Database)?;
-                for column in &self.indexes {
-                    self.conn
-                        .execute_batch(&format!(
-                            "CREATE INDEX {table}_{column}_idx ON {table} ({column})"
-                        ))
-                        .map_err(RowError::Database)?;
-                }
+    }
+
+    /// Says, once for `table` (and at most for 1,000 tables), why `rows` of it were refused.
+    pub fn say(&mut self, table: &[u8], rows: usize, why: &str) {
+        let table = String::from_utf8_lossy(table);
+        if self.said.len() < 1000 && self.said.insert(table.to_string()) {
+            let what = if rows == 1 {
+                "a row".to_string()
             } else {
-                for c in &self.columns {
-                    if !existing.iter().any(|e| e.eq_ignore_ascii_case(&c.name)) {
-                        self.conn
-                            .execute_batch(&format!(
-                                "ALTER TABLE {table} ADD COLUMN {} {}",
-                                c.name, c.kind
-                            ))
-                            .map_err(RowError::Database)?;
-                    }
-                }
-            }
-        }
-        let names: Vec<&str> = self.columns.iter().map(|c| c.name.as_str()).collect();
-        let marks = vec!["?"; names.len()].join(", ");
-        let insert = format!(
-            "INSERT INTO {table} ({}) VALUES ({marks})",
-            names.join(", ")
-        );
-        self.made.insert(table.to_string(), insert);
-        Ok(())
-    }
-
-    fn existing_columns(&self, table: &str) -> rusqlite::Result<Vec<String>> {
-        let mut statement = self
-            .conn
-            .prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))?;
-        let names = statement.query_map([], |row| row.get::<_, String>(0))?;
-        names.collect()
-    }
-
-    /// Stores one row (its fields as a batch holds them).
-    fn insert(&mut self, row: &[u8]) -> Result<(), RowError> {
-        let fields = fields(row);
-        let Some((table, values)) = fields.split_first() else {
-            return Err(RowError::Refused("an empty row".into()));
-        };
-        let table = table.unwrap_or_default();
-        if !valid_name(table) {
-            return Err(RowError::Refused(format!(
-                "'{}' is not a table name: letters, digits and '_'",
-                String::from_utf8_lossy(table)
-            )));
-        }
-        let table = std::str::from_utf8(table).expect("checked: ASCII");
-        self.make(table)?;
-        let mut statement = self
-            .conn
-            .prepare_cached(&self.made[table])
-            .map_err(RowError::Database)?;
-        // Borrowed where the value is UTF-8 already, as almost every one is.
-        let values = values
-            .iter()
-            .map(|v| v.map(|bytes| -> Cow<str> { String::from_utf8_lossy(bytes) }));
-        match statement.execute(params_from_iter(values)) {
-            Ok(_) => Ok(()),
-            Err(e) if refuses_the_row(&e) => Err(RowError::Refused(e.to_string())),
-            Err(e) => Err(RowError::Database(e)),
-        }
-    }
-
-    /// Says, once a table, why the database refused a row of it.
-    fn say_refused(&mut self, row: &[u8], why: &str) {
-        let table = fields(row)
-            .first()
-            .copied()
-            .flatten()
-            .map(|t| String::from_utf8_lossy(t).into_owned())
-            .unwrap_or_default();
-        if self.said.len() < 1000 && self.said.insert(table.clone()) {
+                format!("{rows} rows")
+            };
             own_log::error(format!(
-                "{}: a row for table '{table}' refused ({why}); counted as dropped, the others are stored",
+                "{}: {what} for table '{table}' refused ({why}); counted as dropped, the others are stored",
                 self.label
             ));
         }
     }
-
-    /// Writes the rows from `pos` in one transaction; on a refused row, again a row at a time
-    /// under savepoints.
-    fn write(&mut self, batches: &[Batch], pos: &mut Position) -> Result<(), rusqlite::Error> {
-        let rows = rows_from(batches, pos);
-        let whole = (|| {
-            self.conn.execute_batch("BEGIN")?;
-            for row in &rows {
-                match self.insert(row) {
-                    Ok(()) => {}
-                    Err(RowError::Database(e)) => return Err(Some(e)),
-                    Err(RowError::Refused(_)) => return Err(None),
-                }
-            }
-            self.conn.execute_batch("COMMIT").map_err(Some)
-        })();
-        match whole {
-            Ok(()) => {
-                skip_rows(batches, pos, rows.len(), 0);
-                return Ok(());
-            }
-            Err(error) => {
-                let _ = self.conn.execute_batch("ROLLBACK");
-                // The tables made in the transaction went with it.
-                self.made.clear();
-                if let Some(e) = error {
-                    return Err(e);
-                }
-            }
-        }
-        // A row refused: each row alone.
-        self.conn.execute_batch("BEGIN")?;
-        let mut refused = 0;
-        for row in &rows {
-            self.conn.execute_batch("SAVEPOINT row")?;
-            match self.insert(row) {
-                Ok(()) => self.conn.execute_batch("RELEASE row")?,
-                Err(RowError::Refused(why)) => {
-                    self.conn.execute_batch("ROLLBACK TO row; RELEASE row")?;
-                    self.say_refused(row, &why);
-                    refused += 1;
-                }
-                Err(RowError::Database(e)) => {
-                    let _ = self.conn.execute_batch("ROLLBACK");
-                    self.made.clear();
-                    return Err(e);
-                }
-            }
-        }
-        self.conn.execute_batch("COMMIT")?;
-        skip_rows(batches, pos, rows.len(), refused);
-        Ok(())
-    }
-}
-
-/// Whether the database refused the row rather than failed: a constraint, a type, a value too
-/// large. Anything else (a full disk, a busy database, an I/O error) is tried again.
-fn refuses_the_row(e: &rusqlite::Error) -> bool {
-    use rusqlite::ErrorCode::*;
-    matches!(
-        e.sqlite_error_code(),
-        Some(ConstraintViolation | TypeMismatch | TooBig | SchemaChanged)
-    )
 }
 
 /// The rows from `pos` to the end of `batches`.
-fn rows_from<'b>(batches: &'b [Batch], pos: &Position) -> Vec<&'b [u8]> {
+pub(super) fn rows_from<'b>(batches: &'b [Batch], pos: &Position) -> Vec<&'b [u8]> {
     let mut rows = Vec::new();
     let first = pos.message(batches);
     for (b, batch) in batches.iter().enumerate().skip(pos.batch) {
@@ -431,25 +372,9 @@ fn rows_from<'b>(batches: &'b [Batch], pos: &Position) -> Vec<&'b [u8]> {
 }
 
 /// Moves `pos` past `n` rows written, of which `refused` were refused.
-fn skip_rows(batches: &[Batch], pos: &mut Position, n: usize, refused: usize) {
+pub(super) fn skip_rows(batches: &[Batch], pos: &mut Position, n: usize, refused: usize) {
     pos.skip_messages(batches, n);
     pos.refused += refused;
-}
-
-impl Wire for SqliteWire {
-    fn send(
-        &mut self,
-        batches: &[Batch],
-        pos: &mut Position,
-        _give_up: GiveUp,
-    ) -> Result<(), Failure> {
-        self.write(batches, pos)
-            .map_err(|e| Failure::Broken(std::io::Error::other(e)))
-    }
-
-    fn closed(&self) -> bool {
-        false
-    }
 }
 
 #[cfg(test)]
@@ -468,6 +393,7 @@ mod tests {
         assert_eq!(Column::parse("message").unwrap().kind, "text");
         assert!(Column::parse("a;b").is_err());
         assert!(Column::parse("a text; DROP TABLE x").is_err());
+        assert!(Column::parse("a text /* x */").is_err());
         assert!(valid_name(b"messages_20261129"));
         assert!(!valid_name(b"main.x"));
         assert!(!valid_name(b"x\"; DROP"));
