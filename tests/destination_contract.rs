@@ -246,7 +246,7 @@ const ELSEWHERE: &[(&str, &str)] = &[
     ),
     (
         "sql",
-        "tests/sql.rs: SQLite tables, indexes and rows as syslog-ng's sql() makes them, and a refused row that costs that row alone (the database is a file: there is no peer to stop or restart yet)",
+        "tests/sql.rs: against a PostgreSQL server the tests start and syslog-ng's sql(): the same tables, indexes and rows (SQLite too); a refused row costs that row alone; the server killed under load and started again, each row stored once; a reload while rows arrive, each once; a locked table that takes nothing does not hold the stop",
     ),
 ];
 

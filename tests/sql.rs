@@ -333,6 +333,13 @@ fn pgsql_a_refused_row_costs_that_row_alone() {
         "{said}"
     );
     assert!(said.contains("'msgs_x;y' is not a table name"), "{said}");
+    // The password is not said, nor shown with the configuration.
+    let (_, config) = common::ctl(&s, &["config"]);
+    assert!(config.contains(r#"password("*****")"#), "{config}");
+    assert!(
+        !config.contains(PASSWORD) && !said.contains(PASSWORD),
+        "{config}"
+    );
 }
 
 /// Under `flags(dont-create-tables)`, the rows of a table that is missing are counted as
@@ -410,4 +417,69 @@ fn pgsql_killed_under_load_stores_every_row_once() {
         pg_count(pg, &db, "SELECT count(DISTINCT id) FROM msgs_app"),
         N as i64
     );
+}
+
+/// A table another session holds locked takes nothing: the COPY waits, and a stop ends within
+/// its grace all the same.
+#[test]
+fn pgsql_a_locked_table_does_not_hold_the_stop() {
+    let Some(pg) = postgres() else { return };
+    let _shared = PG_SERVER.read().unwrap_or_else(|e| e.into_inner());
+    let db = pg.database();
+    pg.query(&db, "CREATE TABLE msgs_app (id int, host varchar(32), message text)")
+        .unwrap();
+    let mut lock = pg.hold(
+        &db,
+        "BEGIN; LOCK TABLE msgs_app IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(120);",
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let port = free_port();
+    let mut s = Running::start(Server::Sluice, &pg_config(port, pg, &db, ""));
+    s.wait_tcp(port);
+    send_tcp(port, b"<13>Nov 24 10:00:00 h app[1]: locked out\n", Framing::Newline);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(written(&s), 0, "{}", s.stderr());
+    let took = s.terminate_within(Duration::from_secs(30));
+    let _ = lock.kill();
+    let _ = lock.wait();
+    assert!(took < Duration::from_secs(15), "the stop took {took:?}");
+}
+
+/// Reloads that change the destination while rows arrive: the new one takes over what the old
+/// one queued; every row is stored once.
+#[test]
+fn pgsql_a_reload_while_rows_arrive_stores_each_once() {
+    let Some(pg) = postgres() else { return };
+    let _shared = PG_SERVER.read().unwrap_or_else(|e| e.into_inner());
+    let db = pg.database();
+    let port = free_port();
+    let config = |n: u32| pg_config(port, pg, &db, &format!("batch-lines({})", 100 * n));
+    let mut s = Running::start(Server::Sluice, &config(1));
+    s.wait_tcp(port);
+    const N: usize = 20_000;
+    let sending = std::thread::spawn(move || {
+        for k in 0..20 {
+            let mut lines = String::new();
+            for i in k * 1000..(k + 1) * 1000 {
+                lines.push_str(&format!("<13>Nov 24 10:00:00 h app[{i}]: m{i}\n"));
+            }
+            send_tcp(port, lines.as_bytes(), Framing::Newline);
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    });
+    for n in 2..7 {
+        std::thread::sleep(Duration::from_millis(80));
+        std::fs::write(s.dir.path().join("server.conf"), config(n)).unwrap();
+        let (ok, said) = common::ctl(&s, &["reload"]);
+        assert!(ok, "{said}");
+    }
+    sending.join().unwrap();
+    let count = || pg_count(pg, &db, "SELECT count(*) FROM msgs_app");
+    assert!(
+        wait_until(Duration::from_secs(30), || count() == N as i64),
+        "{} of {N}; {}",
+        count(),
+        s.stderr()
+    );
+    assert_eq!(pg_count(pg, &db, "SELECT count(DISTINCT id) FROM msgs_app"), N as i64);
 }

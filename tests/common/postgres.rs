@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 const BIN: &str = "/usr/lib/postgresql/15/bin";
 /// The user sluice and syslog-ng log in as, and its password.
 pub const USER: &str = "syslog";
-pub const PASSWORD: &str = "syslog";
+pub const PASSWORD: &str = "Pg.s3cret";
 
 pub struct Postgres {
     pub port: u16,
@@ -195,6 +195,18 @@ impl Postgres {
 
     fn superuser(&self, sql: &str) -> Result<String, String> {
         self.psql("postgres", "postgres", "postgres", sql)
+    }
+
+    /// Starts `psql` running `sql` in `database` as [`USER`] (a transaction that holds a lock
+    /// while it sleeps); kill it to end it.
+    pub fn hold(&self, database: &str, sql: &str) -> std::process::Child {
+        Command::new("psql")
+            .env("PGPASSWORD", PASSWORD)
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", USER, "-d", database])
+            .args(["-X", "-q", "-c", sql])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
     }
 
     /// Runs `sql` in `database` as [`USER`]: its rows, a line each, columns split by `|`.

@@ -14,12 +14,14 @@
 pub mod declared;
 mod error;
 mod lexer;
+mod secrets;
 pub mod source;
 mod subst;
 pub mod text_file;
 pub mod tree;
 
 pub use error::{ConfigError, LoadError, Pos};
+pub use secrets::without_secrets;
 pub use source::SourceMap;
 pub use tree::{Arg, Body, Condition, Config, Expr, IfArm, Node, Statement, Value, ValueKind};
 

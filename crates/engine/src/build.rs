@@ -32,7 +32,7 @@ pub struct Pipeline {
     pub dispatcher: Arc<Dispatcher>,
     /// The counters `sluice ctl stats` shows.
     pub stats: Arc<Registry>,
-    /// The configuration as read (`sluice ctl config`).
+    /// The configuration as read, its passwords hidden (`sluice ctl config`).
     pub config_text: Arc<str>,
     /// What a reload compares to keep what did not change: each named source's and
     /// destination's statement, and everything they depend on (`options {}`, templates).
@@ -403,7 +403,7 @@ pub fn build_with(
             },
         }),
         stats: b.stats,
-        config_text: Arc::from(config.map.text.as_str()),
+        config_text: Arc::from(sluice_config::without_secrets(&config.map.text)),
         notes,
         read: ReadFiles {
             config: Arc::new(config.clone()),

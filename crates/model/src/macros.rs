@@ -135,6 +135,7 @@ const PLAIN: &[(&str, Macro)] = &[
     ("MSGID", Macro::MsgId),
     ("MSG", Macro::Message),
     ("MESSAGE", Macro::Message),
+    ("MSGONLY", Macro::Message),
     ("MSGHDR", Macro::MsgHdr),
     ("LEGACY_MSGHDR", Macro::LegacyMsgHdr),
     ("SDATA", Macro::Sdata),

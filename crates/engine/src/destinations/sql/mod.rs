@@ -14,7 +14,7 @@ use super::driver::{Built, DestinationContext, DestinationDriver, FormatOptions,
 use super::driver::{DATES, DISK_BUFFER, QUEUE, THREADED};
 use sluice_config::declared::{read, Declared, Options};
 use sluice_config::{ConfigError, Node};
-use sluice_model::Template;
+use sluice_model::{Template, Zone};
 use store::{Column, Server, SqlDestination, SqlOptions, SqlTemplates};
 
 /// The declaration: the names it answers to, its options, a valid use, its build.
@@ -38,6 +38,7 @@ const OPTIONS: &[Declared] = &[
     read("flags", "flags(dont-create-tables)").about("`dont-create-tables`: tables are not made or changed; `explicit-commits`: accepted (a transaction a batch is always how rows are written)", "none"),
     read("session_statements", "session-statements(\"PRAGMA journal_mode=WAL\")").about("statements run once a connection is opened", "none"),
     read("create_statement_append", "create-statement-append(\" WITHOUT ROWID\")").about("text added after the columns of a table it makes", "none"),
+    read("local_time_zone", "local-time-zone(\"Europe/Budapest\")").about("the time zone of the dates in `table()`'s name", "the machine's"),
 ];
 
 /// The options of a database server, which come with `type(pgsql)` and `type(mysql)`.
@@ -125,9 +126,22 @@ fn build(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Built,
         t.dates = format.dates.clone();
         Ok(t)
     };
+    // The table's name shows dates in the local time zone, as syslog-ng's.
+    let local = match o.last("local_time_zone") {
+        Some(opt) => {
+            let v = opt.value()?;
+            Zone::parse(&v.text).map_err(|e| ConfigError::new(v.pos, e))?
+        }
+        None => Zone::local().clone(),
+    };
+    let table_template = |text: &str, pos| -> Result<Template, ConfigError> {
+        let mut t = template(text, pos)?;
+        t.dates.zone = Some(local.clone());
+        Ok(t)
+    };
     let table = match text(o, "table")? {
         Some((t, pos)) => {
-            let compiled = template(&t, pos)?;
+            let compiled = table_template(&t, pos)?;
             if let Some(literal) = compiled.literal() {
                 if !store::valid_name(literal) {
                     return Err(ConfigError::new(
@@ -138,7 +152,7 @@ fn build(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Built,
             }
             compiled
         }
-        None => template("messages", node.pos)?,
+        None => table_template("messages", node.pos)?,
     };
     let mut columns = Vec::new();
     let mut column_pos = node.pos;

@@ -74,22 +74,26 @@ pub(super) fn open(opts: &SqlOptions) -> std::io::Result<Connected> {
     if !server.password.is_empty() {
         config.password(&server.password);
     }
-    let client = runtime
-        .block_on(async {
-            let (client, connection) = config.connect(NoTls).await?;
-            let label = opts.label.clone();
-            tokio::spawn(async move {
-                if let Err(e) = connection.await {
-                    crate::own_log::error(format!(
-                        "{label}: the connection to PostgreSQL ended: {e}"
-                    ));
-                }
-            });
-            for statement in &opts.session_statements {
-                client.batch_execute(statement).await?;
+    // The whole of it in the connect's time: a server that accepts and then says nothing
+    // does not hold the sender (nor a stop) longer.
+    let connecting = async {
+        let (client, connection) = config.connect(NoTls).await?;
+        let label = opts.label.clone();
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                crate::own_log::error(format!("{label}: the connection to PostgreSQL ended: {e}"));
             }
-            Ok::<_, tokio_postgres::Error>(client)
-        })
+        });
+        for statement in &opts.session_statements {
+            client.batch_execute(statement).await?;
+        }
+        Ok::<_, tokio_postgres::Error>(client)
+    };
+    let client = runtime
+        .block_on(async { tokio::time::timeout(CONNECT_TIMEOUT, connecting).await })
+        .map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer from the server")
+        })?
         .map_err(|e| std::io::Error::other(said(&e)))?;
     Ok(Box::new(PgWire {
         runtime,
