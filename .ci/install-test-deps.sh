@@ -13,10 +13,11 @@
 #   cargo-deb       builds it (a crate, with `cargo install`)
 #   rsyslog         unpacked under /opt/rsyslog with its TLS and RELP modules (see below)
 #   syslog-ng-mod-rdkafka  its kafka-c() destination, for the Kafka differential test
-#   syslog-ng-mod-sql, libdbd-sqlite3, libdbd-pgsql  its sql() destination over SQLite and PostgreSQL,
-#                   for the sql() differential tests
+#   syslog-ng-mod-sql, libdbd-sqlite3, libdbd-pgsql, libdbd-mysql  its sql() destination over
+#                   SQLite, PostgreSQL and MariaDB, for the sql() differential tests
 #   postgresql-15   the server the sql(type(pgsql)) tests start (tests/common/postgres.rs); its
 #                   packaged cluster is not made (createcluster.d), no system server runs
+#   mariadb-server, mariadb-client  the server the sql(type(mysql)) tests start (tests/common/mariadb.rs)
 #   syslog-ng-scl   its elasticsearch-http() (an SCL block over http()), for the differential test
 #   default-jre-headless, maven  run the Kafka broker and OpenSearch, fetched from Maven Central
 # Idempotent; needs root (or sudo) the first time.
@@ -30,6 +31,9 @@ command -v syslog-ng >/dev/null || need+=(syslog-ng-core)
 [ -e /usr/lib/x86_64-linux-gnu/dbd/libdbdsqlite3.so ] || need+=(libdbd-sqlite3)
 [ -e /usr/lib/x86_64-linux-gnu/dbd/libdbdpgsql.so ] || need+=(libdbd-pgsql)
 [ -x /usr/lib/postgresql/15/bin/postgres ] || need+=(postgresql-15)
+[ -e /usr/lib/x86_64-linux-gnu/dbd/libdbdmysql.so ] || need+=(libdbd-mysql)
+[ -x /usr/sbin/mariadbd ] || need+=(mariadb-server)
+command -v mariadb >/dev/null || need+=(mariadb-client)
 [ -e /usr/share/syslog-ng/include/scl/elasticsearch/elastic-http.conf ] || need+=(syslog-ng-scl)
 command -v java >/dev/null || need+=(default-jre-headless)
 command -v mvn >/dev/null || need+=(maven)

@@ -1,6 +1,9 @@
-//! `sql(type(sqlite3))` end to end: the tables, indexes and rows syslog-ng 3.38's `sql()`
-//! makes of the same messages (`syslog-ng-mod-sql`, `libdbd-sqlite3`); a row the database
-//! refuses costs that row alone; a table name a sender makes up is refused at the row.
+//! `sql()` end to end, against SQLite files and the PostgreSQL and MariaDB servers the tests
+//! start (`tests/common/postgres.rs`, `tests/common/mariadb.rs`): the tables, indexes and rows
+//! syslog-ng 3.38's `sql()` makes of the same messages (`syslog-ng-mod-sql` with libdbi's
+//! drivers); a row the database refuses costs that row alone; a table name a sender makes up
+//! is refused at the row; a server killed under load, a reload while rows arrive and a locked
+//! table lose nothing and hold no stop.
 
 mod common;
 
@@ -168,92 +171,194 @@ fn a_refused_row_costs_that_row_alone() {
     assert!(said.contains("'msgs_x;y' is not a table name"), "{said}");
 }
 
-// ---- PostgreSQL -------------------------------------------------------------------------
+// ---- Database servers: PostgreSQL and MariaDB ------------------------------------------
 
-use common::postgres::{postgres, Postgres, PASSWORD, USER};
+use common::mariadb::{mariadb, Mariadb};
+use common::postgres::{postgres, Postgres};
 use std::sync::RwLock;
 
-/// Taken to read by the tests that use the shared PostgreSQL server, to write by the one that
-/// kills it.
-static PG_SERVER: RwLock<()> = RwLock::new(());
+/// Taken to read by the tests that use a shared server, to write by those that kill one.
+static SERVERS: RwLock<()> = RwLock::new(());
 
-fn pg_config(port: u16, pg: &Postgres, db: &str, extra: &str) -> String {
-    format!(
-        r#"@version: 3.38
-        source s {{ network(ip(127.0.0.1) port({port}) transport(tcp) keep-hostname(yes)); }};
-        destination d {{ sql(type(pgsql) host("127.0.0.1") port("{}") username("{USER}")
-            password("{PASSWORD}") database("{db}") table("msgs_${{PROGRAM}}")
-            columns("id int", "host varchar(32)", "message") values("${{PID}}", "$HOST", "$MSG")
-            indexes("host") null("") {extra}); }};
-        log {{ source(s); destination(d); flags(flow-control); }};"#,
-        pg.port
-    )
+/// A database server the tests start, and how they speak to it.
+#[derive(Clone, Copy)]
+enum Db {
+    Pg(&'static Postgres),
+    My(&'static Mariadb),
 }
 
-/// A table's columns (name, type, length), its indexes' statements and its rows, as `psql`
-/// shows them (`NULL` for NULL).
-fn pg_read(pg: &Postgres, db: &str, table: &str) -> (Vec<String>, Vec<String>, Vec<String>) {
-    let columns = pg
-        .query(db, &format!("SELECT column_name, data_type, character_maximum_length FROM information_schema.columns WHERE table_name = '{table}' ORDER BY ordinal_position"))
-        .unwrap();
-    let indexes = pg
-        .query(
-            db,
-            &format!(
-                "SELECT indexdef FROM pg_indexes WHERE tablename = '{table}' ORDER BY indexname"
+fn pg() -> Option<Db> {
+    postgres().map(Db::Pg)
+}
+
+fn my() -> Option<Db> {
+    mariadb().map(Db::My)
+}
+
+impl Db {
+    /// `type()`.
+    fn kind(self) -> &'static str {
+        match self {
+            Db::Pg(_) => "pgsql",
+            Db::My(_) => "mysql",
+        }
+    }
+
+    fn port(self) -> u16 {
+        match self {
+            Db::Pg(s) => s.port,
+            Db::My(s) => s.port,
+        }
+    }
+
+    fn login(self) -> (&'static str, &'static str) {
+        match self {
+            Db::Pg(_) => (common::postgres::USER, common::postgres::PASSWORD),
+            Db::My(_) => (common::mariadb::USER, common::mariadb::PASSWORD),
+        }
+    }
+
+    /// A database of the test's own.
+    fn database(self) -> String {
+        match self {
+            Db::Pg(s) => s.database(),
+            Db::My(s) => s.database(),
+        }
+    }
+
+    /// The rows `sql` returns in `database`, columns split by `|`, `NULL` for NULL.
+    fn query(self, database: &str, sql: &str) -> Result<Vec<String>, String> {
+        match self {
+            Db::Pg(s) => s.query(database, sql),
+            Db::My(s) => Ok(s
+                .query(database, sql)?
+                .into_iter()
+                .map(|l| l.replace('\t', "|"))
+                .collect()),
+        }
+    }
+
+    /// The number `sql` (a `count(*)`) returns; -1 when it fails.
+    fn count(self, database: &str, sql: &str) -> i64 {
+        self.query(database, sql)
+            .ok()
+            .and_then(|r| r.first()?.parse().ok())
+            .unwrap_or(-1)
+    }
+
+    /// A table's columns (name, type, length) and indexes, and its rows.
+    fn read(self, database: &str, table: &str) -> (Vec<String>, Vec<String>, Vec<String>) {
+        let schema = match self {
+            Db::Pg(_) => "'public'",
+            Db::My(_) => "DATABASE()",
+        };
+        let columns = self
+            .query(database, &format!("SELECT column_name, data_type, character_maximum_length FROM information_schema.columns WHERE table_schema = {schema} AND table_name = '{table}' ORDER BY ordinal_position"))
+            .unwrap();
+        let indexes = match self {
+            Db::Pg(_) => format!("SELECT indexdef FROM pg_indexes WHERE tablename = '{table}' ORDER BY indexname"),
+            Db::My(_) => format!("SELECT index_name, column_name FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = '{table}' ORDER BY index_name"),
+        };
+        let indexes = self.query(database, &indexes).unwrap();
+        let rows = self
+            .query(database, &format!("SELECT * FROM {table}"))
+            .unwrap();
+        (columns, indexes, rows)
+    }
+
+    fn kill_9(self) {
+        match self {
+            Db::Pg(s) => s.kill_9(),
+            Db::My(s) => s.kill_9(),
+        }
+    }
+
+    fn restart(self) {
+        match self {
+            Db::Pg(s) => s.restart(),
+            Db::My(s) => s.restart(),
+        }
+    }
+
+    /// A session that holds `table` locked for two minutes; kill it to end it.
+    fn lock(self, database: &str, table: &str) -> std::process::Child {
+        match self {
+            Db::Pg(s) => s.hold(
+                database,
+                &format!(
+                    "BEGIN; LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(120);"
+                ),
             ),
+            Db::My(s) => s.hold(
+                database,
+                &format!("LOCK TABLES {table} WRITE; SELECT SLEEP(120);"),
+            ),
+        }
+    }
+
+    /// The driver libdbi needs for syslog-ng's sql() to speak to this server.
+    fn dbd(self) -> &'static str {
+        match self {
+            Db::Pg(_) => "/usr/lib/x86_64-linux-gnu/dbd/libdbdpgsql.so",
+            Db::My(_) => "/usr/lib/x86_64-linux-gnu/dbd/libdbdmysql.so",
+        }
+    }
+
+    /// How sluice counts what its `sql()` destination `d` dropped.
+    fn dropped(self, database: &str) -> String {
+        format!(
+            "dst.sql;d#0;{},127.0.0.1,{},{database};a;dropped",
+            self.kind(),
+            self.port()
         )
-        .unwrap();
-    let rows = pg.query(db, &format!("SELECT * FROM {table}")).unwrap();
-    (columns, indexes, rows)
+    }
+
+    fn config(self, port: u16, database: &str, extra: &str) -> String {
+        let (user, password) = self.login();
+        format!(
+            r#"@version: 3.38
+            source s {{ network(ip(127.0.0.1) port({port}) transport(tcp) keep-hostname(yes)); }};
+            destination d {{ sql(type({}) host("127.0.0.1") port("{}") username("{user}")
+                password("{password}") database("{database}") table("msgs_${{PROGRAM}}")
+                columns("id int", "host varchar(32)", "message") values("${{PID}}", "$HOST", "$MSG")
+                indexes("host") null("") {extra}); }};
+            log {{ source(s); destination(d); flags(flow-control); }};"#,
+            self.kind(),
+            self.port()
+        )
+    }
 }
 
-fn pg_count(pg: &Postgres, db: &str, sql: &str) -> i64 {
-    pg.query(db, sql)
-        .ok()
-        .and_then(|r| r.first()?.parse().ok())
-        .unwrap_or(-1)
-}
-
-#[test]
-fn pgsql_tables_indexes_and_rows_are_those_syslog_ngs_sql_makes() {
-    let Some(pg) = postgres() else { return };
-    let _shared = PG_SERVER.read().unwrap_or_else(|e| e.into_inner());
-    let dbd = Path::new("/usr/lib/x86_64-linux-gnu/dbd/libdbdpgsql.so");
-    if common::syslog_ng().is_none() || !dbd.exists() {
-        eprintln!("SKIPPED: syslog-ng's sql() over PostgreSQL (syslog-ng-mod-sql, libdbd-pgsql) is not installed");
+/// The same messages through syslog-ng's sql() and sluice's make the same tables, indexes
+/// and rows.
+fn same_tables_as_syslog_ng(db: Db) {
+    let _shared = SERVERS.read().unwrap_or_else(|e| e.into_inner());
+    if common::syslog_ng().is_none() || !Path::new(db.dbd()).exists() {
+        eprintln!(
+            "SKIPPED: syslog-ng's sql() over {} (syslog-ng-mod-sql, {}) is not installed",
+            db.kind(),
+            db.dbd()
+        );
         return;
     }
     let mut databases = Vec::new();
     for kind in [Server::Sluice, Server::SyslogNg] {
-        let db = pg.database();
+        let database = db.database();
         let port = free_port();
-        let mut s = Running::start(kind, &pg_config(port, pg, &db, ""));
+        let mut s = Running::start(kind, &db.config(port, &database, ""));
         s.wait_tcp(port);
         send_tcp(port, LINES, Framing::Newline);
         let done = wait_until(Duration::from_secs(20), || written(&s) == 3);
         assert!(done, "{kind:?}: {}", s.stderr());
         s.terminate();
-        databases.push(db);
+        databases.push(database);
     }
     for table in ["msgs_app", "msgs_other"] {
-        let ours = pg_read(pg, &databases[0], table);
-        let theirs = pg_read(pg, &databases[1], table);
+        let ours = db.read(&databases[0], table);
+        let theirs = db.read(&databases[1], table);
         assert_eq!(ours, theirs, "{table}");
     }
-    let (columns, indexes, rows) = pg_read(pg, &databases[0], "msgs_app");
-    assert_eq!(
-        columns,
-        [
-            "id|integer|NULL",
-            "host|character varying|32",
-            "message|text|NULL"
-        ]
-    );
-    assert_eq!(
-        indexes,
-        ["CREATE INDEX msgs_app_host_idx ON public.msgs_app USING btree (host)"]
-    );
+    let (_, indexes, rows) = db.read(&databases[0], "msgs_app");
     assert_eq!(
         rows,
         [
@@ -261,26 +366,58 @@ fn pgsql_tables_indexes_and_rows_are_those_syslog_ngs_sql_makes() {
             "NULL|host2|second, 'quoted' \"too\"; DROP TABLE msgs_app"
         ]
     );
-    let (_, _, other) = pg_read(pg, &databases[0], "msgs_other");
+    assert!(indexes[0].contains("msgs_app_host_idx"), "{indexes:?}");
+    let (_, _, other) = db.read(&databases[0], "msgs_other");
     assert_eq!(other, ["7|host3|NULL"]);
+}
+
+#[test]
+fn pgsql_tables_indexes_and_rows_are_those_syslog_ngs_sql_makes() {
+    if let Some(db) = pg() {
+        same_tables_as_syslog_ng(db);
+        let database = db.database();
+        let port = free_port();
+        let mut s = Running::start(Server::Sluice, &db.config(port, &database, ""));
+        s.wait_tcp(port);
+        send_tcp(port, LINES, Framing::Newline);
+        assert!(wait_until(Duration::from_secs(20), || written(&s) == 3));
+        let (columns, indexes, _) = db.read(&database, "msgs_app");
+        assert_eq!(
+            columns,
+            [
+                "id|integer|NULL",
+                "host|character varying|32",
+                "message|text|NULL"
+            ]
+        );
+        assert_eq!(
+            indexes,
+            ["CREATE INDEX msgs_app_host_idx ON public.msgs_app USING btree (host)"]
+        );
+    }
+}
+
+#[test]
+fn mysql_tables_indexes_and_rows_are_those_syslog_ngs_sql_makes() {
+    if let Some(db) = my() {
+        same_tables_as_syslog_ng(db);
+    }
 }
 
 /// Among 10,000 rows, one that breaks a constraint and one whose host is too long for its
 /// column are the only ones not stored: counted as refused and said with the database's
 /// words. A message that is not UTF-8 is stored, its bad bytes replaced; a table name a
-/// sender makes up is refused at the row.
-#[test]
-fn pgsql_a_refused_row_costs_that_row_alone() {
-    let Some(pg) = postgres() else { return };
-    let _shared = PG_SERVER.read().unwrap_or_else(|e| e.into_inner());
-    let db = pg.database();
-    pg.query(
-        &db,
+/// sender makes up is refused at the row. The password is not said, nor shown with the
+/// configuration.
+fn a_refused_row_costs_that_row_alone_in(db: Db) {
+    let database = db.database();
+    db.query(
+        &database,
         "CREATE TABLE msgs_app (id int, host varchar(32), message text CHECK (message NOT LIKE '%poison%'))",
     )
     .unwrap();
     let port = free_port();
-    let mut s = Running::start(Server::Sluice, &pg_config(port, pg, &db, ""));
+    let mut s = Running::start(Server::Sluice, &db.config(port, &database, ""));
     s.wait_tcp(port);
     let mut lines = Vec::new();
     for i in 0..10_000 {
@@ -300,93 +437,129 @@ fn pgsql_a_refused_row_costs_that_row_alone() {
     }
     lines.extend_from_slice(b"<13>Nov 24 10:00:00 h x;y[1]: elsewhere\n");
     send_tcp(port, &lines, Framing::Newline);
-    let count = || pg_count(pg, &db, "SELECT count(*) FROM msgs_app");
+    let count = || db.count(&database, "SELECT count(*) FROM msgs_app");
     assert!(
         wait_until(Duration::from_secs(30), || count() == 9998),
-        "{} rows; {}",
+        "{} rows; {:?} {}",
         count(),
+        db.query(&database, "SELECT seq FROM seq_0_to_9999 s LEFT JOIN msgs_app m ON m.id = s.seq WHERE m.id IS NULL"),
         s.stderr()
     );
-    let dropped = format!("dst.sql;d#0;pgsql,127.0.0.1,{},{db};a;dropped", pg.port);
+    let dropped = db.dropped(&database);
     assert!(
         wait_until(Duration::from_secs(10), || common::stat(&s, &dropped) == 3),
         "{}\n{}",
         s.stderr(),
         common::ctl(&s, &["stats"]).1
     );
-    let stored = pg
-        .query(&db, "SELECT message FROM msgs_app WHERE id = 6000")
+    let stored = db
+        .query(&database, "SELECT message FROM msgs_app WHERE id = 6000")
         .unwrap();
-    assert_eq!(stored, ["m6000 caf\u{fffd} tab\there back\\slash"]);
+    let expected = match db {
+        Db::Pg(_) => "m6000 caf\u{fffd} tab\there back\\slash",
+        // The client's batch mode writes tabs and backslashes escaped.
+        Db::My(_) => "m6000 caf\u{fffd} tab\\there back\\\\slash",
+    };
+    assert_eq!(stored, [expected]);
     assert_eq!(
-        pg_count(
-            pg,
-            &db,
+        db.count(
+            &database,
             "SELECT count(*) FROM msgs_app WHERE id IN (5000, 7000)"
         ),
         0
     );
     let said = s.stderr();
     assert!(said.contains("for table 'msgs_app' refused"), "{said}");
-    assert!(
-        said.contains("violates check constraint") || said.contains("too long"),
-        "{said}"
-    );
     assert!(said.contains("'msgs_x;y' is not a table name"), "{said}");
-    // The password is not said, nor shown with the configuration.
     let (_, config) = common::ctl(&s, &["config"]);
     assert!(config.contains(r#"password("*****")"#), "{config}");
+    let password = db.login().1;
     assert!(
-        !config.contains(PASSWORD) && !said.contains(PASSWORD),
+        !config.contains(password) && !said.contains(password),
         "{config}"
     );
 }
 
+#[test]
+fn pgsql_a_refused_row_costs_that_row_alone() {
+    if let Some(db) = pg() {
+        let _shared = SERVERS.read().unwrap_or_else(|e| e.into_inner());
+        a_refused_row_costs_that_row_alone_in(db);
+    }
+}
+
+#[test]
+fn mysql_a_refused_row_costs_that_row_alone() {
+    if let Some(db) = my() {
+        let _shared = SERVERS.read().unwrap_or_else(|e| e.into_inner());
+        a_refused_row_costs_that_row_alone_in(db);
+    }
+}
+
+/// A server that does not take `LOAD DATA LOCAL` (MySQL 8's default) is sent `INSERT`s: the
+/// same rows stored, the same refused.
+#[test]
+fn mysql_without_load_data_local_rows_go_in_inserts() {
+    if let Some(server) = mariadb() {
+        let _alone = SERVERS.write().unwrap_or_else(|e| e.into_inner());
+        server.root("SET GLOBAL local_infile = 0").unwrap();
+        let ran =
+            std::panic::catch_unwind(|| a_refused_row_costs_that_row_alone_in(Db::My(server)));
+        server.root("SET GLOBAL local_infile = 1").unwrap();
+        ran.unwrap();
+    }
+}
+
 /// Under `flags(dont-create-tables)`, the rows of a table that is missing are counted as
 /// refused and said; those of a table that is there are stored.
-#[test]
-fn pgsql_rows_of_a_missing_table_are_counted_when_tables_are_not_made() {
-    let Some(pg) = postgres() else { return };
-    let _shared = PG_SERVER.read().unwrap_or_else(|e| e.into_inner());
-    let db = pg.database();
-    pg.query(
-        &db,
+fn rows_of_a_missing_table_are_counted_in(db: Db) {
+    let _shared = SERVERS.read().unwrap_or_else(|e| e.into_inner());
+    let database = db.database();
+    db.query(
+        &database,
         "CREATE TABLE msgs_app (id int, host text, message text)",
     )
     .unwrap();
     let port = free_port();
     let mut s = Running::start(
         Server::Sluice,
-        &pg_config(port, pg, &db, "flags(dont-create-tables)"),
+        &db.config(port, &database, "flags(dont-create-tables)"),
     );
     s.wait_tcp(port);
     send_tcp(port, LINES, Framing::Newline);
-    let dropped = format!("dst.sql;d#0;pgsql,127.0.0.1,{},{db};a;dropped", pg.port);
+    let dropped = db.dropped(&database);
     assert!(
         wait_until(Duration::from_secs(20), || common::stat(&s, &dropped) == 1),
         "{}",
         s.stderr()
     );
-    assert_eq!(pg_count(pg, &db, "SELECT count(*) FROM msgs_app"), 2);
-    assert!(
-        s.stderr()
-            .contains("relation \"msgs_other\" does not exist"),
-        "{}",
-        s.stderr()
-    );
+    assert_eq!(db.count(&database, "SELECT count(*) FROM msgs_app"), 2);
+    assert!(s.stderr().contains("msgs_other"), "{}", s.stderr());
+}
+
+#[test]
+fn pgsql_rows_of_a_missing_table_are_counted_when_tables_are_not_made() {
+    if let Some(db) = pg() {
+        rows_of_a_missing_table_are_counted_in(db);
+    }
+}
+
+#[test]
+fn mysql_rows_of_a_missing_table_are_counted_when_tables_are_not_made() {
+    if let Some(db) = my() {
+        rows_of_a_missing_table_are_counted_in(db);
+    }
 }
 
 /// The server killed (`kill -9`) while rows arrive, and started again: every row is stored,
 /// once; a transaction the kill cut is sent again whole.
-#[test]
-fn pgsql_killed_under_load_stores_every_row_once() {
-    let Some(pg) = postgres() else { return };
-    let _alone = PG_SERVER.write().unwrap_or_else(|e| e.into_inner());
-    let db = pg.database();
+fn killed_under_load_stores_every_row_once_in(db: Db) {
+    let _alone = SERVERS.write().unwrap_or_else(|e| e.into_inner());
+    let database = db.database();
     let port = free_port();
     let mut s = Running::start(
         Server::Sluice,
-        &pg_config(port, pg, &db, "batch-lines(500) time-reopen(1)"),
+        &db.config(port, &database, "batch-lines(500) time-reopen(1)"),
     );
     s.wait_tcp(port);
     const N: usize = 50_000;
@@ -397,46 +570,63 @@ fn pgsql_killed_under_load_stores_every_row_once() {
         }
         send_tcp(port, lines.as_bytes(), Framing::Newline);
     });
-    let count = || pg_count(pg, &db, "SELECT count(*) FROM msgs_app");
+    let count = || db.count(&database, "SELECT count(*) FROM msgs_app");
     assert!(
         wait_until(Duration::from_secs(30), || count() > 1000),
         "{}",
         s.stderr()
     );
-    pg.kill_9();
+    db.kill_9();
     std::thread::sleep(Duration::from_millis(500));
-    pg.restart();
+    db.restart();
     sender.join().unwrap();
     assert!(
         wait_until(Duration::from_secs(60), || count() == N as i64),
-        "{} of {N} rows; {}",
+        "{} of {N} rows; {}\n{}",
         count(),
-        s.stderr()
+        s.stderr(),
+        common::ctl(&s, &["ledger"]).1
     );
     assert_eq!(
-        pg_count(pg, &db, "SELECT count(DISTINCT id) FROM msgs_app"),
+        db.count(&database, "SELECT count(DISTINCT id) FROM msgs_app"),
         N as i64
     );
 }
 
-/// A table another session holds locked takes nothing: the COPY waits, and a stop ends within
-/// its grace all the same.
 #[test]
-fn pgsql_a_locked_table_does_not_hold_the_stop() {
-    let Some(pg) = postgres() else { return };
-    let _shared = PG_SERVER.read().unwrap_or_else(|e| e.into_inner());
-    let db = pg.database();
-    pg.query(&db, "CREATE TABLE msgs_app (id int, host varchar(32), message text)")
-        .unwrap();
-    let mut lock = pg.hold(
-        &db,
-        "BEGIN; LOCK TABLE msgs_app IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(120);",
-    );
+fn pgsql_killed_under_load_stores_every_row_once() {
+    if let Some(db) = pg() {
+        killed_under_load_stores_every_row_once_in(db);
+    }
+}
+
+#[test]
+fn mysql_killed_under_load_stores_every_row_once() {
+    if let Some(db) = my() {
+        killed_under_load_stores_every_row_once_in(db);
+    }
+}
+
+/// A table another session holds locked takes nothing: the load waits, and a stop ends
+/// within its grace all the same.
+fn a_locked_table_does_not_hold_the_stop_in(db: Db) {
+    let _shared = SERVERS.read().unwrap_or_else(|e| e.into_inner());
+    let database = db.database();
+    db.query(
+        &database,
+        "CREATE TABLE msgs_app (id int, host varchar(32), message text)",
+    )
+    .unwrap();
+    let mut lock = db.lock(&database, "msgs_app");
     std::thread::sleep(Duration::from_millis(500));
     let port = free_port();
-    let mut s = Running::start(Server::Sluice, &pg_config(port, pg, &db, ""));
+    let mut s = Running::start(Server::Sluice, &db.config(port, &database, ""));
     s.wait_tcp(port);
-    send_tcp(port, b"<13>Nov 24 10:00:00 h app[1]: locked out\n", Framing::Newline);
+    send_tcp(
+        port,
+        b"<13>Nov 24 10:00:00 h app[1]: locked out\n",
+        Framing::Newline,
+    );
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(written(&s), 0, "{}", s.stderr());
     let took = s.terminate_within(Duration::from_secs(30));
@@ -445,15 +635,27 @@ fn pgsql_a_locked_table_does_not_hold_the_stop() {
     assert!(took < Duration::from_secs(15), "the stop took {took:?}");
 }
 
+#[test]
+fn pgsql_a_locked_table_does_not_hold_the_stop() {
+    if let Some(db) = pg() {
+        a_locked_table_does_not_hold_the_stop_in(db);
+    }
+}
+
+#[test]
+fn mysql_a_locked_table_does_not_hold_the_stop() {
+    if let Some(db) = my() {
+        a_locked_table_does_not_hold_the_stop_in(db);
+    }
+}
+
 /// Reloads that change the destination while rows arrive: the new one takes over what the old
 /// one queued; every row is stored once.
-#[test]
-fn pgsql_a_reload_while_rows_arrive_stores_each_once() {
-    let Some(pg) = postgres() else { return };
-    let _shared = PG_SERVER.read().unwrap_or_else(|e| e.into_inner());
-    let db = pg.database();
+fn a_reload_while_rows_arrive_stores_each_once_in(db: Db) {
+    let _shared = SERVERS.read().unwrap_or_else(|e| e.into_inner());
+    let database = db.database();
     let port = free_port();
-    let config = |n: u32| pg_config(port, pg, &db, &format!("batch-lines({})", 100 * n));
+    let config = |n: u32| db.config(port, &database, &format!("batch-lines({})", 100 * n));
     let mut s = Running::start(Server::Sluice, &config(1));
     s.wait_tcp(port);
     const N: usize = 20_000;
@@ -474,12 +676,29 @@ fn pgsql_a_reload_while_rows_arrive_stores_each_once() {
         assert!(ok, "{said}");
     }
     sending.join().unwrap();
-    let count = || pg_count(pg, &db, "SELECT count(*) FROM msgs_app");
+    let count = || db.count(&database, "SELECT count(*) FROM msgs_app");
     assert!(
         wait_until(Duration::from_secs(30), || count() == N as i64),
         "{} of {N}; {}",
         count(),
         s.stderr()
     );
-    assert_eq!(pg_count(pg, &db, "SELECT count(DISTINCT id) FROM msgs_app"), N as i64);
+    assert_eq!(
+        db.count(&database, "SELECT count(DISTINCT id) FROM msgs_app"),
+        N as i64
+    );
+}
+
+#[test]
+fn pgsql_a_reload_while_rows_arrive_stores_each_once() {
+    if let Some(db) = pg() {
+        a_reload_while_rows_arrive_stores_each_once_in(db);
+    }
+}
+
+#[test]
+fn mysql_a_reload_while_rows_arrive_stores_each_once() {
+    if let Some(db) = my() {
+        a_reload_while_rows_arrive_stores_each_once_in(db);
+    }
 }

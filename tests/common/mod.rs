@@ -4,6 +4,7 @@
 
 pub mod http;
 pub mod kafka;
+pub mod mariadb;
 pub mod opensearch;
 pub mod pki;
 pub mod postgres;

@@ -202,7 +202,16 @@ impl Postgres {
     pub fn hold(&self, database: &str, sql: &str) -> std::process::Child {
         Command::new("psql")
             .env("PGPASSWORD", PASSWORD)
-            .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", USER, "-d", database])
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                USER,
+                "-d",
+                database,
+            ])
             .args(["-X", "-q", "-c", sql])
             .stdout(std::process::Stdio::null())
             .spawn()

@@ -3,9 +3,11 @@
 //! is [`store`]: rows are written a batch at a time, one transaction a batch, committed before
 //! the batch's messages are acknowledged.
 //!
-//! `type(sqlite3)` writes with [`sqlite`], `type(pgsql)` with [`pgsql`]; `mysql` (syslog-ng's
-//! default type) is not there yet, and says so.
+//! `type(sqlite3)` writes with [`sqlite`], `type(pgsql)` with [`pgsql`], `type(mysql)` (syslog-ng's
+//! default) with [`mysql`]; the two servers share how a batch is written ([`bulk`]).
 
+mod bulk;
+mod mysql;
 mod pgsql;
 mod sqlite;
 mod store;
@@ -20,7 +22,7 @@ use store::{Column, Server, SqlDestination, SqlOptions, SqlTemplates};
 /// The declaration: the names it answers to, its options, a valid use, its build.
 pub static DRIVER: DestinationDriver = DestinationDriver {
     names: &["sql"],
-    about: "Rows in an SQL database: PostgreSQL (with COPY) or SQLite (MariaDB/MySQL to come), a transaction a batch, tables made as syslog-ng makes them.",
+    about: "Rows in an SQL database: PostgreSQL (with COPY), MariaDB/MySQL (with LOAD DATA) or SQLite, a transaction a batch, tables made as syslog-ng makes them.",
     options: &[DATES, QUEUE, DISK_BUFFER, THREADED, OPTIONS, SERVERS],
     sample: "sql(type(sqlite3) database(\"/var/log/logs.db\") columns(\"host\", \"message\") values(\"$HOST\", \"$MSG\"))",
     build,
@@ -28,7 +30,7 @@ pub static DRIVER: DestinationDriver = DestinationDriver {
 
 /// The options of `sql()` itself.
 const OPTIONS: &[Declared] = &[
-    read("type", "type(sqlite3)").about("the database: `pgsql` or `sqlite3` (`mysql` is not there yet)", "mysql"),
+    read("type", "type(sqlite3)").about("the database: `pgsql`, `mysql` or `sqlite3`", "mysql"),
     read("database", "database(\"/var/log/logs.db\")").about("the database's name; for SQLite its file", "logs"),
     read("table", "table(\"messages_${R_YEAR}${R_MONTH}${R_DAY}\")").about("the template of the table a row goes to; a name of letters, digits and `_`, else the row is refused and counted", "messages"),
     read("columns", "columns(\"host varchar(32)\", \"message\")").about("the table's columns, each a name and an optional type", "required"),
@@ -60,13 +62,15 @@ const SERVERS: &[Declared] = &[
 pub enum Kind {
     Sqlite,
     Pgsql,
+    Mysql,
 }
 
 fn kind(v: &sluice_config::Value) -> Result<Kind, ConfigError> {
     match v.text.to_ascii_lowercase().as_str() {
         "sqlite3" | "sqlite" => Ok(Kind::Sqlite),
         "pgsql" | "postgres" | "postgresql" => Ok(Kind::Pgsql),
-        "mysql" | "mariadb" | "freetds" | "mssql" | "oracle" => Err(ConfigError::not_supported(
+        "mysql" | "mariadb" => Ok(Kind::Mysql),
+        "freetds" | "mssql" | "oracle" => Err(ConfigError::not_supported(
             v.pos,
             &format!("sql(type({}))", v.text),
         )),
@@ -86,12 +90,8 @@ fn build(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Built,
     let needed = |what: &str| ConfigError::new(node.pos, format!("sql() needs {what}: {example}"));
     let kind = match o.last("type") {
         Some(opt) => kind(opt.value()?)?,
-        None => {
-            return Err(ConfigError::not_supported(
-                node.pos,
-                "sql(type(mysql)), syslog-ng's default type,",
-            ))
-        }
+        // syslog-ng's default.
+        None => Kind::Mysql,
     };
     let text = |o: &mut Options,
                 name: &str|

@@ -1,15 +1,13 @@
 //! `sql(type(pgsql))`'s wire: a connection of `tokio-postgres` (driven by a runtime of the
 //! sender's thread), a batch's rows sent with `COPY table (columns) FROM STDIN` in one
-//! transaction — a row is `COPY` text made where the message was formatted ([`copy_text`]),
-//! so sending a batch is writing its bytes.
+//! transaction — a row is `COPY` text made where the message was formatted
+//! ([`super::store::tab_text`]), so sending a batch is writing its bytes.
 //!
-//! `COPY` stores all its rows or none: when the database refuses one (a constraint, a value
-//! its column's type cannot hold, a NUL byte), the rows are sent again in parts under a
-//! savepoint each — before the refused row (the line the database names), the row alone,
-//! after it; halves where it names none — so that the good rows are stored and the refused
-//! one counted and said. Tables are made and checked outside the transaction.
+//! How a batch is written, and a refused row found, is [`bulk`]'s: a `COPY` a table under a
+//! savepoint, its error's `line N` the row it refused.
 
-use super::store::{fields, rows_from, skip_rows, table_name, Ddl, Refusals, SqlOptions};
+use super::bulk::{self, Bulk, Refused};
+use super::store::{Ddl, Refusals, SqlOptions};
 use crate::destinations::link::{stalled, Connected, Failure, GiveUp, Position, Wire};
 use crate::destinations::link::{CONNECT_TIMEOUT, STOP_GRACE, TICK};
 use crate::destinations::queue::Batch;
@@ -24,33 +22,6 @@ use tokio_postgres::{Client, NoTls};
 const SOCKET_DIR: &str = "/var/run/postgresql";
 /// The most `COPY` text handed to the connection at once.
 const COPY_CHUNK: usize = 1 << 20;
-
-/// Makes the value appended to `out` from `from` `COPY` text: `\N` where it is `null`, else
-/// its backslashes, tabs and line ends escaped, and bytes that are not UTF-8 replaced.
-pub(super) fn copy_text(out: &mut Vec<u8>, from: usize, null: Option<&[u8]>) {
-    let value = &out[from..];
-    if null.is_some_and(|null| value == null) {
-        out.truncate(from);
-        out.extend_from_slice(b"\\N");
-        return;
-    }
-    let plain = memchr::memchr3(b'\\', b'\t', b'\n', value).is_none()
-        && memchr::memchr(b'\r', value).is_none()
-        && std::str::from_utf8(value).is_ok();
-    if plain {
-        return;
-    }
-    let raw = out.split_off(from);
-    for b in String::from_utf8_lossy(&raw).bytes() {
-        match b {
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            b => out.push(b),
-        }
-    }
-}
 
 /// Connects to the server and runs `session-statements()`.
 pub(super) fn open(opts: &SqlOptions) -> std::io::Result<Connected> {
@@ -114,18 +85,6 @@ struct PgWire {
     refusals: Refusals,
 }
 
-/// Why rows were not stored.
-enum Refused {
-    /// The row alone: a constraint, a value its column cannot hold; of `COPY`'s rows, the
-    /// one the database named (from 1).
-    Row(String, Option<usize>),
-    /// Every row of its table: the table is missing under `dont-create-tables`, its
-    /// statement is wrong (a column type the database does not know).
-    Table(String),
-    /// The connection, the server: sent again on another connection.
-    Broken(std::io::Error),
-}
-
 /// The database's words for `e`: its message and detail.
 fn said(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
@@ -162,15 +121,6 @@ fn line_named(e: &tokio_postgres::Error) -> Option<usize> {
     after[..digits].parse().ok()
 }
 
-impl From<Refused> for Failure {
-    fn from(r: Refused) -> Failure {
-        Failure::Broken(match r {
-            Refused::Broken(e) => e,
-            Refused::Row(why, _) | Refused::Table(why) => std::io::Error::other(why),
-        })
-    }
-}
-
 impl PgWire {
     /// Runs `work` on the connection; given up on once sluice has been stopping for the
     /// grace.
@@ -192,8 +142,10 @@ impl PgWire {
             }
         })
     }
+}
 
-    fn run(&self, statement: &str, give_up: GiveUp) -> Result<(), Refused> {
+impl Bulk for PgWire {
+    fn run(&mut self, statement: &str, give_up: GiveUp) -> Result<(), Refused> {
         self.wait(self.client.batch_execute(statement), give_up)
     }
 
@@ -207,25 +159,17 @@ impl PgWire {
             let probe = format!("SELECT * FROM {table} WHERE 0=1");
             match self.wait(self.client.prepare(&probe), give_up) {
                 Ok(found) => {
-                    for c in &self.ddl.columns {
-                        let has = found
-                            .columns()
-                            .iter()
-                            .any(|e| e.name().eq_ignore_ascii_case(&c.name));
-                        if !has {
-                            self.run(&Ddl::add_column(table, c), give_up)?;
-                            if self.ddl.indexes.contains(&c.name) {
-                                self.run(&Ddl::create_index(table, &c.name), give_up)?;
-                            }
-                        }
+                    let existing: Vec<String> = found
+                        .columns()
+                        .iter()
+                        .map(|c| c.name().to_string())
+                        .collect();
+                    for statement in self.ddl.complete(table, &existing) {
+                        self.run(&statement, give_up)?;
                     }
                 }
                 Err(Refused::Table(_)) => {
-                    let mut statements = vec![self.ddl.create_table(table)];
-                    for column in &self.ddl.indexes {
-                        statements.push(Ddl::create_index(table, column));
-                    }
-                    if let Err(e) = self.run(&statements.join("; "), give_up) {
+                    if let Err(e) = self.run(&self.ddl.create(table).join("; "), give_up) {
                         // Another worker may have made it meanwhile.
                         if self.wait(self.client.prepare(&probe), give_up).is_err() {
                             return Err(e);
@@ -246,7 +190,7 @@ impl PgWire {
     }
 
     /// Sends `lines` of `table` with one `COPY`.
-    fn copy(&self, table: &str, lines: &[&[u8]], give_up: GiveUp) -> Result<u64, Refused> {
+    fn load(&mut self, table: &str, lines: &[&[u8]], give_up: GiveUp) -> Result<(), Refused> {
         let statement = &self.made[table];
         self.wait(
             async {
@@ -266,109 +210,15 @@ impl PgWire {
             },
             give_up,
         )
+        .map(|_| ())
     }
 
-    /// Stores `lines` of `table` (made) in the open transaction; returns how many were
-    /// refused.
-    fn store(&mut self, table: &str, lines: &[&[u8]], give_up: GiveUp) -> Result<usize, Refused> {
-        let mut refused = 0;
-        let mut parts = vec![(0, lines.len())];
-        while let Some((from, to)) = parts.pop() {
-            if from == to {
-                continue;
-            }
-            self.run("SAVEPOINT rows", give_up)?;
-            let why = match self.copy(table, &lines[from..to], give_up) {
-                Ok(_) => {
-                    self.run("RELEASE SAVEPOINT rows", give_up)?;
-                    continue;
-                }
-                Err(Refused::Broken(e)) => return Err(Refused::Broken(e)),
-                Err(why) => why,
-            };
-            self.run(
-                "ROLLBACK TO SAVEPOINT rows; RELEASE SAVEPOINT rows",
-                give_up,
-            )?;
-            match why {
-                Refused::Table(why) => {
-                    // Every row left of the table.
-                    let left = (to - from) + parts.iter().map(|(a, b)| b - a).sum::<usize>();
-                    self.refusals.say(table.as_bytes(), left, &why);
-                    self.made.remove(table);
-                    return Ok(refused + left);
-                }
-                Refused::Row(why, _) if to - from == 1 => {
-                    self.refusals.say(table.as_bytes(), 1, &why);
-                    refused += 1;
-                }
-                Refused::Row(_, named) => {
-                    // Before the row named, the row alone, after it; halves without a name.
-                    match named.filter(|&n| n >= 1 && n <= to - from) {
-                        Some(n) => {
-                            let bad = from + n - 1;
-                            parts.extend([(bad + 1, to), (bad, bad + 1), (from, bad)]);
-                        }
-                        None => {
-                            let half = from + (to - from) / 2;
-                            parts.extend([(half, to), (from, half)]);
-                        }
-                    }
-                }
-                Refused::Broken(_) => unreachable!("returned above"),
-            }
-        }
-        Ok(refused)
+    fn forget(&mut self, table: &str) {
+        self.made.remove(table);
     }
 
-    /// Writes the rows from `pos` in one transaction.
-    fn write(
-        &mut self,
-        batches: &[Batch],
-        pos: &mut Position,
-        give_up: GiveUp,
-    ) -> Result<(), Refused> {
-        let rows = rows_from(batches, pos);
-        let mut refused = 0;
-        // The rows of each table, in order.
-        let mut tables: Vec<(&str, Vec<&[u8]>)> = Vec::new();
-        let mut which: HashMap<&str, usize> = HashMap::new();
-        for row in &rows {
-            let f = fields(row);
-            let (table, line) = (f.first().copied().flatten(), f.get(1).copied().flatten());
-            let name = match table_name(table) {
-                Ok(name) => name,
-                Err(why) => {
-                    self.refusals.say(table.unwrap_or_default(), 1, &why);
-                    refused += 1;
-                    continue;
-                }
-            };
-            let i = *which.entry(name).or_insert_with(|| {
-                tables.push((name, Vec::new()));
-                tables.len() - 1
-            });
-            tables[i].1.push(line.unwrap_or_default());
-        }
-        // Tables are made and checked before the transaction, which an error would end.
-        let mut made = Vec::with_capacity(tables.len());
-        for (table, lines) in tables {
-            match self.make(table, give_up) {
-                Ok(()) => made.push((table, lines)),
-                Err(Refused::Table(why) | Refused::Row(why, _)) => {
-                    self.refusals.say(table.as_bytes(), lines.len(), &why);
-                    refused += lines.len();
-                }
-                Err(broken) => return Err(broken),
-            }
-        }
-        self.run("BEGIN", give_up)?;
-        for (table, lines) in &made {
-            refused += self.store(table, lines, give_up)?;
-        }
-        self.run("COMMIT", give_up)?;
-        skip_rows(batches, pos, rows.len(), refused);
-        Ok(())
+    fn refusals(&mut self) -> &mut Refusals {
+        &mut self.refusals
     }
 }
 
@@ -380,31 +230,10 @@ impl Wire for PgWire {
         give_up: GiveUp,
     ) -> Result<(), Failure> {
         // A failed transaction is gone with its connection, which the sender drops.
-        self.write(batches, pos, give_up).map_err(Failure::from)
+        bulk::write(self, batches, pos, give_up).map_err(Failure::from)
     }
 
     fn closed(&self) -> bool {
         self.client.is_closed()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn text(value: &[u8], null: Option<&[u8]>) -> Vec<u8> {
-        let mut out = b"x\t".to_vec();
-        out.extend_from_slice(value);
-        copy_text(&mut out, 2, null);
-        out.split_off(2)
-    }
-
-    #[test]
-    fn values_become_copy_text() {
-        assert_eq!(text(b"plain words", None), b"plain words");
-        assert_eq!(text(b"a\tb\nc\\d\re", None), b"a\\tb\\nc\\\\d\\re");
-        assert_eq!(text(b"", Some(b"")), b"\\N");
-        assert_eq!(text(b"-", Some(b"")), b"-");
-        assert_eq!(text(b"caf\xe9", None), "caf\u{fffd}".as_bytes());
     }
 }

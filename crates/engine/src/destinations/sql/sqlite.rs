@@ -54,19 +54,11 @@ impl SqliteWire {
         }
         if self.ddl.create {
             let existing = self.existing_columns(table).map_err(RowError::Database)?;
-            let mut statements = Vec::new();
-            if existing.is_empty() {
-                statements.push(self.ddl.create_table(table));
-                for column in &self.ddl.indexes {
-                    statements.push(Ddl::create_index(table, column));
-                }
+            let statements = if existing.is_empty() {
+                self.ddl.create(table)
             } else {
-                for c in &self.ddl.columns {
-                    if !existing.iter().any(|e| e.eq_ignore_ascii_case(&c.name)) {
-                        statements.push(Ddl::add_column(table, c));
-                    }
-                }
-            }
+                self.ddl.complete(table, &existing)
+            };
             for statement in statements {
                 self.conn
                     .execute_batch(&statement)

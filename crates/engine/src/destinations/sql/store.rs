@@ -3,7 +3,8 @@
 //! a sender writes a batch of rows in one transaction, committed before the batch is
 //! acknowledged. How a row is held in a batch and written depends on the database: SQLite's
 //! wire ([`super::sqlite`]) binds each value as a parameter of one prepared INSERT,
-//! PostgreSQL's ([`super::pgsql`]) sends the rows as `COPY` text.
+//! PostgreSQL's ([`super::pgsql`]) and MariaDB's ([`super::mysql`]) send the rows as
+//! tab-separated text, with `COPY` and `LOAD DATA`.
 //!
 //! A table name comes from a template and is checked (letters, digits, `_`): a row whose
 //! table would be another name is refused and counted, so a sender cannot pick a schema or
@@ -15,7 +16,7 @@
 //! alone: the good rows of its batch are stored, the refused one is counted as dropped and
 //! said once a table with the database's words.
 
-use super::{pgsql, sqlite, Kind};
+use super::{mysql, pgsql, sqlite, Kind};
 use crate::destinations::delivery::{Delivered, Delivers, Delivery, Lanes};
 use crate::destinations::diskq::DiskBufferOptions;
 use crate::destinations::format::{Format, Formatter};
@@ -102,6 +103,30 @@ impl Ddl {
         format!("ALTER TABLE {table} ADD {} {}", column.name, column.kind)
     }
 
+    /// The statements that make `table` and its indexes.
+    pub fn create(&self, table: &str) -> Vec<String> {
+        let mut statements = vec![self.create_table(table)];
+        for column in &self.indexes {
+            statements.push(Ddl::create_index(table, column));
+        }
+        statements
+    }
+
+    /// The statements that add the columns a table of `existing` columns lacks, and the
+    /// indexes on them.
+    pub fn complete(&self, table: &str, existing: &[String]) -> Vec<String> {
+        let mut statements = Vec::new();
+        for c in &self.columns {
+            if !existing.iter().any(|e| e.eq_ignore_ascii_case(&c.name)) {
+                statements.push(Ddl::add_column(table, c));
+                if self.indexes.contains(&c.name) {
+                    statements.push(Ddl::create_index(table, &c.name));
+                }
+            }
+        }
+        statements
+    }
+
     /// The column names, `date, host, message`.
     pub fn names(&self) -> String {
         let names: Vec<&str> = self.columns.iter().map(|c| c.name.as_str()).collect();
@@ -155,8 +180,13 @@ impl SqlOptions {
     pub fn name(&self) -> String {
         match self.kind {
             Kind::Sqlite => format!("sqlite3,{}", self.database),
-            Kind::Pgsql => format!(
-                "pgsql,{},{},{}",
+            Kind::Pgsql | Kind::Mysql => format!(
+                "{},{},{},{}",
+                if self.kind == Kind::Pgsql {
+                    "pgsql"
+                } else {
+                    "mysql"
+                },
                 self.server.host,
                 self.server.port.map(|p| p.to_string()).unwrap_or_default(),
                 self.database
@@ -224,6 +254,34 @@ pub(super) fn push_field(out: &mut Vec<u8>, start: usize, null: Option<&[u8]>) {
     out[start..start + 4].copy_from_slice(&field.to_le_bytes());
 }
 
+/// Makes the value appended to `out` from `from` a field of tab-separated text, as
+/// PostgreSQL's `COPY` and MariaDB's `LOAD DATA` read it: `\N` where it is `null`, else its
+/// backslashes, tabs and line ends escaped, and bytes that are not UTF-8 replaced.
+pub(super) fn tab_text(out: &mut Vec<u8>, from: usize, null: Option<&[u8]>) {
+    let value = &out[from..];
+    if null.is_some_and(|null| value == null) {
+        out.truncate(from);
+        out.extend_from_slice(b"\\N");
+        return;
+    }
+    let plain = memchr::memchr3(b'\\', b'\t', b'\n', value).is_none()
+        && memchr::memchr(b'\r', value).is_none()
+        && std::str::from_utf8(value).is_ok();
+    if plain {
+        return;
+    }
+    let raw = out.split_off(from);
+    for b in String::from_utf8_lossy(&raw).bytes() {
+        match b {
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b => out.push(b),
+        }
+    }
+}
+
 impl Delivers for SqlDestination {
     fn delivery(&self) -> &Delivery {
         &self.delivery
@@ -256,7 +314,7 @@ impl Delivers for SqlDestination {
                         push_field(out, start, null);
                     }
                 }
-                Kind::Pgsql => {
+                Kind::Pgsql | Kind::Mysql => {
                     let start = out.len();
                     out.extend_from_slice(&[0; 4]);
                     for (n, value) in self.values.iter().enumerate() {
@@ -265,7 +323,7 @@ impl Delivers for SqlDestination {
                         }
                         let from = out.len();
                         value.append(msg, out);
-                        pgsql::copy_text(out, from, null);
+                        tab_text(out, from, null);
                     }
                     out.push(b'\n');
                     push_field(out, start, None);
@@ -319,6 +377,7 @@ impl Servers for SqlOptions {
         match self.kind {
             Kind::Sqlite => sqlite::open(self),
             Kind::Pgsql => pgsql::open(self),
+            Kind::Mysql => mysql::open(self),
         }
     }
 
@@ -415,5 +474,21 @@ mod tests {
             push_field(&mut out, start, null);
         }
         assert_eq!(fields(&out), [Some(&b"logs"[..]), None, Some(b"a b")]);
+    }
+
+    fn text(value: &[u8], null: Option<&[u8]>) -> Vec<u8> {
+        let mut out = b"x\t".to_vec();
+        out.extend_from_slice(value);
+        tab_text(&mut out, 2, null);
+        out.split_off(2)
+    }
+
+    #[test]
+    fn values_become_tab_text() {
+        assert_eq!(text(b"plain words", None), b"plain words");
+        assert_eq!(text(b"a\tb\nc\\d\re", None), b"a\\tb\\nc\\\\d\\re");
+        assert_eq!(text(b"", Some(b"")), b"\\N");
+        assert_eq!(text(b"-", Some(b"")), b"-");
+        assert_eq!(text(b"caf\xe9", None), "caf\u{fffd}".as_bytes());
     }
 }
