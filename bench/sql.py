@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
-"""sql() into PostgreSQL 15 and SQLite: sluice against syslog-ng 3.38's sql(), beside the
-database's own bulk load of the same rows, in one run.
+"""sql() into PostgreSQL 15, MariaDB 10.11 and SQLite: sluice against syslog-ng 3.38's sql(),
+beside the database's own bulk load of the same rows, in one run.
 
-usage: bench/sql.py [--db pgsql,sqlite] [--count N] [--ng-count N] [--rounds N] [--defaults]
+usage: bench/sql.py [--db pgsql,mysql,sqlite] [--count N] [--ng-count N] [--rounds N] [--defaults]
                     [--options "..."] [--modes ...] [--no-build]
 
 For each database, a server started here (PostgreSQL: `initdb` in a temporary directory, run as
-user `postgres` when root, `fsync=off` as ../shared/recipes/pg-server.sh starts it; SQLite: a
-file in a temporary directory), then rounds in which each mode comes first once, each on a fresh
+user `postgres` when root, `fsync=off` as ../shared/recipes/pg-server.sh starts it; MariaDB:
+`mariadb-install-db` and `mariadbd` as ../shared/recipes/mariadb.sh starts them, commits flushed
+once a second, with utf8mb4 as Debian configures it; SQLite: a file in a temporary directory),
+then rounds in which each mode comes first once, each on a fresh
 table `logs (date, host, program, pid, message)`:
   copy        (pgsql) `psql -c "\\copy logs FROM FILE"` of the same rows, made before the clock
               starts: the server's own ceiling,
+  load        (mysql) the `mariadb` client's `LOAD DATA LOCAL INFILE` of the same rows,
   import      (sqlite) the `sqlite3` CLI's `.import` of the same rows, one transaction,
   syslog-ng   syslog-ng 3.38's sql() with `flags(explicit-commits) batch-lines(1000)` (the
               faster of its two ways; --ng-default for its default, a commit a row),
@@ -22,7 +25,7 @@ A run ends when the table holds every row (PostgreSQL: `count(*)`; SQLite: the s
 wait 60 s). syslog-ng's runs send --ng-count messages (it stores ~10,000 a second).
 
 Prints msg/s and the shipper's CPU µs a row, the medians, sluice against the ceiling (the
-issue's 50 % bar) and against syslog-ng (20x for PostgreSQL, 2x for SQLite).
+issue's 50 % bar) and against syslog-ng (20x for PostgreSQL, 10x for MariaDB, 2x for SQLite).
 """
 
 import argparse
@@ -42,7 +45,7 @@ PGBIN = "/usr/lib/postgresql/15/bin"
 COLUMNS = '"date", "host", "program", "pid", "message"'
 VALUES = '"${R_YEAR}-${R_MONTH}-${R_DAY} ${R_HOUR}:${R_MIN}:${R_SEC}", "${HOST}", "${PROGRAM}", "${PID}", "${MSGONLY}"'
 TABLE = "CREATE TABLE logs (date text, host text, program text, pid text, message text)"
-BARS = {"pgsql": ("copy", "50 %", 20), "sqlite": ("import", "50 %", 2)}
+BARS = {"pgsql": ("copy", "50 %", 20), "mysql": ("load", "50 %", 10), "sqlite": ("import", "50 %", 2)}
 
 
 class Postgres:
@@ -116,6 +119,65 @@ class Postgres:
         downstream.stop_service(self.proc, self.dir, 60)
 
 
+class Mariadb:
+    """A MariaDB server of its own, user `syslog` (password `syslog`), database `syslogtest`."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="sluice-bench-mariadb-")
+        self.port = run.free_port()
+        user = "mysql" if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
+        if os.geteuid() == 0:
+            pw = pwd.getpwnam("mysql")
+            os.chown(self.dir, pw.pw_uid, pw.pw_gid)
+        self.socket = os.path.join(self.dir, "mysqld.sock")
+        subprocess.run(["mariadb-install-db", f"--user={user}", f"--datadir={self.dir}/data",
+                        "--auth-root-authentication-method=normal", "--skip-test-db"], check=True, capture_output=True)
+        self.proc = subprocess.Popen(
+            ["/usr/sbin/mariadbd", "--no-defaults", f"--user={user}", f"--datadir={self.dir}/data",
+             f"--socket={self.socket}", f"--pid-file={self.dir}/mysqld.pid", f"--port={self.port}",
+             "--bind-address=127.0.0.1", "--skip-name-resolve", "--local-infile=1", "--innodb-log-file-size=256M",
+             "--innodb-buffer-pool-size=512M", "--innodb-flush-log-at-trx-commit=0",
+             "--character-set-server=utf8mb4", "--collation-server=utf8mb4_general_ci",
+             f"--log-error={self.dir}/err.log"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        started = time.time()
+        while self.root("SELECT 1", check=False).returncode != 0:
+            if time.time() - started > 60:
+                raise SystemExit("MariaDB did not start:\n" + open(os.path.join(self.dir, "err.log")).read())
+            time.sleep(0.2)
+        self.root("CREATE DATABASE syslogtest; CREATE USER 'syslog'@'127.0.0.1' IDENTIFIED BY 'syslog'; "
+                  "GRANT ALL ON syslogtest.* TO 'syslog'@'127.0.0.1'")
+
+    def root(self, sql, check=True):
+        return subprocess.run(["mariadb", f"--socket={self.socket}", "-uroot", "-N", "-B", "-e", sql],
+                              capture_output=True, text=True, check=check)
+
+    def client(self, sql, *extra):
+        return subprocess.run(["mariadb", "-h127.0.0.1", "-P", str(self.port), "-usyslog", "-psyslog", *extra,
+                               "syslogtest", "-N", "-B", "-e", sql], capture_output=True, text=True)
+
+    def fresh_table(self):
+        self.client("DROP TABLE IF EXISTS logs; " + TABLE + " ENGINE=InnoDB")
+
+    def count(self):
+        out = self.client("SELECT count(*) FROM logs").stdout.strip()
+        return int(out) if out.isdigit() else 0
+
+    def destination(self, options):
+        return (f'sql(type(mysql) host("127.0.0.1") port("{self.port}") username("syslog") password("syslog") '
+                f'database("syslogtest") table("logs") columns({COLUMNS}) values({VALUES}) indexes() {options})')
+
+    def ceiling(self, rows):
+        t0 = time.time()
+        self.client(f"LOAD DATA LOCAL INFILE '{rows}' INTO TABLE logs", "--local-infile=1")
+        return time.time() - t0
+
+    def cpu(self):
+        return run.cpu_seconds(self.proc.pid)
+
+    def stop(self):
+        downstream.stop_service(self.proc, self.dir, 60)
+
+
 class Sqlite:
     """A database file in a directory of its own."""
 
@@ -171,7 +233,7 @@ def run_once(db, name, mode, args):
     total = 4 * ((args.ng_count if mode == "syslog-ng" else args.count) // 4)
     proc, loader = None, 0.0
     try:
-        if mode in ("copy", "import"):
+        if mode in ("copy", "load", "import"):
             rows = os.path.join(work, "rows.tsv")
             write_rows(rows, total)
             server0 = db.cpu()
@@ -192,7 +254,7 @@ def run_once(db, name, mode, args):
         err = downstream.stop_shipper(proc, work) if proc is not None else ""
         db.shipper = None
         shutil.rmtree(work, ignore_errors=True)
-    if mode not in ("copy", "import") and got == total:
+    if mode not in ("copy", "load", "import") and got == total:
         got = db.count()
     note = "" if got == total else f"  INCOMPLETE: {got} of {total}\n{err}"
     rate = total / (t1 - t0) if not note else 0.0
@@ -204,7 +266,7 @@ def run_once(db, name, mode, args):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--db", default="pgsql,sqlite")
+    p.add_argument("--db", default="pgsql,mysql,sqlite")
     p.add_argument("--count", type=int, default=1_000_000)
     p.add_argument("--ng-count", type=int, default=200_000)
     p.add_argument("--rounds", type=int, default=3)
@@ -225,7 +287,7 @@ def main():
     for name in args.db.split(","):
         ceiling = BARS[name][0]
         modes = [ceiling if m == "ceiling" else m for m in args.modes.split(",") if m]
-        db = Postgres() if name == "pgsql" else Sqlite()
+        db = {"pgsql": Postgres, "mysql": Mariadb, "sqlite": Sqlite}[name]()
         try:
             results = downstream.rounds(modes, args.rounds, lambda m, r: run_once(db, name, m, args))
         finally:

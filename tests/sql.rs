@@ -132,7 +132,9 @@ fn a_refused_row_costs_that_row_alone() {
     .unwrap();
     drop(conn);
     let port = free_port();
-    let mut s = Running::start(Server::Sluice, &config(port, &db, "batch-lines(100)"));
+    let fallback = dir.path().join("refused.jsonl");
+    let extra = format!("batch-lines(100) fallback-file(\"{}\")", fallback.display());
+    let mut s = Running::start(Server::Sluice, &config(port, &db, &extra));
     s.wait_tcp(port);
     let mut lines = String::new();
     for i in 0..1000 {
@@ -169,6 +171,21 @@ fn a_refused_row_costs_that_row_alone() {
         "{said}"
     );
     assert!(said.contains("'msgs_x;y' is not a table name"), "{said}");
+    let kept = std::fs::read_to_string(&fallback).unwrap();
+    let poison: serde_json::Value = serde_json::from_str(kept.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        (
+            &poison["table"],
+            &poison["values"]["id"],
+            &poison["values"]["message"]
+        ),
+        (&"msgs_app".into(), &"500".into(), &"poison".into()),
+        "{kept}"
+    );
+    assert!(
+        poison["reason"].as_str().unwrap().contains("CHECK"),
+        "{kept}"
+    );
 }
 
 // ---- Database servers: PostgreSQL and MariaDB ------------------------------------------
@@ -417,7 +434,10 @@ fn a_refused_row_costs_that_row_alone_in(db: Db) {
     )
     .unwrap();
     let port = free_port();
-    let mut s = Running::start(Server::Sluice, &db.config(port, &database, ""));
+    let kept = tempfile::tempdir().unwrap();
+    let fallback = kept.path().join("refused.jsonl");
+    let extra = format!("fallback-file(\"{}\")", fallback.display());
+    let mut s = Running::start(Server::Sluice, &db.config(port, &database, &extra));
     s.wait_tcp(port);
     let mut lines = Vec::new();
     for i in 0..10_000 {
@@ -471,6 +491,24 @@ fn a_refused_row_costs_that_row_alone_in(db: Db) {
     let said = s.stderr();
     assert!(said.contains("for table 'msgs_app' refused"), "{said}");
     assert!(said.contains("'msgs_x;y' is not a table name"), "{said}");
+    // Each refused row is kept with its reason.
+    let kept: Vec<serde_json::Value> = std::fs::read_to_string(&fallback)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut ids: Vec<&str> = kept
+        .iter()
+        .map(|k| k["values"]["id"].as_str().unwrap())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, ["1", "5000", "7000"], "{kept:?}");
+    for k in &kept {
+        assert!(!k["reason"].as_str().unwrap().is_empty(), "{k}");
+    }
+    let poison = kept.iter().find(|k| k["values"]["id"] == "5000").unwrap();
+    assert_eq!(poison["table"], "msgs_app");
+    assert_eq!(poison["values"]["message"], "m5000 poison");
     let (_, config) = common::ctl(&s, &["config"]);
     assert!(config.contains(r#"password("*****")"#), "{config}");
     let password = db.login().1;

@@ -67,7 +67,9 @@ pub(super) fn write(
         let name = match table_name(table) {
             Ok(name) => name,
             Err(why) => {
-                wire.refusals().say(table.unwrap_or_default(), 1, &why);
+                let line = line.unwrap_or_default();
+                wire.refusals()
+                    .lines(table.unwrap_or_default(), &[line], &why);
                 refused += 1;
                 continue;
             }
@@ -84,7 +86,7 @@ pub(super) fn write(
         match wire.make(table, give_up) {
             Ok(()) => made.push((table, lines)),
             Err(Refused::Table(why) | Refused::Row(why, _)) => {
-                wire.refusals().say(table.as_bytes(), lines.len(), &why);
+                wire.refusals().lines(table.as_bytes(), &lines, &why);
                 refused += lines.len();
             }
             Err(broken) => return Err(broken),
@@ -126,13 +128,17 @@ fn store(
         match why {
             Refused::Table(why) => {
                 // Every row left of the table.
-                let left = (to - from) + parts.iter().map(|(a, b)| b - a).sum::<usize>();
-                wire.refusals().say(table.as_bytes(), left, &why);
+                let mut left: Vec<&[u8]> = lines[from..to].to_vec();
+                for (a, b) in parts.iter().rev() {
+                    left.extend_from_slice(&lines[*a..*b]);
+                }
+                wire.refusals().lines(table.as_bytes(), &left, &why);
                 wire.forget(table);
-                return Ok(refused + left);
+                return Ok(refused + left.len());
             }
             Refused::Row(why, _) if to - from == 1 => {
-                wire.refusals().say(table.as_bytes(), 1, &why);
+                wire.refusals()
+                    .lines(table.as_bytes(), &lines[from..to], &why);
                 refused += 1;
             }
             Refused::Row(_, named) => parts.extend(split(from, to, named)),

@@ -17,7 +17,7 @@ use super::driver::{DATES, DISK_BUFFER, QUEUE, THREADED};
 use sluice_config::declared::{read, Declared, Options};
 use sluice_config::{ConfigError, Node};
 use sluice_model::{Template, Zone};
-use store::{Column, Server, SqlDestination, SqlOptions, SqlTemplates};
+use store::{Column, Fallback, Server, SqlDestination, SqlOptions, SqlTemplates};
 
 /// The declaration: the names it answers to, its options, a valid use, its build.
 pub static DRIVER: DestinationDriver = DestinationDriver {
@@ -40,6 +40,7 @@ const OPTIONS: &[Declared] = &[
     read("flags", "flags(dont-create-tables)").about("`dont-create-tables`: tables are not made or changed; `explicit-commits`: accepted (a transaction a batch is always how rows are written)", "none"),
     read("session_statements", "session-statements(\"PRAGMA journal_mode=WAL\")").about("statements run once a connection is opened", "none"),
     read("create_statement_append", "create-statement-append(\" WITHOUT ROWID\")").about("text added after the columns of a table it makes", "none"),
+    read("fallback_file", "fallback-file(\"/var/log/sluice/refused-rows.jsonl\")").about("where rows the database refuses are kept, a JSON line each with the reason", "none: counted and said"),
     read("local_time_zone", "local-time-zone(\"Europe/Budapest\")").about("the time zone of the dates in `table()`'s name", "the machine's"),
 ];
 
@@ -234,6 +235,8 @@ fn build(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Built,
         create_tables,
         session_statements,
         create_statement_append,
+        fallback: text(o, "fallback_file")?
+            .map(|(path, _)| std::sync::Arc::new(Fallback::new(path.into()))),
     };
     let disk_buffer = queue.disk_buffer(o, || {
         format!(

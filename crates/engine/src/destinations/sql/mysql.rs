@@ -11,7 +11,7 @@
 //! multi-row `INSERT`s instead, each value a parameter.
 
 use super::bulk::{self, Bulk, Refused};
-use super::store::{Ddl, Refusals, SqlOptions};
+use super::store::{tab_values, Ddl, Refusals, SqlOptions};
 use crate::destinations::link::{stalled, Connected, Failure, GiveUp, Position, Wire};
 use crate::destinations::link::{CONNECT_TIMEOUT, STOP_GRACE, TICK};
 use crate::destinations::queue::Batch;
@@ -80,7 +80,7 @@ pub(super) fn open(opts: &SqlOptions) -> std::io::Result<Connected> {
         ddl: opts.ddl(),
         made: HashMap::new(),
         insert_only: false,
-        refusals: Refusals::new(&opts.label),
+        refusals: Refusals::new(opts),
         label: opts.label.clone(),
     }))
 }
@@ -124,34 +124,6 @@ fn row_named(message: &str) -> Option<usize> {
     let (_, after) = message.rsplit_once(" at row ")?;
     let digits = after.bytes().take_while(u8::is_ascii_digit).count();
     after[..digits].parse().ok()
-}
-
-/// The values of a line of tab-separated text, unescaped (`\N`: NULL).
-fn values_of(line: &[u8]) -> Vec<Value> {
-    let line = line.strip_suffix(b"\n").unwrap_or(line);
-    line.split(|&b| b == b'\t')
-        .map(|field| {
-            if field == b"\\N" {
-                return Value::NULL;
-            }
-            let mut value = Vec::with_capacity(field.len());
-            let mut bytes = field.iter();
-            while let Some(&b) = bytes.next() {
-                if b != b'\\' {
-                    value.push(b);
-                    continue;
-                }
-                match bytes.next() {
-                    Some(b't') => value.push(b'\t'),
-                    Some(b'n') => value.push(b'\n'),
-                    Some(b'r') => value.push(b'\r'),
-                    Some(&other) => value.push(other),
-                    None => value.push(b'\\'),
-                }
-            }
-            Value::Bytes(value)
-        })
-        .collect()
 }
 
 impl MysqlWire {
@@ -209,7 +181,11 @@ impl MysqlWire {
                 self.ddl.names(),
                 vec![marks.as_str(); chunk.len()].join(", ")
             );
-            let params: Vec<Value> = chunk.iter().flat_map(|l| values_of(l)).collect();
+            let params: Vec<Value> = chunk
+                .iter()
+                .flat_map(|l| tab_values(l))
+                .map(|v| v.map_or(Value::NULL, |v| Value::Bytes(v.into_owned())))
+                .collect();
             Self::wait(
                 &self.runtime,
                 self.conn.exec_drop(statement, params),
@@ -335,15 +311,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn lines_read_back_into_values() {
-        assert_eq!(
-            values_of(b"a\\tb\t\\N\tc\\\\d\\ne\n"),
-            [
-                Value::Bytes(b"a\tb".to_vec()),
-                Value::NULL,
-                Value::Bytes(b"c\\d\ne".to_vec())
-            ]
-        );
+    fn rows_named_in_messages() {
         assert_eq!(
             row_named("Data too long for column 'host' at row 3"),
             Some(3)

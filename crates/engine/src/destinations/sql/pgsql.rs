@@ -71,7 +71,7 @@ pub(super) fn open(opts: &SqlOptions) -> std::io::Result<Connected> {
         client,
         ddl: opts.ddl(),
         made: HashMap::new(),
-        refusals: Refusals::new(&opts.label),
+        refusals: Refusals::new(opts),
     }))
 }
 

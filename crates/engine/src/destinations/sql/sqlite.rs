@@ -24,7 +24,7 @@ pub(super) fn open(opts: &SqlOptions) -> std::io::Result<Connected> {
         conn,
         ddl: opts.ddl(),
         made: HashMap::new(),
-        refusals: Refusals::new(&opts.label),
+        refusals: Refusals::new(opts),
     }))
 }
 
@@ -143,8 +143,10 @@ impl SqliteWire {
                 Ok(()) => self.conn.execute_batch("RELEASE row")?,
                 Err(RowError::Refused(why)) => {
                     self.conn.execute_batch("ROLLBACK TO row; RELEASE row")?;
-                    let table = fields(row).first().copied().flatten().unwrap_or_default();
-                    self.refusals.say(table, 1, &why);
+                    let fields = fields(row);
+                    let table = fields.first().copied().flatten().unwrap_or_default();
+                    self.refusals
+                        .values(table, fields.get(1..).unwrap_or_default(), &why);
                     refused += 1;
                 }
                 Err(RowError::Database(e)) => {

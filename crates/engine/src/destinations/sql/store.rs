@@ -26,8 +26,11 @@ use crate::destinations::sender::{Pacing, Servers};
 use crate::own_log;
 use crate::stats::DestCounters;
 use sluice_model::{LogMessage, Template};
+use std::borrow::Cow;
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::fs::File;
+use std::io::Write;
+use std::sync::{Arc, Mutex};
 
 /// A column: its name and the type it is made with (`text` unless told, as syslog-ng).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -163,6 +166,8 @@ pub struct SqlOptions {
     pub create_tables: bool,
     pub session_statements: Vec<String>,
     pub create_statement_append: String,
+    /// `fallback-file()`.
+    pub fallback: Option<Arc<Fallback>>,
 }
 
 impl SqlOptions {
@@ -386,22 +391,90 @@ impl Servers for SqlOptions {
     }
 }
 
-/// What a wire says of refused rows: once a table, with the database's words.
+/// `fallback-file()`: where refused rows are kept, a JSON line each — when, the destination,
+/// the table, the database's reason and the row's values by column — so that a refused row
+/// is never lost silently. Made 0600 when missing; never a link. Shared by the destination's
+/// workers.
+pub struct Fallback {
+    path: std::path::PathBuf,
+    file: Mutex<Option<File>>,
+}
+
+impl Fallback {
+    pub fn new(path: std::path::PathBuf) -> Fallback {
+        Fallback {
+            path,
+            file: Mutex::new(None),
+        }
+    }
+
+    /// Appends `line` (a whole JSON line), opening the file the first time.
+    fn append(&self, line: &[u8]) -> std::io::Result<()> {
+        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        if file.is_none() {
+            use rustix::fs::{Mode, OFlags};
+            let flags = OFlags::WRONLY
+                | OFlags::APPEND
+                | OFlags::CREATE
+                | OFlags::NOFOLLOW
+                | OFlags::CLOEXEC;
+            let fd = rustix::fs::open(&self.path, flags, Mode::from_raw_mode(0o600))?;
+            *file = Some(File::from(fd));
+        }
+        let result = file.as_mut().expect("opened").write_all(line);
+        if result.is_err() {
+            // Opened again next time: the disk may have room then, the file may be back.
+            *file = None;
+        }
+        result
+    }
+}
+
+/// What a wire does with refused rows: says why once a table, with the database's words, and
+/// keeps each in the `fallback-file()` when there is one. (They are counted by the sender, as
+/// the wire's position says.)
 pub(super) struct Refusals {
     label: String,
     said: HashSet<String>,
+    columns: Vec<String>,
+    fallback: Option<Arc<Fallback>>,
+    /// Whether a failure to write the fallback was said.
+    fallback_failed: bool,
 }
 
 impl Refusals {
-    pub fn new(label: &str) -> Refusals {
+    pub fn new(opts: &SqlOptions) -> Refusals {
         Refusals {
-            label: label.to_string(),
+            label: opts.label.clone(),
             said: HashSet::new(),
+            columns: opts.columns.iter().map(|c| c.name.clone()).collect(),
+            fallback: opts.fallback.clone(),
+            fallback_failed: false,
+        }
+    }
+
+    /// Refuses rows of `table` held as lines of tab-separated text.
+    pub fn lines(&mut self, table: &[u8], lines: &[&[u8]], why: &str) {
+        self.say(table, lines.len(), why);
+        if self.fallback.is_some() {
+            for line in lines {
+                self.keep(table, &tab_values(line), why);
+            }
+        }
+    }
+
+    /// Refuses one row of `table` held as its values.
+    pub fn values(&mut self, table: &[u8], values: &[Option<&[u8]>], why: &str) {
+        self.say(table, 1, why);
+        if self.fallback.is_some() {
+            let values: Vec<Option<Cow<[u8]>>> =
+                values.iter().map(|v| v.map(Cow::Borrowed)).collect();
+            self.keep(table, &values, why);
         }
     }
 
     /// Says, once for `table` (and at most for 1,000 tables), why `rows` of it were refused.
-    pub fn say(&mut self, table: &[u8], rows: usize, why: &str) {
+    fn say(&mut self, table: &[u8], rows: usize, why: &str) {
         let table = String::from_utf8_lossy(table);
         if self.said.len() < 1000 && self.said.insert(table.to_string()) {
             let what = if rows == 1 {
@@ -409,12 +482,83 @@ impl Refusals {
             } else {
                 format!("{rows} rows")
             };
+            let kept = match &self.fallback {
+                Some(f) => format!("kept in {}", f.path.display()),
+                None => "counted as dropped".to_string(),
+            };
             own_log::error(format!(
-                "{}: {what} for table '{table}' refused ({why}); counted as dropped, the others are stored",
+                "{}: {what} for table '{table}' refused ({why}); {kept}, the others are stored",
                 self.label
             ));
         }
     }
+
+    /// Writes a refused row to the fallback file.
+    fn keep(&mut self, table: &[u8], values: &[Option<Cow<[u8]>>], why: &str) {
+        let Some(fallback) = &self.fallback else {
+            return;
+        };
+        let mut row = serde_json::Map::new();
+        for (column, value) in self.columns.iter().zip(values) {
+            let value = match value {
+                Some(v) => serde_json::Value::String(String::from_utf8_lossy(v).into_owned()),
+                None => serde_json::Value::Null,
+            };
+            row.insert(column.clone(), value);
+        }
+        let line = serde_json::json!({
+            "time": jiff::Timestamp::now().to_string(),
+            "destination": self.label,
+            "table": String::from_utf8_lossy(table),
+            "reason": why,
+            "values": row,
+        });
+        let mut text = line.to_string().into_bytes();
+        text.push(b'\n');
+        match fallback.append(&text) {
+            Ok(()) => self.fallback_failed = false,
+            Err(e) if !self.fallback_failed => {
+                self.fallback_failed = true;
+                own_log::error(format!(
+                    "{}: cannot keep a refused row in {}: {e}; it is counted as dropped",
+                    self.label,
+                    fallback.path.display()
+                ));
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// The values of a line of tab-separated text, unescaped (`\N`: NULL).
+pub(super) fn tab_values(line: &[u8]) -> Vec<Option<Cow<'_, [u8]>>> {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    line.split(|&b| b == b'\t')
+        .map(|field| {
+            if field == b"\\N" {
+                return None;
+            }
+            if !field.contains(&b'\\') {
+                return Some(Cow::Borrowed(field));
+            }
+            let mut value = Vec::with_capacity(field.len());
+            let mut bytes = field.iter();
+            while let Some(&b) = bytes.next() {
+                if b != b'\\' {
+                    value.push(b);
+                    continue;
+                }
+                match bytes.next() {
+                    Some(b't') => value.push(b'\t'),
+                    Some(b'n') => value.push(b'\n'),
+                    Some(b'r') => value.push(b'\r'),
+                    Some(&other) => value.push(other),
+                    None => value.push(b'\\'),
+                }
+            }
+            Some(Cow::Owned(value))
+        })
+        .collect()
 }
 
 /// The rows from `pos` to the end of `batches`.
@@ -481,6 +625,18 @@ mod tests {
         out.extend_from_slice(value);
         tab_text(&mut out, 2, null);
         out.split_off(2)
+    }
+
+    #[test]
+    fn tab_text_reads_back_into_values() {
+        let values: Vec<Option<Vec<u8>>> = tab_values(b"a\\tb\t\\N\tc\\\\d\\ne\n")
+            .into_iter()
+            .map(|v| v.map(|v| v.into_owned()))
+            .collect();
+        assert_eq!(
+            values,
+            [Some(b"a\tb".to_vec()), None, Some(b"c\\d\ne".to_vec())]
+        );
     }
 
     #[test]
