@@ -65,6 +65,8 @@ pub mod options;
 pub mod own_log;
 pub mod persist;
 pub mod sources;
+#[cfg(feature = "sql")]
+pub mod sql;
 pub mod stats;
 pub mod stopping;
 pub mod tls;

@@ -14,10 +14,11 @@ mod store;
 
 use super::driver::{Built, DestinationContext, DestinationDriver, FormatOptions, Queue, Threaded};
 use super::driver::{DATES, DISK_BUFFER, QUEUE, THREADED};
+use crate::sql::{Kind, Server, SERVERS};
 use sluice_config::declared::{read, Declared, Options};
 use sluice_config::{ConfigError, Node};
 use sluice_model::{Template, Zone};
-use store::{Column, Fallback, Server, SqlDestination, SqlOptions, SqlTemplates};
+use store::{Column, Fallback, SqlDestination, SqlOptions, SqlTemplates};
 
 /// The declaration: the names it answers to, its options, a valid use, its build.
 pub static DRIVER: DestinationDriver = DestinationDriver {
@@ -44,44 +45,6 @@ const OPTIONS: &[Declared] = &[
     read("local_time_zone", "local-time-zone(\"Europe/Budapest\")").about("the time zone of the dates in `table()`'s name", "the machine's"),
 ];
 
-/// The options of a database server, which come with `type(pgsql)` and `type(mysql)`.
-const SERVERS: &[Declared] = &[
-    read("host", "host(\"db.example.com\")").about(
-        "the server: a name, an address or a socket's directory",
-        "the local socket",
-    ),
-    read("port", "port(5432)").about("the server's port", "the database's own: 5432, 3306"),
-    read("username", "username(\"syslog\")").about("the user sluice logs in as", "syslog-ng"),
-    read("password", "password(\"secret\")").about(
-        "the user's password; never logged nor shown by `sluice ctl config`",
-        "none",
-    ),
-];
-
-/// What `type()` names, in syslog-ng's spellings.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    Sqlite,
-    Pgsql,
-    Mysql,
-}
-
-fn kind(v: &sluice_config::Value) -> Result<Kind, ConfigError> {
-    match v.text.to_ascii_lowercase().as_str() {
-        "sqlite3" | "sqlite" => Ok(Kind::Sqlite),
-        "pgsql" | "postgres" | "postgresql" => Ok(Kind::Pgsql),
-        "mysql" | "mariadb" => Ok(Kind::Mysql),
-        "freetds" | "mssql" | "oracle" => Err(ConfigError::not_supported(
-            v.pos,
-            &format!("sql(type({}))", v.text),
-        )),
-        other => Err(ConfigError::new(
-            v.pos,
-            format!("unknown database type '{other}': sqlite3, pgsql or mysql"),
-        )),
-    }
-}
-
 /// `sql(type(sqlite3) database("/var/log/logs.db") columns("host", "message") values("$HOST", "$MSG"))`.
 fn build(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Built, ConfigError> {
     let format = FormatOptions::read_part(o, cx, DATES)?;
@@ -89,11 +52,7 @@ fn build(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Built,
     let threaded = Threaded::read(o, cx)?;
     let example = "sql(type(sqlite3) database(\"/var/log/logs.db\") columns(\"host\", \"message\") values(\"$HOST\", \"$MSG\"))";
     let needed = |what: &str| ConfigError::new(node.pos, format!("sql() needs {what}: {example}"));
-    let kind = match o.last("type") {
-        Some(opt) => kind(opt.value()?)?,
-        // syslog-ng's default.
-        None => Kind::Mysql,
-    };
+    let kind = Kind::read(o)?;
     let text = |o: &mut Options,
                 name: &str|
      -> Result<Option<(String, sluice_config::Pos)>, ConfigError> {
@@ -106,22 +65,7 @@ fn build(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Built,
         }
     };
     let database = text(o, "database")?.map_or_else(|| "logs".to_string(), |(t, _)| t);
-    let port = match text(o, "port")? {
-        Some((p, _)) if p.is_empty() => None,
-        Some((p, pos)) => Some(p.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| {
-            ConfigError::new(
-                pos,
-                format!("'{p}' is not a port: a number from 1 to 65535"),
-            )
-        })?),
-        None => None,
-    };
-    let server = Server {
-        host: text(o, "host")?.map(|(t, _)| t).unwrap_or_default(),
-        port,
-        username: text(o, "username")?.map_or_else(|| "syslog-ng".to_string(), |(t, _)| t),
-        password: text(o, "password")?.map(|(t, _)| t).unwrap_or_default(),
-    };
+    let server = Server::read(o)?;
     let template = |text: &str, pos| -> Result<Template, ConfigError> {
         let mut t = Template::compile_in(text, cx.names).map_err(|e| ConfigError::new(pos, e))?;
         t.dates = format.dates.clone();
@@ -144,7 +88,7 @@ fn build(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Built,
         Some((t, pos)) => {
             let compiled = table_template(&t, pos)?;
             if let Some(literal) = compiled.literal() {
-                if !store::valid_name(literal) {
+                if !crate::sql::valid_name(literal) {
                     return Err(ConfigError::new(
                         pos,
                         format!("'{t}' is not a table name: letters, digits and '_'"),

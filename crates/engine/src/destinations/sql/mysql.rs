@@ -13,18 +13,17 @@
 use super::bulk::{self, Bulk, Refused};
 use super::store::{tab_values, Ddl, Refusals, SqlOptions};
 use crate::destinations::link::{stalled, Connected, Failure, GiveUp, Position, Wire};
-use crate::destinations::link::{CONNECT_TIMEOUT, STOP_GRACE, TICK};
+use crate::destinations::link::{STOP_GRACE, TICK};
 use crate::destinations::queue::Batch;
 use crate::own_log;
+use crate::sql::mysql_said;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, OptsBuilder, Value};
+use mysql_async::{Conn, Value};
 use std::collections::HashMap;
 use std::future::Future;
 
-/// Where MariaDB listens when `host()` is empty: its socket, as libmysqlclient's.
-const SOCKET: &str = "/run/mysqld/mysqld.sock";
 /// The most parameters one `INSERT` takes (the protocol's limit is 65,535).
 const MOST_PARAMETERS: usize = 60_000;
 
@@ -42,38 +41,13 @@ const NO_LOCAL_LOAD: &[u16] = &[1148, 3948, 4166];
 
 /// Connects to the server and runs `session-statements()`.
 pub(super) fn open(opts: &SqlOptions) -> std::io::Result<Connected> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let server = &opts.server;
-    let mut builder = OptsBuilder::default()
-        .user(Some(server.username.clone()))
-        .db_name(Some(opts.database.clone()))
-        .stmt_cache_size(16);
-    if !server.password.is_empty() {
-        builder = builder.pass(Some(server.password.clone()));
-    }
-    builder = match server.host.as_str() {
-        "" => builder.socket(Some(SOCKET)),
-        path if path.starts_with('/') => builder.socket(Some(path)),
-        host => builder
-            .ip_or_hostname(host)
-            .tcp_port(server.port.unwrap_or(3306))
-            .prefer_socket(false),
-    };
-    let connecting = async {
-        let mut conn = Conn::new(builder).await?;
-        for statement in &opts.session_statements {
-            conn.query_drop(statement).await?;
-        }
-        Ok::<_, mysql_async::Error>(conn)
-    };
-    let conn = runtime
-        .block_on(async { tokio::time::timeout(CONNECT_TIMEOUT, connecting).await })
-        .map_err(|_| {
-            std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer from the server")
-        })?
-        .map_err(|e| std::io::Error::other(said(&e)))?;
+    let runtime = crate::sql::runtime()?;
+    let conn = crate::sql::mysql_connect(
+        &runtime,
+        &opts.server,
+        &opts.database,
+        &opts.session_statements,
+    )?;
     Ok(Box::new(MysqlWire {
         runtime,
         conn,
@@ -98,14 +72,6 @@ struct MysqlWire {
     label: String,
 }
 
-/// The server's words for `e`.
-fn said(e: &mysql_async::Error) -> String {
-    match e {
-        mysql_async::Error::Server(e) => e.message.clone(),
-        e => e.to_string(),
-    }
-}
-
 /// Whether `e` refuses a row, the rows of a table, or is the connection's.
 fn refused(e: mysql_async::Error) -> Refused {
     match &e {
@@ -115,7 +81,7 @@ fn refused(e: mysql_async::Error) -> Refused {
         mysql_async::Error::Server(s) if TABLE_ERRORS.contains(&s.code) => {
             Refused::Table(s.message.clone())
         }
-        _ => Refused::Broken(std::io::Error::other(said(&e))),
+        _ => Refused::Broken(std::io::Error::other(mysql_said(&e))),
     }
 }
 

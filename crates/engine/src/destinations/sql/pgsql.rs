@@ -9,63 +9,29 @@
 use super::bulk::{self, Bulk, Refused};
 use super::store::{Ddl, Refusals, SqlOptions};
 use crate::destinations::link::{stalled, Connected, Failure, GiveUp, Position, Wire};
-use crate::destinations::link::{CONNECT_TIMEOUT, STOP_GRACE, TICK};
+use crate::destinations::link::{STOP_GRACE, TICK};
 use crate::destinations::queue::Batch;
+use crate::sql::pg_said;
 use bytes::BytesMut;
 use futures_util::SinkExt;
 use std::collections::HashMap;
 use std::future::Future;
 use tokio_postgres::error::SqlState;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 
-/// Where PostgreSQL listens when `host()` is empty: its socket's directory, as libpq.
-const SOCKET_DIR: &str = "/var/run/postgresql";
 /// The most `COPY` text handed to the connection at once.
 const COPY_CHUNK: usize = 1 << 20;
 
 /// Connects to the server and runs `session-statements()`.
 pub(super) fn open(opts: &SqlOptions) -> std::io::Result<Connected> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let server = &opts.server;
-    let mut config = tokio_postgres::Config::new();
-    match server.host.as_str() {
-        "" => config.host_path(SOCKET_DIR),
-        path if path.starts_with('/') => config.host_path(path),
-        host => config.host(host),
-    };
-    config
-        .port(server.port.unwrap_or(5432))
-        .user(&server.username)
-        .dbname(&opts.database)
-        .application_name("sluice")
-        .connect_timeout(CONNECT_TIMEOUT)
-        .keepalives(true);
-    if !server.password.is_empty() {
-        config.password(&server.password);
-    }
-    // The whole of it in the connect's time: a server that accepts and then says nothing
-    // does not hold the sender (nor a stop) longer.
-    let connecting = async {
-        let (client, connection) = config.connect(NoTls).await?;
-        let label = opts.label.clone();
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                crate::own_log::error(format!("{label}: the connection to PostgreSQL ended: {e}"));
-            }
-        });
-        for statement in &opts.session_statements {
-            client.batch_execute(statement).await?;
-        }
-        Ok::<_, tokio_postgres::Error>(client)
-    };
-    let client = runtime
-        .block_on(async { tokio::time::timeout(CONNECT_TIMEOUT, connecting).await })
-        .map_err(|_| {
-            std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer from the server")
-        })?
-        .map_err(|e| std::io::Error::other(said(&e)))?;
+    let runtime = crate::sql::runtime()?;
+    let client = crate::sql::pg_connect(
+        &runtime,
+        &opts.server,
+        &opts.database,
+        &opts.session_statements,
+        &opts.label,
+    )?;
     Ok(Box::new(PgWire {
         runtime,
         client,
@@ -85,17 +51,6 @@ struct PgWire {
     refusals: Refusals,
 }
 
-/// The database's words for `e`: its message and detail.
-fn said(e: &tokio_postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => match db.detail() {
-            Some(detail) => format!("{}: {detail}", db.message()),
-            None => db.message().to_string(),
-        },
-        None => e.to_string(),
-    }
-}
-
 /// Whether `e` refuses a row, the rows of a table, or is the connection's.
 fn refused(e: tokio_postgres::Error) -> Refused {
     let Some(code) = e.code() else {
@@ -103,12 +58,12 @@ fn refused(e: tokio_postgres::Error) -> Refused {
     };
     let class = &code.code()[..2];
     if class == "22" || class == "23" || *code == SqlState::PROGRAM_LIMIT_EXCEEDED {
-        Refused::Row(said(&e), line_named(&e))
+        Refused::Row(pg_said(&e), line_named(&e))
     } else if class == "42" && *code != SqlState::INSUFFICIENT_PRIVILEGE {
         // Permissions are an administrator's to mend: the rows wait for them.
-        Refused::Table(said(&e))
+        Refused::Table(pg_said(&e))
     } else {
-        Refused::Broken(std::io::Error::other(said(&e)))
+        Refused::Broken(std::io::Error::other(pg_said(&e)))
     }
 }
 

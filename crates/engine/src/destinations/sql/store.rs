@@ -16,7 +16,7 @@
 //! alone: the good rows of its batch are stored, the refused one is counted as dropped and
 //! said once a table with the database's words.
 
-use super::{mysql, pgsql, sqlite, Kind};
+use super::{mysql, pgsql, sqlite};
 use crate::destinations::delivery::{Delivered, Delivers, Delivery, Lanes};
 use crate::destinations::diskq::DiskBufferOptions;
 use crate::destinations::format::{Format, Formatter};
@@ -24,6 +24,7 @@ use crate::destinations::link::{Connected, Position};
 use crate::destinations::queue::Batch;
 use crate::destinations::sender::{Pacing, Servers};
 use crate::own_log;
+use crate::sql::{valid_name, Kind, Server};
 use crate::stats::DestCounters;
 use sluice_model::{LogMessage, Template};
 use std::borrow::Cow;
@@ -60,14 +61,6 @@ impl Column {
             kind: kind.to_string(),
         })
     }
-}
-
-/// A table or column name sluice writes into SQL: 1 to 63 letters, digits and `_`, not
-/// starting with a digit.
-pub fn valid_name(name: &[u8]) -> bool {
-    (1..=63).contains(&name.len())
-        && !name[0].is_ascii_digit()
-        && name.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_')
 }
 
 /// How a wire makes tables, and the statements, as syslog-ng 3.38 writes them.
@@ -145,16 +138,6 @@ pub struct SqlTemplates {
     pub null: Option<String>,
 }
 
-/// The server of `type(pgsql)` and `type(mysql)`: syslog-ng's `host()` (empty: the local
-/// socket), `port()` (empty: the database's own), `username()`, `password()`.
-#[derive(Clone, Default)]
-pub struct Server {
-    pub host: String,
-    pub port: Option<u16>,
-    pub username: String,
-    pub password: String,
-}
-
 /// Where rows go and how tables are made.
 pub struct SqlOptions {
     pub label: String,
@@ -183,20 +166,7 @@ impl SqlOptions {
     /// How counters and messages name the database: `sqlite3,/var/log/logs.db`,
     /// `pgsql,db.example.com,5432,logs` (no user, no password).
     pub fn name(&self) -> String {
-        match self.kind {
-            Kind::Sqlite => format!("sqlite3,{}", self.database),
-            Kind::Pgsql | Kind::Mysql => format!(
-                "{},{},{},{}",
-                if self.kind == Kind::Pgsql {
-                    "pgsql"
-                } else {
-                    "mysql"
-                },
-                self.server.host,
-                self.server.port.map(|p| p.to_string()).unwrap_or_default(),
-                self.database
-            ),
-        }
+        self.server.name(self.kind, &self.database)
     }
 }
 
