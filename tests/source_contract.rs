@@ -270,6 +270,10 @@ const ELSEWHERE: &[(&str, &str)] = &[
         "tests/downstream/kafka.rs: a real broker started once per run; every record once, a consumer killed, a reload mid-stream",
     ),
     (
+        "sql",
+        "tests/sql.rs: tables of SQLite and of the PostgreSQL and MariaDB servers the tests start, followed across a restart: each row once, in order",
+    ),
+    (
         "internal",
         "tests/control.rs and every end-to-end test's internal.log: its messages are sluice's own, not an input",
     ),

@@ -126,6 +126,14 @@ impl Server {
     }
 }
 
+/// A server as sluice names it in its own messages: never its password.
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // No password.
+        write!(f, "{}:{:?} as {}", self.host, self.port, self.username)
+    }
+}
+
 /// A table or column name sluice writes into SQL: 1 to 63 letters, digits and `_`, not
 /// starting with a digit.
 pub fn valid_name(name: &[u8]) -> bool {

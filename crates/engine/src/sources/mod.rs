@@ -26,6 +26,8 @@ pub mod kafka;
 pub mod network;
 pub mod pipe;
 pub mod program;
+#[cfg(feature = "sql")]
+pub mod sql;
 pub mod stdin;
 pub mod system;
 #[cfg(feature = "journal")]

@@ -20,6 +20,8 @@ pub static DRIVERS: &[&SourceDriver] = &[
     &super::systemd_journal::DRIVER,
     #[cfg(feature = "kafka")]
     &super::kafka::DRIVER,
+    #[cfg(feature = "sql")]
+    &super::sql::DRIVER,
     &super::file::DRIVER,
     &super::wildcard_file::DRIVER,
     &super::program::DRIVER,
