@@ -18,6 +18,9 @@
 #   postgresql-15   the server the sql(type(pgsql)) tests start (tests/common/postgres.rs); its
 #                   packaged cluster is not made (createcluster.d), no system server runs
 #   mariadb-server, mariadb-client  the server the sql(type(mysql)) tests start (tests/common/mariadb.rs)
+#   syslog-ng-mod-mongodb  its mongodb() destination, for the mongodb() differential test
+#   FerretDB 1.24   the MongoDB-wire server the mongodb() tests start over PostgreSQL, built with Go
+#                   from the Go module proxy into /opt/sluice-test/ferretdb (below)
 #   syslog-ng-scl   its elasticsearch-http() (an SCL block over http()), for the differential test
 #   default-jre-headless, maven  run the Kafka broker and OpenSearch, fetched from Maven Central
 # Idempotent; needs root (or sudo) the first time.
@@ -34,6 +37,7 @@ command -v syslog-ng >/dev/null || need+=(syslog-ng-core)
 [ -e /usr/lib/x86_64-linux-gnu/dbd/libdbdmysql.so ] || need+=(libdbd-mysql)
 [ -x /usr/sbin/mariadbd ] || need+=(mariadb-server)
 command -v mariadb >/dev/null || need+=(mariadb-client)
+[ -e /usr/lib/syslog-ng/3.38/libafmongodb.so ] || need+=(syslog-ng-mod-mongodb)
 [ -e /usr/share/syslog-ng/include/scl/elasticsearch/elastic-http.conf ] || need+=(syslog-ng-scl)
 command -v java >/dev/null || need+=(default-jre-headless)
 command -v mvn >/dev/null || need+=(maven)
@@ -132,3 +136,24 @@ POLICY
   touch "$OPENSEARCH/.done"
 fi
 ls "$OPENSEARCH/lib" | grep -m1 '^opensearch-2'
+
+# FerretDB 1.24 (a MongoDB-wire server over PostgreSQL) for the mongodb() tests, built from the
+# Go module proxy (about a minute); tests/common/ferretdb.rs starts one per test run.
+FERRET=/opt/sluice-test/ferretdb
+if [ ! -e "$FERRET/.done" ]; then
+  echo "building FerretDB v1.24.0 into $FERRET"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo mkdir -p "$FERRET" && $sudo chown "$(id -u)" "$FERRET"
+  (
+    export GOPATH=$FERRET/gopath GOMODCACHE=$FERRET/gopath/pkg/mod GOCACHE=$FERRET/gocache GOFLAGS=-buildvcs=false
+    src=$(go mod download -json github.com/FerretDB/FerretDB@v1.24.0 | python3 -c 'import json,sys;print(json.load(sys.stdin)["Dir"])')
+    rm -rf "$FERRET/src" && cp -r "$src" "$FERRET/src" && chmod -R u+w "$FERRET/src"
+    # Written by FerretDB's own task runner; without it the binary stops at its start.
+    echo v1.24.0 > "$FERRET/src/build/version/version.txt"
+    cd "$FERRET/src" && go build -trimpath -o "$FERRET/bin/ferretdb" ./cmd/ferretdb
+  )
+  rm -rf "$FERRET/gocache"
+  touch "$FERRET/.done"
+fi
+"$FERRET/bin/ferretdb" --version 2>/dev/null | head -1 || true

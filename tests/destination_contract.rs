@@ -245,6 +245,10 @@ const ELSEWHERE: &[(&str, &str)] = &[
         "tests/programs.rs: writing to a terminal needs a user logged in on it",
     ),
     (
+        "mongodb",
+        "tests/mongodb.rs: against FerretDB 1.24 over PostgreSQL, started by the tests: the documents syslog-ng's mongodb() makes; a refused document costs that one alone and is kept; the server killed under load, each document stored once",
+    ),
+    (
         "sql",
         "tests/sql.rs: against a PostgreSQL server the tests start and syslog-ng's sql(): the same tables, indexes and rows (SQLite too); a refused row costs that row alone; the server killed under load and started again, each row stored once; a reload while rows arrive, each once; a locked table that takes nothing does not hold the stop",
     ),

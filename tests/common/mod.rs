@@ -2,6 +2,7 @@
 //! traffic over loopback, wait for their output, compare trees of files.
 #![allow(dead_code)]
 
+pub mod ferretdb;
 pub mod http;
 pub mod kafka;
 pub mod mariadb;

@@ -110,6 +110,16 @@ impl Template {
 
     /// Compiles template text whose `$(template …)` and conditions refer to `names`; the error
     /// says what is wrong in words (the caller adds the position of the string).
+    /// A template that writes a message's pairs as `$(format-json ARGS)` does, its arguments
+    /// (`--scope rfc5424`, `--pair name=$TEMPLATE`…) given one by one.
+    pub fn format_json(args: &[String]) -> Result<Template, String> {
+        Ok(Template {
+            ops: vec![Op::Call(Box::new(functions::Call::format_json(args)?))],
+            escape: false,
+            dates: DateOptions::default(),
+        })
+    }
+
     pub fn compile_in(text: &str, names: &Names) -> Result<Template, String> {
         if calls_nested(text) > MAX_CALLS_NESTED {
             return Err(format!(

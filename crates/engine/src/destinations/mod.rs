@@ -7,6 +7,8 @@
 mod delivery;
 pub mod diskq;
 pub mod driver;
+#[cfg(any(feature = "sql", feature = "mongodb"))]
+pub mod fallback;
 pub mod format;
 mod link;
 pub mod queue;
@@ -24,6 +26,8 @@ pub mod http;
 #[cfg(feature = "kafka")]
 pub mod kafka_c;
 pub mod logstore;
+#[cfg(feature = "mongodb")]
+pub mod mongodb;
 pub mod network;
 pub mod pipe;
 pub mod program;

@@ -29,12 +29,15 @@ pub static DRIVERS: &[&DestinationDriver] = &[
     &super::kafka_c::DRIVER,
     #[cfg(feature = "sql")]
     &super::sql::DRIVER,
+    #[cfg(feature = "mongodb")]
+    &super::mongodb::DRIVER,
 ];
 
 /// Destination drivers of syslog-ng that sluice does not have yet.
 pub const NOT_YET: &[&str] = &[
     #[cfg(not(feature = "sql"))]
     "sql",
+    #[cfg(not(feature = "mongodb"))]
     "mongodb",
     "kafka",
     #[cfg(not(feature = "kafka"))]

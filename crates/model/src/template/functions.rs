@@ -17,6 +17,18 @@ pub struct Call {
     args: Vec<Template>,
 }
 
+impl Call {
+    /// `$(format-json ARGS)` with its arguments given one by one, as a destination's
+    /// `value-pairs()` block names them: no quoting to undo.
+    pub(super) fn format_json(args: &[String]) -> Result<Call, String> {
+        let f = super::value_pairs::ValuePairs::compile(args, super::value_pairs::Output::Json)?;
+        Ok(Call {
+            func: Func::ValuePairs(Box::new(f)),
+            args: Vec::new(),
+        })
+    }
+}
+
 #[derive(Clone, Debug)]
 enum Func {
     Echo,

@@ -14,11 +14,12 @@ mod store;
 
 use super::driver::{Built, DestinationContext, DestinationDriver, FormatOptions, Queue, Threaded};
 use super::driver::{DATES, DISK_BUFFER, QUEUE, THREADED};
+use super::fallback::Fallback;
 use crate::sql::{Kind, Server, SERVERS};
 use sluice_config::declared::{read, Declared, Options};
 use sluice_config::{ConfigError, Node};
 use sluice_model::{Template, Zone};
-use store::{Column, Fallback, SqlDestination, SqlOptions, SqlTemplates};
+use store::{Column, SqlDestination, SqlOptions, SqlTemplates};
 
 /// The declaration: the names it answers to, its options, a valid use, its build.
 pub static DRIVER: DestinationDriver = DestinationDriver {

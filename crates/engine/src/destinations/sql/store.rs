@@ -19,6 +19,7 @@
 use super::{mysql, pgsql, sqlite};
 use crate::destinations::delivery::{Delivered, Delivers, Delivery, Lanes};
 use crate::destinations::diskq::DiskBufferOptions;
+use crate::destinations::fallback::Fallback;
 use crate::destinations::format::{Format, Formatter};
 use crate::destinations::link::{Connected, Position};
 use crate::destinations::queue::Batch;
@@ -29,9 +30,7 @@ use crate::stats::DestCounters;
 use sluice_model::{LogMessage, Template};
 use std::borrow::Cow;
 use std::collections::HashSet;
-use std::fs::File;
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// A column: its name and the type it is made with (`text` unless told, as syslog-ng).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -361,45 +360,6 @@ impl Servers for SqlOptions {
     }
 }
 
-/// `fallback-file()`: where refused rows are kept, a JSON line each — when, the destination,
-/// the table, the database's reason and the row's values by column — so that a refused row
-/// is never lost silently. Made 0600 when missing; never a link. Shared by the destination's
-/// workers.
-pub struct Fallback {
-    path: std::path::PathBuf,
-    file: Mutex<Option<File>>,
-}
-
-impl Fallback {
-    pub fn new(path: std::path::PathBuf) -> Fallback {
-        Fallback {
-            path,
-            file: Mutex::new(None),
-        }
-    }
-
-    /// Appends `line` (a whole JSON line), opening the file the first time.
-    fn append(&self, line: &[u8]) -> std::io::Result<()> {
-        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
-        if file.is_none() {
-            use rustix::fs::{Mode, OFlags};
-            let flags = OFlags::WRONLY
-                | OFlags::APPEND
-                | OFlags::CREATE
-                | OFlags::NOFOLLOW
-                | OFlags::CLOEXEC;
-            let fd = rustix::fs::open(&self.path, flags, Mode::from_raw_mode(0o600))?;
-            *file = Some(File::from(fd));
-        }
-        let result = file.as_mut().expect("opened").write_all(line);
-        if result.is_err() {
-            // Opened again next time: the disk may have room then, the file may be back.
-            *file = None;
-        }
-        result
-    }
-}
-
 /// What a wire does with refused rows: says why once a table, with the database's words, and
 /// keeps each in the `fallback-file()` when there is one. (They are counted by the sender, as
 /// the wire's position says.)
@@ -453,7 +413,7 @@ impl Refusals {
                 format!("{rows} rows")
             };
             let kept = match &self.fallback {
-                Some(f) => format!("kept in {}", f.path.display()),
+                Some(f) => format!("kept in {}", f.path().display()),
                 None => "counted as dropped".to_string(),
             };
             own_log::error(format!(
@@ -492,7 +452,7 @@ impl Refusals {
                 own_log::error(format!(
                     "{}: cannot keep a refused row in {}: {e}; it is counted as dropped",
                     self.label,
-                    fallback.path.display()
+                    fallback.path().display()
                 ));
             }
             Err(_) => {}
