@@ -81,7 +81,7 @@ def stop_shipper(proc, work):
     proc.terminate()
     proc.wait(60)
     path = os.path.join(work, "stderr")
-    return open(path).read()[-500:] if os.path.exists(path) else ""
+    return open(path).read()[-int(os.environ.get("SHIPPER_TAIL", "500")):] if os.path.exists(path) else ""
 
 
 def send_load(port, total):

@@ -23,6 +23,7 @@ fn database(name: &str) -> String {
 fn config(port: u16, db: &FerretDb, database: &str, extra: &str) -> String {
     format!(
         r#"@version: 3.38
+        options {{ threaded(yes); }};
         source s {{ network(ip(127.0.0.1) port({port}) transport(tcp) keep-hostname(yes)); }};
         destination d {{ mongodb(uri("{}{database}") collection("logs") {extra}); }};
         log {{ source(s); destination(d); flags(flow-control); }};"#,
@@ -182,7 +183,12 @@ fn killed_under_load_stores_every_document_once() {
     let port = free_port();
     let mut s = Running::start(
         Server::Sluice,
-        &config(port, db, &database, "batch-lines(200) time-reopen(1)"),
+        &config(
+            port,
+            db,
+            &database,
+            "batch-lines(200) time-reopen(1) workers(2)",
+        ),
     );
     s.wait_tcp(port);
     const N: u64 = 20_000;

@@ -41,12 +41,18 @@ fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
-/// `uri()` read as MongoDB's drivers read it.
+/// `uri()` read as MongoDB's drivers read it (on a thread of its own: a reload reads the
+/// configuration within sluice's runtime, where another cannot block).
 pub fn parse_uri(uri: &str) -> Result<ClientOptions, String> {
-    let runtime = runtime().map_err(|e| e.to_string())?;
-    runtime
-        .block_on(async { ClientOptions::parse(uri).await })
-        .map_err(|e| e.to_string())
+    let uri = uri.to_string();
+    std::thread::spawn(move || {
+        let runtime = runtime().map_err(|e| e.to_string())?;
+        runtime
+            .block_on(async { ClientOptions::parse(uri).await })
+            .map_err(|e| e.to_string())
+    })
+    .join()
+    .map_err(|_| "reading the URI failed".to_string())?
 }
 
 /// `uri()` as messages and counters show it: its password written `*****`.
@@ -68,15 +74,16 @@ pub fn shown_uri(uri: &str) -> String {
     }
 }
 
-/// `write-concern()`: `unacked`, `acked`, `majority` or a number of members.
-pub fn write_concern(text: &str) -> Option<WriteConcern> {
+/// `write-concern()`: `unacked`, `acked` (the server's default: none sent), `majority` or a
+/// number of members.
+pub fn write_concern(text: &str) -> Option<Option<WriteConcern>> {
     let w = match text {
         "unacked" => Acknowledgment::Nodes(0),
-        "acked" => Acknowledgment::Nodes(1),
+        "acked" => return Some(None),
         "majority" => Acknowledgment::Majority,
         n => Acknowledgment::Nodes(n.parse().ok()?),
     };
-    Some(WriteConcern::builder().w(w).build())
+    Some(Some(WriteConcern::builder().w(w).build()))
 }
 
 /// A collection name a message may name: 1 to 120 letters, digits, `_`, `-` and `.`, not a
@@ -95,7 +102,8 @@ pub struct MongoOptions {
     pub options: ClientOptions,
     /// `uri()` without its password.
     pub shown: String,
-    pub write_concern: WriteConcern,
+    /// `write-concern()`, when it is not the server's default (`acked`).
+    pub write_concern: Option<WriteConcern>,
     pub bypass: bool,
     pub fallback: Option<Arc<Fallback>>,
 }
@@ -204,14 +212,17 @@ impl Servers for MongoOptions {
 
     fn open(&self, _: usize) -> std::io::Result<Connected> {
         let runtime = runtime()?;
-        let client = mongodb::Client::with_options(self.options.clone())
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        // The client spawns its monitors on the runtime it is made in: this sender's.
+        let client = {
+            let _in = runtime.enter();
+            mongodb::Client::with_options(self.options.clone())
+                .map_err(|e| std::io::Error::other(e.to_string()))?
+        };
         let database =
             client.database(self.options.default_database.as_deref().unwrap_or("syslog"));
         Ok(Box::new(MongoWire {
             runtime,
-            _client: client,
-            database,
+            client: Some((client, database)),
             write_concern: self.write_concern.clone(),
             bypass: self.bypass,
             fallback: self.fallback.clone(),
@@ -227,9 +238,9 @@ impl Servers for MongoOptions {
 
 struct MongoWire {
     runtime: tokio::runtime::Runtime,
-    _client: mongodb::Client,
-    database: mongodb::Database,
-    write_concern: WriteConcern,
+    /// The client and its database; dropped in the runtime, where the client's drop spawns.
+    client: Option<(mongodb::Client, mongodb::Database)>,
+    write_concern: Option<WriteConcern>,
     bypass: bool,
     fallback: Option<Arc<Fallback>>,
     /// Collections whose refusals were said (once each).
@@ -268,18 +279,22 @@ impl MongoWire {
         docs: &[&[u8]],
         give_up: GiveUp,
     ) -> Result<Vec<(usize, String)>, Failure> {
-        let coll = self.database.collection::<RawDocumentBuf>(collection);
+        let (_, database) = self.client.as_ref().expect("dropped only at the end");
+        let coll = database.collection::<RawDocumentBuf>(collection);
         let raw: Vec<RawDocumentBuf> = docs
             .iter()
             .filter_map(|d| RawDocumentBuf::from_bytes(d.to_vec()).ok())
             .collect();
         let answer = self.wait(
             async {
-                coll.insert_many(raw)
-                    .ordered(false)
-                    .bypass_document_validation(self.bypass)
-                    .write_concern(self.write_concern.clone())
-                    .await
+                let mut insert = coll.insert_many(raw).ordered(false);
+                if self.bypass {
+                    insert = insert.bypass_document_validation(true);
+                }
+                if let Some(w) = &self.write_concern {
+                    insert = insert.write_concern(w.clone());
+                }
+                insert.await
             },
             give_up,
         )?;
@@ -302,10 +317,14 @@ impl MongoWire {
             };
             let answer = self.wait(
                 async {
-                    coll.insert_one(raw)
-                        .bypass_document_validation(self.bypass)
-                        .write_concern(self.write_concern.clone())
-                        .await
+                    let mut insert = coll.insert_one(raw);
+                    if self.bypass {
+                        insert = insert.bypass_document_validation(true);
+                    }
+                    if let Some(w) = &self.write_concern {
+                        insert = insert.write_concern(w.clone());
+                    }
+                    insert.await
                 },
                 give_up,
             )?;
@@ -446,6 +465,13 @@ fn own_id(doc: &[u8]) -> bool {
         .ok()
         .and_then(|d| d.get("_id").ok().flatten())
         .is_some_and(|id| id.as_object_id().is_some())
+}
+
+impl Drop for MongoWire {
+    fn drop(&mut self) {
+        let _in = self.runtime.enter();
+        drop(self.client.take());
+    }
 }
 
 impl Wire for MongoWire {
