@@ -15,6 +15,8 @@ mod store;
 use super::driver::{Built, DestinationContext, DestinationDriver, FormatOptions, Queue, Threaded};
 use super::driver::{DATES, DISK_BUFFER, QUEUE, THREADED};
 use super::fallback::Fallback;
+use super::link::Connected;
+use super::sender::Servers;
 use crate::sql::{Kind, Server, SERVERS};
 use sluice_config::declared::{read, Declared, Options};
 use sluice_config::{ConfigError, Node};
@@ -205,4 +207,27 @@ fn build(node: &Node, o: &mut Options, cx: &DestinationContext) -> Result<Built,
         disk_buffer,
         counters,
     )))
+}
+
+/// Where a sender's rows go: the database of `type()`, a wire of its own a connection.
+impl Servers for SqlOptions {
+    fn count(&self) -> usize {
+        1
+    }
+
+    fn name(&self, _: usize) -> String {
+        SqlOptions::name(self)
+    }
+
+    fn open(&self, _: usize) -> std::io::Result<Connected> {
+        match self.kind {
+            Kind::Sqlite => sqlite::open(self),
+            Kind::Pgsql => pgsql::open(self),
+            Kind::Mysql => mysql::open(self),
+        }
+    }
+
+    fn probe(&self, _: usize) -> bool {
+        true
+    }
 }

@@ -16,14 +16,13 @@
 //! alone: the good rows of its batch are stored, the refused one is counted as dropped and
 //! said once a table with the database's words.
 
-use super::{mysql, pgsql, sqlite};
 use crate::destinations::delivery::{Delivered, Delivers, Delivery, Lanes};
 use crate::destinations::diskq::DiskBufferOptions;
 use crate::destinations::fallback::Fallback;
 use crate::destinations::format::{Format, Formatter};
-use crate::destinations::link::{Connected, Position};
+use crate::destinations::link::Position;
 use crate::destinations::queue::Batch;
-use crate::destinations::sender::{Pacing, Servers};
+use crate::destinations::sender::Pacing;
 use crate::own_log;
 use crate::sql::{valid_name, Kind, Server};
 use crate::stats::DestCounters;
@@ -336,28 +335,6 @@ pub(super) fn table_name(field: Option<&[u8]>) -> Result<&str, String> {
         ));
     }
     Ok(std::str::from_utf8(table).expect("checked: ASCII"))
-}
-
-impl Servers for SqlOptions {
-    fn count(&self) -> usize {
-        1
-    }
-
-    fn name(&self, _: usize) -> String {
-        SqlOptions::name(self)
-    }
-
-    fn open(&self, _: usize) -> std::io::Result<Connected> {
-        match self.kind {
-            Kind::Sqlite => sqlite::open(self),
-            Kind::Pgsql => pgsql::open(self),
-            Kind::Mysql => mysql::open(self),
-        }
-    }
-
-    fn probe(&self, _: usize) -> bool {
-        true
-    }
 }
 
 /// What a wire does with refused rows: says why once a table, with the database's words, and
