@@ -30,6 +30,11 @@ def main():
                 b'destination d { file("/x/$HOST" template("$MSG\\n")); };\n'
                 b'filter f { facility(kern) and not level(debug..info); };\n'
                 b'log { source(s); filter(f); destination(d); flags(final); };\n')
+    # Secrets `sluice ctl config` hides: a password option, a secret pair, a URI's password.
+    with open(os.path.join(HERE, "corpus", "config", "seed-secrets"), "wb") as f:
+        f.write(b'destination d { sql(type(pgsql) username("u") password("p\\"w")); };\n'
+                b'destination k { kafka-c(config("sasl.password" => "k")); };\n'
+                b'destination m { mongodb(uri("mongodb://u:s@h:1/db?x=1")); };\n')
     seed_bounds()
     seed_archives(lines)
     print(f"seeded {len(lines)} lines")
