@@ -879,3 +879,66 @@ fn mysql_source_follows_a_table_across_a_restart() {
         a_table_is_followed_across_a_restart(Held::Server(db, db.database()));
     }
 }
+
+/// A table followed by a time: the position kept is the time's text, read back as the column's
+/// type by the server.
+#[test]
+fn pgsql_source_follows_a_time_column() {
+    let Some(db) = pg() else { return };
+    let _shared = SERVERS.read().unwrap_or_else(|e| e.into_inner());
+    let held = Held::Server(db, db.database());
+    held.run("CREATE TABLE stamped (stamp timestamptz, message text)");
+    let insert = |from: u32, to: u32| {
+        let rows: Vec<String> = (from..to)
+            .map(|i| {
+                format!(
+                    "(timestamptz '2026-11-29 10:00:00+00' + interval '{i} seconds', 'row {i}')"
+                )
+            })
+            .collect();
+        held.run(&format!(
+            "INSERT INTO stamped (stamp, message) VALUES {}",
+            rows.join(", ")
+        ));
+    };
+    insert(0, 30);
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        r#"source s {{ sql({} table("stamped") position-column("stamp") fetch-limit(7)); }};
+        destination d {{ file("@DIR@/rows.log" template("$MESSAGE\n")); }};
+        log {{ source(s); destination(d); flags(flow-control); }};"#,
+        held.options()
+    );
+    let out = dir.path().join("rows.log");
+    let lines = || {
+        std::fs::read_to_string(&out)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let said = || std::fs::read_to_string(dir.path().join("stderr")).unwrap_or_default();
+    let mut s = common::InDir::start(Command::new(common::sluice_bin()), dir.path(), &config);
+    assert!(
+        wait_until(Duration::from_secs(20), || lines() == 30),
+        "{} lines; {}",
+        lines(),
+        said()
+    );
+    s.stop();
+    insert(30, 50);
+    let mut s = common::InDir::start(Command::new(common::sluice_bin()), dir.path(), &config);
+    assert!(
+        wait_until(Duration::from_secs(20), || lines() == 50),
+        "{} lines; {}",
+        lines(),
+        said()
+    );
+    s.stop();
+    let got: Vec<String> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let expected: Vec<String> = (0..50).map(|i| format!("row {i}")).collect();
+    assert_eq!(got, expected);
+}
