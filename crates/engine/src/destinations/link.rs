@@ -208,6 +208,21 @@ impl Position {
             .map_or(0, |b| b.ends.partition_point(|&e| e as usize <= self.byte))
     }
 
+    /// The messages from the position to the end of `batches`, each its bytes: a wire that
+    /// takes messages whole (`sql()`'s rows, `mongodb()`'s documents) sends these.
+    #[cfg(any(feature = "sql", feature = "mongodb"))]
+    pub(super) fn messages_on<'b>(&self, batches: &'b [Batch]) -> Vec<&'b [u8]> {
+        let mut out = Vec::new();
+        let first = self.message(batches);
+        for (b, batch) in batches.iter().enumerate().skip(self.batch) {
+            let from = if b == self.batch { first } else { 0 };
+            for i in from..batch.len() {
+                out.push(&batch.data[batch.start(i)..batch.ends[i] as usize]);
+            }
+        }
+        out
+    }
+
     /// Moves back to the start of the message the position is in.
     pub(super) fn back_to_message_start(&mut self, batches: &[Batch]) {
         if let Some(b) = batches.get(self.batch) {
@@ -519,6 +534,27 @@ fn write_until_done(
 /// Whether a sender gives up on a peer that takes nothing: sluice is stopping, or a reload's
 /// destination takes over. Asked at every stall, as either may come while a write waits.
 pub(super) type GiveUp<'a> = &'a dyn Fn() -> bool;
+
+/// Runs `work` (a client library's call) on `runtime`, a sender's own, waking every
+/// [`TICK`] to give up once sluice has been stopping for the grace, as [`stalled`] says: the
+/// wires of `sql()` and `mongodb()` wait through this.
+#[cfg(any(feature = "sql", feature = "mongodb"))]
+pub(super) fn block_on_giving_up<F: std::future::Future>(
+    runtime: &tokio::runtime::Runtime,
+    work: F,
+    give_up: GiveUp,
+) -> std::io::Result<F::Output> {
+    runtime.block_on(async {
+        tokio::pin!(work);
+        let mut since = None;
+        loop {
+            tokio::select! {
+                done = &mut work => return Ok(done),
+                _ = tokio::time::sleep(TICK) => stalled(&mut since, give_up, STOP_GRACE)?,
+            }
+        }
+    })
+}
 
 /// A write (or a wait for an answer) that got nothing: backpressure, to wait out, unless the
 /// sender gives up and the peer has taken nothing for `grace` since then (`since`) — since

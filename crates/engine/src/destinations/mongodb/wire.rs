@@ -17,8 +17,7 @@ use crate::destinations::delivery::{Delivered, Delivers, Delivery, Lanes};
 use crate::destinations::diskq::DiskBufferOptions;
 use crate::destinations::fallback::Fallback;
 use crate::destinations::format::{Format, Formatter};
-use crate::destinations::link::{stalled, Connected, Failure, GiveUp, Position, Wire};
-use crate::destinations::link::{STOP_GRACE, TICK};
+use crate::destinations::link::{block_on_giving_up, Connected, Failure, GiveUp, Position, Wire};
 use crate::destinations::queue::Batch;
 use crate::destinations::sender::{Pacing, Servers};
 use crate::own_log;
@@ -255,18 +254,7 @@ impl MongoWire {
         work: impl Future<Output = mongodb::error::Result<T>>,
         give_up: GiveUp,
     ) -> Result<mongodb::error::Result<T>, Failure> {
-        self.runtime.block_on(async {
-            tokio::pin!(work);
-            let mut since = None;
-            loop {
-                tokio::select! {
-                    done = &mut work => return Ok(done),
-                    _ = tokio::time::sleep(TICK) => {
-                        stalled(&mut since, give_up, STOP_GRACE).map_err(Failure::Broken)?;
-                    }
-                }
-            }
-        })
+        block_on_giving_up(&self.runtime, work, give_up).map_err(Failure::Broken)
     }
 
     /// Inserts `docs` into `collection` with one `insert_many`; where the server refused
@@ -418,14 +406,7 @@ impl MongoWire {
         pos: &mut Position,
         give_up: GiveUp,
     ) -> Result<(), Failure> {
-        let mut rows = Vec::new();
-        let first = pos.message(batches);
-        for (b, batch) in batches.iter().enumerate().skip(pos.batch) {
-            let from = if b == pos.batch { first } else { 0 };
-            for i in from..batch.len() {
-                rows.push(&batch.data[batch.start(i)..batch.ends[i] as usize]);
-            }
-        }
+        let rows = pos.messages_on(batches);
         let mut refused = 0;
         let mut collections: Vec<(&[u8], Vec<&[u8]>)> = Vec::new();
         let mut which: HashMap<&[u8], usize> = HashMap::new();

@@ -12,8 +12,7 @@
 
 use super::bulk::{self, Bulk, Refused};
 use super::store::{tab_values, Ddl, Refusals, SqlOptions};
-use crate::destinations::link::{stalled, Connected, Failure, GiveUp, Position, Wire};
-use crate::destinations::link::{STOP_GRACE, TICK};
+use crate::destinations::link::{block_on_giving_up, Connected, Failure, GiveUp, Position, Wire};
 use crate::destinations::queue::Batch;
 use crate::own_log;
 use crate::sql::mysql_said;
@@ -109,18 +108,7 @@ impl MysqlWire {
         work: impl Future<Output = Result<T, mysql_async::Error>>,
         give_up: GiveUp,
     ) -> Result<Result<T, mysql_async::Error>, Refused> {
-        runtime.block_on(async {
-            tokio::pin!(work);
-            let mut since = None;
-            loop {
-                tokio::select! {
-                    done = &mut work => return Ok(done),
-                    _ = tokio::time::sleep(TICK) => {
-                        stalled(&mut since, give_up, STOP_GRACE).map_err(Refused::Broken)?;
-                    }
-                }
-            }
-        })
+        block_on_giving_up(runtime, work, give_up).map_err(Refused::Broken)
     }
 
     /// The columns `table` has, none where it is missing.

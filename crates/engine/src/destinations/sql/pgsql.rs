@@ -8,8 +8,7 @@
 
 use super::bulk::{self, Bulk, Refused};
 use super::store::{Ddl, Refusals, SqlOptions};
-use crate::destinations::link::{stalled, Connected, Failure, GiveUp, Position, Wire};
-use crate::destinations::link::{STOP_GRACE, TICK};
+use crate::destinations::link::{block_on_giving_up, Connected, Failure, GiveUp, Position, Wire};
 use crate::destinations::queue::Batch;
 use crate::sql::pg_said;
 use bytes::BytesMut;
@@ -84,18 +83,9 @@ impl PgWire {
         work: impl Future<Output = Result<T, tokio_postgres::Error>>,
         give_up: GiveUp,
     ) -> Result<T, Refused> {
-        self.runtime.block_on(async {
-            tokio::pin!(work);
-            let mut since = None;
-            loop {
-                tokio::select! {
-                    done = &mut work => return done.map_err(refused),
-                    _ = tokio::time::sleep(TICK) => {
-                        stalled(&mut since, give_up, STOP_GRACE).map_err(Refused::Broken)?;
-                    }
-                }
-            }
-        })
+        block_on_giving_up(&self.runtime, work, give_up)
+            .map_err(Refused::Broken)?
+            .map_err(refused)
     }
 }
 

@@ -470,15 +470,7 @@ pub(super) fn tab_values(line: &[u8]) -> Vec<Option<Cow<'_, [u8]>>> {
 
 /// The rows from `pos` to the end of `batches`.
 pub(super) fn rows_from<'b>(batches: &'b [Batch], pos: &Position) -> Vec<&'b [u8]> {
-    let mut rows = Vec::new();
-    let first = pos.message(batches);
-    for (b, batch) in batches.iter().enumerate().skip(pos.batch) {
-        let from = if b == pos.batch { first } else { 0 };
-        for i in from..batch.len() {
-            rows.push(&batch.data[batch.start(i)..batch.ends[i] as usize]);
-        }
-    }
-    rows
+    pos.messages_on(batches)
 }
 
 /// Moves `pos` past `n` rows written, of which `refused` were refused.
